@@ -1,0 +1,22 @@
+"""meanfield: self-attention dynamics as a mean-field PDE on the sphere.
+
+The model layer: parameters, kernels, energies, densities, measures, Wasserstein distances and
+the `Solution` type. It imports no solver; the numerical methods live in the `solvers` package.
+"""
+__version__ = "0.1.0"
+
+from . import densities
+from .errors import Interrupted, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
+from .energy import dirac_energy, energy_from_spectrum, interaction_energy, uniform_energy
+from .kernels import kernel_multipliers, linear_growth_rates, velocity_multipliers
+from .model import Model
+from .sampling import quadrature, sample
+from .solution import Solution, load
+from .wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
+
+__all__ = [
+    "Model", "kernel_multipliers", "velocity_multipliers", "linear_growth_rates", "interaction_energy",
+    "energy_from_spectrum", "uniform_energy", "dirac_energy", "densities", "sample", "quadrature",
+    "wasserstein", "w1_to_dirac", "w1_to_uniform", "Solution", "load", "UnsupportedModel", "SolverError",
+    "UnderResolved", "NonFiniteState", "Interrupted", "__version__",
+]

@@ -1,0 +1,170 @@
+"""Input validation shared by every public function (one place, one style of message).
+
+Messages name the argument in backticks and state the accepted range, like
+``scipy.integrate``'s ``check_arguments``.
+"""
+import numbers
+
+import numpy as np
+
+SPHERE_TOL = 1e-10
+MASS_RTOL = 1e-6
+
+
+def check_real(value, name, *, low=None, high=None, low_open=False, allow_inf=False):
+    """Return ``value`` as a float, raising ValueError if it is not a finite real in range."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        try:
+            value = float(np.asarray(value).item())
+        except (TypeError, ValueError):
+            raise ValueError(f"`{name}` must be a real number, got {value!r}.") from None
+    value = float(value)
+    if np.isnan(value) or (np.isinf(value) and not allow_inf):
+        raise ValueError(f"`{name}` must be finite, got {value}.")
+    if low is not None and (value < low or (low_open and value == low)):
+        op = ">" if low_open else ">="
+        raise ValueError(f"`{name}` must be {op} {low}, got {value}.")
+    if high is not None and value > high:
+        raise ValueError(f"`{name}` must be <= {high}, got {value}.")
+    return value
+
+
+def check_beta(beta, name="beta"):
+    """β >= 0, finite."""
+    return check_real(beta, name, low=0.0)
+
+
+def check_int(value, name, *, low=None, high=None):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise ValueError(f"`{name}` must be an integer, got {value!r}.")
+    value = int(value)
+    if low is not None and value < low:
+        raise ValueError(f"`{name}` must be >= {low}, got {value}.")
+    if high is not None and value > high:
+        raise ValueError(f"`{name}` must be <= {high}, got {value}.")
+    return value
+
+
+def check_dim(dim, name="dim"):
+    """Ambient dimension d >= 2 (the sphere S^{d-1})."""
+    return check_int(dim, name, low=2)
+
+
+def check_points(x, name="x", *, dim=None, normalize=False, tol=SPHERE_TOL, min_ndim=1):
+    """Points on S^{d-1} as a float array of shape (..., d).
+
+    Raises ValueError for non-finite entries, a wrong last axis, or points off the unit sphere
+    by more than ``tol`` (unless ``normalize=True``, which projects them onto the sphere).
+    """
+    try:
+        x = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be an array of points of shape (..., d).") from None
+    if x.ndim < min_ndim:
+        raise ValueError(f"`{name}` must have at least {min_ndim} dimension(s) with the last one d, got shape {x.shape}.")
+    if x.shape[-1] < 2:
+        raise ValueError(f"`{name}` must have a last axis of length d >= 2, got shape {x.shape}.")
+    if dim is not None and x.shape[-1] != dim:
+        raise ValueError(f"`{name}` must have last axis of length dim={dim}, got shape {x.shape}.")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"`{name}` contains NaN or inf.")
+    r = np.linalg.norm(x, axis=-1, keepdims=True)
+    if normalize:
+        if np.any(r == 0):
+            raise ValueError(f"`{name}` contains a zero vector, which cannot be normalised onto the sphere.")
+        return x / r
+    err = float(np.max(np.abs(r - 1.0))) if r.size else 0.0
+    if err > tol:
+        raise ValueError(f"`{name}` must lie on the unit sphere (| |x| - 1 | <= {tol:g}); the largest deviation is {err:.3g}. "
+                         "Pass normalize=True to project the points.")
+    return x
+
+
+def check_weights(w, n, name="weights", *, normalize=False, rtol=1e-10):
+    """Non-negative finite weights of length n summing to 1 (within ``rtol``)."""
+    if w is None:
+        return np.full(n, 1.0 / n)
+    try:
+        w = np.asarray(w, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a 1-D array of {n} non-negative numbers.") from None
+    if w.shape != (n,):
+        raise ValueError(f"`{name}` must have shape ({n},) to match the points, got {w.shape}.")
+    if not np.all(np.isfinite(w)):
+        raise ValueError(f"`{name}` contains NaN or inf.")
+    if np.any(w < 0):
+        raise ValueError(f"`{name}` must be non-negative; the smallest is {w.min():.3g}.")
+    s = float(w.sum())
+    if s <= 0:
+        raise ValueError(f"`{name}` must have a positive sum.")
+    if normalize:
+        return w / s
+    if abs(s - 1.0) > rtol:
+        raise ValueError(f"`{name}` must sum to 1 (within {rtol:g}), got {s!r}. Pass normalize=True to rescale.")
+    return w
+
+
+def check_measure(measure, name="measure", *, dim=None, normalize=False):
+    """A discrete measure ``(points, weights)``; returns (points (n, d), weights (n,))."""
+    if not (isinstance(measure, (tuple, list)) and len(measure) == 2):
+        raise ValueError(f"`{name}` must be a pair (points, weights), got {type(measure).__name__}.")
+    x = check_points(measure[0], f"{name}[0] (points)", dim=dim, normalize=normalize, min_ndim=2)
+    if x.ndim != 2:
+        raise ValueError(f"`{name}[0]` (points) must have shape (n, d), got {x.shape}.")
+    if x.shape[0] == 0:
+        raise ValueError(f"`{name}` must have at least one point.")
+    w = check_weights(measure[1], x.shape[0], f"{name}[1] (weights)", normalize=normalize)
+    return x, w
+
+
+def check_times(t_eval, name="t_eval"):
+    """Strictly increasing, finite, 1-D times starting at 0."""
+    try:
+        t = np.asarray(t_eval, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a 1-D array of times.") from None
+    if t.ndim != 1 or t.size < 1:
+        raise ValueError(f"`{name}` must be a non-empty 1-D array, got shape {t.shape}.")
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f"`{name}` contains NaN or inf.")
+    if t[0] != 0.0:
+        raise ValueError(f"`{name}` must start at 0 (the initial time), got t_eval[0]={t[0]}.")
+    if t.size > 1 and np.any(np.diff(t) <= 0):
+        k = int(np.argmax(np.diff(t) <= 0))
+        raise ValueError(f"`{name}` must be strictly increasing; t_eval[{k}]={t[k]} >= t_eval[{k+1}]={t[k+1]}.")
+    return t
+
+
+def check_density_values(values, name="rho0", *, quadrature_weights=None, normalize=False, rtol=MASS_RTOL):
+    """Validate density values sampled at quadrature nodes (σ-relative density, L1).
+
+    Checks finiteness and non-negativity; with ``quadrature_weights`` (summing to 1, i.e. a
+    quadrature for σ) checks that the mass ∫ρ dσ is 1 within ``rtol``, or rescales when
+    ``normalize=True``. Returns (values, mass_before_normalisation).
+    """
+    v = np.asarray(values, dtype=float)
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"`{name}` returned NaN or inf values.")
+    vmin = float(v.min()) if v.size else 0.0
+    if vmin < 0:
+        raise ValueError(f"`{name}` must be a non-negative density; its minimum on the grid is {vmin:.3g}.")
+    mass = None
+    if quadrature_weights is not None:
+        mass = float(np.sum(np.asarray(quadrature_weights) * v))
+        if mass <= 0:
+            raise ValueError(f"`{name}` has zero mass.")
+        if normalize:
+            v = v / mass
+        elif abs(mass - 1.0) > rtol:
+            raise ValueError(f"`{name}` must have mass ∫ρ dσ = 1 (σ the uniform probability measure) within {rtol:g} "
+                             f"relative; it has {mass!r}. Pass normalize=True to rescale.")
+    return v, mass
+
+
+def check_callable(f, name):
+    if not callable(f):
+        raise ValueError(f"`{name}` must be a callable f(x) -> array of density values, got {type(f).__name__}.")
+    return f

@@ -1,0 +1,221 @@
+"""Initial densities on S^{d-1}, relative to σ (the uniform probability measure; SPEC L1).
+
+Each is a callable ``f(x) -> array`` on points ``x`` of shape (..., d); any user callable with the
+same signature works too. Every density here integrates to exactly 1 against σ.
+"""
+import numpy as np
+
+from ._checks import check_int, check_points, check_real
+from .kernels import kernel_multipliers
+
+
+class Density:
+    """Base class: ``__call__(x)`` evaluates ρ at points x of shape (..., d)."""
+
+    dim = None  # fixed dimension, or None if the density works on every sphere
+
+    def __call__(self, x):
+        x = check_points(x, "x", dim=self.dim)
+        return self._evaluate(x)
+
+    def _evaluate(self, x):
+        raise NotImplementedError
+
+    def __add__(self, other):
+        return NotImplemented
+
+
+class Uniform(Density):
+    """ρ ≡ 1, the uniform density (σ itself)."""
+
+    def _evaluate(self, x):
+        return np.ones(x.shape[:-1])
+
+    def __repr__(self):
+        return "uniform()"
+
+
+def uniform():
+    """The uniform density ρ ≡ 1 on any sphere."""
+    return Uniform()
+
+
+class VonMisesFisher(Density):
+    """ρ(x) = e^{κ⟨μ,x⟩} / a_0(κ), with a_0(κ) = ∫ e^{κ⟨μ,y⟩} dσ(y) = Γ(d/2)(2/κ)^{(d-2)/2} I_{(d-2)/2}(κ).
+
+    Evaluated as e^{κ(⟨μ,x⟩−1)} / (a_0(κ) e^{−κ}), stable for large κ. κ = 0 is the uniform density.
+    """
+
+    def __init__(self, mean, kappa):
+        mean = np.asarray(mean, dtype=float)
+        if mean.ndim != 1:
+            raise ValueError(f"`mean` must be a unit vector of shape (d,), got shape {mean.shape}.")
+        self.mean = check_points(mean, "mean")
+        self.kappa = check_real(kappa, "kappa", low=0.0)
+        self.dim = self.mean.shape[0]
+        self._log_norm = np.log(kernel_multipliers(self.kappa, self.dim, 0, scaled=True)[0])
+
+    def _evaluate(self, x):
+        return np.exp(self.kappa * (x @ self.mean - 1.0) - self._log_norm)
+
+    def __repr__(self):
+        return f"von_mises_fisher(mean={self.mean.tolist()}, kappa={self.kappa:g})"
+
+
+def von_mises_fisher(mean, kappa):
+    """Von Mises–Fisher density with mean direction ``mean`` (unit vector) and concentration κ >= 0."""
+    return VonMisesFisher(mean, kappa)
+
+
+class Mixture(Density):
+    """ρ = Σ_k w_k ρ_k with w_k >= 0, Σ w_k = 1."""
+
+    def __init__(self, components, weights=None):
+        components = list(components)
+        if not components:
+            raise ValueError("`components` must be a non-empty list of densities.")
+        for i, c in enumerate(components):
+            if not callable(c):
+                raise ValueError(f"`components[{i}]` must be a density callable, got {type(c).__name__}.")
+        if weights is None:
+            weights = np.full(len(components), 1.0 / len(components))
+        from ._checks import check_weights
+        self.weights = check_weights(weights, len(components), "weights")
+        self.components = components
+        dims = {c.dim for c in components if getattr(c, "dim", None) is not None}
+        if len(dims) > 1:
+            raise ValueError(f"`components` live on spheres of different dimensions {sorted(dims)}.")
+        self.dim = dims.pop() if dims else None
+
+    def _evaluate(self, x):
+        return sum(w * np.asarray(c(x), dtype=float) for w, c in zip(self.weights, self.components))
+
+    def __repr__(self):
+        return f"mixture({self.components!r}, weights={self.weights.tolist()})"
+
+
+def mixture(components, weights=None):
+    """Convex combination of densities (default: equal weights)."""
+    return Mixture(components, weights)
+
+
+def _real_sh(l, m, x):
+    """Real spherical harmonic of degree l, order m on S^2, orthonormal in L²(σ) ('4π' normalisation).
+
+    m > 0: sqrt(2)·N P_l^m(cos θ) cos(mφ); m < 0: sqrt(2)·N P_l^|m|(cos θ) sin(|m|φ); m = 0: N P_l.
+    No Condon–Shortley phase (pyshtools csphase=1 convention).
+    """
+    from scipy.special import assoc_legendre_p, gammaln
+
+    z = np.clip(x[..., 2], -1.0, 1.0)
+    phi = np.arctan2(x[..., 1], x[..., 0])
+    am = abs(m)
+    p = assoc_legendre_p(l, am, z, norm=False)
+    # remove the Condon-Shortley phase (-1)^m that scipy includes
+    p = p * (-1.0) ** am
+    norm = np.sqrt((2 * l + 1) * np.exp(gammaln(l - am + 1) - gammaln(l + am + 1)))
+    if m == 0:
+        return norm * p
+    trig = np.cos(am * phi) if m > 0 else np.sin(am * phi)
+    return np.sqrt(2.0) * norm * p * trig
+
+
+def _zonal_harmonic(l, dim, t):
+    """Zonal degree-l harmonic on S^{d-1} with unit L²(σ) norm: sqrt(dim H_l) C_l^λ(t)/C_l^λ(1)."""
+    from scipy.special import eval_gegenbauer, eval_chebyt
+
+    from .kernels import harmonic_dimension
+
+    n = float(harmonic_dimension(dim, l))
+    if dim == 2:
+        return np.sqrt(n) * eval_chebyt(l, t)
+    lam = 0.5 * (dim - 2)
+    return np.sqrt(n) * eval_gegenbauer(l, lam, t) / eval_gegenbauer(l, lam, 1.0)
+
+
+class PerturbedUniform(Density):
+    """ρ = 1 + amplitude·Y(x) with Y a degree-``degree`` harmonic (mass exactly 1 for degree >= 1).
+
+    * On S^1 (dim 2): Y = cos(k(θ − phase)) — the plain cosine, so ρ0 = 1 + ε cos(kθ).
+    * On S^2 (dim 3) with ``order=m``: Y = Y_{l,m}, the real harmonic orthonormal in L²(σ)
+      (m > 0 cosine, m < 0 sine type, no Condon–Shortley phase), after rotating x by ``rotation``.
+    * On S^{d-1}, d >= 4: the zonal harmonic about ``axis`` with unit L²(σ) norm (order must be 0).
+    """
+
+    def __init__(self, amplitude, degree, order=0, dim=None, phase=0.0, axis=None):
+        self.amplitude = check_real(amplitude, "amplitude")
+        self.degree = check_int(degree, "degree", low=1)
+        self.order = check_int(order, "order", low=-self.degree, high=self.degree)
+        self.phase = check_real(phase, "phase")
+        self.dim = None if dim is None else check_int(dim, "dim", low=2)
+        self.axis = None if axis is None else check_points(np.asarray(axis, dtype=float), "axis")
+        if self.axis is not None:
+            if self.dim is not None and self.axis.shape[0] != self.dim:
+                raise ValueError(f"`axis` must have length dim={self.dim}.")
+            self.dim = self.axis.shape[0]
+
+    def _evaluate(self, x):
+        d = x.shape[-1]
+        if d == 2:
+            theta = np.arctan2(x[..., 1], x[..., 0])
+            y = np.cos(self.degree * (theta - self.phase)) if self.order >= 0 else np.sin(self.degree * (theta - self.phase))
+        elif d == 3 and self.axis is None:
+            y = _real_sh(self.degree, self.order, x)
+        else:
+            if self.order != 0:
+                raise ValueError("`order` must be 0 for perturbed_uniform on S^{d-1} with d >= 4 (zonal only) "
+                                 "or when `axis` is given.")
+            axis = self.axis if self.axis is not None else np.eye(d)[-1]
+            y = _zonal_harmonic(self.degree, d, np.clip(x @ axis, -1, 1))
+        return 1.0 + self.amplitude * y
+
+    def __repr__(self):
+        return f"perturbed_uniform(amplitude={self.amplitude:g}, degree={self.degree}, order={self.order})"
+
+
+def perturbed_uniform(amplitude, degree, order=0, dim=None, phase=0.0, axis=None):
+    """ρ = 1 + amplitude·Y_degree (see `PerturbedUniform`): the linear-stability initial datum (SPEC L6)."""
+    return PerturbedUniform(amplitude, degree, order=order, dim=dim, phase=phase, axis=axis)
+
+
+class BandLimited(Density):
+    """ρ = 1 + Σ_l c_l·Y_l: a random band-limited density on S^1 or S^2, shifted to be >= ``floor``."""
+
+    def __init__(self, dim, lmax, rng=None, scale=1.0, floor=0.05):
+        self.dim = check_int(dim, "dim", low=2, high=3)
+        self.lmax = check_int(lmax, "lmax", low=1)
+        rng = np.random.default_rng(rng)
+        if self.dim == 2:
+            self.terms = [(k, o, rng.standard_normal() / k) for k in range(1, self.lmax + 1) for o in (0, -1)]
+        else:
+            self.terms = [(l, m, rng.standard_normal() / (l + 1)) for l in range(1, self.lmax + 1) for m in range(-l, l + 1)]
+        self._raw = 0.0
+        # fix amplitude so the minimum on a fine grid is `floor`
+        from .sampling import _fibonacci_sphere
+        grid = _circle_grid(4096) if self.dim == 2 else _fibonacci_sphere(20000)
+        pert = self._perturbation(grid)
+        lo = float(pert.min())
+        self.amp = scale if lo >= 0 else min(scale, (1 - floor) / (-lo))
+
+    def _perturbation(self, x):
+        out = np.zeros(x.shape[:-1])
+        for l, m, c in self.terms:
+            if self.dim == 2:
+                theta = np.arctan2(x[..., 1], x[..., 0])
+                out += c * (np.cos(l * theta) if m == 0 else np.sin(l * theta))
+            else:
+                out += c * _real_sh(l, m, x)
+        return out
+
+    def _evaluate(self, x):
+        return 1.0 + self.amp * self._perturbation(x)
+
+
+def band_limited(dim, lmax, rng=None, scale=1.0, floor=0.05):
+    """A random band-limited density of degree <= lmax on S^1 or S^2 with minimum >= floor."""
+    return BandLimited(dim, lmax, rng=rng, scale=scale, floor=floor)
+
+
+def _circle_grid(n):
+    theta = 2 * np.pi * (np.arange(n) + 0.5) / n
+    return np.stack([np.cos(theta), np.sin(theta)], axis=-1)

@@ -1,0 +1,37 @@
+"""Exceptions shared by the model layer and every solver."""
+
+
+class UnsupportedModel(ValueError):
+    """A solver cannot represent this model (for example a PDE solver given non-zonal Q, K, V)."""
+
+
+class SolverError(RuntimeError):
+    """A run stopped early. ``solution`` holds the `Solution` computed up to that point (or None)."""
+
+    def __init__(self, message, solution=None):
+        super().__init__(message)
+        self.solution = solution
+
+
+class UnderResolved(SolverError):
+    """The discretisation no longer resolves the density (spectral tail above tolerance).
+
+    Attributes: ``t`` (time at which it was detected), ``tail`` (the measured tail fraction),
+    ``tol`` (the tolerance) and ``solution`` (the saved times before ``t``).
+    """
+
+    def __init__(self, message, solution=None, t=None, tail=None, tol=None):
+        super().__init__(message, solution)
+        self.t, self.tail, self.tol = t, tail, tol
+
+
+class NonFiniteState(SolverError):
+    """NaN or inf appeared in the state during a run; ``t`` and ``step`` say where."""
+
+    def __init__(self, message, solution=None, t=None, step=None):
+        super().__init__(message, solution)
+        self.t, self.step = t, step
+
+
+class Interrupted(SolverError):
+    """The run was interrupted (Ctrl-C); ``solution`` holds the saved times so far."""

@@ -1,0 +1,163 @@
+"""Kernel multipliers of e^{β⟨x,y⟩} in spherical harmonics (SPEC L2, §4.3–§4.4).
+
+Convolution against σ, (K*ρ)(x) = ∫ e^{β⟨x,y⟩} ρ(y) dσ(y), is diagonal in spherical harmonics:
+the degree-l part of K*ρ is a_l(β)·ρ_l with (Funk–Hecke, closed form of §4.3)
+
+    a_l(β) = Γ(d/2) (2/β)^{(d-2)/2} I_{l+(d-2)/2}(β),
+
+so a_l = I_l(β) on S^1 and a_l = i_l(β) = sqrt(π/(2β)) I_{l+1/2}(β) on S^2. Every function here
+works with the exponentially scaled values a_l·e^{-β} (`scipy.special.ive`) and multiplies by e^β
+only on request, so β up to several thousand stays finite in scaled form.
+"""
+import numpy as np
+from scipy import special
+
+from ._checks import check_beta, check_dim, check_int, check_real
+
+
+def _log_prefactor(beta, dim):
+    """log of Γ(d/2) (2/β)^{(d-2)/2}; only called with β > 0."""
+    lam = 0.5 * (dim - 2)
+    return special.gammaln(0.5 * dim) + lam * np.log(2.0 / beta)
+
+
+def kernel_multipliers(beta, dim, lmax, scaled=False):
+    """Funk–Hecke multipliers a_l(β), l = 0..lmax, of the kernel e^{β⟨x,y⟩} on S^{dim-1}.
+
+    ∫ e^{β⟨x,y⟩} Y_l(y) dσ(y) = a_l(β) Y_l(x) for every degree-l harmonic Y_l (SPEC L2, §4.3).
+
+    Parameters
+    ----------
+    beta : float >= 0
+    dim : int >= 2
+    lmax : int >= 0
+    scaled : bool
+        Return a_l(β)·e^{-β} instead (finite for every β; use it for β >~ 700).
+
+    Returns
+    -------
+    ndarray of shape (lmax + 1,); all entries are positive for β > 0 (Proposition 3.4), and
+    entries below the double-precision range underflow to 0.
+
+    Notes
+    -----
+    Evaluated as Γ(d/2)(2/β)^λ ive(l+λ, β) with λ = (d-2)/2, i.e. from exponentially scaled modified
+    Bessel functions, never by quadrature. At β = 0, a_0 = 1 and a_l = 0 for l >= 1.
+    """
+    beta = check_beta(beta)
+    dim = check_dim(dim)
+    lmax = check_int(lmax, "lmax", low=0)
+    a = np.zeros(lmax + 1)
+    if beta == 0.0:
+        a[0] = 1.0
+        return a
+    lam = 0.5 * (dim - 2)
+    orders = np.arange(lmax + 1) + lam
+    with np.errstate(under="ignore"):
+        ive = special.ive(orders, beta)
+        a = np.exp(_log_prefactor(beta, dim)) * ive
+    if not scaled:
+        with np.errstate(over="raise"):
+            try:
+                a = a * np.exp(beta)
+            except FloatingPointError:
+                raise ValueError(f"`beta`={beta:g} overflows a_l(β) in double precision; "
+                                 "use kernel_multipliers(..., scaled=True) (a_l·e^-β).") from None
+    return a
+
+
+def velocity_multipliers(beta, dim, lmax, scaled=False):
+    """c_l = a_l(β)/β for l >= 1 and c_0 = 0: the multipliers of φ = (K*ρ)/β up to a constant.
+
+    The constant mode does not move anything (∇_S kills it), so c_0 is set to 0. The ratios stay
+    finite as β → 0: c_1 → 1/d and c_l → 0 for l >= 2 (SPEC L2), which gives (4.1) at β = 0.
+    With ``scaled=True`` returns c_l·e^{-β}.
+    """
+    beta = check_beta(beta)
+    dim = check_dim(dim)
+    lmax = check_int(lmax, "lmax", low=0)
+    c = np.zeros(lmax + 1)
+    if lmax == 0:
+        return c
+    if beta == 0.0:
+        c[1] = 1.0 / dim
+        return c
+    if beta < 1e-3:
+        # series a_l/β = Γ(d/2)/Γ(l+d/2) (β/2)^l / β · (1 + (β/2)^2/(l+d/2) + ...), exact to rounding
+        l = np.arange(1, lmax + 1)
+        nu = l + 0.5 * dim
+        with np.errstate(under="ignore"):
+            log_lead = special.gammaln(0.5 * dim) - special.gammaln(nu) + l * np.log(beta / 2) - np.log(beta)
+            q = (beta / 2) ** 2
+            series = 1 + q / nu + q ** 2 / (2 * nu * (nu + 1)) + q ** 3 / (6 * nu * (nu + 1) * (nu + 2))
+            c[1:] = np.exp(log_lead) * series
+        if scaled:
+            c *= np.exp(-beta)
+        return c
+    a = kernel_multipliers(beta, dim, lmax, scaled=scaled)
+    c[1:] = a[1:] / beta
+    return c
+
+
+def laplacian_eigenvalues(dim, lmax):
+    """l(l + d - 2), l = 0..lmax: minus the Laplace–Beltrami eigenvalues on S^{dim-1} (SPEC §4.4)."""
+    dim = check_dim(dim)
+    lmax = check_int(lmax, "lmax", low=0)
+    l = np.arange(lmax + 1, dtype=float)
+    return l * (l + dim - 2)
+
+
+def harmonic_dimension(dim, l):
+    """dim H_l on S^{dim-1}: (2l+d-2)(l+d-3)!/(l!(d-2)!) (SPEC §4.4); 1 for l = 0."""
+    dim = check_dim(dim)
+    l = np.asarray(l)
+    if dim == 2:
+        return np.where(l == 0, 1, 2)
+    out = (2 * l + dim - 2) * special.comb(l + dim - 3, l, exact=False) / (dim - 2)
+    return np.rint(out).astype(int)
+
+
+def linear_growth_rates(model, lmax):
+    """Exact growth rates ς_l of degree-l perturbations of the uniform density (SPEC L6).
+
+    ς_l = v·l(l+d−2)·a_l/β for (USA), v·l(l+d−2)·a_l/(β a_0) for (SA), minus ν·l(l+d−2) with noise
+    (v = +1 attractive, −1 repulsive). Returns an array of length lmax + 1 (ς_0 = 0).
+    """
+    from .errors import UnsupportedModel
+
+    if not model.is_zonal:
+        raise UnsupportedModel("linear_growth_rates needs a zonal model (Q^T K = I, V = v·I).")
+    lmax = check_int(lmax, "lmax", low=0)
+    lap = laplacian_eigenvalues(model.dim, lmax)
+    c = velocity_multipliers(model.beta, model.dim, lmax, scaled=True)
+    if model.normalized:
+        c = c / kernel_multipliers(model.beta, model.dim, 0, scaled=True)[0]
+    else:
+        c = c * np.exp(model.beta)
+    return model.v * lap * c - model.noise * lap
+
+
+def zonal_kernel(beta, t):
+    """The interaction kernel e^{β t}, t = ⟨x, y⟩ ∈ [-1, 1]."""
+    beta = check_beta(beta)
+    return np.exp(beta * np.asarray(t, dtype=float))
+
+
+def minimum_degree(beta, dim, tol=1e-14, normalized=True):
+    """Smallest L with a_l(β)/a_0(β) < tol for every l >= L (resolution needed for the kernel).
+
+    Spectral solvers refuse a cut-off below this degree, because the kernel itself is not resolved.
+    """
+    beta = check_beta(beta)
+    dim = check_dim(dim)
+    tol = check_real(tol, "tol", low=0.0, low_open=True)
+    if beta == 0.0:
+        return 2
+    L = 16
+    while True:
+        a = kernel_multipliers(beta, dim, L, scaled=True)
+        ratio = a / a[0]
+        above = np.nonzero(ratio >= tol)[0]
+        if above.size and above[-1] < L:
+            return max(int(above[-1]) + 1, 2)
+        L *= 2

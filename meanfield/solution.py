@@ -1,0 +1,181 @@
+"""`Solution`: the one result type of every solver (API.md), with xarray/NetCDF I/O.
+
+Like scipy's ``OdeResult`` it is plain: saved times ``t``, the state at each saved time (through a
+`Representation`, which carries its normalisation), per-time diagnostics, counters and a status.
+Derived quantities (energy, mass) are computed from the state, not stored twice.
+"""
+import json
+
+import numpy as np
+
+from ._checks import check_beta, check_points
+from .model import Model
+from .representations import from_dataset
+
+
+class Solution:
+    """Result of a run.
+
+    Attributes
+    ----------
+    t : (T,) saved times.
+    model : `Model`.
+    representation : `Representation` (how ``data`` is to be read).
+    data : array (T, ...) — the state at each saved time.
+    diagnostics : dict name -> (T,) array (min density, spectral tail, dissipation identity, W1 ...).
+    stats : dict of counters (nfev, nsteps, nrejected, wall time ...).
+    status : 0 finished, 1 stopped early (see ``message``).
+    """
+
+    def __init__(self, t, model, representation, data, diagnostics=None, stats=None, status=0, message="",
+                 solver=""):
+        self.t = np.asarray(t, dtype=float)
+        if not isinstance(model, Model):
+            raise ValueError("`model` must be a meanfield.Model.")
+        self.model = model
+        self.representation = representation
+        self.data = np.asarray(data)
+        if self.data.shape[0] != self.t.shape[0]:
+            raise ValueError(f"`data` must have one slice per saved time ({self.t.size}), got {self.data.shape[0]}.")
+        self.diagnostics = {k: np.asarray(v) for k, v in (diagnostics or {}).items()}
+        self.stats = dict(stats or {})
+        self.status = int(status)
+        self.message = str(message)
+        self.solver = str(solver)
+        self._energy = self.diagnostics.pop("energy", None)
+
+    # -- basic fields ----------------------------------------------------------------------------
+    def __len__(self):
+        return self.t.size
+
+    def _index(self, i):
+        T = self.t.size
+        if not isinstance(i, (int, np.integer)) or not -T <= i < T:
+            raise ValueError(f"`i` must be an integer index into the {T} saved times, got {i!r}.")
+        return int(i) % T
+
+    def __getitem__(self, i):
+        """The Solution restricted to saved index i (a slice keeps several times)."""
+        idx = np.arange(self.t.size)[i] if isinstance(i, slice) else np.array([self._index(i)])
+        diags = {k: v[idx] for k, v in self.diagnostics.items() if v.shape[:1] == self.t.shape}
+        if self._energy is not None:
+            diags["energy"] = np.asarray(self._energy)[idx]
+        return Solution(self.t[idx], self.model, self.representation, self.data[idx], diags, self.stats,
+                        self.status, self.message, self.solver)
+
+    @property
+    def energy(self):
+        """E_β (3.5) at each saved time, shape (T,) (or (T, B) for a batch of particle runs)."""
+        if self._energy is None:
+            self._energy = np.array([self.representation.energy(self.model.beta, d) for d in self.data])
+        return self._energy
+
+    @property
+    def mass(self):
+        """Total mass ∫ρ dσ at each saved time (the sum of the weights for particles), shape (T,)."""
+        return np.array([self.representation.mass(d) for d in self.data])
+
+    def density(self, x, i=-1):
+        """ρ at points x (shape (..., d), on the sphere) at saved index i (PDE solutions only)."""
+        if not self.representation.is_density:
+            raise AttributeError("a particle Solution has no density; use sol.positions or sol.measure(i)")
+        x = check_points(x, "x", dim=self.model.dim)
+        return self.representation.evaluate(self.data[self._index(i)], x)
+
+    def measure(self, i=-1, n=None, **kwargs):
+        """A weighted discrete measure (points, weights) of the state at saved index i."""
+        return self.representation.measure(self.data[self._index(i)], n=n, **kwargs)
+
+    @property
+    def positions(self):
+        """Particle positions, shape (T, n, d) or (T, B, n, d) (particle solutions only)."""
+        if self.representation.is_density:
+            raise AttributeError("a PDE Solution has no positions; use sol.density(x, i) or sol.measure(i)")
+        return self.data
+
+    @property
+    def weights(self):
+        """Particle weights, shape (n,) (particle solutions only)."""
+        if self.representation.is_density:
+            raise AttributeError("a PDE Solution has no particle weights; use sol.measure(i)")
+        return self.representation.weights
+
+    def __repr__(self):
+        rng = f"t in [{self.t[0]:g}, {self.t[-1]:g}]" if self.t.size else "no saved times"
+        return (f"Solution({self.solver or self.representation.name}, {self.model!r}, {self.t.size} saved times, "
+                f"{rng}, status={self.status}{', ' + self.message if self.message else ''})")
+
+    # -- I/O -------------------------------------------------------------------------------------
+    def to_xarray(self):
+        """An xarray.Dataset: the state, energy, mass, diagnostics; model parameters in attrs."""
+        import xarray as xr
+
+        data_vars, coords, attrs = self.representation.to_dataset(self.data)
+        data_vars = dict(data_vars)
+        e = np.asarray(self.energy)
+        data_vars["energy"] = (("time",) if e.ndim == 1 else ("time", "batch"), e)
+        data_vars["mass"] = (("time",), self.mass)
+        for k, v in self.diagnostics.items():
+            if v.shape[:1] == self.t.shape:
+                dims = ("time",) + tuple(f"{k}_dim{j}" for j in range(1, v.ndim))
+                data_vars[f"diag_{k}"] = (dims, v)
+        coords = dict(coords)
+        coords["time"] = self.t
+        ds = xr.Dataset(data_vars, coords=coords)
+        ds.attrs.update(attrs)
+        ds.attrs.update(self.model.to_attrs())
+        ds.attrs.update({"solver": self.solver, "status": self.status, "message": self.message,
+                         "stats_json": json.dumps(_jsonable(self.stats)),
+                         "conventions": "densities relative to the uniform probability measure sigma (meanfield SPEC L1)",
+                         "meanfield_version": _version()})
+        ds["time"].attrs["long_name"] = "layer depth t"
+        ds["energy"].attrs["long_name"] = "interaction energy E_beta (3.5)"
+        return ds
+
+    def save(self, path):
+        """Write the Solution as NetCDF-4 (readable by xarray, netCDF4, ncdump, ...)."""
+        ds = self.to_xarray()
+        ds.to_netcdf(path, engine="netcdf4")
+        return path
+
+    @classmethod
+    def from_xarray(cls, ds):
+        rep, data = from_dataset(ds)
+        diags = {k[5:]: ds[k].values for k in ds.data_vars if k.startswith("diag_")}
+        diags["energy"] = ds["energy"].values
+        return cls(ds["time"].values, Model.from_attrs(ds.attrs), rep, data, diags,
+                   json.loads(ds.attrs.get("stats_json", "{}")), int(ds.attrs.get("status", 0)),
+                   ds.attrs.get("message", ""), ds.attrs.get("solver", ""))
+
+    def plot(self, times=None, path=None, show_energy=True):
+        """The natural picture of the run (see `meanfield.plotting.plot_solution`)."""
+        from .plotting import plot_solution
+
+        return plot_solution(self, times=times, path=path, show_energy=show_energy)
+
+
+def load(path):
+    """Read a `Solution` written by `Solution.save` (NetCDF)."""
+    import xarray as xr
+
+    with xr.open_dataset(path, engine="netcdf4") as ds:
+        ds.load()
+        return Solution.from_xarray(ds)
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return obj
+
+
+def _version():
+    from . import __version__
+
+    return __version__

@@ -1,0 +1,38 @@
+"""The numerical methods: each turns a `meanfield.Model` plus a resolution into a `Solution`.
+
+    FourierCircle        Fourier pseudo-spectral solver on S^1            (solvers.fourier)
+    SphericalHarmonics   spherical-harmonic solver on S^2 (pyshtools/ducc0) (solvers.harmonics)
+    FiniteElements       dolfinx aggregation-equation solver (fem extra)  (solvers.fem)
+    Particles            N-particle solver on S^{d-1}                     (solvers.particles)
+
+Imports are lazy so that a missing optional dependency (dolfinx) only affects its own solver.
+"""
+import importlib
+
+from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
+
+from .base import Solver
+
+_LAZY = {
+    "FourierCircle": "solvers.fourier",
+    "SphericalHarmonics": "solvers.harmonics",
+    "FiniteElements": "solvers.fem",
+    "Particles": "solvers.particles",
+}
+
+__all__ = ["Solver", "UnderResolved", "UnsupportedModel", "SolverError", "NonFiniteState", "Interrupted",
+           *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        try:
+            module = importlib.import_module(_LAZY[name])
+        except ModuleNotFoundError as exc:
+            if exc.name == _LAZY[name]:
+                raise AttributeError(f"solvers.{name} is not available yet") from None
+            raise
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'solvers' has no attribute {name!r}")

@@ -1,0 +1,51 @@
+"""What the two spectral solvers (Fourier on S^1, spherical harmonics on S^2) share.
+
+* the resolution rule for the kernel: the cut-off must exceed the degree where a_l(β)/a_0(β)
+  drops below 1e-14 (`check_kernel_resolution`);
+* the under-resolution rule: the spectral tail, i.e. the L²(σ) norm of the degrees in the top
+  third, relative to the whole L²(σ) norm, must stay below ``tail_tol`` (`spectral_tail`,
+  `TailMonitor`), otherwise the run stops with `UnderResolved`.
+"""
+import numpy as np
+
+from meanfield._checks import check_real
+from meanfield.errors import UnderResolved
+from meanfield.kernels import minimum_degree
+
+DEFAULT_TAIL_TOL = 1e-6
+
+
+def check_kernel_resolution(beta, dim, lmax, name, tol=1e-14):
+    """Raise ValueError if degree ``lmax`` does not resolve the kernel e^{β⟨x,y⟩} (a_l/a_0 >= tol)."""
+    need = minimum_degree(beta, dim, tol)
+    if lmax < need:
+        raise ValueError(f"`{name}`={lmax} is too coarse for beta={beta:g}: the kernel multipliers a_l(β)/a_0(β) "
+                         f"only drop below {tol:g} at degree {need}; use {name} >= {need}.")
+    return need
+
+
+def spectral_tail(power):
+    """sqrt(Σ_{l > 2L/3} power_l / Σ_l power_l) for degree powers power[0..L] (last axis)."""
+    power = np.asarray(power, dtype=float)
+    L = power.shape[-1] - 1
+    cut = (2 * L) // 3 + 1
+    total = power.sum(axis=-1)
+    return np.sqrt(power[..., cut:].sum(axis=-1) / total)
+
+
+class TailMonitor:
+    """Raises `UnderResolved` when the spectral tail exceeds ``tol`` (checked after each step)."""
+
+    def __init__(self, tol=DEFAULT_TAIL_TOL, resolution_name="lmax"):
+        self.tol = check_real(tol, "tail_tol", low=0.0, low_open=True)
+        self.resolution_name = resolution_name
+
+    def check(self, t, power, resolution):
+        tail = float(spectral_tail(power))
+        if not tail <= self.tol:
+            raise UnderResolved(
+                f"under-resolved at t={t:.6g}: the spectral tail (L² norm of the top third of the degrees, relative) "
+                f"is {tail:.3g} > tail_tol={self.tol:g} with {self.resolution_name}={resolution}. The density is "
+                f"concentrating (clustering); increase {self.resolution_name}, stop earlier, or raise tail_tol.",
+                t=t, tail=tail, tol=self.tol)
+        return tail
