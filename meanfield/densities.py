@@ -110,7 +110,7 @@ def _real_sh(l, m, x):
     z = np.clip(x[..., 2], -1.0, 1.0)
     phi = np.arctan2(x[..., 1], x[..., 0])
     am = abs(m)
-    p = assoc_legendre_p(l, am, z, norm=False)
+    p = np.asarray(assoc_legendre_p(l, am, z, norm=False))[0]
     # remove the Condon-Shortley phase (-1)^m that scipy includes
     p = p * (-1.0) ** am
     norm = np.sqrt((2 * l + 1) * np.exp(gammaln(l - am + 1) - gammaln(l + am + 1)))

@@ -20,6 +20,8 @@ def _discrete_energy(beta, x, w, chunk=_CHUNK):
         np.multiply(g, beta, out=g)
         np.exp(g, out=g)
         total += float(w[start:start + chunk] @ (g @ w))
+    if beta < 700.0:
+        return float(np.exp(beta) * total / (2 * beta))
     with np.errstate(over="ignore"):
         return float(np.exp(beta + np.log(total) - np.log(2 * beta)))
 

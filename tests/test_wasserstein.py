@@ -1,0 +1,109 @@
+"""Wasserstein distances with the geodesic cost: closed forms, the LP, metric axioms (SPEC L8)."""
+import numpy as np
+import ot
+import pytest
+
+import meanfield as mf
+from meanfield.wasserstein import circle_w1
+
+
+def circle_points(theta):
+    return np.stack([np.cos(theta), np.sin(theta)], -1)
+
+
+def random_measure(rng, n, dim):
+    x = rng.standard_normal((n, dim))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x, rng.dirichlet(np.ones(n))
+
+
+def rotation(rng, dim):
+    q, r = np.linalg.qr(rng.standard_normal((dim, dim)))
+    return q * np.sign(np.diag(r))
+
+
+@pytest.mark.parametrize("dim", [2, 3, 4])
+def test_two_diracs_give_their_angle(dim):
+    rng = np.random.default_rng(dim)
+    for _ in range(5):
+        (x, _), (y, _) = random_measure(rng, 1, dim), random_measure(rng, 1, dim)
+        ang = np.arccos(np.clip(x[0] @ y[0], -1, 1))
+        assert mf.wasserstein((x, [1.0]), (y, [1.0])) == pytest.approx(ang, abs=1e-12)
+        assert mf.wasserstein((x, [1.0]), (y, [1.0]), p=2) == pytest.approx(ang, abs=1e-7)
+
+
+def test_uniform_to_dirac_is_pi_over_2():
+    for n in (1000, 100000):
+        x, w = mf.quadrature(n, 2)
+        assert mf.wasserstein((x, w), (circle_points(np.array([0.7])), [1.0])) == pytest.approx(np.pi / 2, abs=1e-12)
+    x, w = mf.quadrature(4000, 3)
+    d = mf.wasserstein((x, w), (np.array([[0.0, 0.0, 1.0]]), [1.0]))
+    assert d == pytest.approx(np.pi / 2, abs=2e-4)   # Fibonacci quadrature error O(1/n)
+    assert mf.w1_to_uniform((np.array([[0.0, 1.0]]), [1.0])) == pytest.approx(np.pi / 2, abs=1e-6)
+
+
+def test_circle_formula_equals_linear_program():
+    """The O(m log m) CDF formula against POT's network simplex on the arc-length cost."""
+    rng = np.random.default_rng(0)
+    for n, m in [(1, 1), (5, 3), (40, 60), (200, 150)]:
+        a, b = random_measure(rng, n, 2), random_measure(rng, m, 2)
+        ta, tb = np.arctan2(a[0][:, 1], a[0][:, 0]), np.arctan2(b[0][:, 1], b[0][:, 0])
+        diff = np.abs(ta[:, None] - tb[None, :])
+        cost = np.minimum(diff, 2 * np.pi - diff)
+        lp = ot.emd2(a[1], b[1], cost)
+        assert mf.wasserstein(a, b) == pytest.approx(lp, abs=1e-10)
+        assert circle_w1(ta, a[1], tb, b[1]) == pytest.approx(lp, abs=1e-10)
+        lp2 = np.sqrt(ot.emd2(a[1], b[1], cost ** 2))
+        assert mf.wasserstein(a, b, p=2) == pytest.approx(lp2, abs=1e-5)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_metric_axioms_and_rotation_invariance(dim):
+    rng = np.random.default_rng(10 + dim)
+    for _ in range(4):
+        a, b, c = (random_measure(rng, k, dim) for k in (30, 40, 25))
+        ab, ba = mf.wasserstein(a, b), mf.wasserstein(b, a)
+        assert ab == pytest.approx(ba, abs=1e-12)
+        assert mf.wasserstein(a, c) <= ab + mf.wasserstein(b, c) + 1e-12
+        assert mf.wasserstein(a, a) == pytest.approx(0.0, abs=1e-12)
+        R = rotation(rng, dim)
+        assert mf.wasserstein((a[0] @ R.T, a[1]), (b[0] @ R.T, b[1])) == pytest.approx(ab, abs=1e-10)
+
+
+def test_sphere_approximate_methods():
+    rng = np.random.default_rng(5)
+    a, b = random_measure(rng, 300, 3), random_measure(rng, 300, 3)
+    exact = mf.wasserstein(a, b, method="exact")
+    ent = mf.wasserstein(a, b, method="sinkhorn", reg=1e-2)
+    assert exact - 1e-9 <= ent <= exact + 0.05
+    sliced = mf.wasserstein(a, b, method="sliced", n_projections=200)
+    assert 0 < sliced < exact * 1.5
+
+
+def test_w1_to_dirac():
+    x, w = mf.quadrature(4096, 2)
+    assert mf.w1_to_dirac((x, w)) == pytest.approx(np.pi / 2, abs=1e-6)
+    theta = np.array([0.0, 0.2, 0.5])
+    # on the circle the nearest Dirac sits at the weighted median
+    assert mf.w1_to_dirac((circle_points(theta), np.array([0.2, 0.5, 0.3]))) == pytest.approx(0.2 * 0.2 + 0.3 * 0.3, abs=1e-9)
+    e = np.array([[0.0, 0.0, 1.0]])
+    assert mf.w1_to_dirac((e, [1.0])) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_bad_inputs():
+    x, w = mf.quadrature(10, 2)
+    with pytest.raises(ValueError, match="b"):
+        mf.wasserstein((x, w), mf.quadrature(10, 3))
+    with pytest.raises(ValueError, match="sum to 1"):
+        mf.wasserstein((x, w * 2), (x, w))
+    with pytest.raises(ValueError, match="unit sphere"):
+        mf.wasserstein((x * 1.01, w), (x, w))
+    with pytest.raises(ValueError, match="NaN"):
+        mf.wasserstein((x, np.full(10, np.nan)), (x, w))
+    with pytest.raises(ValueError, match="p"):
+        mf.wasserstein((x, w), (x, w), p=0.5)
+    y, v = mf.quadrature(10, 3)
+    with pytest.raises(ValueError, match="method"):
+        mf.wasserstein((y, v), (y, v), method="magic")
+    with pytest.raises(ValueError, match="shape"):
+        mf.wasserstein((x, w[:5]), (x, w))
