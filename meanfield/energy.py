@@ -37,6 +37,10 @@ def energy_from_spectrum(beta, dim, power):
     beta = check_beta(beta)
     dim = check_dim(dim)
     power = np.asarray(power, dtype=float)
+    if power.ndim < 1 or power.shape[-1] < 1:
+        raise ValueError(f"`power` must have a last axis over degrees 0..lmax, got shape {power.shape}.")
+    if not np.all(np.isfinite(power)) or np.any(power < 0):
+        raise ValueError("`power` must be finite and non-negative (sums of squared coefficients).")
     lmax = power.shape[-1] - 1
     if beta == 0.0:
         return power[..., 1] / (2 * dim) if lmax >= 1 else np.zeros(power.shape[:-1])
@@ -100,6 +104,7 @@ def _discrete_energy_scaled(beta, x, w, chunk=_CHUNK):
 def uniform_energy(beta, dim):
     """E_β[σ] = a_0(β)/(2β), the minimum (Proposition 3.4); 0 at β = 0 (SPEC L5)."""
     beta = check_beta(beta)
+    dim = check_dim(dim)
     if beta == 0.0:
         return 0.0
     return float(kernel_multipliers(beta, dim, 0)[0] / (2 * beta))
