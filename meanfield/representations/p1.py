@@ -183,17 +183,21 @@ class P1Field(Representation):
             idx = np.unique(np.linspace(0, len(tt) - 1, min(4, len(tt))).round().astype(int))
         else:
             idx = [int(np.argmin(np.abs(tt - s))) for s in np.atleast_1d(times)][:4]
-        gs = fig.add_gridspec(2, 4)
+        gs = fig.add_gridspec(3, 4, height_ratios=[1, 1, 0.07])
         lon = np.arctan2(self.vertices[:, 1], self.vertices[:, 0])
         lat = np.arcsin(np.clip(self.vertices[:, 2], -1, 1))
+        span = np.ptp(lon[self.cells], axis=1)
+        tri = self.cells[span < np.pi]                      # drop the cells cut by the date line
         vmax = float(rho[idx].max())
-        ax = None
+        axes = []
         for k, i in enumerate(idx):
             ax = fig.add_subplot(gs[k // 2, k % 2], projection="mollweide")
-            sc = ax.scatter(lon, lat, c=rho[i], s=max(0.2, 4000 / len(lon)), cmap="magma", vmin=0, vmax=vmax,
-                            rasterized=True)
+            mesh = ax.tripcolor(lon, lat, tri, rho[i], shading="gouraud", cmap="magma", vmin=0, vmax=vmax,
+                                rasterized=True)
             ax.set_xticklabels([])
             ax.set_yticklabels([])
+            ax.grid(alpha=0.3)
             ax.set_title(f"t = {tt[i]:.3g}", fontsize=9)
-        fig.colorbar(sc, ax=fig.axes[-len(idx):], shrink=0.6, label=r"$\rho$")
+            axes.append(ax)
+        fig.colorbar(mesh, cax=fig.add_subplot(gs[2, 0:2]), orientation="horizontal", label=r"$\rho$")
         return ax
