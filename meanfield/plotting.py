@@ -41,9 +41,13 @@ def plot_energy(sol, ax):
     e = np.asarray(sol.energy)
     ax.plot(sol.t, e, "-", lw=1.5, label=r"$E_\beta$")
     if sol.model.beta > 0 and sol.model.dim in (2, 3):
-        ax.axhline(uniform_energy(sol.model.beta, sol.model.dim), color="C2", ls="--", lw=1,
-                   label=r"uniform $a_0/2\beta$")
-        ax.axhline(dirac_energy(sol.model.beta), color="C3", ls=":", lw=1, label=r"Dirac $e^\beta/2\beta$")
+        lo, hi = uniform_energy(sol.model.beta, sol.model.dim), dirac_energy(sol.model.beta)
+        ax.axhline(lo, color="C2", ls="--", lw=1, label=r"uniform $a_0/2\beta$ (min)")
+        top = float(np.nanmax(e)) if np.size(e) else lo
+        if hi <= lo + 3 * (top - lo):      # draw the Dirac value only when it is on the same scale
+            ax.axhline(hi, color="C3", ls=":", lw=1, label=r"Dirac $e^\beta/2\beta$ (max)")
+        else:
+            ax.plot([], [], " ", label=rf"Dirac max $e^\beta/2\beta$ = {hi:.4g}")
     ax.set_xlabel("t")
     ax.set_ylabel(r"$E_\beta$")
     ax.set_title("interaction energy (3.5)")
