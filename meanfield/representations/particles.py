@@ -11,9 +11,10 @@ class ParticleCloud(Representation):
     name = "particles"
     is_density = False
 
-    def __init__(self, weights, dim):
+    def __init__(self, weights, dim, domain="sphere"):
         self.weights = np.asarray(weights, dtype=float)
         self.dim = int(dim)
+        self.domain = str(domain)   # "sphere" or "euclidean" (R^d dynamics of SPEC §11.2: no E_β)
 
     def evaluate(self, data, x):
         raise AttributeError("a particle Solution has no density; use sol.positions or sol.measure(i)")
@@ -22,9 +23,19 @@ class ParticleCloud(Representation):
         return float(self.weights.sum())
 
     def energy(self, beta, data):
+        """E_β (3.5) of Σ w_j δ_{x_j}; one value per realisation for (B, n, d); NaN off the sphere."""
         x = np.asarray(data)
+        if self.domain != "sphere":
+            return np.nan if x.ndim == 2 else np.full(x.shape[0], np.nan)
         if x.ndim == 2:
             return _discrete_energy(beta, x, self.weights)
+        if x.shape[1] <= 256 and beta > 0.0:
+            # small clouds, many realisations: one vectorised evaluation, e^{β(⟨x_i,x_j⟩−1)} scaled as in energy.py
+            w = self.weights
+            g = np.exp(beta * (x @ np.swapaxes(x, 1, 2) - 1.0))
+            total = np.einsum("i,bij,j->b", w, g, w)
+            with np.errstate(over="ignore", divide="ignore"):
+                return np.exp(beta + np.log(total) - np.log(2 * beta))
         return np.array([_discrete_energy(beta, xb, self.weights) for xb in x])
 
     def measure(self, data, n=None, batch=None):
@@ -39,12 +50,12 @@ class ParticleCloud(Representation):
         x = np.asarray(data_all)
         dims = ("time", "particle", "component") if x.ndim == 3 else ("time", "batch", "particle", "component")
         data_vars = {"positions": (dims, x), "weights": (("particle",), self.weights)}
-        return data_vars, {}, {"representation": self.name}
+        return data_vars, {}, {"representation": self.name, "domain": self.domain}
 
     @classmethod
     def from_dataset(cls, ds):
         x = ds["positions"].values
-        return cls(ds["weights"].values, x.shape[-1]), x
+        return cls(ds["weights"].values, x.shape[-1], domain=ds.attrs.get("domain", "sphere")), x
 
     def plot_state(self, fig, data_all, t, times=None):
         x = np.asarray(data_all)
