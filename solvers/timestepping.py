@@ -122,6 +122,18 @@ def _select_initial_step(fun, t0, y0, f0, order, rtol, atol, span):
     return min(100 * h0, h1, span)
 
 
+def _start(y0, t_eval, callback):
+    """Record the initial state as the first saved time (both drivers)."""
+    res = IntegrationResult()
+    y = np.array(y0, copy=True)
+    t = float(t_eval[0])
+    res.t.append(t)
+    res.y.append(y.copy())
+    if callback is not None:
+        callback(res)
+    return res, y, t, time.perf_counter()
+
+
 def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear=None, retract=None,
               monitor=None, callback=None, first_step=None, max_step=np.inf, progress=None, desc=None,
               max_rejections=60):
@@ -136,14 +148,7 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
     fsal = method == "dopri5" or method == "bs32"
     fun = _Counted(fun)
     t_eval = np.asarray(t_eval, dtype=float)
-    res = IntegrationResult()
-    start = time.perf_counter()
-    y = np.array(y0, copy=True)
-    t = float(t_eval[0])
-    res.t.append(t)
-    res.y.append(y.copy())
-    if callback is not None:
-        callback(res)
+    res, y, t, start = _start(y0, t_eval, callback)
     if t_eval.size == 1:
         res.wall_time = time.perf_counter() - start
         return res
@@ -279,14 +284,7 @@ def integrate_fixed(step, y0, t_eval, dt, *, monitor=None, callback=None, progre
     if not np.isfinite(dt) or dt <= 0:
         raise ValueError(f"`dt` must be a positive finite step, got {dt}.")
     t_eval = np.asarray(t_eval, dtype=float)
-    res = IntegrationResult()
-    start = time.perf_counter()
-    y = np.array(y0, copy=True)
-    t = float(t_eval[0])
-    res.t.append(t)
-    res.y.append(y.copy())
-    if callback is not None:
-        callback(res)
+    res, y, t, start = _start(y0, t_eval, callback)
     bar = _progress_bar(progress, t_eval[-1] - t_eval[0], desc) if t_eval.size > 1 else None
     try:
         for target in t_eval[1:]:
