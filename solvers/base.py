@@ -137,6 +137,10 @@ class Solver:
 
     def _build(self, res, diags):
         n = len(res.t)
+        # a monitor that stops the run on a saved time appends that time without the callback:
+        # record its diagnostics here so that no saved time lacks them
+        while len(diags) < n:
+            diags.append(self._diagnostics(res.t[len(diags)], res.y[len(diags)]))
         data = np.stack([self._to_data(y) for y in res.y[:n]])
         keys = set().union(*[d.keys() for d in diags[:n]]) if diags else set()
         diag_arrays = {k: np.array([d.get(k, np.nan) for d in diags[:n]]) for k in keys} if len(diags) >= n else {}
