@@ -1,0 +1,149 @@
+"""Pictures for docs/sphere.md (run once; the PNGs under docs/img/ are committed).
+
+    python docs/make_sphere_figures.py [--no-crossval]
+
+* sphere_run.png      (SA) β = 4, lmax = 127: Mollweide maps of ρ at t = 0, 1.5, 3 with weighted
+                      particles (solvers.Particles, same ρ0) overlaid, and E_β(t);
+* sphere_crossval.png (SA) β = 2, t ∈ [0, 3]: 20 000 quasi-uniform weighted particles against the PDE
+                      (lmax = 48): max error of the degree <= 8 moments and W1 (exact LP, 1250-point
+                      PDE measure) against t;
+* sphere_convergence.png  error at t = 1 against lmax (spectral convergence).
+"""
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+import meanfield as mf
+import solvers
+
+IMG = pathlib.Path(__file__).resolve().parent / "img"
+
+
+def particles_or_none():
+    try:
+        return solvers.Particles
+    except AttributeError:
+        return None
+
+
+def overlay(axes, sol_p, idx_p, every=1):
+    """Scatter particle positions (marker area ∝ weight) on Mollweide axes."""
+    w = np.asarray(sol_p.weights)
+    for ax, i in zip(axes, idx_p):
+        x = sol_p.positions[i]
+        lon = np.arctan2(x[:, 1], x[:, 0])
+        lat = np.arcsin(np.clip(x[:, 2], -1, 1))
+        ax.scatter(lon[::every], lat[::every], s=1.5e3 * w[::every], c="cyan", alpha=0.5, lw=0)
+
+
+def run_figure(Particles):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from meanfield.plotting import plot_energy
+
+    rho0 = mf.densities.band_limited(3, 4, rng=3, floor=0.2)
+    model = mf.Model(beta=4.0, dim=3)
+    t = np.linspace(0, 3, 13)
+    t0 = time.perf_counter()
+    sol = solvers.SphericalHarmonics(model, lmax=127).solve(rho0, t, progress=False)
+    print(f"PDE run: {time.perf_counter() - t0:.1f} s, {sol.stats}")
+    fig = plt.figure(figsize=(11, 6.5))
+    axes = sol.representation.plot_state(fig, sol.data, sol.t, times=[0.0, 1.5, 3.0])
+    if Particles is not None:
+        x0, w0 = mf.sample(rho0, 3000, 3, method="quasi")
+        t0 = time.perf_counter()
+        sp = Particles(model).solve(x0, t, weights=w0, progress=False)
+        print(f"particles: {time.perf_counter() - t0:.1f} s")
+        overlay(axes, sp, [0, 6, 12], every=3)
+    ax = fig.add_subplot(1, 2, 2)
+    plot_energy(sol, ax)
+    fig.suptitle(r"(SA), $\beta = 4$, $\ell_{\max} = 127$" + (": density and weighted particles" if Particles else ""))
+    fig.tight_layout()
+    fig.savefig(IMG / "sphere_run.png", dpi=110)
+    plt.close(fig)
+
+
+def convergence_figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    model = mf.Model(beta=2.0, dim=3)
+    axis = np.array([0.3, 0.5, 0.8]) / np.linalg.norm([0.3, 0.5, 0.8])
+    rho0 = mf.densities.mixture([mf.densities.von_mises_fisher(axis, 2.0), mf.densities.uniform()])
+    kw = dict(rtol=1e-12, atol=1e-14, progress=False)
+    ref = solvers.SphericalHarmonics(model, lmax=48).solve(rho0, [0, 1.0], **kw).data[-1]
+    Ls = [16, 18, 20, 22, 24, 26, 28, 32]
+    errs = []
+    for L in Ls:
+        c = solvers.SphericalHarmonics(model, lmax=L, tail_tol=1.0).solve(rho0, [0, 1.0], **kw).data[-1]
+        d = ref.copy()
+        d[:, :L + 1, :L + 1] -= c
+        errs.append(np.sqrt(np.sum(d ** 2)))
+    print("convergence:", dict(zip(Ls, np.round(np.log10(errs), 2))))
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.semilogy(Ls, errs, "o-")
+    ax.set_xlabel(r"$\ell_{\max}$")
+    ax.set_ylabel(r"$\|\rho^{\ell_{\max}}(1) - \rho^{48}(1)\|_{L^2(\sigma)}$")
+    ax.set_title(r"spectral convergence, (SA) $\beta = 2$")
+    fig.tight_layout()
+    fig.savefig(IMG / "sphere_convergence.png", dpi=110)
+    plt.close(fig)
+
+
+def crossval_figure(Particles):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+    from test_harmonics import _smooth_rho0, _ylm_moments
+
+    model = mf.Model(beta=2.0, dim=3)
+    rho0 = _smooth_rho0(kappa=1.0)
+    t = np.linspace(0, 3, 7)
+    pde = solvers.SphericalHarmonics(model, lmax=48).solve(rho0, t, progress=False)
+    x0, w0 = mf.sample(rho0, 20000, 3, method="quasi")
+    t0 = time.perf_counter()
+    part = Particles(model).solve(x0, t, weights=w0, progress=False, rtol=1e-7, atol=1e-9)
+    print(f"20 000 particles: {time.perf_counter() - t0:.1f} s")
+    mom, w1 = [], []
+    for i in range(len(t)):
+        xi, wi = part.measure(i)
+        mom.append(np.max(np.abs(_ylm_moments(xi, wi, 8) - pde.data[i][:, :9, :9])))
+        w1.append(mf.wasserstein((xi, wi), pde.measure(i, n=1250), method="exact"))
+    for ti, m, w in zip(t, mom, w1):
+        print(f"t = {ti:.1f}: max moment error {m:.2e}, W1 (exact, 1250-point PDE measure) {w:.3e}")
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    ax.semilogy(t, mom, "o-", label=r"max $|\int Y_{lm} d\mu_N - \rho_{lm}|$, $l \leq 8$")
+    ax.semilogy(t, w1, "s-", label=r"$W_1$ to a 1250-point PDE measure (exact LP)")
+    ax.axhline(1e-3, color="C0", ls=":", lw=1)
+    ax.axhline(w1[0] + 2e-2, color="C1", ls=":", lw=1)
+    ax.set_xlabel("t")
+    ax.legend(fontsize=8)
+    ax.set_title("20 000 weighted particles vs PDE, (SA) $\\beta = 2$")
+    fig.tight_layout()
+    fig.savefig(IMG / "sphere_crossval.png", dpi=110)
+    plt.close(fig)
+
+
+def main():
+    IMG.mkdir(exist_ok=True)
+    Particles = particles_or_none()
+    if Particles is None:
+        print("solvers.Particles not available: no particle overlay, no cross-validation figure")
+    run_figure(Particles)
+    convergence_figure()
+    if Particles is not None and "--no-crossval" not in sys.argv:
+        crossval_figure(Particles)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""Real spherical harmonics on S^2, orthonormal in L²(σ) (SPEC L1, §4.4; pyshtools '4pi', csphase=1).
+
+A time slice is the pyshtools array ``clm`` of shape (2, lmax+1, lmax+1):
+
+    ρ(x) = Σ_{l<=lmax} Σ_{m=0}^{l} [clm[0,l,m]·R^c_lm(x) + clm[1,l,m]·R^s_lm(x)],
+
+with R^c_lm = N_lm P_l^m(cos θ) cos(mφ), R^s_lm = N_lm P_l^m(cos θ) sin(mφ), no Condon–Shortley phase,
+∫ R² dσ = 1 (σ the uniform probability measure). So clm[0,0,0] is the mass and the degree power
+Σ_m (clm[0,l,m]² + clm[1,l,m]²) is ‖ρ_l‖²_{L²(σ)} (what `energy_from_spectrum` needs).
+
+Transforms use ducc0.sht, whose coefficients are complex a_lm (healpy layout: m >= 0, index
+m(2L+1−m)/2 + l), orthonormal for the area measure dA and with the Condon–Shortley phase:
+
+    a_l0 = sqrt(4π)·C_l0,    a_lm = sqrt(2π)·(−1)^m·(C_lm − i S_lm)  (m > 0).
+
+`real_to_alm` / `alm_to_real` implement this map (tested against pyshtools).
+"""
+import numpy as np
+
+from ..energy import energy_from_spectrum
+from .base import Representation
+
+EVAL_EPSILON = 1e-13   # accuracy of ducc0's synthesis_general (relative to the coefficient norm)
+
+
+def alm_size(lmax):
+    """Number of complex a_lm (m >= 0) up to degree lmax: (L+1)(L+2)/2."""
+    return (lmax + 1) * (lmax + 2) // 2
+
+
+def alm_degrees(lmax):
+    """(l, m) of every entry of a healpy-ordered a_lm array (m-major, then l = m..lmax)."""
+    ls = np.concatenate([np.arange(m, lmax + 1) for m in range(lmax + 1)])
+    ms = np.concatenate([np.full(lmax + 1 - m, m) for m in range(lmax + 1)])
+    return ls, ms
+
+
+def alm_index(l, m, lmax):
+    """Position of (l, m), m >= 0, in the healpy layout."""
+    return m * (2 * lmax + 1 - m) // 2 + l
+
+
+def real_to_alm(clm):
+    """pyshtools real '4pi' coefficients (2, L+1, L+1) -> ducc0 complex a_lm (dA-orthonormal, CS phase)."""
+    clm = np.asarray(clm, dtype=float)
+    L = clm.shape[-1] - 1
+    ls, ms = alm_degrees(L)
+    sign = (-1.0) ** ms
+    fac = np.where(ms == 0, np.sqrt(4 * np.pi), np.sqrt(2 * np.pi) * sign)
+    return fac * (clm[0, ls, ms] - 1j * np.where(ms == 0, 0.0, clm[1, ls, ms]))
+
+
+def alm_to_real(alm, lmax):
+    """Inverse of `real_to_alm`: ducc0 a_lm -> real (2, L+1, L+1) array (σ-orthonormal, no CS phase)."""
+    alm = np.asarray(alm)
+    ls, ms = alm_degrees(lmax)
+    z = alm * (-1.0) ** ms
+    clm = np.zeros((2, lmax + 1, lmax + 1))
+    clm[0, ls, ms] = np.where(ms == 0, alm.real / np.sqrt(4 * np.pi), z.real / np.sqrt(2 * np.pi))
+    clm[1, ls, ms] = np.where(ms == 0, 0.0, -z.imag / np.sqrt(2 * np.pi))
+    return clm
+
+
+def alm_power(alm, lmax):
+    """Degree powers ‖ρ_l‖²_{L²(σ)} = (|a_l0|² + 2Σ_{m>0}|a_lm|²)/(4π), l = 0..lmax."""
+    ls, ms = alm_degrees(lmax)
+    w = np.where(ms == 0, 1.0, 2.0) / (4 * np.pi)
+    return np.bincount(ls, weights=w * np.abs(alm) ** 2, minlength=lmax + 1)
+
+
+def alm_cross(alm, dalm, lmax):
+    """Σ_m ρ_lm·∂_tρ_lm in the σ-orthonormal real basis, per degree (for `energy_rate_from_spectrum`)."""
+    ls, ms = alm_degrees(lmax)
+    w = np.where(ms == 0, 1.0, 2.0) / (4 * np.pi)
+    return np.bincount(ls, weights=w * (alm * np.conj(dalm)).real, minlength=lmax + 1)
+
+
+def spherical_angles(x):
+    """(colatitude θ ∈ [0, π], longitude φ ∈ [0, 2π)) of unit vectors x (..., 3)."""
+    x = np.asarray(x, dtype=float)
+    theta = np.arctan2(np.hypot(x[..., 0], x[..., 1]), x[..., 2])
+    phi = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi)
+    return theta, phi
+
+
+def gauss_legendre_grid(ntheta, nphi):
+    """Gauss–Legendre grid of ducc0 ("GL": rings from north to south, φ_j = 2πj/nphi).
+
+    Returns (theta (ntheta,), phi (nphi,), points (ntheta, nphi, 3), weights (ntheta, nphi)) with
+    weights summing to 1 (a quadrature for σ, exact for degree <= 2·ntheta − 1 in θ and < nphi in φ).
+    """
+    from ducc0.sht import get_gridweights
+
+    x, _ = np.polynomial.legendre.leggauss(ntheta)
+    theta = np.arccos(-x)
+    phi = 2 * np.pi * np.arange(nphi) / nphi
+    st, ct = np.sin(theta)[:, None], np.cos(theta)[:, None]
+    pts = np.stack([st * np.cos(phi)[None, :], st * np.sin(phi)[None, :], np.broadcast_to(ct, (ntheta, nphi))], -1)
+    w = np.repeat(get_gridweights("GL", ntheta)[:, None] / (4 * np.pi * nphi), nphi, axis=1)
+    return theta, phi, pts, w
+
+
+def synthesis_points(alm, lmax, x, nthreads=1):
+    """Σ a_lm Y_lm at arbitrary points x (..., 3): ducc0's synthesis_general (NUFFT, accuracy 1e-13)."""
+    from ducc0.sht import synthesis_general
+
+    x = np.asarray(x, dtype=float)
+    shape = x.shape[:-1]
+    theta, phi = spherical_angles(x.reshape(-1, 3))
+    if theta.size == 0:
+        return np.zeros(shape)
+    loc = np.stack([theta, phi], -1)
+    out = synthesis_general(alm=np.ascontiguousarray(alm, dtype=complex)[None], spin=0, lmax=lmax, loc=loc,
+                            epsilon=EVAL_EPSILON, nthreads=nthreads)[0]
+    return out.reshape(shape)
+
+
+class SphericalHarmonicSeries(Representation):
+    """ρ as real spherical harmonics up to ``lmax``, orthonormal in L²(σ) (see the module docstring)."""
+
+    name = "harmonics"
+    dim = 3
+
+    def __init__(self, lmax, nthreads=1):
+        self.lmax = int(lmax)
+        self.nthreads = int(nthreads)
+
+    def _alm(self, data):
+        return real_to_alm(data)
+
+    def power(self, data):
+        """Degree powers Σ_m (C_lm² + S_lm²) = ‖ρ_l‖²_{L²(σ)}, shape (..., lmax+1)."""
+        c = np.asarray(data, dtype=float)
+        return (c ** 2).sum(axis=(-3, -1))
+
+    def evaluate(self, data, x):
+        """ρ(x) at points x (..., 3): vectorised NUFFT synthesis (ducc0 synthesis_general, accuracy 1e-13)."""
+        return synthesis_points(self._alm(data), self.lmax, x, self.nthreads)
+
+    def mass(self, data):
+        return float(np.asarray(data)[0, 0, 0])
+
+    def energy(self, beta, data):
+        """E_β = (1/2β) Σ_l i_l(β)‖ρ_l‖² (SPEC L5, §4.4)."""
+        return float(energy_from_spectrum(beta, 3, self.power(data)))
+
+    def grid_values(self, data, ntheta, nphi, geometry="GL", phi0=0.0):
+        """ρ on a ducc0 grid (ntheta rings, nphi longitudes from phi0), exact (one synthesis)."""
+        from ducc0.sht import synthesis_2d
+
+        return synthesis_2d(alm=self._alm(data)[None], spin=0, lmax=self.lmax, geometry=geometry, ntheta=ntheta,
+                            nphi=nphi, phi0=phi0, nthreads=self.nthreads)[0]
+
+    def measure(self, data, n=None):
+        """Gauss–Legendre quadrature of ρσ: about ``n`` points (ntheta = round(sqrt(n/2)) rings of
+        2·ntheta points), weights ∝ max(ρ, 0)·w_quad. Default n = 2(lmax+1)², i.e. lmax+1 rings:
+        moments ∫ Y dμ of degree <= lmax+1 are then exact (for ρ >= 0).
+        """
+        if n is None:
+            ntheta = self.lmax + 1
+        else:
+            if int(n) < 8:
+                raise ValueError(f"`n` must be >= 8 (number of quadrature points), got {n}.")
+            ntheta = max(2, int(round(np.sqrt(int(n) / 2))))
+        nphi = 2 * ntheta
+        _, _, pts, w = gauss_legendre_grid(ntheta, nphi)
+        rho = self.grid_values(data, ntheta, nphi)
+        wt = np.clip(rho, 0.0, None) * w
+        wt = wt / wt.sum()
+        return pts.reshape(-1, 3), wt.ravel()
+
+    def to_dataset(self, data_all):
+        c = np.asarray(data_all, dtype=float)
+        data_vars = {"clm": (("time", "cs", "l", "m"), c)}
+        coords = {"cs": np.array([0, 1]), "l": np.arange(self.lmax + 1), "m": np.arange(self.lmax + 1)}
+        attrs = {"representation": self.name, "lmax": self.lmax,
+                 "normalisation": "real spherical harmonics orthonormal in L2(sigma) (pyshtools '4pi'), csphase=1; "
+                                  "clm[0]: cos(m phi), clm[1]: sin(m phi)"}
+        return data_vars, coords, attrs
+
+    @classmethod
+    def from_dataset(cls, ds):
+        return cls(int(ds.attrs["lmax"])), np.asarray(ds["clm"].values, dtype=float)
+
+    @staticmethod
+    def select_times(t, times):
+        """Saved indices for ``times``: None -> first, middle, last; ints -> indices; floats -> nearest saved times."""
+        t = np.asarray(t, dtype=float)
+        T = t.size
+        if times is None:
+            idx = sorted({0, T // 2, T - 1})
+        else:
+            arr = np.atleast_1d(np.asarray(times))
+            if arr.size == 0:
+                raise ValueError("`times` must select at least one saved time.")
+            if np.issubdtype(arr.dtype, np.integer):
+                if np.any(arr < -T) or np.any(arr >= T):
+                    raise ValueError(f"`times` as indices must lie in [-{T}, {T - 1}], got {arr.tolist()}.")
+                idx = [int(i) % T for i in arr]
+            else:
+                arr = arr.astype(float)
+                if not np.all(np.isfinite(arr)):
+                    raise ValueError("`times` must be finite.")
+                idx = [int(np.argmin(np.abs(t - s))) for s in arr]
+        return idx
+
+    def plot_state(self, fig, data_all, t, times=None, nlat=90):
+        """Mollweide maps of ρ (each with its own colour scale) at the selected saved times, in the left
+        half of ``fig``; longitude φ ∈ [−π, π) left to right, north up. Returns the list of axes."""
+        idx = self.select_times(t, times)
+        k = len(idx)
+        gs = fig.add_gridspec(k, 2)
+        nlon = 2 * nlat
+        lat = np.linspace(np.pi / 2, -np.pi / 2, nlat + 1)          # CC rings: north pole to south pole
+        lon = -np.pi + 2 * np.pi * np.arange(nlon + 1) / nlon       # closed in longitude
+        maps = []
+        for i in idx:
+            r = self.grid_values(np.asarray(data_all)[i], nlat + 1, nlon, geometry="CC", phi0=-np.pi)
+            maps.append(np.concatenate([r, r[:, :1]], axis=1))
+        axes = []
+        for j, (i, r) in enumerate(zip(idx, maps)):
+            ax = fig.add_subplot(gs[j, 0], projection="mollweide")
+            mesh = ax.pcolormesh(lon, lat, r, shading="gouraud", cmap="magma")
+            ax.set_xticklabels([])
+            ax.set_yticklabels([])
+            ax.grid(True, lw=0.3, alpha=0.5)
+            ax.set_title(f"t = {float(np.asarray(t)[i]):.3g}", fontsize=9)
+            fig.colorbar(mesh, ax=ax, shrink=0.8, pad=0.02, label=r"$\rho$" if j == k - 1 else None)
+            axes.append(ax)
+        return axes

@@ -1,0 +1,246 @@
+"""`SphericalHarmonics`: the mean-field PDE on S^2 in spherical harmonics (SPEC L3, §4.4).
+
+    ∂_t ρ = −div_S(ρ X[ρ]) + ν Δ_S ρ,   X = s∇_S Φ,
+    Φ = (K*ρ)/β (USA, (3.10)),   Φ = (1/β) log(K*ρ) (SA, (3.4), (3.7)),
+
+with s = v for V = v·I (s = ±1: attractive / repulsive) and K*ρ = Σ_l i_l(β) ρ_l (Funk–Hecke, SPEC L2).
+
+Discretisation (pseudo-spectral, ducc0.sht on a Gauss–Legendre grid):
+
+* the state is the complex ducc0 a_lm of ρ up to ``lmax`` (healpy layout, dA-orthonormal; see
+  `meanfield.representations.harmonics` for the exact map to the stored real '4pi' coefficients);
+* the grid has ntheta = ⌊3·lmax/2⌋ + 1 Gauss–Legendre rings and nphi >= 3·lmax + 1 longitudes, so
+  every product of two degree-lmax fields, tested against a degree-lmax harmonic, is integrated
+  exactly (2·ntheta − 1 >= 3·lmax): (USA) is dealiased exactly, (SA) up to the (spectrally small)
+  non-polynomial factor 1/(K*ρ);
+* the flux divergence uses spin-1 transforms: ∇Φ is one spin-1 ("DERIV1") synthesis of Φ_lm,
+  the flux F = ρ X is formed on the grid, and div F has coefficients −sqrt(l(l+1))·E_lm[F], with
+  E_lm the gradient (E-mode) part of the spin-1 analysis of F. Transforms per right-hand side:
+    - (USA): 1 scalar synthesis (ρ) + 1 spin-1 synthesis (∇Φ) + 1 spin-1 analysis;
+    - (SA):  1 double scalar synthesis (ρ and e^{-β}K*ρ in one call) + 1 spin-1 synthesis
+      (∇ e^{-β}K*ρ/β) + 1 spin-1 analysis, with ∇Φ = ∇(K*ρ/β)/(K*ρ) (scaled Bessel functions);
+  (the scalar-only route ½[Δ(ρΦ) + ρΔΦ − ΦΔρ] needs 4 syntheses + 2 analyses, and for (SA) an
+  extra analysis of log K*ρ: slower);
+* ρ_00 (the mass) has derivative exactly 0; noise −ν l(l+1) is the diagonal linear part, applied
+  exactly by the integrating factor of `solvers.timestepping`;
+* β = 0: Φ_1 = ρ_1/3, i.e. X = s P_x m (4.1), from `velocity_multipliers` (finite at β = 0).
+"""
+import numpy as np
+
+from meanfield._checks import check_callable, check_density_values, check_int
+from meanfield.errors import UnsupportedModel
+from meanfield.kernels import kernel_multipliers, velocity_multipliers
+from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_degrees, alm_power,
+                                                 alm_to_real, gauss_legendre_grid)
+
+from .base import Solver
+from .spectral import (DEFAULT_TAIL_TOL, TailMonitor, check_kernel_resolution, energy_diagnostics,
+                       noise_dissipation)
+
+MIN_LMAX = 4
+
+
+def _good_size(n):
+    from ducc0.fft import good_size
+
+    return int(good_size(int(n), True))
+
+
+class SphericalHarmonics(Solver):
+    """Spectral solver on S^2 (model.dim == 3, zonal models: Q^T K = I, V = v·I).
+
+    Parameters
+    ----------
+    model : meanfield.Model with dim = 3 and ``model.is_zonal``.
+    lmax : int >= 4, at least `meanfield.kernels.minimum_degree(beta, 3)` (the kernel must be
+        resolved: i_l(β)/i_0(β) < 1e-14 beyond lmax).
+    nthreads : int >= 1, threads used by ducc0 (default 1).
+    tail_tol : spectral-tail tolerance of `solvers.spectral.TailMonitor` (`UnderResolved` beyond it).
+    w1 : bool, record W1 to the uniform measure and to the nearest Dirac mass at saved times
+        (default False: on S^2 the exact transport LP costs ~0.1–1 s per saved time).
+    w1_points : int, size of the quadrature measure used for the W1 diagnostics (default 512;
+        W1 to σ uses `mf.w1_to_uniform` with a 1024-point Fibonacci reference, exact LP).
+    """
+
+    name = "harmonics"
+
+    def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL, w1=False, w1_points=512):
+        Solver.__init__(self, model)
+        if model.dim != 3:
+            raise UnsupportedModel(f"SphericalHarmonics solves on S^2: `model.dim` must be 3, got {model.dim} "
+                                   "(use solvers.FourierCircle for dim 2).")
+        self._require_zonal()
+        self.lmax = L = check_int(lmax, "lmax", low=MIN_LMAX)
+        check_kernel_resolution(model.beta, 3, L, "lmax")
+        self.nthreads = check_int(nthreads, "nthreads", low=1)
+        self.tail = TailMonitor(tail_tol, "lmax")
+        self.w1 = bool(w1)
+        self.w1_points = check_int(w1_points, "w1_points", low=16)
+        self.s = float(model.v)
+        self.beta = model.beta
+        self.noise = model.noise
+        self.normalized = model.normalized
+        # Gauss–Legendre dealiasing grid: 2·ntheta − 1 >= 3L, nphi >= 3L + 1
+        self.ntheta = (3 * L) // 2 + 1
+        self.nphi = _good_size(3 * L + 1)
+        self.theta, _, self.points, self.weights = gauss_legendre_grid(self.ntheta, self.nphi)
+        self._geom = dict(theta=self.theta, lmax=L, nphi=np.full(self.ntheta, self.nphi, dtype=np.uintp),
+                          phi0=np.zeros(self.ntheta),
+                          ringstart=(np.arange(self.ntheta) * self.nphi).astype(np.uintp))
+        ls, ms = alm_degrees(L)
+        self._ls, self._ms = ls, ms
+        self._m0 = ms == 0
+        self._divfac = np.sqrt(ls * (ls + 1.0))           # ∂_tρ_lm = −div(F)_lm = +sqrt(l(l+1)) E_lm[F]
+        if self.normalized:
+            # Φ = log(K*ρ)/β; carry e^{-β}: Z̃ = e^{-β}K*ρ, ∇Φ = ∇(Z̃/β)/Z̃
+            self._kern = kernel_multipliers(self.beta, 3, L, scaled=True)[ls]
+            self._vel = velocity_multipliers(self.beta, 3, L, scaled=True)[ls]
+        else:
+            self._kern = None
+            self._vel = velocity_multipliers(self.beta, 3, L)[ls]
+        self._two = np.empty((2, 1, ls.size), dtype=complex)
+
+    # -- transforms ------------------------------------------------------------------------------------
+    def _synth(self, alm):
+        """Scalar synthesis on the dealiasing grid: alm (k, nalm) -> maps (k, ntheta, nphi)."""
+        from ducc0.sht import synthesis
+
+        k = alm.shape[0]
+        out = synthesis(alm=alm.reshape(k, 1, -1), spin=0, nthreads=self.nthreads, **self._geom)
+        return out.reshape(k, self.ntheta, self.nphi)
+
+    def _grad(self, alm):
+        """(∂_θ f, ∂_φ f / sin θ) of f = Σ alm Y_lm on the grid (one spin-1 synthesis)."""
+        from ducc0.sht import synthesis_2d_deriv1
+
+        return synthesis_2d_deriv1(alm=alm[None], lmax=self.lmax, geometry="GL", ntheta=self.ntheta,
+                                   nphi=self.nphi, nthreads=self.nthreads)
+
+    def _div_coefficients(self, flux):
+        """Coefficients of −div_S(F) for a tangent field F = (F_θ, F_φ) on the grid (spin-1 analysis)."""
+        from ducc0.sht import analysis_2d
+
+        e = analysis_2d(map=flux, spin=1, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)[0]
+        return self._divfac * e
+
+    def _fields(self, alm):
+        """ρ, Z (= e^{-β}K*ρ for SA, None for USA) and the velocity X = s∇Φ on the grid."""
+        if self.normalized:
+            self._two[0, 0] = alm
+            self._two[1, 0] = self._kern * alm
+            from ducc0.sht import synthesis
+
+            maps = synthesis(alm=self._two, spin=0, nthreads=self.nthreads, **self._geom)
+            rho = maps[0, 0].reshape(self.ntheta, self.nphi)
+            z = maps[1, 0].reshape(self.ntheta, self.nphi)
+            x = self._grad(self._vel * alm)
+            x *= self.s / z
+            return rho, z, x
+        rho = self._synth(alm[None])[0]
+        x = self._grad(self._vel * alm)
+        if self.s != 1.0:
+            x *= self.s
+        return rho, None, x
+
+    # -- Solver contract ---------------------------------------------------------------------------
+    def _representation(self):
+        return SphericalHarmonicSeries(self.lmax, self.nthreads)
+
+    def _initial_state(self, rho0, normalize):
+        """Project ρ0 on degrees <= lmax by Gauss–Legendre quadrature with 2·lmax + 2 rings (aliasing
+        only from degrees > 3·lmax); checks finiteness, ρ0 >= 0 on the grid and mass 1 (1e-6)."""
+        from ducc0.sht import analysis_2d
+
+        check_callable(rho0, "rho0")
+        L = self.lmax
+        nt, nphi = 2 * L + 2, _good_size(4 * L + 4)
+        _, _, pts, w = gauss_legendre_grid(nt, nphi)
+        try:
+            vals = np.asarray(rho0(pts), dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"`rho0` could not be evaluated on points of shape {pts.shape}: {exc}") from None
+        if vals.shape != pts.shape[:-1]:
+            raise ValueError(f"`rho0` must return one value per point (shape {pts.shape[:-1]}), got shape {vals.shape}.")
+        vals, _ = check_density_values(vals, "rho0", quadrature_weights=w, normalize=normalize)
+        alm = analysis_2d(map=vals[None], spin=0, lmax=L, geometry="GL", nthreads=self.nthreads)[0]
+        alm[self._m0] = alm[self._m0].real
+        return alm
+
+    def _rhs(self, t, alm):
+        """−div_S(ρX) projected on degrees <= lmax (SPEC L3); 3 (USA) or 3 + one extra scalar (SA) transforms."""
+        rho, _, x = self._fields(alm)
+        x *= rho[None]
+        d = self._div_coefficients(x)
+        d[0] = 0.0
+        d[self._m0] = d[self._m0].real
+        return d
+
+    def _linear(self):
+        if self.noise == 0.0:
+            return None
+        return -self.noise * self._ls * (self._ls + 1.0)
+
+    def _to_data(self, alm):
+        return alm_to_real(alm, self.lmax)
+
+    def _monitor(self, t, alm):
+        self.tail.check(t, alm_power(alm, self.lmax), self.lmax)
+
+    def velocity(self, alm):
+        """The velocity X = s∇Φ (SPEC L3) on the dealiasing grid (``self.points``) for ducc0
+        coefficients ``alm``: array (2, ntheta, nphi) of the components along e_θ and e_φ."""
+        return self._fields(np.asarray(alm, dtype=complex))[2]
+
+    def _fine_fields(self, alm):
+        """ρ, Z̃ and X on a finer Gauss–Legendre grid (2·lmax + 2 rings), independent of the RHS grid."""
+        from ducc0.sht import synthesis_2d, synthesis_2d_deriv1
+
+        if not hasattr(self, "_fine"):
+            nt, nphi = 2 * self.lmax + 2, _good_size(4 * self.lmax + 4)
+            self._fine = (nt, nphi, gauss_legendre_grid(nt, nphi)[3])
+        nt, nphi, w = self._fine
+        kw = dict(lmax=self.lmax, geometry="GL", ntheta=nt, nphi=nphi, nthreads=self.nthreads)
+        rho = synthesis_2d(alm=alm[None], spin=0, **kw)[0]
+        x = synthesis_2d_deriv1(alm=(self._vel * alm)[None], **kw) * self.s
+        z = None
+        if self.normalized:
+            z = synthesis_2d(alm=(self._kern * alm)[None], spin=0, **kw)[0]
+            x /= z
+        return rho, z, x, w
+
+    def _diagnostics(self, t, alm):
+        """Mass, E_β, min ρ (grid), spectral tail, dE/dt of the discrete flow vs the identity of SPEC L5
+        (evaluated by quadrature on a finer, independent grid), and optionally W1."""
+        L = self.lmax
+        power = alm_power(alm, L)
+        dalm = self._rhs(t, alm)
+        lin = self._linear()
+        if lin is not None:
+            dalm = dalm + lin * alm
+        rho_grid = self._synth(alm[None])[0]
+        rho, z, x, w = self._fine_fields(alm)
+        speed2 = x[0] ** 2 + x[1] ** 2
+        if self.normalized:
+            integrand = rho * z * speed2 * (np.exp(self.beta) if self.beta > 0 else 1.0)
+        else:
+            integrand = rho * speed2
+        ident = self.s * float(np.sum(w * integrand)) + noise_dissipation(self.beta, 3, self.noise, power)
+        out = energy_diagnostics(self.beta, 3, power, alm_cross(alm, dalm, L), ident)
+        from .spectral import spectral_tail
+
+        out.update({"mass": float(alm[0].real / np.sqrt(4 * np.pi)), "min_density": float(rho_grid.min()),
+                    "spectral_tail": float(spectral_tail(power))})
+        if self.w1:
+            from meanfield.wasserstein import w1_to_dirac, w1_to_uniform
+
+            meas = SphericalHarmonicSeries(L).measure(alm_to_real(alm, L), n=self.w1_points)
+            out["w1_uniform"] = float(w1_to_uniform(meas, n_reference=1024))
+            out["w1_dirac"] = float(w1_to_dirac(meas))
+        return out
+
+    def alm_of(self, rho0, normalize=False):
+        """The ducc0 a_lm of the projection of ``rho0`` (as the initial state of `solve`)."""
+        return self._initial_state(rho0, normalize)
+
+
+__all__ = ["SphericalHarmonics"]
