@@ -340,11 +340,12 @@ def test_cross_validation_with_particles():
     """20 000 quasi-uniform weighted particles vs the PDE (β = 2, SA, t ∈ [0, 3]).
 
     * degree <= 8 moments ∫ Y_lm dμ_N against the PDE coefficients: within 1e-4 (issue: 1e-3);
-    * W1 (exact network simplex, `mf.wasserstein(method="exact")`) between the particles and the
-      PDE's quadrature measure ``sol.measure(i, n=1250)``: 20 000 × 1 250 = 2.5e7 is the largest exact
-      size `mf.wasserstein` allows. A 1 250-point measure is itself ~0.045 away from ρ_t in W1 (its
-      discretisation floor, = W1 at t = 0 where the particles are an exact quasi-discretisation of
-      ρ0), so we assert W1(t) <= W1(0) + 2e-2, and W1(t) <= 0.07.
+    * W1 between the particles and the PDE's quadrature measure ``sol.measure(i, n=20000)`` by
+      ``mf.wasserstein(method="binned")``: both measures are moved to 3 000 Fibonacci nodes and the
+      exact LP is solved between them. (The exact LP between 20 000 particles and a 1 250-node
+      quadrature, the largest size it allows, has a discretisation floor of ~0.045.) Asserted
+      <= 2e-2 at every checked time (issue #5), and the same metric must see the drift: particles at
+      t = 3 are > 0.1 away from ρ0.
     """
     Particles = _particles()
     if Particles is None:
@@ -360,9 +361,10 @@ def test_cross_validation_with_particles():
     for i in range(len(t)):
         xi, wi = part.measure(i)
         moments.append(np.max(np.abs(_ylm_moments(xi, wi, 8) - pde.data[i][:, :9, :9])))
-    w1 = {i: mf.wasserstein(part.measure(i), pde.measure(i, n=1250), method="exact") for i in (0, 3, 6)}
-    print("max moment error:", dict(zip(t.tolist(), np.round(moments, 7))), "W1:", w1)
+    w1 = {i: mf.wasserstein(part.measure(i), pde.measure(i, n=20000), method="binned", n_bins=3000)
+          for i in (0, 3, 6)}
+    drift = mf.wasserstein(part.measure(6), pde.measure(0, n=20000), method="binned", n_bins=3000)
+    print("max moment error:", dict(zip(t.tolist(), np.round(moments, 7))), "W1:", w1, "drift:", drift)
     assert max(moments) < 1e-4, moments      # issue #5 asks 1e-3; measured <= 7e-6
-    assert w1[0] < 0.07
-    for i in (3, 6):
-        assert w1[i] <= w1[0] + 2e-2 and w1[i] <= 0.07, w1
+    assert max(w1.values()) <= 2e-2, w1
+    assert drift > 0.1, drift

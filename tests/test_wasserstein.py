@@ -80,6 +80,37 @@ def test_sphere_approximate_methods():
     assert 0 < sliced < exact * 1.5
 
 
+
+def test_binned_method_is_within_its_bound():
+    """|W1 − binned| <= binning cost (triangle inequality), and the estimate sees real transport."""
+    rng = np.random.default_rng(6)
+    a, b = random_measure(rng, 400, 3), random_measure(rng, 500, 3)
+    exact = mf.wasserstein(a, b, method="exact")
+    for n_bins in (200, 1000):
+        est, bound = mf.wasserstein(a, b, method="binned", n_bins=n_bins, return_bound=True)
+        assert abs(est - exact) <= bound + 1e-12
+    assert bound < 0.1
+    # two samplings of one smooth density: the binned estimate is far below its bound
+    rho = mf.densities.von_mises_fisher([0, 0, 1], 2.0)
+    p = mf.sample(rho, 20000, 3, method="quasi")
+    q = mf.sample(rho, 20000, 3, rng=1, method="iid")
+    est, bound = mf.wasserstein(p, q, method="binned", n_bins=1000, return_bound=True)
+    assert est < 0.2 * bound
+    # a rotation by 0.3 rad of a concentrated measure moves it by about 0.3
+    r = np.array([[np.cos(0.3), 0, np.sin(0.3)], [0, 1, 0], [-np.sin(0.3), 0, np.cos(0.3)]])
+    sharp = mf.sample(mf.densities.von_mises_fisher([0, 0, 1], 50.0), 5000, 3, method="quasi")
+    moved = (sharp[0] @ r.T, sharp[1])
+    assert mf.wasserstein(sharp, moved, method="binned", n_bins=3000) == pytest.approx(0.3, abs=0.03)
+    y, v = mf.quadrature(10, 3)
+    with pytest.raises(ValueError, match="n_bins"):
+        mf.wasserstein((y, v), (y, v), method="binned", n_bins=10**6)
+    with pytest.raises(ValueError, match="p = 1"):
+        mf.wasserstein((y, v), (y, v), method="binned", p=2)
+    x, w = mf.quadrature(10, 2)
+    # on S^1 the exact CDF formula is used whatever the method
+    assert mf.wasserstein((x, w), (x, w), method="binned") == pytest.approx(0.0, abs=1e-12)
+    assert mf.wasserstein((x, w), (x, w), method="binned", return_bound=True) == (pytest.approx(0.0, abs=1e-12), 0.0)
+
 def test_w1_to_dirac():
     x, w = mf.quadrature(4096, 2)
     assert mf.w1_to_dirac((x, w)) == pytest.approx(np.pi / 2, abs=1e-6)
