@@ -1,17 +1,125 @@
-"""The ``meanfield`` command: a thin layer over `meanfield.experiments`."""
+"""The ``meanfield`` command: a thin layer over `meanfield.experiments`.
+
+    meanfield run CONFIG.toml      one simulation from a TOML configuration (see examples/)
+    meanfield verify-prop34        Proposition 3.4: coefficients, landscape, flows, discrete designs
+    meanfield mean-field-limit     particles against the PDE: W1 against N, rates, Wasserstein decay
+    meanfield phase-diagram        the Figure 3 phase diagram with the curve Γ of (6.9)/(6.10)
+
+Every subcommand takes ``--out DIR`` (NetCDF, PNG and summary.json go there) and ``--quick``
+(reduced settings, under two minutes). Exit status: 0 when every check passes, 1 when a check
+fails, 2 for bad arguments or a bad configuration, 130 when interrupted (Ctrl-C; the partial
+results stay in DIR).
+"""
 import argparse
+import pathlib
 import sys
 
 from . import __version__
 
 
+def _common(p, default_out):
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help=f"output directory for NetCDF, PNG and summary.json (default: {default_out})")
+    p.add_argument("--quick", action="store_true", help="reduced settings that finish in under two minutes")
+    p.add_argument("--no-progress", dest="progress", action="store_false", default=None,
+                   help="no progress bars (default: bars when stderr is a terminal)")
+
+
+def _floats(text):
+    try:
+        return [float(v) for v in text.replace(",", " ").split()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+
+
+def _ints(text):
+    try:
+        return [int(v) for v in text.replace(",", " ").split()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="meanfield",
-        description="Self-attention dynamics as a mean-field PDE on the sphere: simulations and checks.")
+        description="Self-attention dynamics as a mean-field PDE on the sphere: simulations and checks.",
+        epilog="Exit status: 0 all checks pass, 1 a check failed, 2 bad input, 130 interrupted.")
     parser.add_argument("--version", action="version", version=f"meanfield {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run a simulation described by a TOML file",
+                       description="Run one simulation from a TOML configuration ([solver], [model], [initial], "
+                                   "[times], [output]; see examples/*.toml). Writes <name>.nc (the Solution), "
+                                   "<name>.png and summary.json.")
+    p.add_argument("config", metavar="CONFIG.toml", help="the configuration file")
+    _common(p, "meanfield-output/<name>")
+
+    p = sub.add_parser("verify-prop34", help="check Proposition 3.4 numerically",
+                       description="Proposition 3.4: the uniform measure minimises E_beta and Dirac masses maximise "
+                                   "it. Four parts: Gegenbauer coefficients, energy landscape, flows, discrete "
+                                   "designs.")
+    _common(p, "meanfield-output/verify-prop34")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--parts", type=_ints, default=[1, 2, 3, 4], metavar="LIST",
+                   help="which parts to run, e.g. 1,2,4 (default: all)")
+
+    p = sub.add_parser("mean-field-limit", help="particles against the PDE: W1 against N and time",
+                       description="W1 between N particles and the PDE solution against N (iid and quasi samples) "
+                                   "and t on S^1 and S^2, fitted rates, the Dobrushin bound, and the Wasserstein "
+                                   "decay to the nearest Dirac (or to uniform with --repulsive).")
+    _common(p, "meanfield-output/mean-field-limit")
+    p.add_argument("--dims", type=_ints, default=[2, 3], metavar="LIST", help="ambient dimensions, among 2 and 3")
+    p.add_argument("--beta", type=float, default=1.0, help="inverse temperature (default 1)")
+    p.add_argument("--usa", action="store_true", help="the unnormalised model (USA) instead of (SA)")
+    p.add_argument("--repulsive", action="store_true", help="V = -I instead of V = I")
+    p.add_argument("--seeds", type=int, default=None, help="iid repetitions per N (default 4, quick 2)")
+
+    p = sub.add_parser("phase-diagram", help="the Figure 3 phase diagram with the curve Gamma",
+                       description="P(<x_1(t), x_2(t)> >= 1 - delta) over a (t, beta) grid for random particles, "
+                                   "with the curve Gamma of the equiangular ODE (6.9)/(6.10) overlaid.")
+    _common(p, "meanfield-output/phase-diagram")
+    p.add_argument("--dim", type=int, default=3, help="ambient dimension d (default 3)")
+    p.add_argument("-n", "--particles", dest="n", type=int, default=32, help="particles per realisation (default 32)")
+    p.add_argument("-B", "--realisations", type=int, default=1024, help="realisations (default 1024; quick 128)")
+    p.add_argument("--delta", type=float, default=1e-3, help="clustering threshold (default 1e-3)")
+    p.add_argument("--betas", type=_floats, default=None, metavar="LIST",
+                   help="beta values (default 10 values 0.9 ... 9; quick 5)")
+    p.add_argument("--t-end", type=float, default=30.0, help="final time (default 30)")
+    p.add_argument("--n-times", type=int, default=61, help="saved times (default 61)")
+    p.add_argument("--usa", action="store_true", help="(USA) instead of (SA)")
+    p.add_argument("--scheme", choices=["adaptive", "euler-normalize"], default="adaptive",
+                   help="particle time stepping (default adaptive)")
+    p.add_argument("--dt", type=float, default=0.1, help="step of --scheme euler-normalize (default 0.1)")
+    p.add_argument("--no-clusters", dest="clusters", action="store_false", help="do not count clusters")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     return parser
+
+
+def _dispatch(args):
+    from . import experiments
+
+    out = args.out
+    if args.command == "run":
+        cfg = experiments.load_config(args.config)
+        out = out or str(pathlib.Path("meanfield-output") / cfg.name)
+        args.out = out
+        return experiments.run(cfg, out, quick=args.quick, progress=args.progress)
+    out = out or str(pathlib.Path("meanfield-output") / args.command)
+    args.out = out
+    if args.command == "verify-prop34":
+        return experiments.verify_prop34(out, quick=args.quick, progress=args.progress, seed=args.seed,
+                                         parts=tuple(args.parts))
+    if args.command == "mean-field-limit":
+        return experiments.mean_field_limit(out, dims=tuple(args.dims), beta=args.beta, normalized=not args.usa,
+                                            V=-1.0 if args.repulsive else 1.0, seeds=args.seeds, quick=args.quick,
+                                            progress=args.progress)
+    if args.command == "phase-diagram":
+        return experiments.phase_diagram(out, dim=args.dim, n=args.n, betas=args.betas, t_end=args.t_end,
+                                         n_times=args.n_times, realisations=args.realisations, delta=args.delta,
+                                         normalized=not args.usa, scheme=args.scheme, dt=args.dt,
+                                         clusters=args.clusters, seed=args.seed, quick=args.quick,
+                                         progress=args.progress)
+    raise AssertionError(args.command)  # pragma: no cover
 
 
 def main(argv=None):
@@ -20,7 +128,19 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 0
-    return 0
+    try:
+        report = _dispatch(args)
+    except KeyboardInterrupt:
+        print(f"meanfield {args.command}: interrupted; partial results are in {args.out}", file=sys.stderr)
+        return 130
+    except ValueError as exc:
+        print(f"meanfield {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(report.lines()))
+    n_fail = sum(not c["passed"] for c in report.checks)
+    verdict = "" if report.passed else " — FAILED"
+    print(f"{len(report.checks) - n_fail}/{len(report.checks)} checks passed{verdict}")
+    return 0 if report.passed else 1
 
 
 if __name__ == "__main__":

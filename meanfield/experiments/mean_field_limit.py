@@ -1,0 +1,292 @@
+"""``meanfield mean-field-limit``: particles against the continuum on S^1 and S^2 (SPEC §3.3, L8).
+
+One problem — (SA) with β = 1, V = I, from a von Mises–Fisher density — is solved twice:
+
+* by the PDE solver (`solvers.FourierCircle` on S^1, `solvers.SphericalHarmonics` on S^2), whose ρ_t is
+  discretised finely as the reference (S^1: 2^16 midpoints, error O(2^-16); S^2: a randomly rotated
+  Fibonacci set of M points with weights ∝ ρ_t, error ≈ 0.6·M^{-1/2});
+* by `solvers.Particles` from N iid or quasi (quadrature-weighted) samples of ρ0.
+
+It reports W1(μ^N_t, ρ_t) against N at several t, and the fitted exponent p of W1 ≈ C·N^{-p}.
+SPEC §3.3/L8 predicts p = 1/2 for iid samples on S^1 and sqrt(log N / N) on S^2 (a fitted p
+slightly below 1/2), p = 1 for quasi samples on S^1 and p = 1/2 with a smaller constant on S^2.
+Dobrushin's estimate W1(μ^N_t, ρ_t) <= e^{Lt}·W1(μ^N_0, ρ_0) is drawn with the crude constant
+L(β) = 2 + 2(1 + 2β)e^{2β} (Lipschitz constants of (x, μ) ↦ X[μ](x) for (SA); the paper's constant is
+uncertain, SPEC §12) together with the measured growth. Particles with N above ``n_dynamic_max`` are
+compared at t = 0 only (the particle solver costs O(N²) per step).
+
+Wasserstein decay: W1 of ρ_t to the nearest Dirac mass (attractive) or to σ (repulsive) against t,
+for the PDE (until it stops resolving the concentrating density) and for particles, with the fitted
+exponential rates. Near a single cluster (SA) contracts at rate 1 and (USA) at rate e^β; the
+repulsive flow approaches σ at the rate |ς_1| of SPEC L6.
+"""
+import numpy as np
+
+from .. import densities
+from .._checks import check_int, check_real
+from ..errors import UnderResolved
+from ..kernels import linear_growth_rates
+from ..model import Model
+from ..sampling import quadrature, sample
+from ..wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
+from ._report import Report, fit_exponential, fit_power_law, pyplot, show_progress
+
+
+def dobrushin_constant(beta):
+    """A crude Lipschitz constant L(β) = 2 + 2(1 + 2β)e^{2β} of (x, μ) ↦ X[μ](x) for (SA) (SPEC §3.3)."""
+    return 2.0 + 2.0 * (1.0 + 2.0 * beta) * np.exp(2.0 * beta)
+
+
+def _rotation(dim, rng):
+    q, r = np.linalg.qr(rng.standard_normal((dim, dim)))
+    return q * np.sign(np.diag(r))
+
+
+def reference_measure(sol, i, m=None, rng=None):
+    """A fine discretisation of the PDE density ρ at saved index i, independent of the sample points."""
+    d = sol.model.dim
+    if d == 2:
+        m = m or (1 << 16)
+        x, q = quadrature(m, 2)
+        # a half-cell shift, so the reference never shares points with the quasi samples
+        c, s = np.cos(np.pi / m), np.sin(np.pi / m)
+        x = x @ np.array([[c, s], [-s, c]])
+    else:
+        m = m or 6000
+        x, q = quadrature(m, d)
+        x = x @ _rotation(d, np.random.default_rng(rng)).T
+    w = np.clip(np.asarray(sol.density(x, i), dtype=float), 0.0, None) * q
+    return x, w / w.sum()
+
+
+def _pde(model, rho0, t_eval, quick, progress):
+    import solvers
+
+    if model.dim == 2:
+        solver = solvers.FourierCircle(model, modes=128 if quick else 256)
+    else:
+        solver = solvers.SphericalHarmonics(model, lmax=40 if quick else 63)
+    try:
+        return solver.solve(rho0, t_eval, progress=progress, rtol=1e-9, atol=1e-12), ""
+    except UnderResolved as exc:
+        return exc.solution, f"PDE stopped by UnderResolved at t = {exc.t:.3g}"
+
+
+def sampling_study(dim, model, rho0, times, ns, methods, seeds, n_dynamic_max, quick=False, progress=False, m_ref=None):
+    """W1(μ^N_t, ρ_t) for N in ``ns`` (iid: averaged over ``seeds``), at every t in ``times``.
+
+    Returns a dict method -> array (len(times), len(ns)) (NaN where N > n_dynamic_max and t > 0), and
+    the PDE Solution.
+    """
+    import solvers
+
+    times = times_all = np.asarray(times, dtype=float)
+    sol, note = _pde(model, rho0, times, quick, progress)
+    reached = len(sol.t)            # the PDE may stop (UnderResolved) before the last time: NaN rows there
+    times = times[:reached]
+    refs = [reference_measure(sol, i, m_ref, rng=100 + i) for i in range(reached)]
+    out = {}
+    particles = solvers.Particles(model)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=sum(seeds if m == "iid" else 1 for m in methods) * len(ns),
+                   desc=f"W1 against N on S^{dim - 1}", unit="sample", leave=False)
+    for method in methods:
+        reps = seeds if method == "iid" else 1
+        w1 = np.full((len(np.atleast_1d(times_all)), len(ns)), np.nan)
+        for j, n in enumerate(ns):
+            acc = np.zeros(times.size)
+            cnt = np.zeros(times.size)
+            for s in range(reps):
+                x0, w0 = sample(rho0, int(n), dim, rng=1000 * s + j, method=method)
+                if n <= n_dynamic_max and times.size > 1:
+                    ps = particles.solve(x0, times, weights=w0, rtol=1e-8, atol=1e-10, progress=False)
+                    xs = [np.asarray(ps.positions[i]) for i in range(times.size)]
+                else:
+                    xs = [x0]
+                for i, x in enumerate(xs):
+                    acc[i] += wasserstein((x, w0), refs[i])
+                    cnt[i] += 1
+                if bar is not None:
+                    bar.update(1)
+            w1[:reached, j] = np.where(cnt > 0, acc / np.maximum(cnt, 1), np.nan)
+        out[method] = w1
+    if bar is not None:
+        bar.close()
+    return out, sol
+
+
+def decay_study(dim, model, rho0, t_end, n_particles, quick=False, progress=False):
+    """W1 to the nearest Dirac (V = I) or to σ (V = −I) against t, PDE and particles, with fitted rates."""
+    import solvers
+
+    attractive = model.v > 0
+    t = np.linspace(0.0, t_end, 49 if quick else 81)
+    sol, note = _pde(model, rho0, t, quick, progress)
+    def dist(m):
+        return w1_to_dirac(m) if attractive else w1_to_uniform(m, n_reference=None if dim == 2 else 1500)
+    n_meas = 8192 if dim == 2 else 1500
+    w_pde = np.array([dist(reference_measure(sol, i, n_meas, rng=7)) for i in range(len(sol.t))])
+    x0, w0 = sample(rho0, n_particles, dim, method="quasi")
+    ps = solvers.Particles(model).solve(x0, t, weights=w0, rtol=1e-8, atol=1e-10, progress=False)
+    w_par = np.array([dist((np.asarray(ps.positions[i]), w0)) for i in range(len(ps.t))])
+    if attractive:
+        predicted = 1.0 if model.normalized else float(np.exp(model.beta))
+    else:
+        predicted = -float(linear_growth_rates(model, 1)[1])
+    # fit on the second half of each curve (the asymptotic regime), above round-off
+    def fit(tt, ww):
+        # attractive: down to round-off; repulsive: particles level off at their sampling error
+        floor = 1e-9 if attractive else 5 * float(np.min(ww))
+        tt, ww = tt[ww > floor], ww[ww > floor]
+        if tt.size < 3:
+            return float("nan")
+        sel = tt >= 0.5 * tt[-1]
+        if sel.sum() < 3:
+            sel = np.ones_like(tt, dtype=bool)
+        return fit_exponential(tt[sel], ww[sel])[0] if sel.sum() >= 3 else float("nan")
+    return {"t_pde": sol.t, "w1_pde": w_pde, "t_particles": ps.t, "w1_particles": w_par, "rate_pde": fit(sol.t, w_pde),
+            "rate_particles": fit(ps.t, w_par), "predicted_rate": predicted, "note": note, "attractive": attractive,
+            "solution": sol,
+            "particles": ps}
+
+
+def mean_field_limit(out=None, *, dims=(2, 3), beta=1.0, normalized=True, V=1.0, kappa=2.0, times=None,
+                     ns=None, seeds=None, n_dynamic_max=None, decay_t_end=None, quick=False, progress=None):
+    """Particles against the continuum (see the module docstring); returns the `Report`.
+
+    Parameters
+    ----------
+    dims : spheres to treat, among 2 (S^1) and 3 (S^2).
+    beta, normalized, V : the model; ρ0 is a von Mises–Fisher density with concentration ``kappa``.
+    times : saved times for W1 against N (default (0, 0.5, 1); ``quick``: (0, 1)). Times the PDE does
+        not reach (it stops when the cluster is no longer resolved) are reported as NaN.
+    ns : dict dim -> list of N (default S^1: 10² … 10⁵, S^2: 100 … 1600).
+    seeds : iid repetitions averaged per N (default 4; ``quick``: 2).
+    n_dynamic_max : particles are evolved for N up to this (default 3162 on S^1, 1600 on S^2;
+        ``quick``: 1000 and 400); larger N are compared at t = 0 only.
+    decay_t_end : end time of the Wasserstein-decay run (default 12).
+    """
+    dims = tuple(check_int(d, "dims", low=2, high=3) for d in np.atleast_1d(dims))
+    beta = check_real(beta, "beta", low=0.0)
+    V = check_real(V, "V")
+    if V == 0:
+        raise ValueError("`V` must be non-zero (+1 attractive, −1 repulsive).")
+    times = np.asarray(times if times is not None else ((0.0, 1.0) if quick else (0.0, 0.5, 1.0)), dtype=float)
+    seeds = check_int(seeds if seeds is not None else (2 if quick else 4), "seeds", low=1)
+    decay_t_end = check_real(decay_t_end if decay_t_end is not None else (8.0 if quick else 12.0), "decay_t_end",
+                             low=0.0, low_open=True)
+    default_ns = {2: [100, 316, 1000, 3162, 10000, 31623, 100000] if not quick else [100, 316, 1000, 3162, 10000],
+                  3: [100, 200, 400, 800, 1600] if not quick else [50, 100, 200, 400]}
+    ns = {**default_ns, **(ns or {})}
+    if n_dynamic_max is None:
+        n_dynamic_max = {2: 1000 if quick else 3162, 3: 400 if quick else 1600}
+    elif not isinstance(n_dynamic_max, dict):
+        n_dynamic_max = {d: int(n_dynamic_max) for d in (2, 3)}
+    progress = show_progress(progress)
+    settings = {"dims": dims, "beta": beta, "normalized": normalized, "V": V, "kappa": kappa, "times": times,
+                "ns": {str(d): ns[d] for d in dims}, "seeds": seeds, "n_dynamic_max": n_dynamic_max,
+                "decay_t_end": decay_t_end, "quick": quick, "dobrushin_L": dobrushin_constant(beta)}
+    report = Report("mean-field-limit", out, settings)
+    report.write()
+    plt = pyplot() if report.out is not None else None
+    with report.guard():
+        for dim in dims:
+            model = Model(beta=beta, dim=dim, normalized=normalized, V=V)
+            rho0 = densities.von_mises_fisher(np.eye(dim)[-1], kappa)
+            w1, sol = sampling_study(dim, model, rho0, times, ns[dim], ("iid", "quasi"), seeds, n_dynamic_max[dim],
+                                     quick=quick, progress=progress)
+            report.save_dataset(sol, f"pde_d{dim}.nc")
+            res = report.results.setdefault(f"S{dim - 1}", {})
+            nn = np.asarray(ns[dim], dtype=float)
+            rates = {m: [fit_power_law(nn, w1[m][i])[0] for i in range(times.size)] for m in w1}
+            res.update({"N": nn, "times": times, "w1_iid": w1["iid"], "w1_quasi": w1["quasi"], "rate_iid": rates["iid"],
+                        "rate_quasi": rates["quasi"]})
+            growth = [float(np.nanmax(w1["iid"][i] / w1["iid"][0])) for i in range(times.size)]
+            res["measured_growth_iid"] = growth
+            expected_iid = 0.5
+            tol_iid = 0.15
+            report.check(f"S^{dim - 1}: iid W1 exponent at t = 0 within ±{tol_iid} of 1/2",
+                         abs(rates["iid"][0] - expected_iid) <= tol_iid,
+                         f"fitted {rates['iid'][0]:.3f} (SPEC §3.3: "
+                         f"{'N^-1/2' if dim == 2 else 'sqrt(log N/N), slope a little below 1/2'})")
+            if times.size > 1:
+                report.check(f"S^{dim - 1}: iid W1 exponent at t = {times[-1]:g} within ±{tol_iid} of 1/2 "
+                             "(mean-field limit)",
+                             abs(rates["iid"][-1] - expected_iid) <= tol_iid, f"fitted {rates['iid'][-1]:.3f}")
+            if dim == 2:
+                report.check("S^1: quasi W1 exponent at t = 0 close to 1 (quantile/midpoint rate O(1/N))",
+                             rates["quasi"][0] >= 0.85, f"fitted {rates['quasi'][0]:.3f}")
+            better = bool(np.all(w1["quasi"][0] < w1["iid"][0]))
+            report.check(f"S^{dim - 1}: quasi samples beat iid samples at every N (t = 0)", better,
+                         f"W1 ratio quasi/iid at the largest N: {w1['quasi'][0][-1] / w1['iid'][0][-1]:.3f}")
+            L = dobrushin_constant(beta)
+            fin = [np.isfinite(w1["iid"][i]) for i in range(times.size)]
+            ok = all(np.all(w1["iid"][i][fin[i]] <= np.exp(L * t) * w1["iid"][0][fin[i]] + 1e-3)
+                     for i, t in enumerate(times))
+            report.check(f"S^{dim - 1}: Dobrushin bound W1(t) <= e^(Lt) W1(0)", ok,
+                         f"measured growth W1(t)/W1(0) = {', '.join(f'{g:.2f}' for g in growth)}; "
+                         f"e^(Lt) = {', '.join(f'{np.exp(L * t):.3g}' for t in times)}")
+            report.write()
+
+            dec = decay_study(dim, model, rho0, decay_t_end, 1000 if dim == 2 else 600, quick=quick, progress=progress)
+            report.save_dataset(dec["particles"], f"particles_decay_d{dim}.nc")
+            res["decay"] = {k: dec[k] for k in ("t_pde", "w1_pde", "t_particles", "w1_particles", "rate_pde",
+                                                "rate_particles", "predicted_rate", "note")}
+            overlap = min(len(dec["t_pde"]), len(dec["t_particles"]))
+            agree = float(np.max(np.abs(dec["w1_pde"][:overlap] - dec["w1_particles"][:overlap])))
+            res["decay"]["max_difference"] = agree
+            report.check(f"S^{dim - 1}: particle decay rate within 10% of {dec['predicted_rate']:.3g}",
+                         abs(dec["rate_particles"] - dec["predicted_rate"]) <= 0.1 * dec["predicted_rate"],
+                         f"fitted particles {dec['rate_particles']:.3f}, PDE {dec['rate_pde']:.3f} "
+                         f"(until t = {dec['t_pde'][-1]:.3g}); {dec['note']}")
+            scale = float(dec["w1_pde"][0])
+            report.check(f"S^{dim - 1}: PDE and particle decay curves agree", agree <= 0.05 * scale,
+                         f"max |W1_PDE − W1_particles| = {agree:.2e} (W1 at t = 0: {scale:.3f})")
+            report.write()
+            if plt is not None:
+                _plot(report, dim, nn, times, w1, dec, L)
+        report.finish()
+    return report
+
+
+def _plot(report, dim, nn, times, w1, dec, L):
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    ax = axes[0]
+    for i, t in enumerate(times):
+        for method, style in (("iid", "o-"), ("quasi", "s--")):
+            y = w1[method][i]
+            ok = np.isfinite(y)
+            if ok.any():
+                ax.loglog(nn[ok], y[ok], style, color=f"C{i}", ms=4, label=f"{method}, t = {t:g}")
+    p, c = fit_power_law(nn, w1["iid"][0])
+    ax.loglog(nn, c * nn ** -p, "k-", lw=0.6, alpha=0.6, label=f"fit iid t=0: N^-{p:.2f}")
+    ax.set(xlabel="N", ylabel=r"$W_1(\mu^N_t, \rho_t)$", title=fr"$S^{dim - 1}$: particles vs PDE")
+    ax.legend(fontsize=7, ncol=2)
+    # Dobrushin: W1(t) <= e^{Lt} W1(0), against the measured growth
+    ax = axes[1]
+    tt = np.linspace(0, max(float(times[-1]), 1e-9), 50)
+    ax.semilogy(tt, np.exp(L * tt), "k:", label=f"Dobrushin $e^{{Lt}}$, L = {L:.3g}")
+    for method, mk in (("iid", "o-"), ("quasi", "s--")):
+        ok = np.all(np.isfinite(w1[method]), axis=0)
+        if ok.any():
+            j = np.nonzero(ok)[0][-1]
+            ax.semilogy(times, w1[method][:, j] / w1[method][0, j], mk, label=f"{method}, N = {int(nn[j])}")
+    ax.set_ylim(0.1, 1e3)
+    ax.set(xlabel="t", ylabel=r"$W_1(\mu^N_t,\rho_t)\,/\,W_1(\mu^N_0,\rho_0)$", title="growth of the error")
+    ax.legend(fontsize=8)
+    ax = axes[2]
+    ax.semilogy(dec["t_pde"], dec["w1_pde"], "-", lw=2, label=f"PDE (rate {dec['rate_pde']:.3f})")
+    ax.semilogy(dec["t_particles"], dec["w1_particles"], "o", ms=3,
+                label=f"particles (rate {dec['rate_particles']:.3f})")
+    tt = np.asarray(dec["t_particles"])
+    ax.semilogy(tt, dec["w1_particles"][-1] * np.exp(-dec["predicted_rate"] * (tt - tt[-1])), "k:", lw=1,
+                label=f"predicted rate {dec['predicted_rate']:.3g}")
+    ax.set(xlabel="t", ylabel="W1 to the nearest Dirac" if dec["attractive"] else "W1 to uniform",
+           title="Wasserstein decay")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    report.save_figure(fig, f"mean_field_limit_d{dim}.png")

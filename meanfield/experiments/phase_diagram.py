@@ -1,0 +1,241 @@
+"""``meanfield phase-diagram``: the Figure 3 experiment (SPEC §8.1–§8.2).
+
+For i.i.d. uniform initial particles on S^{d-1}, p_d(t, β) = P(⟨x_1(t), x_2(t)⟩ >= 1 − δ) is estimated
+as the fraction of ordered pairs i ≠ j with ⟨x_i(t), x_j(t)⟩ >= 1 − δ, averaged over B realisations
+(defaults n = 32, δ = 1e-3, B = 1024). Overlaid:
+
+* Γ_∞,δ (6.12): the time t*(β) at which the equiangular solution γ_β of (6.9) (SA) or (6.10) (USA)
+  reaches 1 − δ (Theorems 6.8–6.9), solved with `scipy.integrate.solve_ivp`;
+* the empirical curve Γ_d,δ: the first saved time with p_d >= 1/2 (the level p* = 1/2, SPEC §8.2).
+
+Checks: at t = 0 the estimate matches the exact P(⟨x, y⟩ >= 1 − δ) for independent uniform points;
+the particle solver reproduces γ_β exactly for orthonormal initial data (d >= n, SPEC L7); the
+smallest β clusters by the end; p_d stays in [0, 1]. Optionally counts clusters (metastability,
+Figure 4).
+"""
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.special import betainc
+
+from .._checks import check_int, check_real
+from ..errors import Interrupted
+from ..model import Model
+from ..sampling import uniform_points
+from ._report import Report, pyplot, show_progress
+
+
+def equiangular_rhs(beta, n, normalized=True):
+    """The right-hand side of (6.9) (SA) or (6.10) (USA) for γ = ⟨x_i, x_j⟩, i ≠ j."""
+    def rhs(t, g):
+        e = np.exp(beta * (g - 1.0))                     # e^{β(γ−1)}: scaled by e^{-β}
+        core = (1.0 - g) * ((n - 1) * g + 1.0)
+        if normalized:
+            return 2.0 * e * core / (1.0 + (n - 1) * e)
+        return 2.0 / n * np.exp(beta * g) * core
+    return rhs
+
+
+def gamma_curve(beta, n, t, normalized=True):
+    """γ_β(t) at the times ``t`` (γ_β(0) = 0), from (6.9)/(6.10) with rtol 1e-11."""
+    t = np.asarray(t, dtype=float)
+    sol = solve_ivp(equiangular_rhs(beta, n, normalized), (0.0, float(t[-1])), [0.0], t_eval=t,
+                    rtol=1e-11, atol=1e-13, method="DOP853")
+    return sol.y[0]
+
+
+def gamma_crossing(beta, n, delta, normalized=True, t_max=1e6):
+    """t*(β): the time at which γ_β(t) = 1 − δ, so that (t*(β), β) lies on Γ_∞,δ (6.12)."""
+    event = lambda t, g: g[0] - (1.0 - delta)  # noqa: E731
+    event.terminal, event.direction = True, 1
+    sol = solve_ivp(equiangular_rhs(beta, n, normalized), (0.0, t_max), [0.0], events=event, rtol=1e-11,
+                    atol=1e-13, method="DOP853")
+    return float(sol.t_events[0][0]) if sol.t_events[0].size else float("inf")
+
+
+def pair_probability_uniform(dim, delta):
+    """P(⟨x, y⟩ >= 1 − δ) for independent uniform x, y on S^{dim-1}: ½·I_{1−(1−δ)²}((d−1)/2, ½), δ <= 1."""
+    s = 1.0 - (1.0 - delta) ** 2
+    return 0.5 * float(betainc(0.5 * (dim - 1), 0.5, s))
+
+
+def clustered_fraction(positions, delta):
+    """Fraction of ordered pairs i ≠ j with ⟨x_i, x_j⟩ >= 1 − δ, one value per leading index of (..., n, d)."""
+    try:
+        from ..diagnostics import clustered_pair_fraction
+    except ImportError:
+        clustered_pair_fraction = None
+    if clustered_pair_fraction is not None:
+        return np.asarray(clustered_pair_fraction(positions, delta))
+    x = np.asarray(positions)
+    n = x.shape[-2]
+    g = np.einsum("...id,...jd->...ij", x, x)
+    close = (g >= 1.0 - delta).sum(axis=(-1, -2)) - n          # drop the diagonal
+    return close / (n * (n - 1))
+
+
+def _count_clusters(positions, delta):
+    try:
+        from ..diagnostics import count_clusters
+    except ImportError:
+        return None
+    return np.asarray(count_clusters(positions, delta))
+
+
+def equiangular_check(beta, n=6, normalized=True, t_end=4.0, progress=False):
+    """Max |⟨x_1(t), x_2(t)⟩ − γ_β(t)| for n orthonormal particles in d = n (SPEC L7, Theorem 6.8)."""
+    import solvers
+
+    t = np.linspace(0.0, t_end, 21)
+    sol = solvers.Particles(Model(beta=beta, dim=n, normalized=normalized)).solve(
+        np.eye(n), t, rtol=1e-10, atol=1e-12, progress=progress)
+    x = np.asarray(sol.positions)
+    g = np.einsum("tid,tjd->tij", x, x)
+    off = g[:, ~np.eye(n, dtype=bool)]
+    return float(np.max(np.abs(off - gamma_curve(beta, n, t, normalized)[:, None])))
+
+
+def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, realisations=1024, delta=1e-3,
+                  normalized=True, scheme="adaptive", dt=0.1, clusters=True, cluster_delta=1e-2, seed=0, quick=False,
+                  progress=None):
+    """The Figure 3 phase diagram p_d(t, β) with Γ_∞,δ overlaid; returns the `Report`.
+
+    Parameters
+    ----------
+    dim, n : sphere S^{dim-1} and number of particles (defaults d = 3, n = 32).
+    betas : the β grid (default 10 values 0.9, 1.8, ..., 9; ``quick``: 5 values).
+    t_end, n_times : saved times linspace(0, t_end, n_times).
+    realisations : B, independent initial conditions (default 1024; ``quick``: 128).
+    delta : δ in ⟨x_i, x_j⟩ >= 1 − δ.
+    normalized : (SA) if True, (USA) otherwise (Γ then uses (6.10)).
+    scheme, dt : "adaptive" (error-controlled, rtol 1e-6) or the authors' "euler-normalize" with step dt.
+    clusters, cluster_delta : also record the mean number of clusters, particles linked when
+        ⟨x_i, x_j⟩ >= 1 − cluster_delta (metastability, Figure 4).
+    """
+    dim = check_int(dim, "dim", low=2)
+    n = check_int(n, "n", low=2)
+    delta = check_real(delta, "delta", low=0.0, low_open=True, high=1.0)
+    t_end = check_real(t_end, "t_end", low=0.0, low_open=True)
+    n_times = check_int(n_times, "n_times", low=2)
+    B = check_int(realisations, "realisations", low=1)
+    if scheme not in ("adaptive", "euler-normalize"):
+        raise ValueError(f"`scheme` must be 'adaptive' or 'euler-normalize', got {scheme!r}.")
+    if betas is None:
+        betas = np.linspace(0.9, 9.0, 5 if quick else 10)
+    betas = np.array([check_real(b, "betas", low=0.0) for b in np.atleast_1d(betas)])
+    if betas.size < 1:
+        raise ValueError("`betas` must hold at least one value.")
+    if quick:
+        B = min(B, 128)
+        n_times = min(n_times, 31)
+    progress = show_progress(progress)
+    t = np.linspace(0.0, t_end, n_times)
+    settings = {"dim": dim, "n": n, "betas": betas, "t_end": t_end, "n_times": n_times, "realisations": B,
+                "delta": delta, "cluster_delta": cluster_delta, "kind": "SA" if normalized else "USA",
+                "scheme": scheme, "dt": dt, "seed": seed,
+                "quick": quick}
+    report = Report("phase-diagram", out, settings)
+    report.write()
+    with report.guard():
+
+        # Γ_∞,δ from the equiangular ODE (cheap; first, so an interrupted run still has it)
+        t_star = np.array([gamma_crossing(b, n, delta, normalized) for b in betas])
+        gammas = np.array([gamma_curve(b, n, t, normalized) for b in betas])
+        report.results["gamma_curve"] = {"beta": betas, "t_star": t_star}
+        report.write()
+
+        import solvers
+
+        rng = np.random.default_rng(seed)
+        x0 = uniform_points(B * n, dim, rng).reshape(B, n, dim)
+        p = np.full((betas.size, t.size), np.nan)
+        ncl = np.full((betas.size, t.size), np.nan)
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=betas.size, desc=f"phase diagram d={dim} n={n} B={B}", unit="β")
+        try:
+            for k, beta in enumerate(betas):
+                model = Model(beta=float(beta), dim=dim, normalized=normalized)
+                kw = {"rtol": 1e-6, "atol": 1e-9} if scheme == "adaptive" else {"dt": dt}
+                try:
+                    sol = solvers.Particles(model).solve(x0, t, scheme=scheme, progress=False, **kw)
+                except Interrupted as exc:                             # keep the saved times of this β
+                    if exc.solution is not None and len(exc.solution.t):
+                        xp = np.asarray(exc.solution.positions)
+                        p[k, :len(xp)] = clustered_fraction(xp, delta).reshape(len(xp), -1).mean(axis=1)
+                    raise
+                x = np.asarray(sol.positions)                          # (T, B, n, d)
+                p[k] = clustered_fraction(x, delta).reshape(t.size, -1).mean(axis=1)
+                if clusters:
+                    c = _count_clusters(x, cluster_delta)
+                    if c is not None:
+                        ncl[k] = np.asarray(c, dtype=float).reshape(t.size, -1).mean(axis=1)
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+            _save(report, betas, t, p, ncl, gammas, t_star, delta, n, dim, B, settings["kind"])
+
+        # empirical Γ_d,δ at level 1/2
+        t_half = np.array([t[np.argmax(row >= 0.5)] if np.any(row >= 0.5) else np.inf for row in p])
+        p_exact0 = pair_probability_uniform(dim, delta)
+        pairs = B * n * (n - 1)
+        se = np.sqrt(p_exact0 * (1 - p_exact0) / max(pairs // 2, 1))
+        res = report.results
+        res.update({"p": p, "t": t, "t_half": t_half, "p_initial": p[:, 0], "p_initial_exact": p_exact0,
+                    "p_final": p[:, -1], "mean_clusters_final": ncl[:, -1]})
+        report.check("p_d(t, β) in [0, 1]", np.all((p >= 0) & (p <= 1)), f"{p.size} estimates")
+        z = float(np.max(np.abs(p[:, 0] - p_exact0)) / se)
+        report.check("p_d(0, β) = P(⟨x,y⟩ >= 1 − δ) for independent uniform points", z <= 6.0,
+                     f"measured {np.mean(p[:, 0]):.2e}, exact {p_exact0:.2e}; worst |Δ| = {z:.1f} standard errors")
+        report.check(f"the smallest β = {betas[0]:g} clusters by t = {t_end:g}", p[0, -1] >= 0.9,
+                     f"p_d(t_end, β_min) = {p[0, -1]:.3f}")
+        eq_err = max(equiangular_check(b, n=min(n, 6), normalized=normalized, progress=False)
+                     for b in (betas[0], betas[-1]))
+        res["equiangular_max_error"] = eq_err
+        report.check("orthonormal particles follow γ_β of (6.9)/(6.10) (Theorem 6.8)", eq_err <= 1e-6,
+                     f"max |⟨x_i,x_j⟩ − γ_β| = {eq_err:.1e} for n = d = {min(n, 6)}, "
+                     f"β = {betas[0]:g}, {betas[-1]:g}")
+        if normalized:
+            report.check("Γ_∞,δ: t*(β) increases with β (SA)", bool(np.all(np.diff(t_star) > 0)),
+                         f"t* from {t_star[0]:.3g} to {t_star[-1]:.3g}")
+        report.finish()
+    return report
+
+
+def _save(report, betas, t, p, ncl, gammas, t_star, delta, n, dim, B, kind="SA"):
+    if report.out is None:
+        return
+    import xarray as xr
+
+    ds = xr.Dataset({"p": (("beta", "time"), p), "mean_clusters": (("beta", "time"), ncl),
+                     "gamma": (("beta", "time"), gammas), "t_star": (("beta",), t_star)},
+                    coords={"beta": betas, "time": t})
+    ds["p"].attrs["long_name"] = "fraction of pairs with <x_i, x_j> >= 1 - delta"
+    ds["gamma"].attrs["long_name"] = "equiangular solution gamma_beta(t) of (6.9)/(6.10)"
+    ds["t_star"].attrs["long_name"] = "time where gamma_beta = 1 - delta (curve Gamma_inf,delta, (6.12))"
+    ds.attrs.update({"delta": delta, "n": n, "dim": dim, "realisations": B})
+    report.save_dataset(ds, "phase_diagram.nc")
+    plt = pyplot()
+    have_cl = np.any(np.isfinite(ncl))
+    fig, axes = plt.subplots(1, 2 if have_cl else 1, figsize=(11 if have_cl else 6.5, 4.2), squeeze=False)
+    ax = axes[0, 0]
+    mesh = ax.pcolormesh(t, betas, p, shading="auto", cmap="viridis", vmin=0, vmax=1)
+    fig.colorbar(mesh, ax=ax, label=r"$p_d(t,\beta)$")
+    fine = np.linspace(betas.min(), betas.max(), 60) if betas.size > 1 else betas
+    t_fine = np.array([gamma_crossing(b, n, delta, kind == "SA") for b in fine])
+    ok = np.isfinite(t_fine) & (t_fine <= t[-1])
+    ax.plot(t_fine[ok], fine[ok], "w--", lw=2, label=r"$\Gamma_{\infty,\delta}$: $\gamma_\beta(t) = 1-\delta$")
+    ax.set(xlabel="t", ylabel=r"$\beta$", title=f"d = {dim}, n = {n}, δ = {delta:g}, B = {B}")
+    ax.legend(fontsize=8, loc="upper left")
+    if have_cl:
+        from matplotlib.colors import LogNorm
+
+        m = axes[0, 1].pcolormesh(t, betas, ncl, shading="auto", cmap="magma",
+                                  norm=LogNorm(vmin=1, vmax=max(2.0, float(np.nanmax(ncl)))))
+        fig.colorbar(m, ax=axes[0, 1], label="mean number of clusters")
+        axes[0, 1].set(xlabel="t", ylabel=r"$\beta$", title="mean number of clusters (metastability, Fig. 4)")
+    fig.tight_layout()
+    report.save_figure(fig, "phase_diagram.png")

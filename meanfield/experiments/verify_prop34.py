@@ -1,0 +1,470 @@
+"""``meanfield verify-prop34``: Proposition 3.4 checked numerically, in four parts (SPEC §4.2–§4.4, §11.1).
+
+1. **Coefficients.** The Gegenbauer coefficients a_l(β) of e^{βt} (SPEC §4.3, boxed formula) are
+   positive for every degree l >= 1 and every β on a grid from 1e-3 to 500, for d = 2, 3, 4, 8,
+   and decrease in l. Floating point resolves them up to the degree ``l_underflow`` where
+   a_l·e^{-β} underflows to 0 (``l_eps`` is where a_l/a_0 drops below machine epsilon, i.e. where
+   they stop changing the kernel e^{βt} in double precision).
+2. **Landscape.** E_β of random probability measures (von Mises–Fisher, mixtures, random
+   band-limited densities, discretised by quadrature; iid clouds on S^3) lies in
+   [a_0/(2β), e^β/(2β)] (SPEC L5); the gaps to both ends are reported.
+3. **Flows.** The repulsive flow (V = −I) from a random band-limited ρ0 converges to the uniform
+   density in L∞ and W1, at the exact linear rate |ς_1| of SPEC L6; the attractive flow increases
+   E_β monotonically towards the Dirac value e^β/(2β). Both with the spectral solvers
+   (`solvers.FourierCircle` on S^1, `solvers.SphericalHarmonics` on S^2).
+4. **Discrete contrast (§11.1).** Minimising the discrete energy of n points on S^2 (Riemannian
+   gradient descent from random starts) gives the sharp configurations: the tetrahedron, the
+   octahedron and the icosahedron for n = 4, 6, 12 (Cohn–Kumar), whereas the continuous minimiser
+   is σ. Their energy exceeds a_0/(2β) and their moments Q_1..Q_t vanish (spherical t-designs).
+"""
+import numpy as np
+
+from .. import densities
+from ..energy import dirac_energy, uniform_energy
+from ..kernels import kernel_multipliers, linear_growth_rates
+from ..model import Model
+from ..sampling import sample, uniform_points
+from ._report import Report, fit_exponential, pyplot, show_progress
+
+EPS = np.finfo(float).eps
+
+
+# ---------------------------------------------------------------------------------------------------
+# Part 1: coefficients
+# ---------------------------------------------------------------------------------------------------
+def coefficient_table(betas, dims, lmax=4096):
+    """For each (β, d): positivity and monotonicity of a_l(β), l = 1..l_underflow−1 (SPEC §4.3).
+
+    Returns a list of dicts with ``beta, dim, l_underflow, l_eps, all_positive, decreasing,
+    min_rel`` (the smallest resolved a_l/a_0), ``min_ratio`` (the smallest a_l/a_{l−1}, the smallest
+    coefficient relative to its neighbour) and ``min_turan`` (min a_l²/(a_{l−1}a_{l+1}) >= 1, i.e.
+    log-concavity).
+    """
+    rows = []
+    for dim in dims:
+        for beta in betas:
+            a = kernel_multipliers(beta, dim, lmax, scaled=True)
+            zero = np.nonzero(a <= 0)[0]
+            l_uf = int(zero[0]) if zero.size else lmax + 1
+            res = a[:l_uf]
+            rel = res / res[0]
+            below = np.nonzero(rel < EPS)[0]
+            l_eps = int(below[0]) if below.size else l_uf
+            ratio = res[1:] / res[:-1]
+            # log-concavity on the normal (not subnormal) range, in logs
+            la = np.log(res[res >= np.finfo(float).tiny])
+            turan = np.exp(2 * la[1:-1] - la[:-2] - la[2:]) if la.size > 2 else np.array([np.inf])
+            rows.append({
+                "beta": float(beta), "dim": int(dim), "l_underflow": l_uf, "l_eps": l_eps,
+                "all_positive": bool(np.all(res[1:] > 0)) and np.all(np.isfinite(a)),
+                "decreasing": bool(np.all(ratio < 1)),
+                "min_rel": float(rel[1:].min()) if rel.size > 1 else float("nan"),
+                "min_ratio": float(ratio.min()) if ratio.size else float("nan"),
+                "min_turan": float(turan.min()),
+            })
+    return rows
+
+
+def _part_coefficients(report, betas, dims):
+    rows = coefficient_table(betas, dims)
+    report.results["coefficients"] = {
+        "rows": rows,
+        "min_turan": min(r["min_turan"] for r in rows),
+        "l_eps_range": [min(r["l_eps"] for r in rows), max(r["l_eps"] for r in rows)],
+        "l_underflow_range": [min(r["l_underflow"] for r in rows), max(r["l_underflow"] for r in rows)],
+    }
+    ok = all(r["all_positive"] for r in rows)
+    report.check("1. a_l(β) > 0 for l >= 1 (every β, d; up to underflow)", ok,
+                 f"{len(rows)} (β, d) pairs, β in [{min(betas):g}, {max(betas):g}], d in {list(dims)}; "
+                 f"smallest resolved a_l/a_0 = {min(r['min_rel'] for r in rows):.2e}")
+    report.check("1. a_l(β) decreasing and log-concave in l", all(r["decreasing"] for r in rows)
+                 and all(r["min_turan"] >= 1 - 1e-12 for r in rows),
+                 f"min a_l/a_(l-1) = {min(r['min_ratio'] for r in rows):.2e}, "
+                 f"min a_l²/(a_(l-1)a_(l+1)) = {min(r['min_turan'] for r in rows):.6f}")
+    if report.out is not None:
+        import xarray as xr
+
+        B, D = np.asarray(betas, float), np.asarray(dims)
+        grid = {k: np.array([[next(r[k] for r in rows if r["beta"] == b and r["dim"] == d) for b in B] for d in D])
+                for k in ("l_underflow", "l_eps", "min_rel", "min_ratio", "min_turan")}
+        ds = xr.Dataset({k: (("dim", "beta"), v) for k, v in grid.items()}, coords={"dim": D, "beta": B})
+        ds.attrs["description"] = "Gegenbauer coefficients a_l(beta) of exp(beta t) on S^(d-1) (SPEC 4.3)"
+        report.save_dataset(ds, "coefficients.nc")
+        plt = pyplot()
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for b in [1e-3, 0.1, 1, 10, 100, 500]:
+            a = kernel_multipliers(b, 3, 1100, scaled=True)
+            l = np.arange(a.size)
+            keep = a > 0
+            axes[0].semilogy(l[keep], a[keep] / a[0], label=f"β = {b:g}")
+        axes[0].axhline(EPS, color="k", ls=":", lw=0.8)
+        axes[0].set_ylim(1e-310, 10)
+        axes[0].set(xlabel="degree l", ylabel=r"$a_l(\beta)/a_0(\beta)$", title="d = 3: every coefficient > 0")
+        axes[0].legend(fontsize=8)
+        for d in D:
+            axes[1].semilogx(B, grid["l_eps"][list(D).index(d)], "-o", ms=3, label=f"d = {d}: $a_l/a_0$ < eps")
+        axes[1].semilogx(B, grid["l_underflow"][0], "k--", lw=1, label="d = 2: underflow")
+        axes[1].set(xlabel="β", ylabel="degree", title="where double precision stops resolving $a_l$")
+        axes[1].legend(fontsize=8)
+        fig.tight_layout()
+        report.save_figure(fig, "coefficients.png")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Part 2: landscape
+# ---------------------------------------------------------------------------------------------------
+def random_measures(dim, count, rng, n=1500):
+    """``count`` random probability measures on S^{dim-1} as (label, points, weights).
+
+    dim 2, 3: quasi (quadrature) discretisations of von Mises–Fisher densities, mixtures and random
+    band-limited densities, plus the uniform one; dim >= 4: iid clouds of such densities.
+    """
+    out = []
+    kinds = ["uniform", "vmf", "mixture", "band"] if dim in (2, 3) else ["vmf", "mixture"]
+    for k in range(count):
+        kind = kinds[k % len(kinds)]
+        if kind == "uniform":
+            rho = densities.uniform()
+        elif kind == "vmf":
+            rho = densities.von_mises_fisher(uniform_points(1, dim, rng)[0], float(np.exp(rng.uniform(-2, 4))))
+        elif kind == "mixture":
+            m = int(rng.integers(2, 5))
+            comps = [densities.von_mises_fisher(uniform_points(1, dim, rng)[0], float(np.exp(rng.uniform(-1, 3.5))))
+                     for _ in range(m)]
+            rho = densities.mixture(comps, rng.dirichlet(np.ones(m)))
+        else:
+            rho = densities.band_limited(dim, int(rng.integers(1, 7)), rng=rng, floor=float(rng.uniform(0.0, 0.5)))
+        method = "quasi" if dim in (2, 3) else "iid"
+        x, w = sample(rho, n, dim, rng=rng, method=method)
+        out.append((kind, x, w))
+    return out
+
+
+def landscape(betas, dims, count, rng, n=1500):
+    """E_β of random measures against the bounds a_0/(2β) <= E_β <= e^β/(2β) (Proposition 3.4).
+
+    Works with the scaled energy E_β·e^{-β} = (1/2β) Σ w_i w_j e^{β(⟨x_i,x_j⟩−1)}, from one Gram matrix
+    per measure. Returns rows (dim, kind, beta, gap_below, gap_above, position) where ``position``
+    = (E − E_min)/(E_max − E_min) ∈ [0, 1].
+    """
+    rows = []
+    for dim in dims:
+        for kind, x, w in random_measures(dim, count, rng, n=n):
+            g = x @ x.T - 1.0
+            for beta in betas:
+                e_scaled = float(w @ np.exp(beta * g) @ w) / (2 * beta)
+                lo = kernel_multipliers(beta, dim, 0, scaled=True)[0] / (2 * beta)
+                hi = 1.0 / (2 * beta)
+                rows.append({"dim": dim, "kind": kind, "beta": float(beta),
+                             "gap_below": (e_scaled - lo) * np.exp(beta), "gap_above": (hi - e_scaled) * np.exp(beta),
+                             "rel_gap_below": (e_scaled - lo) / (hi - lo), "position": (e_scaled - lo) / (hi - lo)})
+    return rows
+
+
+def _part_landscape(report, betas, dims, count, rng):
+    rows = landscape(betas, dims, count, rng)
+    below = min(r["rel_gap_below"] for r in rows)
+    above = min(1 - r["position"] for r in rows)
+    report.results["landscape"] = {"measures": len(rows) // len(betas), "betas": list(betas), "dims": list(dims),
+                                   "min_rel_gap_below": below, "min_rel_gap_above": above,
+                                   "min_gap_below": min(r["gap_below"] for r in rows),
+                                   "min_gap_above": min(r["gap_above"] for r in rows)}
+    report.check("2. a_0/(2β) <= E_β[μ] for every random μ", below >= -1e-12,
+                 f"{len(rows)} energies; smallest (E − a_0/2β)/(e^β/2β − a_0/2β) = {below:.3e}")
+    report.check("2. E_β[μ] <= e^β/(2β) for every random μ", above >= -1e-12,
+                 f"smallest (e^β/2β − E)/(e^β/2β − a_0/2β) = {above:.3e}")
+    if report.out is not None:
+        import xarray as xr
+
+        ds = xr.Dataset({k: (("sample",), np.array([r[k] for r in rows])) for k in
+                         ("dim", "beta", "gap_below", "gap_above", "position")})
+        ds["kind"] = (("sample",), np.array([r["kind"] for r in rows], dtype=object).astype(str))
+        report.save_dataset(ds, "landscape.nc")
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(7, 4))
+        markers = {"uniform": "s", "vmf": "o", "mixture": "^", "band": "d"}
+        for kind, mk in markers.items():
+            sel = [r for r in rows if r["kind"] == kind]
+            if sel:
+                jitter = 1 + 0.08 * (np.array([r["dim"] for r in sel]) - 2.5)
+                ax.semilogx(np.array([r["beta"] for r in sel]) * jitter, [r["position"] for r in sel], mk,
+                            ms=4, alpha=0.6, label=kind)
+        ax.axhline(0, color="C2", lw=1)
+        ax.axhline(1, color="C3", lw=1)
+        ax.set(xlabel="β", ylabel=r"$(E_\beta - a_0/2\beta)/(e^\beta/2\beta - a_0/2\beta)$",
+               title="energy landscape: uniform (0) <= E <= Dirac (1)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        report.save_figure(fig, "landscape.png")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Part 3: flows
+# ---------------------------------------------------------------------------------------------------
+def _spectral_solver(model, quick):
+    import solvers
+
+    if model.dim == 2:
+        return solvers.FourierCircle(model, modes=128)
+    return solvers.SphericalHarmonics(model, lmax=32 if quick else 48)
+
+
+def _product_grid(dim, degree):
+    """A quadrature for σ exact for polynomials of degree <= ``degree``.
+
+    Midpoints on S^1; Gauss–Legendre in z times equispaced φ on S^2.
+    """
+    from ..sampling import quadrature
+
+    if dim == 2:
+        return quadrature(2 * degree + 2, 2)
+    from scipy.special import roots_legendre
+
+    z, wz = roots_legendre(degree // 2 + 2)
+    nphi = degree + 2
+    phi = 2 * np.pi * np.arange(nphi) / nphi
+    Z, P = np.meshgrid(z, phi, indexing="ij")
+    r = np.sqrt(1 - Z * Z)
+    x = np.stack([r * np.cos(P), r * np.sin(P), Z], axis=-1).reshape(-1, 3)
+    w = np.repeat(wz / 2, nphi) / nphi
+    return x, w
+
+
+def distance_to_uniform(sol, i, m=None):
+    """W1(ρ_t σ, σ) with both measures on one quadrature set (weights ∝ ρ against equal ones), so that
+    the uniform density is at distance exactly 0 (no discretisation floor)."""
+    from ..sampling import quadrature
+    from ..wasserstein import wasserstein
+
+    d = sol.model.dim
+    x, q = quadrature(m or (8192 if d == 2 else 1500), d)
+    w = np.clip(sol.density(x, i), 0, None) * q
+    return wasserstein((x, w / w.sum()), (x, q))
+
+
+def repulsive_flow(dim, beta=4.0, t_end=8.0, seed=0, quick=False, progress=False):
+    """V = −I, (USA), from a random band-limited ρ0 (degree <= 2, min ρ0 = 0.9): distances to σ against time.
+
+    Returns (solution, dict) with ``linf`` = max|ρ_t − 1|, ``w1`` = W1(ρ_t, σ), ``m`` = |∫x ρ_t dσ| (the
+    degree-1 part, computed exactly by quadrature), its fitted decay rate and the exact rate |ς_1|
+    of SPEC L6.
+    """
+    model = Model(beta=beta, dim=dim, V=-1.0, normalized=False)
+    rho0 = densities.band_limited(dim, 2, rng=seed, floor=0.9)
+    t_eval = np.linspace(0.0, t_end, 17 if quick else 33)
+    sol = _spectral_solver(model, quick).solve(rho0, t_eval, progress=progress, rtol=1e-10, atol=1e-13)
+    probe = uniform_points(4000 if dim == 3 else 2000, dim, 12345)
+    linf = np.array([np.max(np.abs(sol.density(probe, i) - 1.0)) for i in range(len(sol.t))])
+    w1 = np.array([distance_to_uniform(sol, i) for i in range(len(sol.t))])
+    x, q = _product_grid(dim, 160)
+    m = np.array([np.linalg.norm((q * sol.density(x, i)) @ x) for i in range(len(sol.t))])
+    sel = (sol.t >= 1.0) & (m > 1e-6 * m[0])
+    rate, _ = fit_exponential(sol.t[sel], m[sel])
+    exact = -float(linear_growth_rates(model, 1)[1])
+    return sol, {"t": sol.t, "linf": linf, "w1": w1, "m": m, "rate": rate, "exact_rate": exact}
+
+
+def attractive_flow(dim, beta=1.0, t_end=None, quick=False, progress=False):
+    """V = I from a von Mises–Fisher density: E_β rises towards e^β/(2β) until the solver stops resolving ρ."""
+    from ..errors import UnderResolved
+
+    model = Model(beta=beta, dim=dim)
+    mean = np.eye(dim)[-1]
+    rho0 = densities.von_mises_fisher(mean, 1.0)
+    t_end = t_end or (4.0 if dim == 2 else 2.0)
+    t_eval = np.linspace(0.0, t_end, 21 if quick else 41)
+    note = "finished"
+    try:
+        sol = _spectral_solver(model, quick).solve(rho0, t_eval, progress=progress)
+    except UnderResolved as exc:
+        sol, note = exc.solution, f"stopped by UnderResolved at t = {exc.t:.3g} (the density concentrates)"
+    e = np.asarray(sol.energy)
+    lo, hi = uniform_energy(beta, dim), dirac_energy(beta)
+    return sol, {"t": sol.t, "energy": e, "position": (e - lo) / (hi - lo), "note": note}
+
+
+def _part_flows(report, dims, quick, progress):
+    import xarray as xr
+
+    plt = pyplot() if report.out is not None else None
+    fig, axes = (plt.subplots(1, 2, figsize=(11, 4)) if plt else (None, None))
+    res = report.results.setdefault("flows", {})
+    for dim in dims:
+        sol, r = repulsive_flow(dim, quick=quick, progress=progress)
+        report.save_dataset(sol, f"flow_repulsive_d{dim}.nc")
+        res[f"repulsive_d{dim}"] = {"linf_initial": r["linf"][0], "linf_final": r["linf"][-1], "w1_initial": r["w1"][0],
+                                    "w1_final": r["w1"][-1], "fitted_rate": r["rate"], "exact_rate": r["exact_rate"]}
+        conv = r["linf"][-1] <= 1e-2 * r["linf"][0] and r["w1"][-1] <= 1e-2 * r["w1"][0]
+        report.check(f"3. repulsive flow on S^{dim - 1} converges to σ (L∞ and W1)", conv,
+                     f"L∞ {r['linf'][0]:.2e} → {r['linf'][-1]:.2e}, W1 {r['w1'][0]:.2e} → {r['w1'][-1]:.2e}")
+        report.check(f"3. repulsive flow on S^{dim - 1}: |∫x ρ dσ| decays at the exact rate |ς_1| (SPEC L6)",
+                     abs(r["rate"] - r["exact_rate"]) <= 0.05 * r["exact_rate"],
+                     f"fitted {r['rate']:.4f}, exact {r['exact_rate']:.4f}")
+        sol_a, ra = attractive_flow(dim, quick=quick, progress=progress)
+        report.save_dataset(sol_a, f"flow_attractive_d{dim}.nc")
+        e = ra["energy"]
+        mono = bool(np.all(np.diff(e) >= -1e-10 * np.abs(e[:-1])))
+        res[f"attractive_d{dim}"] = {"position_initial": ra["position"][0], "position_final": ra["position"][-1],
+                                     "t_final": float(ra["t"][-1]), "note": ra["note"]}
+        report.check(f"3. attractive flow on S^{dim - 1}: E_β increases towards e^β/(2β)",
+                     mono and ra["position"][-1] >= max(0.3, 3 * ra["position"][0]),
+                     f"(E − E_unif)/(E_Dirac − E_unif) {ra['position'][0]:.3f} → {ra['position'][-1]:.3f} "
+                     f"at t = {ra['t'][-1]:.3g}; {ra['note']}")
+        if axes is not None:
+            axes[0].semilogy(r["t"], r["linf"], "-", label=fr"$S^{dim - 1}$: $\|\rho-1\|_\infty$")
+            axes[0].semilogy(r["t"], r["w1"], "--", label=fr"$S^{dim - 1}$: $W_1(\rho,\sigma)$")
+            axes[0].semilogy(r["t"], r["m"], "-.", label=fr"$S^{dim - 1}$: $|\int x\rho\,d\sigma|$")
+            axes[0].semilogy(r["t"], r["m"][0] * np.exp(-r["exact_rate"] * r["t"]), ":", color="0.4", lw=0.8)
+            axes[1].plot(ra["t"], ra["position"], "-o", ms=3, label=fr"$S^{dim - 1}$")
+    if axes is not None:
+        axes[0].set(xlabel="t",
+                    title="repulsive flow (V = −I, USA, β = 4) → uniform; dotted: $e^{-|\\varsigma_1| t}$")
+        axes[0].legend(fontsize=8)
+        axes[1].axhline(1, color="C3", ls=":")
+        axes[1].set(xlabel="t", ylabel=r"$(E_\beta - a_0/2\beta)/(e^\beta/2\beta - a_0/2\beta)$",
+                    title="attractive flow (V = I): energy → Dirac value")
+        axes[1].legend(fontsize=8)
+        fig.tight_layout()
+        report.save_figure(fig, "flows.png")
+    del xr
+
+
+# ---------------------------------------------------------------------------------------------------
+# Part 4: discrete contrast
+# ---------------------------------------------------------------------------------------------------
+def discrete_energy(x, beta):
+    """E_β of the empirical measure (1/n)Σδ_{x_i} (SPEC §4.1 particle form)."""
+    n = x.shape[0]
+    return float(np.exp(beta * (x @ x.T)).sum() / (2 * beta * n * n))
+
+
+def minimise_discrete_energy(n, dim=3, beta=1.0, starts=8, rng=None, tol=1e-13, max_iter=5000):
+    """Minimise E_β over n-point empirical measures on S^{dim-1} (§11.1) from ``starts`` random starts.
+
+    Unconstrained L-BFGS (`scipy.optimize.minimize`) on y ∈ R^{n×dim} with x_i = y_i/|y_i|, for the
+    scaled energy e^{-β}E_β; the gradient is ∂E/∂y_i = P_{x_i}(∂E/∂x_i)/|y_i| with
+    ∂E/∂x_i = (1/(βn²)) Σ_j e^{β⟨x_i,x_j⟩} x_j. Returns the best configuration (n, dim) and E_β.
+    """
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(rng)
+
+    def fun(yflat):
+        y = yflat.reshape(n, dim)
+        r = np.linalg.norm(y, axis=1, keepdims=True)
+        x = y / r
+        k = np.exp(beta * (x @ x.T - 1.0))
+        e = k.sum() / (2 * beta * n * n)
+        gx = (k @ x) / (beta * n * n) * beta            # ∂(e^{-β}E)/∂x_i
+        gy = (gx - np.sum(gx * x, axis=1, keepdims=True) * x) / r
+        return e, gy.ravel()
+
+    best = None
+    for _ in range(starts):
+        y0 = uniform_points(n, dim, rng)
+        res = minimize(fun, y0.ravel(), jac=True, method="L-BFGS-B",
+                       options={"gtol": tol, "ftol": 1e-16, "maxiter": max_iter, "maxcor": 30})
+        y = res.x.reshape(n, dim)
+        x = y / np.linalg.norm(y, axis=1, keepdims=True)
+        # polish on the gradient (E is flat to round-off near the minimum, the gradient is not):
+        # fixed-step projected gradient steps x ← normalise(x − η P_x ∂E/∂x), η = n²/(4β + 4)
+        for _ in range(300):
+            _, g = fun(x.ravel())
+            x = x - n * n / (4 * beta + 4) * g.reshape(n, dim)
+            x /= np.linalg.norm(x, axis=1, keepdims=True)
+        e = discrete_energy(x, beta)
+        if best is None or e < best[1] - 1e-12 * abs(e):
+            best = (x, e)
+    return best
+
+
+_DESIGNS = {
+    4: ("tetrahedron", 2, {-1 / 3: 6}),
+    6: ("octahedron", 3, {0.0: 12, -1.0: 3}),
+    12: ("icosahedron", 5, {1 / np.sqrt(5): 30, -1 / np.sqrt(5): 30, -1.0: 6}),
+}
+
+
+def design_inner_products(n):
+    """The sorted inner products ⟨x_i, x_j⟩, i < j, of the sharp configuration with n = 4, 6, 12 points."""
+    _, _, counts = _DESIGNS[n]
+    return np.sort(np.concatenate([np.full(c, v) for v, c in counts.items()]))
+
+
+def gegenbauer_moments(x, tmax):
+    """Q_k = (1/n²) Σ_ij P_k(⟨x_i, x_j⟩), k = 1..tmax on S^2 (Legendre; SPEC §4.4): all 0 for a t-design."""
+    from scipy.special import eval_legendre
+
+    g = np.clip(x @ x.T, -1, 1)
+    return np.array([eval_legendre(k, g).mean() for k in range(1, tmax + 1)])
+
+
+def _part_discrete(report, beta, starts, rng):
+    res = report.results.setdefault("discrete", {})
+    rows = []
+    for n, (name, t, _) in _DESIGNS.items():
+        x, e = minimise_discrete_energy(n, 3, beta, starts=starts, rng=rng)
+        ip = np.sort((x @ x.T)[np.triu_indices(n, 1)])
+        err = float(np.max(np.abs(ip - design_inner_products(n))))
+        q = gegenbauer_moments(x, t + 1)
+        rows.append((n, name, x, e))
+        res[name] = {"n": n, "energy": e, "uniform_energy": uniform_energy(beta, 3), "inner_product_error": err,
+                     "design_strength": t, "moments": q.tolist()}
+        report.check(f"4. n = {n}: the minimiser is the {name}", err <= 1e-6 and e > uniform_energy(beta, 3),
+                     f"max |⟨x_i,x_j⟩ − {name}| = {err:.1e}; Q_1..Q_{t} = {np.max(np.abs(q[:t])):.1e}, "
+                     f"Q_{t + 1} = {q[t]:.3f}; E_β − a_0/2β = {e - uniform_energy(beta, 3):.4f} > 0")
+    if report.out is not None:
+        plt = pyplot()
+        fig = plt.figure(figsize=(11, 3.8))
+        for k, (n, name, x, e) in enumerate(rows):
+            ax = fig.add_subplot(1, 3, k + 1, projection="3d")
+            u, v = np.mgrid[0:2 * np.pi:30j, 0:np.pi:15j]
+            ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", lw=0.3)
+            g = x @ x.T
+            near = np.max(g[~np.eye(n, dtype=bool)])
+            for i in range(n):
+                for j in range(i + 1, n):
+                    if g[i, j] >= near - 1e-6:
+                        ax.plot(*np.stack([x[i], x[j]]).T, "C0-", lw=1)
+            ax.scatter(*x.T, c="C3", s=25)
+            ax.set_box_aspect((1, 1, 1))
+            ax.set_axis_off()
+            ax.set_title(f"n = {n}: {name}", y=0.95)
+        fig.subplots_adjust(left=0, right=1, bottom=0, top=0.95, wspace=0)
+        report.save_figure(fig, "designs.png")
+
+
+# ---------------------------------------------------------------------------------------------------
+def verify_prop34(out=None, *, quick=False, progress=None, seed=0, parts=(1, 2, 3, 4)):
+    """Run the four parts (see the module docstring); returns the `Report` (``report.passed``).
+
+    ``quick`` uses fewer β values, random measures, random starts and coarser flows (well under a
+    minute); the full run takes a few minutes.
+    """
+    progress = show_progress(progress)
+    rng = np.random.default_rng(seed)
+    coeff_betas = np.logspace(-3, np.log10(500), 12 if quick else 40)
+    land_betas = [0.1, 1.0, 4.0, 16.0, 64.0] if not quick else [0.1, 2.0, 30.0]
+    settings = {"quick": quick, "seed": seed, "coefficient_betas": coeff_betas, "coefficient_dims": [2, 3, 4, 8],
+                "landscape_betas": land_betas, "landscape_measures_per_dim": 8 if quick else 24,
+                "flow_repulsive": "USA, beta = 4", "flow_attractive": "SA, beta = 1", "discrete_beta": 6.0,
+                "discrete_starts": 4 if quick else 10}
+    report = Report("verify-prop34", out, settings)
+    report.write()
+    with report.guard():
+        if 1 in parts:
+            _part_coefficients(report, coeff_betas, [2, 3, 4, 8])
+            report.write()
+        if 2 in parts:
+            _part_landscape(report, land_betas, [2, 3, 4], settings["landscape_measures_per_dim"], rng)
+            report.write()
+        if 3 in parts:
+            try:
+                _part_flows(report, [2, 3], quick, progress)
+            except (AttributeError, ImportError) as exc:
+                report.check("3. flows (spectral solvers)", False, f"solvers unavailable: {exc}")
+            report.write()
+        if 4 in parts:
+            _part_discrete(report, settings["discrete_beta"], settings["discrete_starts"], rng)
+        report.finish()
+    return report

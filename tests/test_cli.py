@@ -1,0 +1,214 @@
+"""The `meanfield` command: help, exit status, the files each subcommand writes, Ctrl-C."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _has(name):
+    import solvers
+
+    try:
+        getattr(solvers, name)
+        return True
+    except AttributeError:
+        return False
+
+
+def _summary(out):
+    return json.loads((pathlib.Path(out) / "summary.json").read_text())
+
+
+def _assert_png(path):
+    data = pathlib.Path(path).read_bytes()
+    assert data[:8] == PNG_MAGIC and len(data) > 5000
+
+
+def test_version_and_help(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert mf.__version__ in capsys.readouterr().out
+    for cmd in ("run", "verify-prop34", "mean-field-limit", "phase-diagram"):
+        with pytest.raises(SystemExit) as info:
+            main([cmd, "--help"])
+        assert info.value.code == 0
+        text = capsys.readouterr().out
+        assert "--out" in text and "--quick" in text
+    assert main([]) == 0
+
+
+def test_console_entry_point_runs():
+    out = subprocess.run([sys.executable, "-m", "meanfield.cli", "--version"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == f"meanfield {mf.__version__}"
+
+
+def test_bad_config_fails_fast_with_the_key(tmp_path, capsys):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text((ROOT / "examples" / "circle.toml").read_text().replace("modes = 256", "modes = 256\nmodez = 3"))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "`solver.modez`" in err and "modes" in err
+    assert not (tmp_path / "out").exists()                      # nothing ran, nothing written
+    cfg.write_text((ROOT / "examples" / "circle.toml").read_text().replace("beta = 4.0", "beta = -4.0"))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "out")]) == 2
+    assert "`model.beta` must be >= 0" in capsys.readouterr().err
+    # a resolution the solver refuses (kernel not resolved) also fails before any output
+    cfg.write_text((ROOT / "examples" / "circle.toml").read_text().replace("beta = 4.0", "beta = 400.0")
+                   .replace("modes = 256", "modes = 16"))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "out")]) == 2
+    assert "`modes`" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_arguments_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["phase-diagram", "--betas", "a,b"])
+    assert info.value.code == 2
+    assert main(["phase-diagram", "--delta", "-1", "--out", str(tmp_path)]) == 2
+    assert "`delta`" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not _has("FourierCircle"), reason="solvers.FourierCircle not available")
+def test_run_circle_example_writes_files(tmp_path, capsys):
+    out = tmp_path / "circle"
+    assert main(["run", str(ROOT / "examples" / "circle.toml"), "--quick", "--out", str(out), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "3/3 checks passed" in text
+    s = _summary(out)
+    assert s["status"] == "finished" and s["passed"] and s["results"]["mass_error"] < 1e-12
+    sol = mf.load(out / "circle.nc")
+    assert sol.t.size == 11 and sol.t[-1] == 5.0
+    assert sol.energy[-1] > sol.energy[0]
+    import xarray as xr
+
+    with xr.open_dataset(out / "circle.nc") as ds:
+        assert ds.attrs["model_beta"] == 4.0 and "energy" in ds
+    _assert_png(out / "circle.png")
+    assert not (out / "circle.partial.nc").exists()
+
+
+@pytest.mark.skipif(not _has("FourierCircle"), reason="solvers.FourierCircle not available")
+def test_ctrl_c_leaves_partial_results(tmp_path, monkeypatch, capsys):
+    """A solver interrupted mid-run (it raises mf.Interrupted with the partial Solution): exit 130, files kept."""
+    import importlib
+
+    import solvers
+
+    run_mod = importlib.import_module("meanfield.experiments.run")
+    real = run_mod.simulate
+
+    def interrupted(cfg, **kw):
+        sol = real(cfg, **kw)
+        raise mf.Interrupted("interrupted at t=2", sol[:4])
+
+    monkeypatch.setattr(run_mod, "simulate", interrupted)
+    out = tmp_path / "run"
+    assert main(["run", str(ROOT / "examples" / "circle.toml"), "--quick", "--out", str(out)]) == 130
+    assert "partial results" in capsys.readouterr().err
+    s = _summary(out)
+    assert s["status"] == "interrupted" and not s["passed"]
+    part = mf.load(out / "circle.nc")
+    assert part.t.size == 4
+    del solvers
+
+
+def test_verify_prop34_quick_parts(tmp_path, capsys):
+    out = tmp_path / "p34"
+    assert main(["verify-prop34", "--quick", "--parts", "1,2,4", "--out", str(out)]) == 0
+    s = _summary(out)
+    assert s["passed"] and len(s["checks"]) == 7
+    assert s["results"]["landscape"]["min_rel_gap_below"] >= -1e-12
+    assert s["results"]["discrete"]["icosahedron"]["inner_product_error"] < 1e-6
+    for name in ("coefficients.png", "landscape.png", "designs.png"):
+        _assert_png(out / name)
+    import xarray as xr
+
+    with xr.open_dataset(out / "coefficients.nc") as ds:
+        assert np.all(ds["min_turan"].values >= 1.0)
+    assert "7/7 checks passed" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not _has("Particles"), reason="solvers.Particles not available")
+def test_phase_diagram_small_run(tmp_path):
+    out = tmp_path / "pd"
+    code = main(["phase-diagram", "--quick", "-B", "16", "--betas", "1,5", "--t-end", "12", "--n-times", "13",
+                 "--out", str(out)])
+    assert code == 0
+    s = _summary(out)
+    assert s["passed"] and s["settings"]["realisations"] == 16
+    _assert_png(out / "phase_diagram.png")
+    import xarray as xr
+
+    with xr.open_dataset(out / "phase_diagram.nc") as ds:
+        assert ds["p"].shape == (2, 13) and float(ds["p"][0, -1]) > 0.9
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (_has("Particles") and _has("FourierCircle") and _has("SphericalHarmonics")),
+                    reason="solvers not available")
+@pytest.mark.parametrize("cmd", [["verify-prop34"], ["mean-field-limit"], ["phase-diagram"]])
+def test_quick_subcommands_pass(tmp_path, cmd):
+    out = tmp_path / cmd[0]
+    assert main(cmd + ["--quick", "--out", str(out)]) == 0
+    s = _summary(out)
+    assert s["passed"] and s["status"] == "finished"
+    assert any(f.endswith(".png") for f in s["files"]) and any(f.endswith(".nc") for f in s["files"])
+    for f in s["files"]:
+        if f.endswith(".png"):
+            _assert_png(out / f)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["circle", "sphere", "fem", "particles"])
+def test_examples_run(tmp_path, name):
+    import importlib.util
+
+    if name == "fem" and importlib.util.find_spec("dolfinx") is None:
+        pytest.skip("dolfinx (the fem extra) missing")
+    out = tmp_path / name
+    assert main(["run", str(ROOT / "examples" / f"{name}.toml"), "--out", str(out)]) == 0
+    sol = mf.load(out / f"{name}.nc")
+    assert sol.t.size >= 11
+    _assert_png(out / f"{name}.png")
+
+
+@pytest.mark.skipif(not _has("Particles"), reason="solvers.Particles not available")
+def test_sigint_during_phase_diagram(tmp_path):
+    """A real Ctrl-C (SIGINT) in the middle of the particle runs: exit 130, summary and NetCDF on disk."""
+    import signal
+    import time
+
+    out = tmp_path / "pd"
+    proc = subprocess.Popen([sys.executable, "-m", "meanfield.cli", "phase-diagram", "--out", str(out), "--no-progress",
+                             "--t-end", "1000", "--n-times", "11", "--betas", "1,2"],
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (out / "summary.json").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(2.0)                                   # inside the first particle run
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "partial results" in err
+    s = _summary(out)
+    assert s["status"] == "interrupted" and not s["passed"]
+    assert s["results"]["gamma_curve"]["t_star"][0] > 0           # the Γ curve was computed first
+    import xarray as xr
+
+    part = mf.load(out / "interrupted.nc")
+    assert part.t[-1] < 1000
+    with xr.open_dataset(out / "phase_diagram.nc") as ds:
+        assert ds["t_star"].shape == (2,)
+        assert np.isfinite(ds["p"].values[0, :part.t.size]).all()      # p of the saved times kept

@@ -1,0 +1,248 @@
+"""meanfield.experiments: configuration schema, Proposition 3.4 parts, mean-field rates, phase diagram."""
+import importlib
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield.experiments import config as cfgmod
+from meanfield.experiments._report import Report, fit_exponential, fit_power_law
+
+pd = importlib.import_module("meanfield.experiments.phase_diagram")
+vp = importlib.import_module("meanfield.experiments.verify_prop34")
+mfl = importlib.import_module("meanfield.experiments.mean_field_limit")
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
+
+
+def _has(name):
+    import solvers
+
+    try:
+        getattr(solvers, name)
+        return True
+    except AttributeError:
+        return False
+
+
+def _base():
+    return {"solver": {"name": "fourier", "modes": 64}, "model": {"beta": 1.0, "dim": 2},
+            "initial": {"density": "perturbed_uniform", "amplitude": 0.2, "degree": 2}, "times": {"t_end": 1.0}}
+
+
+# -- configuration ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_examples_validate(path):
+    cfg = cfgmod.load_config(path)
+    assert cfg.t_eval[0] == 0 and cfg.t_eval.size >= 2
+    rho = cfg.density()
+    x, w = mf.quadrature(4000, cfg.model.dim)
+    assert abs(float(np.sum(w * rho(x))) - 1.0) < 1e-3      # a probability density (quadrature error)
+
+
+def test_examples_cover_the_four_solvers():
+    assert sorted(cfgmod.load_config(p).solver for p in EXAMPLES) == ["fem", "fourier", "harmonics", "particles"]
+
+
+@pytest.mark.parametrize("patch, words", [
+    ({"solver": {"name": "fourier", "modez": 64}}, ["`solver.modez`", "modes"]),
+    ({"solver": {"name": "spectral"}}, ["`solver.name`", "fourier", "particles"]),
+    ({"solver": {"name": "fourier", "modes": 2}}, ["`solver.modes`", ">= 8"]),
+    ({"solver": {"name": "harmonics"}}, ["`solver.name`", "model.dim"]),
+    ({"model": {"beta": -1.0, "dim": 2}}, ["`model.beta`", ">= 0"]),
+    ({"model": {"beta": 1.0, "dim": 2, "temperature": 3}}, ["`model.temperature`", "beta"]),
+    ({"model": {"beta": 1.0, "dim": 2, "normalized": "yes"}}, ["`model.normalized`", "true or false"]),
+    ({"initial": {"density": "gaussian"}}, ["`initial.density`", "von_mises_fisher"]),
+    ({"initial": {"density": "von_mises_fisher", "mean": [0, 1], "kapa": 2}}, ["`initial.kapa`", "kappa"]),
+    ({"initial": {"density": "mixture", "components": []}}, ["`initial.components`"]),
+    ({"initial": {"density": "mixture", "components": [{"density": "uniform", "x": 1}]}},
+     ["`initial.components[0].x`"]),
+    ({"times": {"values": [0.0, 2.0, 1.0]}}, ["`times.values`", "increasing"]),
+    ({"times": {"t_end": 0.0}}, ["`times.t_end`", "> 0"]),
+    ({"times": {"t_end": 1.0, "step": 0.1}}, ["`times.step`", "n_saves"]),
+    ({"output": {"nmae": "x"}}, ["`output.nmae`", "name"]),
+    ({"extra": {}}, ["`[extra]`", "[solver]"]),
+])
+def test_bad_config_names_the_key(patch, words):
+    raw = _base()
+    raw.update(patch)
+    with pytest.raises(ValueError) as info:
+        cfgmod.parse_config(raw)
+    for w in words:
+        assert w in str(info.value), str(info.value)
+
+
+def test_missing_table_and_bad_toml(tmp_path):
+    raw = _base()
+    del raw["times"]
+    with pytest.raises(ValueError, match=r"`\[times\]`"):
+        cfgmod.parse_config(raw)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[solver\nname = 1\n")
+    with pytest.raises(ValueError, match="not valid TOML"):
+        cfgmod.load_config(bad)
+    with pytest.raises(ValueError, match="no such file"):
+        cfgmod.load_config(tmp_path / "missing.toml")
+
+
+def test_config_builds_mixture_and_times():
+    raw = _base()
+    raw["initial"] = {"density": "mixture", "weights": [0.25, 0.75],
+                      "components": [{"density": "von_mises_fisher", "mean": [1.0, 0.0], "kappa": 3.0},
+                                     {"density": "uniform"}]}
+    raw["times"] = {"values": [0.0, 0.5, 2.0]}
+    cfg = cfgmod.parse_config(raw)
+    np.testing.assert_array_equal(cfg.t_eval, [0.0, 0.5, 2.0])
+    x = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    vmf = mf.densities.von_mises_fisher([1.0, 0.0], 3.0)(x)
+    np.testing.assert_allclose(cfg.density()(x), 0.25 * vmf + 0.75, rtol=1e-14)
+
+
+def test_run_config_in_memory():
+    """A tiny Fourier run: mass to round-off, energy monotone, every check passes."""
+    from meanfield.experiments import run
+
+    report = run(_base(), None, progress=False)
+    assert report.passed, report.checks
+    assert report.results["mass_error"] < 1e-12
+    assert report.results["energy_final"] > report.results["energy_initial"]
+
+
+# -- Proposition 3.4 ---------------------------------------------------------------------------------
+def test_coefficients_positive_and_small_beta_limit():
+    rows = vp.coefficient_table([1e-3, 1.0, 50.0, 500.0], [2, 3, 5])
+    assert all(r["all_positive"] and r["decreasing"] for r in rows)
+    assert min(r["min_turan"] for r in rows) >= 1.0
+    for r in rows:
+        assert r["l_eps"] <= r["l_underflow"]
+    # a_1/a_0 → β/d as β → 0 (SPEC L2)
+    for d in (2, 3, 5):
+        a = mf.kernel_multipliers(1e-3, d, 2)
+        assert abs(a[1] / a[0] / (1e-3 / d) - 1) < 1e-3
+    # floating point stops resolving a_l much later for large β (a_l/a_0 ≈ e^{-l²/2β})
+    by = {(r["beta"], r["dim"]): r for r in rows}
+    assert by[(500.0, 3)]["l_eps"] > 100 > by[(1.0, 3)]["l_eps"]
+
+
+def test_landscape_gaps_nonnegative():
+    rows = vp.landscape([0.5, 8.0], [2, 3], 4, np.random.default_rng(1), n=600)
+    assert min(r["rel_gap_below"] for r in rows) >= -1e-12
+    assert min(1 - r["position"] for r in rows) > 0
+    # the concentrated ones are far from the uniform minimum
+    assert max(r["position"] for r in rows) > 0.3
+
+
+@pytest.mark.parametrize("n", [4, 6, 12])
+def test_discrete_minimisers_are_sharp_configurations(n):
+    x, e = vp.minimise_discrete_energy(n, 3, beta=6.0, starts=4, rng=0)
+    ip = np.sort((x @ x.T)[np.triu_indices(n, 1)])
+    np.testing.assert_allclose(ip, vp.design_inner_products(n), atol=1e-6)
+    t = vp._DESIGNS[n][1]
+    assert np.max(np.abs(vp.gegenbauer_moments(x, t))) < 1e-10        # a spherical t-design
+    assert e > mf.uniform_energy(6.0, 3)                                # the continuum does better
+
+
+@pytest.mark.skipif(not _has("FourierCircle"), reason="solvers.FourierCircle not available")
+def test_repulsive_flow_converges_at_exact_rate():
+    sol, r = vp.repulsive_flow(2, quick=True)
+    assert r["linf"][-1] < 1e-3 * r["linf"][0]
+    assert r["w1"][-1] < 1e-3 * r["w1"][0]
+    assert abs(r["rate"] / r["exact_rate"] - 1) < 0.01
+
+
+@pytest.mark.skipif(not _has("FourierCircle"), reason="solvers.FourierCircle not available")
+def test_attractive_flow_energy_rises():
+    sol, r = vp.attractive_flow(2, quick=True)
+    e = r["energy"]
+    assert np.all(np.diff(e) >= -1e-10 * e[:-1])
+    assert r["position"][-1] > 0.5 > r["position"][0]
+
+
+def test_verify_prop34_parts_without_solvers(tmp_path):
+    report = vp.verify_prop34(tmp_path, quick=True, parts=(1, 2), progress=False)
+    assert report.passed
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["passed"]
+    assert {"coefficients.nc", "coefficients.png", "landscape.nc", "landscape.png"} <= set(summary["files"])
+
+
+# -- phase diagram -----------------------------------------------------------------------------------
+def test_equiangular_ode_closed_form_and_curve():
+    t = np.linspace(0, 3, 13)
+    for n in (2, 5, 32):
+        exact = (np.exp(2 * t) - 1) / (np.exp(2 * t) + n - 1)          # β = 0, SA and USA
+        np.testing.assert_allclose(pd.gamma_curve(0.0, n, t), exact, atol=1e-9)
+        np.testing.assert_allclose(pd.gamma_curve(0.0, n, t, normalized=False), exact, atol=1e-9)
+    # β = 0: γ(t*) = 1 − δ  ⟺  t* = ½ log(1 + n(1−δ)/δ)
+    n, delta = 32, 1e-3
+    assert abs(pd.gamma_crossing(0.0, n, delta) - 0.5 * np.log(1 + n * (1 - delta) / delta)) < 1e-7
+    ts = [pd.gamma_crossing(b, n, delta) for b in (1.0, 3.0, 6.0)]
+    assert ts[0] < ts[1] < ts[2]                                        # (SA): γ_β decreasing in β
+    tu = [pd.gamma_crossing(b, n, delta, normalized=False) for b in (1.0, 3.0, 6.0)]
+    assert tu[0] > tu[1] > tu[2]                                        # (USA): increasing in β
+
+
+def test_pair_probability_uniform():
+    assert abs(pd.pair_probability_uniform(3, 1e-3) - 0.5e-3) < 1e-15    # S^2: ⟨x,y⟩ uniform on [−1,1]
+    assert abs(pd.pair_probability_uniform(2, 1e-3) - np.arccos(1 - 1e-3) / np.pi) < 1e-14
+    x = mf.sampling.uniform_points(200 * 64, 3, 0).reshape(200, 64, 3)
+    p = float(np.mean(pd.clustered_fraction(x, 0.05)))
+    assert abs(p - 0.025) < 0.003
+
+
+@pytest.mark.skipif(not _has("Particles"), reason="solvers.Particles not available")
+def test_phase_diagram_small(tmp_path):
+    report = pd.phase_diagram(tmp_path, betas=[1.0, 6.0], realisations=32, t_end=12.0, n_times=13, progress=False)
+    assert report.passed, report.checks
+    p = np.asarray(report.results["p"])
+    assert p[0, -1] > 0.9 and p[0, -1] >= p[1, -1]
+    assert report.results["equiangular_max_error"] < 1e-6
+    import xarray as xr
+
+    with xr.open_dataset(tmp_path / "phase_diagram.nc") as ds:
+        assert ds["p"].shape == (2, 13)
+
+
+# -- mean-field limit --------------------------------------------------------------------------------
+@pytest.mark.skipif(not _has("FourierCircle"), reason="solvers.FourierCircle not available")
+def test_iid_sampling_rate_on_circle():
+    """E W1(μ^N_0, ρ_0) ~ N^{-1/2} for iid samples on S^1 (SPEC §3.3): fitted exponent within ±0.15."""
+    model = mf.Model(beta=1.0, dim=2)
+    rho0 = mf.densities.von_mises_fisher([0.0, 1.0], 2.0)
+    ns = [100, 300, 1000, 3000, 10000, 30000]
+    w1, _ = mfl.sampling_study(2, model, rho0, [0.0], ns, ("iid", "quasi"), 6, 0, quick=True)
+    p_iid, _ = fit_power_law(ns, w1["iid"][0])
+    p_quasi, _ = fit_power_law(ns, w1["quasi"][0])
+    assert abs(p_iid - 0.5) <= 0.15, p_iid
+    assert p_quasi > 0.85, p_quasi                                      # quadrature points: O(1/N)
+
+
+@pytest.mark.skipif(not (_has("Particles") and _has("FourierCircle")), reason="solvers not available")
+def test_mean_field_limit_circle_quick(tmp_path):
+    from meanfield.experiments import mean_field_limit
+
+    report = mean_field_limit(tmp_path, dims=(2,), quick=True, ns={2: [100, 316, 1000, 3162]}, progress=False)
+    res = report.results["S1"]
+    assert abs(res["rate_iid"][0] - 0.5) <= 0.15
+    assert report.passed, [c for c in report.checks if not c["passed"]]
+    assert mf.load(tmp_path / "pde_d2.nc").t.size == 2
+
+
+# -- report helpers ----------------------------------------------------------------------------------
+def test_fits_recover_exact_laws():
+    n = np.array([10, 100, 1000.0])
+    assert abs(fit_power_law(n, 3 * n ** -0.5)[0] - 0.5) < 1e-12
+    t = np.linspace(0, 2, 5)
+    assert abs(fit_exponential(t, 2 * np.exp(-1.7 * t))[0] - 1.7) < 1e-12
+
+
+def test_report_guard_writes_partial_summary(tmp_path):
+    report = Report("demo", tmp_path)
+    report.check("something", True)
+    with pytest.raises(KeyboardInterrupt):
+        with report.guard():
+            raise KeyboardInterrupt
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and not summary["passed"]
