@@ -45,6 +45,8 @@ class Model:
     noise : float >= 0
         ν: adds ν·Δ_S ρ to the PDE and sqrt(2ν)·dB (Stratonovich, projected) to particles (SPEC L4).
 
+    Notes
+    -----
     ``is_zonal`` is True when there is one head with Q^T K = I and V = v·I: the interaction then
     depends on ⟨x, y⟩ only, which is the case the PDE solvers accept.
     """

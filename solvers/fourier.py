@@ -76,6 +76,8 @@ class FourierCircle(Solver):
         `meanfield.w1_to_uniform` on the midpoint measure with max(4(2K+1), 2048) points against σ
         on the same midpoints, and the exact `FourierSeries.w1_to_dirac`: ~2 ms per saved time).
 
+    Notes
+    -----
     Diagnostics recorded at every saved time (``sol.diagnostics``): ``mass``, ``min_density`` (on the
     padded grid), ``spectral_tail``, ``energy`` (E_β, (3.5)), ``energy_rate`` (dE/dt of the discrete
     flow, exact derivative of the spectral energy), ``energy_rate_identity`` (SPEC L5: s∫Z|v|²ρ dσ
