@@ -1,4 +1,4 @@
-"""Every ```python block of docs/*.md runs (blocks of one page in sequence, in a temp directory)."""
+"""Every ```python block of docs/*.md and README.md runs (blocks of one page in sequence, in a temp directory)."""
 import os
 import pathlib
 import re
@@ -6,7 +6,7 @@ import re
 import pytest
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
-PAGES = sorted(DOCS.glob("*.md"))
+PAGES = sorted(DOCS.glob("*.md")) + [DOCS.parent / "README.md"]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 
