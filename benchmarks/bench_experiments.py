@@ -11,25 +11,16 @@
 * the discrete-design search (n = 12, 4 starts) / 4 evaluations of the 12-point energy·10³.
 """
 import importlib
-import time
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
 import meanfield as mf
+from _timing import best
 import solvers
 
 pd = importlib.import_module("meanfield.experiments.phase_diagram")
 vp = importlib.import_module("meanfield.experiments.verify_prop34")
-
-
-def best(fn, repeat=3):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main():

@@ -7,21 +7,12 @@
 * exact circle W1 between two measures of 10^6 atoms / one np.argsort of 2·10^6 floats;
 * kernel_multipliers up to l = 2048 / one scipy.special.ive call on the same orders.
 """
-import time
 
 import numpy as np
 from scipy import special
 
 import meanfield as mf
-
-
-def best(fn, repeat=3):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from _timing import best
 
 
 def main():

@@ -14,15 +14,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def _has(name):
-    import solvers
-
-    try:
-        getattr(solvers, name)
-        return True
-    except AttributeError:
-        return False
-
 
 def _summary(out):
     return json.loads((pathlib.Path(out) / "summary.json").read_text())
@@ -79,7 +70,6 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert "`delta`" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not _has("FourierCircle"), reason="solvers.FourierCircle not available")
 def test_run_circle_example_writes_files(tmp_path, capsys):
     out = tmp_path / "circle"
     assert main(["run", str(ROOT / "examples" / "circle.toml"), "--quick", "--out", str(out), "--no-progress"]) == 0
@@ -98,7 +88,6 @@ def test_run_circle_example_writes_files(tmp_path, capsys):
     assert not (out / "circle.partial.nc").exists()
 
 
-@pytest.mark.skipif(not _has("FourierCircle"), reason="solvers.FourierCircle not available")
 def test_ctrl_c_leaves_partial_results(tmp_path, monkeypatch, capsys):
     """A solver interrupted mid-run (it raises mf.Interrupted with the partial Solution): exit 130, files kept."""
     import importlib
@@ -139,7 +128,6 @@ def test_verify_prop34_quick_parts(tmp_path, capsys):
     assert "7/7 checks passed" in capsys.readouterr().out
 
 
-@pytest.mark.skipif(not _has("Particles"), reason="solvers.Particles not available")
 def test_phase_diagram_small_run(tmp_path):
     out = tmp_path / "pd"
     code = main(["phase-diagram", "--quick", "-B", "16", "--betas", "1,5", "--t-end", "12", "--n-times", "13",
@@ -155,8 +143,6 @@ def test_phase_diagram_small_run(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (_has("Particles") and _has("FourierCircle") and _has("SphericalHarmonics")),
-                    reason="solvers not available")
 @pytest.mark.parametrize("cmd", [["verify-prop34"], ["mean-field-limit"], ["phase-diagram"]])
 def test_quick_subcommands_pass(tmp_path, cmd):
     out = tmp_path / cmd[0]
@@ -183,7 +169,6 @@ def test_examples_run(tmp_path, name):
     _assert_png(out / f"{name}.png")
 
 
-@pytest.mark.skipif(not _has("Particles"), reason="solvers.Particles not available")
 def test_sigint_during_phase_diagram(tmp_path):
     """A real Ctrl-C (SIGINT) in the middle of the particle runs: exit 130, summary and NetCDF on disk."""
     import signal

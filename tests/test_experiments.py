@@ -17,15 +17,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
 
 
-def _has(name):
-    import solvers
-
-    try:
-        getattr(solvers, name)
-        return True
-    except AttributeError:
-        return False
-
 
 def _base():
     return {"solver": {"name": "fourier", "modes": 64}, "model": {"beta": 1.0, "dim": 2},
@@ -144,7 +135,6 @@ def test_discrete_minimisers_are_sharp_configurations(n):
     assert e > mf.uniform_energy(6.0, 3)                                # the continuum does better
 
 
-@pytest.mark.skipif(not _has("FourierCircle"), reason="solvers.FourierCircle not available")
 def test_repulsive_flow_converges_at_exact_rate():
     sol, r = vp.repulsive_flow(2, quick=True)
     assert r["linf"][-1] < 1e-3 * r["linf"][0]
@@ -152,7 +142,6 @@ def test_repulsive_flow_converges_at_exact_rate():
     assert abs(r["rate"] / r["exact_rate"] - 1) < 0.01
 
 
-@pytest.mark.skipif(not _has("FourierCircle"), reason="solvers.FourierCircle not available")
 def test_attractive_flow_energy_rises():
     sol, r = vp.attractive_flow(2, quick=True)
     e = r["energy"]
@@ -192,7 +181,6 @@ def test_pair_probability_uniform():
     assert abs(p - 0.025) < 0.003
 
 
-@pytest.mark.skipif(not _has("Particles"), reason="solvers.Particles not available")
 def test_phase_diagram_small(tmp_path):
     report = pd.phase_diagram(tmp_path, betas=[1.0, 6.0], realisations=32, t_end=12.0, n_times=13, progress=False)
     assert report.passed, report.checks
@@ -206,7 +194,6 @@ def test_phase_diagram_small(tmp_path):
 
 
 # -- mean-field limit --------------------------------------------------------------------------------
-@pytest.mark.skipif(not _has("FourierCircle"), reason="solvers.FourierCircle not available")
 def test_iid_sampling_rate_on_circle():
     """E W1(μ^N_0, ρ_0) ~ N^{-1/2} for iid samples on S^1 (SPEC §3.3): fitted exponent within ±0.15."""
     model = mf.Model(beta=1.0, dim=2)
@@ -219,7 +206,6 @@ def test_iid_sampling_rate_on_circle():
     assert p_quasi > 0.85, p_quasi                                      # quadrature points: O(1/N)
 
 
-@pytest.mark.skipif(not (_has("Particles") and _has("FourierCircle")), reason="solvers not available")
 def test_mean_field_limit_circle_quick(tmp_path):
     from meanfield.experiments import mean_field_limit
 
