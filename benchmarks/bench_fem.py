@@ -19,6 +19,7 @@ import tracemalloc
 import numpy as np
 
 import meanfield as mf
+from solvers.zonal import legendre_zonal
 
 OUT = pathlib.Path(__file__).resolve().parent / "out"
 QUICK = "--quick" in sys.argv
@@ -81,28 +82,6 @@ def cost_per_step():
                   f"peak numpy memory {mem / 2**20:.0f} MiB, CFL dt = {dt:.3g}; {base}")
 
 
-def _legendre_reference(rho_of_z, beta, t_end, L=48):
-    from numpy.polynomial import legendre as leg
-    from scipy.integrate import solve_ivp
-    from scipy.special import ive
-
-    z, wz = leg.leggauss(2 * L + 2)
-    Vq = leg.legvander(z, L)
-    norm = (2 * np.arange(L + 1) + 1) / 2
-    a = np.sqrt(np.pi / (2 * beta)) * ive(np.arange(L + 1) + 0.5, beta)
-
-    def proj(f):
-        return norm * (Vq.T @ (wz * f))
-
-    def rhs(t, c):
-        kc = a * c
-        dpsi = leg.legval(z, leg.legder(kc)) / (beta * (Vq @ kc))
-        return -np.concatenate([leg.legder(proj((1 - z * z) * (Vq @ c) * dpsi)), [0.0]])
-
-    c = solve_ivp(rhs, (0, t_end), proj(rho_of_z(z)), method="DOP853", rtol=1e-12, atol=1e-13).y[:, -1]
-    return lambda zz: leg.legval(zz, c)
-
-
 def work_precision():
     import solvers
     from solvers.fem import FiniteElements, _reference_quadrature
@@ -110,7 +89,7 @@ def work_precision():
     rho0 = mf.densities.mixture([mf.densities.von_mises_fisher([0, 0, 1], 1.0),
                                  mf.densities.von_mises_fisher([0, 0, -1], 1.0)], [0.6, 0.4])
     model = mf.Model(beta=2.0, dim=3)
-    ref = _legendre_reference(lambda z: rho0(np.stack([np.sqrt(1 - z * z), 0 * z, z], -1)), 2.0, 1.0)
+    ref = legendre_zonal(2.0, lambda z: rho0(np.stack([np.sqrt(1 - z * z), 0 * z, z], -1)), 1.0)
     xq, wq = _reference_quadrature(3, 64)
     rq = ref(xq[:, 2])
     print("== work-precision (SA, beta = 2, t = 1, sphere; L1 error vs exact zonal reference) ==")

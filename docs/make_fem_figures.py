@@ -11,12 +11,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from numpy.polynomial import legendre as leg  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 from scipy.special import ive  # noqa: E402
 
 import meanfield as mf  # noqa: E402
 from solvers.fem import FiniteElements, _reference_quadrature  # noqa: E402
+from solvers.zonal import legendre_zonal  # noqa: E402
 
 IMG = pathlib.Path(__file__).resolve().parent / "img"
 
@@ -36,25 +36,6 @@ def circle_reference(beta, normalized, rho0, t_end, M=256):
                   rtol=1e-12, atol=1e-13).y[:, -1]
     c = np.fft.rfft(y) / M
     return lambda th: c[0].real + 2 * np.real(np.exp(1j * np.outer(th, np.arange(1, c.size))) @ c[1:])
-
-
-def sphere_reference(beta, normalized, rho_of_z, t_end, L=48):
-    z, wz = leg.leggauss(2 * L + 2)
-    Vq = leg.legvander(z, L)
-    norm = (2 * np.arange(L + 1) + 1) / 2
-    a = np.sqrt(np.pi / (2 * beta)) * ive(np.arange(L + 1) + 0.5, beta)
-
-    def proj(f):
-        return norm * (Vq.T @ (wz * f))
-
-    def rhs(t, c):
-        kc = a * c
-        K, dK = Vq @ kc, leg.legval(z, leg.legder(kc))
-        dpsi = dK / (beta * K) if normalized else np.exp(beta) * dK / beta
-        return -np.concatenate([leg.legder(proj((1 - z * z) * (Vq @ c) * dpsi)), [0.0]])
-
-    c = solve_ivp(rhs, (0, t_end), proj(rho_of_z(z)), method="DOP853", rtol=1e-12, atol=1e-13).y[:, -1]
-    return lambda zz: leg.legval(zz, c)
 
 
 def fig_circle():
@@ -95,7 +76,7 @@ def fig_convergence():
         axes[0].loglog(hs, l1, mk + "-", label=f"{kind} $L^1$")
         axes[0].loglog(hs, w1, mk + "--", label=f"{kind} $W_1$")
         m = mf.Model(beta=2.0, dim=3, normalized=normalized)
-        ref = sphere_reference(2.0, normalized, lambda z: sph0(np.stack([np.sqrt(1 - z * z), 0 * z, z], -1)), 1.0)
+        ref = legendre_zonal(2.0, lambda z: sph0(np.stack([np.sqrt(1 - z * z), 0 * z, z], -1)), 1.0, normalized=normalized)
         rq, rg = ref(xq[:, 2]), ref(xg[:, 2])
         hs, l1, w1 = [], [], []
         for r in (2, 3, 4, 5):

@@ -12,11 +12,11 @@ import sys
 
 import numpy as np
 import pytest
-from numpy.polynomial import legendre as leg
 from scipy.integrate import solve_ivp
 from scipy.special import ive
 
 import meanfield as mf
+from solvers.zonal import legendre_zonal
 
 pytestmark = [pytest.mark.fem,
               pytest.mark.skipif(importlib.util.find_spec("dolfinx") is None, reason="dolfinx (the fem extra) missing")]
@@ -53,25 +53,8 @@ def fourier_reference(beta, v, normalized, rho0, t_end, M=256):
 
 
 def legendre_reference(beta, v, normalized, rho_of_z, t_end, L=48):
-    """Zonal ρ(z) on S^2: ρ_t = −v∂_z((1−z²)ρ∂_zψ), (K*ρ)_l = i_l(β)ρ_l; Legendre–Galerkin, exact in time."""
-    z, wz = leg.leggauss(2 * L + 2)
-    Vq = leg.legvander(z, L)
-    norm = (2 * np.arange(L + 1) + 1) / 2
-    a = np.sqrt(np.pi / (2 * beta)) * ive(np.arange(L + 1) + 0.5, beta)
-
-    def proj(f):
-        return norm * (Vq.T @ (wz * f))
-
-    def rhs(t, c):
-        kc = a * c
-        K, dK = Vq @ kc, leg.legval(z, leg.legder(kc))
-        dpsi = dK / (beta * K) if normalized else np.exp(beta) * dK / beta
-        d = leg.legder(proj((1 - z * z) * (Vq @ c) * dpsi))
-        return -v * np.concatenate([d, [0.0]])
-
-    c = solve_ivp(rhs, (0, t_end), proj(rho_of_z(z)), method="DOP853", rtol=1e-12, atol=1e-13).y[:, -1]
-    assert np.abs(c[-4:]).max() < 1e-8          # the reference is resolved
-    return lambda zz: leg.legval(zz, c)
+    """Zonal ρ(z) on S^2 from the independent Legendre–Galerkin reference `solvers.zonal.legendre_zonal`."""
+    return legendre_zonal(beta, rho_of_z, t_end, v=v, normalized=normalized, L=L)
 
 
 @functools.lru_cache(maxsize=None)

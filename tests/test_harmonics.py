@@ -368,3 +368,36 @@ def test_cross_validation_with_particles():
     assert max(moments) < 1e-4, moments      # issue #5 asks 1e-3; measured <= 7e-6
     assert max(w1.values()) <= 2e-2, w1
     assert drift > 0.1, drift
+
+
+@pytest.mark.parametrize("normalized, v, t_end", [(True, 1.0, 1.0), (False, 1.0, 0.25), (True, -1.0, 1.0)])
+def test_zonal_flow_matches_legendre_galerkin_reference(normalized, v, t_end):
+    """Two independent discretisations of the same zonal flow (β = 2): the SH solver and the
+    Legendre–Galerkin ODE in z of `solvers.zonal.legendre_zonal` agree to 1e-9."""
+    from solvers.zonal import legendre_zonal
+
+    model = mf.Model(beta=2.0, dim=3, normalized=normalized, V=v)
+    rho0 = mf.densities.von_mises_fisher([0, 0, 1.0], 1.5)
+    sol = SOLVER(model, lmax=40).solve(rho0, [0.0, t_end], progress=False, rtol=1e-11, atol=1e-13)
+    ref = legendre_zonal(2.0, lambda z: rho0(np.stack([np.sqrt(1 - z * z), 0 * z, z], -1)), t_end, v=v,
+                         normalized=normalized, L=40)
+    z = np.linspace(-1, 1, 101)
+    x = np.stack([np.sqrt(1 - z * z) * np.cos(0.7), np.sqrt(1 - z * z) * np.sin(0.7), z], -1)
+    moved = np.max(np.abs(sol.density(x, 1) - rho0(x)))
+    err = np.max(np.abs(sol.density(x, 1) - ref(z)))
+    print(f"moved {moved:.3f}, |SH − Legendre| {err:.1e}")
+    assert moved > 0.05 and err < 1e-9, (moved, err)
+
+
+def test_legendre_zonal_rejects_bad_input():
+    from solvers.zonal import legendre_zonal
+
+    with pytest.raises(ValueError, match="beta"):
+        legendre_zonal(-1.0, lambda z: 1 + 0 * z, 1.0)
+    with pytest.raises(ValueError, match="t_end"):
+        legendre_zonal(1.0, lambda z: 1 + 0 * z, 0.0)
+    with pytest.raises(ValueError, match="L"):
+        legendre_zonal(1.0, lambda z: 1 + 0 * z, 1.0, L=2)
+    sharp = mf.densities.von_mises_fisher([0, 0, 1.0], 30.0)
+    with pytest.raises(ValueError, match="raise `L`"):
+        legendre_zonal(1.0, lambda z: sharp(np.stack([np.sqrt(1 - z * z), 0 * z, z], -1)), 1.0, L=8)
