@@ -19,7 +19,7 @@ import tracemalloc
 import numpy as np
 
 import meanfield as mf
-from solvers.zonal import legendre_zonal
+from solvers.references import legendre_zonal
 
 OUT = pathlib.Path(__file__).resolve().parent / "out"
 QUICK = "--quick" in sys.argv

@@ -11,31 +11,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from scipy.integrate import solve_ivp  # noqa: E402
-from scipy.special import ive  # noqa: E402
 
 import meanfield as mf  # noqa: E402
 from solvers.fem import FiniteElements, _reference_quadrature  # noqa: E402
-from solvers.zonal import legendre_zonal  # noqa: E402
+from solvers.references import fourier_collocation, legendre_zonal  # noqa: E402
 
 IMG = pathlib.Path(__file__).resolve().parent / "img"
-
-
-def circle_reference(beta, normalized, rho0, t_end, M=256):
-    theta = 2 * np.pi * np.arange(M) / M
-    k = np.fft.fftfreq(M, 1.0 / M)
-    Ik = ive(np.abs(k), beta)
-
-    def rhs(t, r):
-        c = np.fft.fft(r)
-        Kr, dKr = np.fft.ifft(Ik * c).real, np.fft.ifft(1j * k * Ik * c).real
-        X = dKr / (beta * Kr) if normalized else np.exp(beta) * dKr / beta
-        return -np.fft.ifft(1j * k * np.fft.fft(r * X)).real
-
-    y = solve_ivp(rhs, (0, t_end), rho0(np.stack([np.cos(theta), np.sin(theta)], -1)), method="DOP853",
-                  rtol=1e-12, atol=1e-13).y[:, -1]
-    c = np.fft.rfft(y) / M
-    return lambda th: c[0].real + 2 * np.real(np.exp(1j * np.outer(th, np.arange(1, c.size))) @ c[1:])
 
 
 def fig_circle():
@@ -65,7 +46,7 @@ def fig_convergence():
     for normalized, mk in ((True, "o"), (False, "s")):
         kind = "SA" if normalized else "USA"
         m = mf.Model(beta=2.0, dim=2, normalized=normalized)
-        rf = circle_reference(2.0, normalized, circ0, 1.0)(tf)
+        rf = fourier_collocation(2.0, circ0, 1.0, normalized=normalized)(tf)
         hs, l1, w1 = [], [], []
         for n in (64, 128, 256, 512, 1024):
             s = FiniteElements(m, vertices=n, potential="fft")

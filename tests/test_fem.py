@@ -12,11 +12,9 @@ import sys
 
 import numpy as np
 import pytest
-from scipy.integrate import solve_ivp
-from scipy.special import ive
 
 import meanfield as mf
-from solvers.zonal import legendre_zonal
+from solvers.references import fourier_collocation, legendre_zonal
 
 pytestmark = [pytest.mark.fem,
               pytest.mark.skipif(importlib.util.find_spec("dolfinx") is None, reason="dolfinx (the fem extra) missing")]
@@ -35,25 +33,8 @@ def _circle(theta):
 
 
 # -- independent references ---------------------------------------------------------------------------
-def fourier_reference(beta, v, normalized, rho0, t_end, M=256):
-    """ρ(θ, t_end) on M equispaced angles: ρ_t = −∂_θ(ρX), X = v∂_θψ, (K*ρ)_k = I_k(β)ρ_k (SPEC §9)."""
-    theta = 2 * np.pi * np.arange(M) / M
-    k = np.fft.fftfreq(M, 1.0 / M)
-    Ik = ive(np.abs(k), beta)
-
-    def rhs(t, r):
-        c = np.fft.fft(r)
-        Kr, dKr = np.fft.ifft(Ik * c).real, np.fft.ifft(1j * k * Ik * c).real
-        X = v * dKr / (beta * Kr) if normalized else v * np.exp(beta) * dKr / beta
-        return -np.fft.ifft(1j * k * np.fft.fft(r * X)).real
-
-    y = solve_ivp(rhs, (0, t_end), rho0(_circle(theta)), method="DOP853", rtol=1e-12, atol=1e-13).y[:, -1]
-    c = np.fft.rfft(y) / M
-    return lambda th: c[0].real + 2 * np.real(np.exp(1j * np.outer(th, np.arange(1, c.size))) @ c[1:])
-
-
 def legendre_reference(beta, v, normalized, rho_of_z, t_end, L=48):
-    """Zonal ρ(z) on S^2 from the independent Legendre–Galerkin reference `solvers.zonal.legendre_zonal`."""
+    """Zonal ρ(z) on S^2 from the independent Legendre–Galerkin reference `solvers.references.legendre_zonal`."""
     return legendre_zonal(beta, rho_of_z, t_end, v=v, normalized=normalized, L=L)
 
 
@@ -246,7 +227,7 @@ def test_noise_decay_rate():
 @pytest.mark.parametrize("normalized", [True, False])
 def test_convergence_circle(normalized):
     m = mf.Model(beta=2.0, dim=2, normalized=normalized)
-    ref = fourier_reference(2.0, 1.0, normalized, CIRCLE_RHO0, 1.0)
+    ref = fourier_collocation(2.0, CIRCLE_RHO0, 1.0, normalized=normalized)
     M = 4096
     tf = 2 * np.pi * (np.arange(M) + 0.5) / M
     xf, rf = _circle(tf), ref(tf)

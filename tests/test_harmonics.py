@@ -373,8 +373,8 @@ def test_cross_validation_with_particles():
 @pytest.mark.parametrize("normalized, v, t_end", [(True, 1.0, 1.0), (False, 1.0, 0.25), (True, -1.0, 1.0)])
 def test_zonal_flow_matches_legendre_galerkin_reference(normalized, v, t_end):
     """Two independent discretisations of the same zonal flow (β = 2): the SH solver and the
-    Legendre–Galerkin ODE in z of `solvers.zonal.legendre_zonal` agree to 1e-9."""
-    from solvers.zonal import legendre_zonal
+    Legendre–Galerkin ODE in z of `solvers.references.legendre_zonal` agree to 1e-9."""
+    from solvers.references import legendre_zonal
 
     model = mf.Model(beta=2.0, dim=3, normalized=normalized, V=v)
     rho0 = mf.densities.von_mises_fisher([0, 0, 1.0], 1.5)
@@ -390,7 +390,7 @@ def test_zonal_flow_matches_legendre_galerkin_reference(normalized, v, t_end):
 
 
 def test_legendre_zonal_rejects_bad_input():
-    from solvers.zonal import legendre_zonal
+    from solvers.references import legendre_zonal
 
     with pytest.raises(ValueError, match="beta"):
         legendre_zonal(-1.0, lambda z: 1 + 0 * z, 1.0)
