@@ -263,18 +263,10 @@ def test_convergence_sphere(normalized):
     assert np.all(_orders(l1) >= 1.5) and np.all(_orders(w1) >= 1.5)
 
 
-def _spectral(name):
-    import solvers
-
-    try:
-        return getattr(solvers, name)
-    except AttributeError:
-        pytest.skip(f"solvers.{name} is not available yet")
-
-
 @pytest.mark.parametrize("normalized", [True, False])
 def test_convergence_against_fourier_circle(normalized):
-    FourierCircle = _spectral("FourierCircle")
+    from solvers import FourierCircle
+
     m = mf.Model(beta=2.0, dim=2, normalized=normalized)
     ref = FourierCircle(m, modes=256).solve(CIRCLE_RHO0, [0, 1.0])
     M = 4096
@@ -290,7 +282,8 @@ def test_convergence_against_fourier_circle(normalized):
 
 @pytest.mark.parametrize("normalized", [True, False])
 def test_convergence_against_spherical_harmonics(normalized):
-    SphericalHarmonics = _spectral("SphericalHarmonics")
+    from solvers import SphericalHarmonics
+
     m = mf.Model(beta=2.0, dim=3, normalized=normalized)
     ref = SphericalHarmonics(m, lmax=47).solve(SPHERE_RHO0, [0, 1.0])
     from solvers.fem import _reference_quadrature

@@ -245,17 +245,10 @@ def test_solution_round_trip(tmp_path):
 
 
 # --- particles --------------------------------------------------------------------------------------------
-def _particles():
-    try:
-        return solvers.Particles
-    except AttributeError:
-        pytest.skip("solvers.Particles is not importable yet (written by the particle issue)")
-
-
 @pytest.mark.slow
 def test_cross_validation_with_particles():
     """n = 10 000 quasi-uniform weighted particles from ρ0 vs the PDE: W1 < 1e-3 for t in [0, 5] (β = 4, SA)."""
-    Particles = _particles()
+    Particles = solvers.Particles
     model = mf.Model(beta=4.0, dim=2)
     rho0 = two_bumps(1.0, 1.0, 0.0, np.pi, 0.5)
     t_eval = np.linspace(0, 5, 6)

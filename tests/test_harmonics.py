@@ -319,13 +319,6 @@ def test_bad_input():
 
 
 # -- cross-validation with particles (issue #5) ------------------------------------------------------------
-def _particles():
-    try:
-        return solvers.Particles
-    except AttributeError:
-        return None
-
-
 def _ylm_moments(x, w, lmax):
     """∫ Y_lm dμ for the σ-orthonormal real harmonics, as a pyshtools-layout array (2, L+1, L+1)."""
     out = np.zeros((2, lmax + 1, lmax + 1))
@@ -347,9 +340,7 @@ def test_cross_validation_with_particles():
       <= 2e-2 at every checked time (issue #5), and the same metric must see the drift: particles at
       t = 3 are > 0.1 away from ρ0.
     """
-    Particles = _particles()
-    if Particles is None:
-        pytest.skip("solvers.Particles is not available yet (solvers/particles.py missing)")
+    Particles = solvers.Particles
     beta = 2.0
     model = mf.Model(beta=beta, dim=3)
     rho0 = _smooth_rho0(kappa=1.0)
