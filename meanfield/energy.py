@@ -1,7 +1,7 @@
 """Interaction energy E_β (3.5) for discrete measures, harmonic spectra and solutions (SPEC L5)."""
 import numpy as np
 
-from ._checks import check_beta, check_dim, check_int, check_measure
+from ._checks import check_beta, check_dim, check_measure
 from .kernels import kernel_multipliers, velocity_multipliers
 
 _CHUNK = 2048

@@ -58,7 +58,6 @@ class Model:
             raise ValueError(f"`normalized` must be True (SA) or False (USA), got {normalized!r}.")
         self.normalized = bool(normalized)
         self.noise = check_real(noise, "noise", low=0.0)
-        d = self.dim
         if heads is not None:
             if Q is not None or K is not None or not (np.isscalar(V) and float(V) == 1.0):
                 raise ValueError("`heads` cannot be combined with `Q`, `K` or `V`; put them in each head.")

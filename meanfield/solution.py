@@ -5,10 +5,12 @@ Like scipy's ``OdeResult`` it is plain: saved times ``t``, the state at each sav
 Derived quantities (energy, mass) are computed from the state, not stored twice.
 """
 import json
+import math
+import pathlib
 
 import numpy as np
 
-from ._checks import check_beta, check_points
+from ._checks import check_points
 from .model import Model
 from .representations import from_dataset
 
@@ -163,15 +165,21 @@ def load(path):
         return Solution.from_xarray(ds)
 
 
-def _jsonable(obj):
+def _jsonable(obj, strict=False):
+    """Plain Python (dicts, lists, numbers) for json.dumps. ``strict``: also non-finite floats and
+    paths become strings, so that the output is standard JSON (used by the experiment reports)."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): _jsonable(v, strict) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
+        return [_jsonable(v, strict) for v in obj]
     if isinstance(obj, np.ndarray):
-        return obj.tolist()
+        return _jsonable(obj.tolist(), strict)
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if strict and isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if strict and isinstance(obj, pathlib.PurePath):
+        return str(obj)
     return obj
 
 

@@ -3,7 +3,6 @@ import numpy as np
 import pytest
 from scipy.special import gamma, roots_jacobi, roots_legendre
 
-import meanfield as mf
 from meanfield import densities as D
 
 

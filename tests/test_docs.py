@@ -1,5 +1,4 @@
 """Every ```python block of docs/*.md and README.md runs (blocks of one page in sequence, in a temp directory)."""
-import os
 import pathlib
 import re
 

@@ -5,7 +5,6 @@ after each part), so that an interrupted run (Ctrl-C) leaves its partial results
 """
 import contextlib
 import json
-import math
 import os
 import pathlib
 import sys
@@ -13,24 +12,7 @@ import time
 
 import numpy as np
 
-
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, (np.bool_, bool)):
-        return bool(obj)
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating, float)):
-        v = float(obj)
-        return v if math.isfinite(v) else str(v)
-    if isinstance(obj, pathlib.Path):
-        return str(obj)
-    return obj
+from ..solution import _jsonable
 
 
 def pyplot():
@@ -140,7 +122,7 @@ class Report:
         return self.write(status="finished")
 
     def to_dict(self):
-        return _jsonable({
+        return _jsonable(strict=True, obj={
             "experiment": self.experiment,
             "status": self.status,
             "message": self.message,

@@ -298,8 +298,6 @@ def parse_config(raw, source="<dict>", name=None):
             solve_options["dt"] = _checked(check_real, s.pop("dt"), "solver.dt", low=0.0, low_open=True)
         elif scheme == "euler-normalize":
             solve_options["dt"] = 0.1
-    if key != "particles" and not model.is_zonal:  # pragma: no cover - config V is scalar
-        raise ValueError("the PDE solvers need a zonal model")
 
     # [initial]
     init = dict(raw["initial"])

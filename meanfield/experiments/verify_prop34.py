@@ -284,8 +284,6 @@ def attractive_flow(dim, beta=1.0, t_end=None, quick=False, progress=False):
 
 
 def _part_flows(report, dims, quick, progress):
-    import xarray as xr
-
     plt = pyplot() if report.out is not None else None
     fig, axes = (plt.subplots(1, 2, figsize=(11, 4)) if plt else (None, None))
     res = report.results.setdefault("flows", {})
@@ -326,7 +324,6 @@ def _part_flows(report, dims, quick, progress):
         axes[1].legend(fontsize=8)
         fig.tight_layout()
         report.save_figure(fig, "flows.png")
-    del xr
 
 
 # ---------------------------------------------------------------------------------------------------
