@@ -1,4 +1,4 @@
-"""solvers.Particles: the two performance figures of issue #3.
+"""solvers.Particles: its two performance figures (targets in docs/particles.md, Performance).
 
     python benchmarks/bench_particles.py [--quick] [--threads N]
 
