@@ -120,8 +120,9 @@ def check_measure(measure, name="measure", *, dim=None, normalize=False):
     return x, w
 
 
-def check_times(t_eval, name="t_eval"):
-    """Strictly increasing, finite, 1-D times starting at 0."""
+def check_times(t_eval, name="t_eval", *, start=0.0):
+    """Strictly increasing, finite, 1-D times starting at ``start`` (0, or the last time of a
+    continued run; None accepts any start >= 0)."""
     try:
         t = np.asarray(t_eval, dtype=float)
     except (TypeError, ValueError):
@@ -130,8 +131,17 @@ def check_times(t_eval, name="t_eval"):
         raise ValueError(f"`{name}` must be a non-empty 1-D array, got shape {t.shape}.")
     if not np.all(np.isfinite(t)):
         raise ValueError(f"`{name}` contains NaN or inf.")
-    if t[0] != 0.0:
+    if start is None:
+        if t[0] < 0:
+            raise ValueError(f"`{name}` must start at a time >= 0, got t_eval[0]={t[0]}.")
+    elif start == 0.0 and t[0] != 0.0:
         raise ValueError(f"`{name}` must start at 0 (the initial time), got t_eval[0]={t[0]}.")
+    elif abs(t[0] - start) > 1e-12 * max(1.0, abs(start)):
+        raise ValueError(f"`{name}` must start at t={start!r}, the last saved time of the run it continues; "
+                         f"got t_eval[0]={t[0]!r}.")
+    else:
+        t = t.copy()
+        t[0] = start
     if t.size > 1 and np.any(np.diff(t) <= 0):
         k = int(np.argmax(np.diff(t) <= 0))
         raise ValueError(f"`{name}` must be strictly increasing; t_eval[{k}]={t[k]} >= t_eval[{k+1}]={t[k+1]}.")

@@ -88,6 +88,23 @@ class Solution:
         """A weighted discrete measure (points, weights) of the state at saved index i."""
         return self.representation.measure(self.data[self._index(i)], n=n, **kwargs)
 
+    def state(self, i=-1):
+        """The state at saved index i as a `meanfield.representations.State`: it carries its
+        representation and offers ``density(x)``, ``measure(n)``, ``spectrum()``, ``to_grid(n)``."""
+        from .representations import State
+
+        j = self._index(i)
+        return State(self.representation, self.data[j], t=float(self.t[j]), model=self.model)
+
+    def concat(self, *others):
+        """One Solution with the saved times of this run followed by those of its continuations
+        (each starts at the last saved time of the one before, which is kept once)."""
+        for prev, nxt in zip((self,) + others[:-1], others):
+            if not nxt.t.size or abs(nxt.t[0] - prev.t[-1]) > 1e-12 * max(1.0, abs(prev.t[-1])):
+                raise ValueError(f"`others` must continue this run: a continuation starts at t={prev.t[-1]!r}, "
+                                 f"got one starting at t={nxt.t[0] if nxt.t.size else None!r}.")
+        return concat(self, *others)
+
     @property
     def positions(self):
         """Particle positions, shape (T, n, d) or (T, B, n, d) (particle solutions only)."""
@@ -156,13 +173,61 @@ class Solution:
         return plot_solution(self, times=times, path=path, show_energy=show_energy)
 
 
+def concat(*parts):
+    """Join the Solutions of consecutive segments of one run (a refined or continued run). Each
+    segment after the first starts from a state already saved (or from a refinement point), so its
+    first saved time is dropped. The data are carried into the last segment's representation."""
+    if len(parts) == 1:
+        return parts[0]
+    last = parts[-1]
+    rep = last.representation
+    ts, datas, diags = [], [], {}
+    keys = set().union(*[set(p.diagnostics) for p in parts]) | {"energy"}
+    for j, p in enumerate(parts):
+        sl = slice(0 if j == 0 else 1, None)
+        ts.append(p.t[sl])
+        datas.append(rep.embed(p.data[sl], p.representation))
+        for key in keys:
+            vals = p._energy if key == "energy" else p.diagnostics.get(key)
+            vals = np.full(p.t.shape, np.nan) if vals is None else np.asarray(vals)
+            diags.setdefault(key, []).append(vals[sl])
+    stats = {}
+    for p in parts:
+        for key, val in p.stats.items():
+            if key in ("nfev", "nsteps", "nrejected", "wall_time"):
+                stats[key] = stats.get(key, 0) + val
+            else:
+                stats[key] = val
+    stats["segments"] = len(parts)
+    diag_arrays = {k: np.concatenate(v) for k, v in diags.items() if any(np.size(a) for a in v)}
+    if diag_arrays.get("energy") is not None and np.isnan(diag_arrays["energy"]).any():
+        diag_arrays.pop("energy")
+    return Solution(np.concatenate(ts), last.model, rep, np.concatenate(datas), diag_arrays, stats,
+                    status=last.status, message=last.message, solver=last.solver)
+
+
 def load(path):
-    """Read a `Solution` written by `Solution.save` (NetCDF)."""
+    """Read a `Solution` written by `Solution.save` (NetCDF).
+
+    Raises ValueError naming the file when it is missing, empty, truncated, not NetCDF, or not a
+    meanfield Solution (no representation, model or time, or a variable the representation needs)."""
     import xarray as xr
 
-    with xr.open_dataset(path, engine="netcdf4") as ds:
-        ds.load()
-        return Solution.from_xarray(ds)
+    try:
+        ds = xr.open_dataset(path, engine="netcdf4")
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"`path` {str(path)!r} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
+    with ds:
+        missing = [k for k in ("representation", "model_json") if k not in ds.attrs]
+        if "time" not in ds.coords or "energy" not in ds.data_vars:
+            missing.append("the time coordinate and the energy variable")
+        if missing:
+            raise ValueError(f"`path` {str(path)!r} is not a meanfield Solution: it lacks {', '.join(missing)}.")
+        try:
+            ds.load()
+            return Solution.from_xarray(ds)
+        except (KeyError, ValueError, RuntimeError, OSError) as exc:
+            raise ValueError(f"`path` {str(path)!r} is a damaged meanfield Solution: {type(exc).__name__}: {exc}") from None
 
 
 def _jsonable(obj, strict=False):

@@ -1,21 +1,39 @@
-"""The solver base class: one ``solve`` for every discretisation.
+"""The solver protocol: one `Solver.solve` for every discretisation, per-run state in a `Run`.
+
+A solver is a discretisation of the mean-field equation (docs/mathematics.md §2): it turns a
+`meanfield.Model` and a resolution into a right-hand side, a representation and monitors. It is
+immutable after ``__init__``, so one solver object can be shared by threads and pickled to worker
+processes. Everything that belongs to one run (the initial mass, particle weights, the noise seed,
+work buffers, the current resolution of an automatic run) lives on the `Run` that `Solver.solve`
+creates and hands to every hook. Time stepping is done by the named steppers of
+`solvers.timestepping` (like Dedalus, a new basis needs no new time stepper).
 
 Contract for whoever adds a solver (like scipy's ``OdeSolver``):
 
 1. ``__init__(model, <resolution>, **options)`` calls ``Solver.__init__(self, model)``, validates the
-   resolution and raises `meanfield.UnsupportedModel` for models it cannot represent, ValueError
-   (naming the argument and the accepted range) for bad options.
-2. Implement ``_initial_state(rho0, normalize)`` -> state array (validate ρ0 with
-   ``meanfield._checks.check_density_values``).
-3. Implement ``_rhs(t, state)`` -> ∂_t state from transport; ``_linear()`` -> the diagonal linear
-   part (noise, applied exactly by the integrating factor) or None.
-4. Implement ``_representation()`` and ``_to_data(state)`` (the slice a `Solution` stores).
-5. Optionally implement ``_monitor(t, state)`` (raise `UnderResolved` etc.), ``_retract(state)``
-   and ``_diagnostics(t, state)`` -> dict of scalars recorded at each saved time.
-6. Do not override ``solve``/``_run``: they drive `solvers.timestepping`, count evaluations,
-   draw the progress bar, write checkpoints and turn failures into exceptions that carry the
-   `Solution` computed so far.
+   resolution (ValueError naming the argument and the accepted range) and raises
+   `meanfield.UnsupportedModel` for models it cannot represent. It stores nothing that changes.
+2. Class attributes: ``steppers`` (names in `solvers.timestepping.STEPPERS`, the first is the
+   default), ``solve_options`` (extra keyword options of ``solve`` with their defaults),
+   ``stepper_defaults`` (overrides of the steppers' default options), ``retracts``.
+3. Initial states, one hook per kind of ``initial`` (implement those that apply):
+   ``_initial_from_callable(run, rho0, normalize)``, ``_initial_from_data(run, data, normalize)``
+   (an array in the solver's own representation: exactly what ``_to_data`` returns),
+   ``_initial_from_solution(run, sol)`` (default: the last saved slice through
+   ``_initial_from_data``), ``_initial_from_measure(run, points, weights, normalize)``.
+4. The discretisation: ``_rhs(run, t, y)``; ``_linear(run)`` (a diagonal applied exactly by the
+   integrating factor, or None); ``_retract(run, y)``; ``_representation(run)``; ``_to_data(run, y)``.
+5. Optional: ``_configure(run)`` (check solver options, before the initial state), ``_monitor(run, t, y)``
+   (raise `meanfield.UnderResolved`, or `Refine` for an automatic resolution, which the base class
+   answers by ``_refine(run, t, y)`` -> (finer solver, its state)), ``_diagnostics(run, t, y)``,
+   ``_stable_step(run, y)`` (stability limit of an explicit stepper), and the hooks a stepper
+   ``needs`` (``_euler``/``_cfl_rate``/``_split`` for SSP-RK3, ``_tangent_noise`` for Euler–Maruyama,
+   ``_euler_velocity`` for Euler-then-normalise).
+6. Do not override ``solve``: it validates the options, builds the run, drives the stepper, counts
+   evaluations, draws the progress bar, writes checkpoints, refines automatic resolutions and turns
+   failures into exceptions that carry the `Solution` computed so far.
 """
+import os
 import time
 
 import numpy as np
@@ -23,127 +41,326 @@ import numpy as np
 from meanfield._checks import check_real, check_times
 from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnsupportedModel
 from meanfield.model import Model
-from meanfield.solution import Solution
+from meanfield.solution import Solution, concat
 
-from . import timestepping
+from .timestepping import STEPPERS, keyed_normal
+
+
+class Refine(SolverError):
+    """Raised by the monitor of an automatic-resolution run: continue from ``state`` at time ``t``
+    on a finer discretisation (`Solver._refine`)."""
+
+    def __init__(self, t, state, reason=""):
+        super().__init__(f"refine at t={t:g}" + (f" ({reason})" if reason else ""))
+        self.t, self.state = t, state
+
+
+class Run:
+    """The state of one run of a solver: the discretisation in use, the saved times, the resolved
+    options, the noise seed and per-run work buffers (``workspace``). Solvers keep per-run values
+    here (as attributes), never on themselves."""
+
+    def __init__(self, solver, t_eval, method, options, seed=None):
+        self.solver = solver
+        self.model = solver.model
+        self.t_eval = t_eval
+        self.method = method
+        self.stepper = STEPPERS[method]
+        self.options = options
+        self.seed = seed
+        self.workspace = {}
+        self.retracts = solver.retracts
+        self.y0 = None
+
+    def rhs(self, t, y):
+        return self.solver._rhs(self, t, y)
+
+    def linear(self):
+        return self.solver._linear(self)
+
+    def retract(self, y):
+        return self.solver._retract(self, y)
+
+    def monitor(self, t, y):
+        return self.solver._monitor(self, t, y)
+
+    def diagnostics(self, t, y):
+        return self.solver._diagnostics(self, t, y)
+
+    def stable_step(self, y):
+        return self.solver._stable_step(self, y)
+
+    def noise(self, t, shape):
+        """Standard normal draws for the step starting at ``t`` (reproducible across restarts)."""
+        return keyed_normal(self.seed, t, shape)
+
+    def representation(self):
+        return self.solver._representation(self)
+
+    def derived(self, solver, y0, t_eval):
+        """A run of ``solver`` (a refinement of this run's) from ``y0`` with the same options and seed."""
+        run = Run(solver, t_eval, self.method, self.options, self.seed)
+        run.__dict__.update({k: v for k, v in self.__dict__.items() if k not in run.__dict__})
+        run.workspace = {}
+        solver._configure(run)
+        run.y0 = y0
+        return run
+
+
+def _seed_of(rng):
+    if rng is None:
+        return int(np.random.SeedSequence().entropy % (2 ** 63))
+    if isinstance(rng, np.random.Generator):
+        return int(rng.integers(2 ** 63))
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
+        return int(rng)
+    raise ValueError(f"`rng` must be None, a non-negative integer seed or a numpy Generator, got {rng!r}.")
+
+
+_OPTION_CHECKS = {
+    "rtol": dict(low=0.0, low_open=True), "atol": dict(low=0.0, low_open=True),
+    "max_step": dict(low=0.0, low_open=True, allow_inf=True), "first_step": dict(low=0.0, low_open=True),
+    "dt": dict(low=0.0, low_open=True), "cfl": dict(low=0.0, low_open=True, high=1.0),
+    "checkpoint_every": dict(low=0.0),
+}
 
 
 class Solver:
-    name = "solver"
+    """Base class of every discretisation (see the module docstring for the contract)."""
+
+    steppers = ("dopri5", "bs32")
+    solve_options = {}
+    positional_options = ()
+    stepper_defaults = {}
+    retracts = False
 
     def __init__(self, model):
         if not isinstance(model, Model):
             raise ValueError(f"`model` must be a meanfield.Model, got {type(model).__name__}.")
         self.model = model
 
-    # -- to implement -------------------------------------------------------------------------------
-    def _initial_state(self, rho0, normalize):
-        raise NotImplementedError
-
-    def _rhs(self, t, state):
-        raise NotImplementedError
-
-    def _linear(self):
-        return None
-
-    def _representation(self):
-        raise NotImplementedError
-
-    def _to_data(self, state):
-        return state
-
-    def _monitor(self, t, state):
-        return None
-
-    def _retract(self, state):
-        return state
-
-    _has_retract = False
-
-    def _diagnostics(self, t, state):
-        return {}
-
-    # -- written once ---------------------------------------------------------------------------------
     def _require_zonal(self):
         if not self.model.is_zonal:
             raise UnsupportedModel(f"{type(self).__name__} needs a zonal model (one head, Q^T K = I, V = v·I); "
                                    "use solvers.Particles for general Q, K, V.")
 
-    def solve(self, rho0, t_eval, *, normalize=False, rtol=1e-8, atol=1e-10, method="dopri5", progress=None,
-              checkpoint=None, checkpoint_every=30.0, max_step=np.inf, first_step=None):
-        """Evolve the density ``rho0`` (a callable f(x) on points (..., d)) and save at ``t_eval``.
+    # -- hooks (defaults) ----------------------------------------------------------------------------
+    def _configure(self, run):
+        return None
+
+    def _initial_from_callable(self, run, rho0, normalize):
+        raise ValueError(f"`initial`: {type(self).__name__} cannot start from a callable.")
+
+    def _initial_from_data(self, run, data, normalize):
+        raise ValueError(f"`initial`: {type(self).__name__} cannot start from an array.")
+
+    def _initial_from_measure(self, run, points, weights, normalize):
+        raise ValueError(f"`initial`: {type(self).__name__} cannot start from a (points, weights) pair; "
+                         "pass a density callable or an array of its own representation.")
+
+    def _initial_from_solution(self, run, sol):
+        mine = self._representation(run)
+        if sol.representation.name != mine.name:
+            raise ValueError(f"`initial` is a {sol.representation.name!r} Solution; {type(self).__name__} continues "
+                             f"{mine.name!r} Solutions (or evaluate its density and pass a callable).")
+        return self._initial_from_data(run, sol.data[-1], False)
+
+    def _rhs(self, run, t, y):
+        raise NotImplementedError
+
+    def _linear(self, run):
+        return None
+
+    def _retract(self, run, y):
+        return y
+
+    def _monitor(self, run, t, y):
+        return None
+
+    def _diagnostics(self, run, t, y):
+        return {}
+
+    def _stable_step(self, run, y):
+        return np.inf
+
+    def _split(self, run, y, h):
+        return y
+
+    def _representation(self, run):
+        raise NotImplementedError
+
+    def _to_data(self, run, y):
+        return np.array(y, copy=True)
+
+    def _stats(self, run):
+        """Run facts recorded in ``Solution.stats`` besides the stepper's counters."""
+        return {}
+
+    def _discretisation(self):
+        """The fixed-resolution solver a run starts on (an automatic resolution returns a coarse one)."""
+        return self
+
+    def _refine(self, run, t, y):
+        raise NotImplementedError(f"{type(self).__name__} has no automatic resolution")
+
+    def _choose_method(self, method, options):
+        return self.steppers[0] if method is None else method
+
+    # -- written once --------------------------------------------------------------------------------
+    def start(self, initial, t_eval=(0.0,), *, method=None, normalize=False, **options):
+        """Validate ``initial``, ``t_eval`` and the options and return the `Run` that `solve` advances
+        (``run.y0`` is the initial state, ``run.rhs(t, y)`` the right-hand side)."""
+        method = self._choose_method(method, options)
+        if method not in self.steppers:
+            raise ValueError(f"`method` must be one of {list(self.steppers)} for {type(self).__name__}, "
+                             f"got {method!r}.")
+        stepper = STEPPERS[method]
+        stepper.check(self)
+        accepted = dict(stepper.options)
+        accepted.update({k: v for k, v in self.stepper_defaults.items() if k in accepted})
+        accepted.update(self.solve_options)
+        for key, value in options.items():
+            if key not in accepted:
+                raise ValueError(f"`{key}` does not apply to {type(self).__name__} with method={method!r}; "
+                                 f"its options are {sorted(accepted)}.")
+            if key in _OPTION_CHECKS and value is not None:
+                options[key] = check_real(value, key, **_OPTION_CHECKS[key])
+        opts = {**accepted, **options}
+        if not isinstance(normalize, (bool, np.bool_)):
+            raise ValueError(f"`normalize` must be True or False, got {normalize!r}.")
+        if isinstance(initial, (str, os.PathLike)):
+            from meanfield.solution import load
+
+            if not os.path.isfile(initial):
+                raise ValueError(f"`initial` (the initial density rho0) must be a density callable, a Solution or the "
+                                 f"path of a saved one; there is no file {str(initial)!r}.")
+            initial = load(initial)
+        if isinstance(initial, Solution):
+            if initial.model.dim != self.model.dim:
+                raise ValueError(f"`initial` lives on S^{initial.model.dim - 1}, this solver on S^{self.model.dim - 1}.")
+            t_eval = check_times(t_eval, start=float(initial.t[-1]))
+            seed = opts.get("rng", None)
+            seed = initial.stats.get("noise_seed") if seed is None else seed
+        else:
+            t_eval = check_times(t_eval)
+            seed = opts.get("rng", None)
+        run = Run(self, t_eval, method, opts, _seed_of(seed))
+        self._configure(run)
+        if isinstance(initial, Solution):
+            y0 = self._initial_from_solution(run, initial)
+        elif callable(initial):
+            y0 = self._initial_from_callable(run, initial, normalize)
+        elif isinstance(initial, tuple) and len(initial) == 2:
+            y0 = self._initial_from_measure(run, initial[0], initial[1], normalize)
+        else:
+            try:
+                data = np.asarray(initial)
+            except (TypeError, ValueError):
+                data = None
+            if data is None or data.dtype == object or data.ndim == 0:
+                raise ValueError(f"`initial` must be a density callable, a Solution (or the path of a saved one) or "
+                                 f"an array of {type(self).__name__}'s representation, got {type(initial).__name__}.")
+            y0 = self._initial_from_data(run, data, normalize)
+        run.y0 = y0
+        return run
+
+    def solve(self, initial, t_eval, *args, method=None, normalize=False, progress=None, checkpoint=None,
+              checkpoint_every=30.0, **options):
+        """Evolve ``initial`` and save the state at the times ``t_eval``.
 
         Parameters
         ----------
-        rho0 : callable
-            Initial density relative to σ; must be finite, non-negative, of mass 1 within 1e-6
-            (or pass ``normalize=True``).
-        t_eval : 1-D array, strictly increasing, starting at 0.
-        rtol, atol : error tolerances of the adaptive integrator.
-        method : "dopri5" (default) or "bs32".
+        initial : callable, Solution, path, array or (points, weights)
+            A σ-relative density callable f(x) on points (..., d) (finite, non-negative, mass 1 within
+            1e-6 unless ``normalize=True``); a `Solution` or the path of a saved one, continued from
+            its last saved time; an array of the solver's own representation (as ``sol.data[i]``);
+            for particles, positions or a ``(points, weights)`` pair.
+        t_eval : 1-D array, strictly increasing, starting at 0 (or at the last time of the continued
+            Solution).
+        method : the name of a stepper in ``self.steppers`` (default: the first).
+        normalize : rescale the initial mass to 1 instead of refusing it.
         progress : bool or None (None: a tqdm bar when stderr is a terminal).
         checkpoint : path, optional; the partial Solution is written there (NetCDF) at most every
-            ``checkpoint_every`` seconds and when the run stops.
+            ``checkpoint_every`` seconds and when the run stops. `solve` continues from it.
+        **options : the stepper's options (``rtol``, ``atol``, ``max_step``, ``first_step`` for the
+            adaptive pairs; ``dt`` for fixed steps; ``cfl`` for SSP-RK3) and the solver's own
+            (``solve_options``). An option that does not apply raises ValueError naming it.
 
         Returns
         -------
-        Solution. Raises `UnderResolved`, `NonFiniteState` or `Interrupted` (all `SolverError`) with
+        Solution. Raises `UnderResolved`, `NonFiniteState`, `Interrupted` (all `SolverError`) with
         ``.solution`` holding the saved times before the failure.
         """
-        t_eval = check_times(t_eval)
-        y0 = self._initial_state(rho0, normalize)
-        return self._run(y0, t_eval, rtol=rtol, atol=atol, method=method, progress=progress,
-                         checkpoint=checkpoint, checkpoint_every=checkpoint_every, max_step=max_step,
-                         first_step=first_step)
-
-    def _run(self, y0, t_eval, *, rtol=1e-8, atol=1e-10, method="dopri5", progress=None, checkpoint=None,
-             checkpoint_every=30.0, max_step=np.inf, first_step=None, fixed_step=None, dt=None):
-        rtol = check_real(rtol, "rtol", low=0.0, low_open=True)
-        atol = check_real(atol, "atol", low=0.0, low_open=True)
-        if method not in timestepping.TABLEAUX:
-            raise ValueError(f"`method` must be one of {sorted(timestepping.TABLEAUX)}, got {method!r}.")
-        diags = []
+        if len(args) > len(self.positional_options):
+            raise TypeError(f"{type(self).__name__}.solve takes at most {2 + len(self.positional_options)} "
+                            f"positional arguments ({len(args) + 2} given).")
+        for name, value in zip(self.positional_options, args):
+            if name in options:
+                raise TypeError(f"{type(self).__name__}.solve got multiple values for `{name}`.")
+            options[name] = value
+        checkpoint_every = check_real(checkpoint_every, "checkpoint_every", low=0.0)
+        run = self._discretisation().start(initial, t_eval, method=method, normalize=normalize, **options)
+        parts = []
         last_write = [time.perf_counter()]
 
-        def on_save(res):
-            diags.append(self._diagnostics(res.t[-1], res.y[-1]))
-            if checkpoint is not None and time.perf_counter() - last_write[0] > checkpoint_every:
-                self._build(res, diags).save(checkpoint)
-                last_write[0] = time.perf_counter()
+        def saver(run):
+            diags = []
+
+            def on_save(res):
+                diags.append(run.diagnostics(res.t[-1], res.y[-1]))
+                if checkpoint is not None and time.perf_counter() - last_write[0] > checkpoint_every:
+                    concat(*parts, _build(run, res, diags)).save(checkpoint)
+                    last_write[0] = time.perf_counter()
+
+            return diags, on_save
 
         desc = f"{type(self).__name__} {self.model.kind} beta={self.model.beta:g}"
-        if fixed_step is not None:
-            res = timestepping.integrate_fixed(fixed_step, y0, t_eval, dt, monitor=self._monitor, callback=on_save,
-                                               progress=progress, desc=desc)
-        else:
-            res = timestepping.integrate(self._rhs, y0, t_eval, method=method, rtol=rtol, atol=atol,
-                                         linear=self._linear(), retract=self._retract if self._has_retract else None,
-                                         monitor=self._monitor, callback=on_save, first_step=first_step,
-                                         max_step=max_step, progress=progress, desc=desc)
-        sol = self._build(res, diags)
+        while True:
+            diags, on_save = saver(run)
+            res = run.stepper.integrate(run, run.y0, run.t_eval, callback=on_save, progress=progress, desc=desc)
+            part = _build(run, res, diags)
+            if res.status == 1 and isinstance(res.error, Refine):
+                parts.append(part)
+                finer, y = run.solver._refine(run, res.error.t, res.error.state)
+                rest = run.t_eval[run.t_eval > res.error.t]
+                run = run.derived(finer, y, np.concatenate([[res.error.t], rest]))
+                continue
+            parts.append(part)
+            break
+        sol = concat(*parts)
         if checkpoint is not None:
             sol.save(checkpoint)
         if res.status == 0:
             return sol
+        name = type(self).__name__
         if res.status == 1 and isinstance(res.error, SolverError):
             res.error.solution = sol
             raise res.error
         if res.status == -2:
-            raise Interrupted(f"{type(self).__name__}: {res.message}; the Solution up to t={sol.t[-1]:.6g} "
-                              "is in `exc.solution`" + (f" and in {checkpoint}" if checkpoint else ""), sol)
+            raise Interrupted(f"{name}: {res.message}; the Solution up to t={sol.t[-1]:.6g} is in `exc.solution`"
+                              + (f" and in {checkpoint}" if checkpoint else ""), sol)
+        if res.status == -3:
+            raise SolverError(f"{name}: {res.message}. The saved times up to t={sol.t[-1]:.6g} are in "
+                              "`exc.solution`.", sol)
         t_fail = float(res.message.split("t=")[1].split(",")[0].split(" ")[0]) if "t=" in res.message else None
-        raise NonFiniteState(f"{type(self).__name__}: {res.message}. The saved times up to t={sol.t[-1]:.6g} are in "
+        raise NonFiniteState(f"{name}: {res.message}. The saved times up to t={sol.t[-1]:.6g} are in "
                              "`exc.solution`.", sol, t=t_fail, step=res.nsteps + 1)
 
-    def _build(self, res, diags):
-        n = len(res.t)
-        # a monitor that stops the run on a saved time appends that time without the callback:
-        # record its diagnostics here so that no saved time lacks them
-        while len(diags) < n:
-            diags.append(self._diagnostics(res.t[len(diags)], res.y[len(diags)]))
-        data = np.stack([self._to_data(y) for y in res.y[:n]])
-        keys = set().union(*[d.keys() for d in diags[:n]]) if diags else set()
-        diag_arrays = {k: np.array([d.get(k, np.nan) for d in diags[:n]]) for k in keys} if len(diags) >= n else {}
-        stats = res.stats()
-        return Solution(np.array(res.t[:n]), self.model, self._representation(), data, diag_arrays, stats,
-                        status=0 if res.status == 0 else 1, message=res.message, solver=type(self).__name__)
+
+def _build(run, res, diags):
+    """The `Solution` of the saved times of ``res`` (diagnostics of every saved time, counters)."""
+    n = len(res.t)
+    # a monitor that stops the run on a saved time appends that time without the callback:
+    # record its diagnostics here so that no saved time lacks them
+    while len(diags) < n:
+        diags.append(run.diagnostics(res.t[len(diags)], res.y[len(diags)]))
+    data = np.stack([run.solver._to_data(run, y) for y in res.y[:n]])
+    keys = set().union(*[d.keys() for d in diags[:n]]) if diags else set()
+    diag_arrays = {k: np.array([d.get(k, np.nan) for d in diags[:n]]) for k in keys}
+    stats = res.stats()
+    stats["method"] = run.method
+    stats.update(run.solver._stats(run))
+    if run.model.noise > 0 and run.seed is not None:
+        stats["noise_seed"] = run.seed
+    return Solution(np.array(res.t[:n]), run.model, run.representation(), data, diag_arrays, stats,
+                    status=0 if res.status == 0 else 1, message=res.message, solver=type(run.solver).__name__)

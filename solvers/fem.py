@@ -44,7 +44,7 @@ when the density's width ℓ = (|S^{d-1}|·(∫ρ)²/∫ρ²)^{1/(d-1)} falls be
 """
 import numpy as np
 
-from meanfield._checks import check_callable, check_density_values, check_int, check_real, check_times
+from meanfield._checks import check_callable, check_density_values, check_int, check_real
 from meanfield.errors import UnderResolved, UnsupportedModel
 from meanfield.representations.p1 import P1Field
 
@@ -56,6 +56,7 @@ _INSTALL = 'FiniteElements needs dolfinx: install the `fem` extra with `pip inst
 
 def _import_dolfinx():
     try:
+        import netCDF4  # noqa: F401  (its HDF5 must be loaded before PETSc's, or NetCDF writes fail)
         from mpi4py import MPI  # noqa: F401  (must precede dolfinx)
         import basix.ufl
         import dolfinx
@@ -72,15 +73,9 @@ def _import_dolfinx():
 def _reference_quadrature(dim, n):
     """A spectrally accurate quadrature for σ used to validate ρ0: midpoints on S^1, Gauss–Legendre ×
     trapezoid on S^2 (n latitudes, 2n longitudes)."""
-    if dim == 2:
-        theta = 2 * np.pi * (np.arange(2 * n) + 0.5) / (2 * n)
-        return np.stack([np.cos(theta), np.sin(theta)], -1), np.full(2 * n, 1 / (2 * n))
-    z, wz = np.polynomial.legendre.leggauss(n)
-    phi = 2 * np.pi * np.arange(2 * n) / (2 * n)
-    r = np.sqrt(1 - z * z)
-    x = np.stack([np.outer(r, np.cos(phi)), np.outer(r, np.sin(phi)), np.repeat(z[:, None], 2 * n, 1)], -1)
-    w = np.repeat(wz[:, None] / 2, 2 * n, 1) / (2 * n)
-    return x.reshape(-1, 3), w.ravel()
+    from meanfield.quadrature import gauss_legendre, trapezoid
+
+    return trapezoid(2 * n) if dim == 2 else gauss_legendre(n, 2 * n)
 
 
 class FiniteElements(Solver):
@@ -101,7 +96,17 @@ class FiniteElements(Solver):
     potential : "quadrature" (default, O(N²)), "fft" (circle) or "sht" (sphere): the same sums, faster.
     chunk : int, rows per block of the O(N²) quadrature (memory O(N·chunk); default 2^22/N rows).
     comm : MPI communicator for the quadrature rows (default COMM_WORLD); every rank holds the mesh.
+
+    Notes
+    -----
+    The stepper is "ssprk3" (`solvers.timestepping.SSPRK3`, not the adaptive pair, whose stages would
+    not keep ρ >= 0): ``dt`` is the outer step (one diffusion solve per step; default min(0.05, the
+    CFL step at t = 0)), subdivided so that every stage has CFL number τ·|L_ii|/m_i <= ``cfl``
+    (0 < cfl <= 1, default 0.5), which guarantees positivity. Initial states: a density callable, a
+    P1 Solution on the same mesh (continued), or nodal values (N,).
     """
+
+    steppers = ("ssprk3",)
 
     name = "fem"
 
@@ -169,14 +174,13 @@ class FiniteElements(Solver):
         wnode = np.empty(self.N, dtype=np.int64)
         wnode[np.asarray(W.dofmap.list).ravel()] = self.cells.ravel()
         self._wnode = wnode                                        # vector-P1 node -> scalar dof
-        self.velocity_function = dolfinx.fem.Function(W)
+        self._W = W
         rho_t, v_t = ufl.TrialFunction(V), ufl.TestFunction(V)
-        self._form_C = dolfinx.fem.form(ufl.inner(self.velocity_function, ufl.grad(v_t)) * rho_t * ufl.dx)
-        self._C = dolfinx.fem.create_matrix(self._form_C)
+        self._transport = self._transport_objects()
+        self._C = self._transport[2]
         dxv = ufl.dx(metadata={"quadrature_rule": "vertex", "quadrature_degree": 1})
         self._nu_h = dolfinx.fem.Constant(self.mesh, PETSc.ScalarType(0.0))
         self._form_diff = dolfinx.fem.form(rho_t * v_t * dxv + self._nu_h * ufl.inner(ufl.grad(rho_t), ufl.grad(v_t)) * ufl.dx)
-        self._ksp = {}
         self._setup_pattern()
         # rows of the quadrature owned by this rank
         size, rank = self.comm.Get_size(), self.comm.Get_rank()
@@ -188,7 +192,17 @@ class FiniteElements(Solver):
             self._setup_fft()
         elif potential == "sht":
             self._setup_sht()
-        self._cfl = 0.5
+
+    def _transport_objects(self):
+        """(velocity Function, compiled form ∫ φ_j u_h·∇φ_i, its CSR matrix): per run, since assembling
+        writes into them (the form itself is compiled once and cached by dolfinx)."""
+        import dolfinx.fem
+        import ufl
+
+        u = dolfinx.fem.Function(self._W)
+        rho_t, v_t = ufl.TrialFunction(self.V), ufl.TestFunction(self.V)
+        form = dolfinx.fem.form(ufl.inner(u, ufl.grad(v_t)) * rho_t * ufl.dx)
+        return u, form, dolfinx.fem.create_matrix(form)
 
     # -- sparsity bookkeeping for the upwinding ----------------------------------------------------
     def _setup_pattern(self):
@@ -313,13 +327,20 @@ class FiniteElements(Solver):
         return self.model.v * F[:, None] * tangent
 
     # -- the transport operator -------------------------------------------------------------------------
-    def operator(self, rho):
-        """(L, d): CSR data of the low-order operator L = C + D at ρ, and of the artificial diffusion d_ij."""
+    def operator(self, rho, run=None):
+        """(L, d): CSR data of the low-order operator L = C + D at ρ, and of the artificial diffusion d_ij
+        (assembled in the run's own objects; without a run, in fresh ones)."""
         X = self.nodal_velocity(rho)
-        self.velocity_function.x.array[:] = X[self._wnode].ravel()
-        self._C.set_value(0.0)
-        self._assemble(self._C, self._form_C)
-        c = np.asarray(self._C.data)[: self._nnz]
+        if run is None:
+            u, form, C = self._transport_objects()
+        else:
+            if "transport" not in run.workspace:
+                run.workspace["transport"] = self._transport_objects()
+            u, form, C = run.workspace["transport"]
+        u.x.array[:] = X[self._wnode].ravel()
+        C.set_value(0.0)
+        self._assemble(C, form)
+        c = np.asarray(C.data)[: self._nnz]
         dvals = np.maximum(0.0, -np.minimum(c, c[self._T]))
         dvals[self._diag] = 0.0
         L = c + dvals
@@ -331,58 +352,34 @@ class FiniteElements(Solver):
 
         return csr_matrix((L, self._indices, self._indptr), shape=(self.N, self.N)) @ rho
 
-    def _rhs(self, t, state):
+    def _rhs(self, run, t, state):
         """Method-of-lines right-hand side m_i dρ_i/dt = (L[ρ]ρ)_i (transport only)."""
-        return self._apply(self.operator(state)[0], state) / self.m
+        return self._apply(self.operator(state, run)[0], state) / self.m
 
     def _cfl_number(self, L, dt):
         return float(dt * np.max(-L[self._diag] / self.m))
 
-    # -- time stepping ------------------------------------------------------------------------------------
-    def _step(self, t, rho, h):
-        """One outer step: SSP-RK3 transport sub-steps under the CFL condition, then the diffusion solve."""
-        remaining, y = h, rho
-        L0 = self.operator(y)
-        while remaining > 1e-15 * max(h, 1.0):
-            diag_rate = float(np.max(-L0[0][self._diag] / self.m))
-            tau = remaining if diag_rate == 0 else min(remaining, self._cfl / diag_rate)
-            n = int(np.ceil(remaining / tau - 1e-12))
-            tau = remaining / n
-            for _ in range(30):
-                ok, y_new = self._ssprk3(y, tau, L0)
-                if ok:
-                    break
-                tau /= 2
-            else:
-                raise RuntimeError("CFL sub-stepping failed")
-            y = y_new
-            remaining -= tau
-            if remaining > 1e-15 * max(h, 1.0):
-                L0 = self.operator(y)
-        if self.model.noise > 0:
-            y = self._diffuse(y, h)
-        return y
+    # -- the SSP-RK3 stepper's hooks (solvers.timestepping.SSPRK3) ----------------------------------------
+    def _cfl_rate(self, run, rho):
+        """max_i |L_ii|/m_i at ρ: a forward-Euler step τ is positivity preserving when τ·rate <= 1.
+        The operator is kept for the first Euler stage from the same state."""
+        op = self.operator(rho, run)
+        run.workspace["operator_at"] = (rho, op)
+        return float(np.max(-op[0][self._diag] / self.m))
 
-    def _ssprk3(self, u, tau, L0):
-        """Shu–Osher SSP-RK3 of (limited) Euler stages; returns (every stage met the CFL bound, result)."""
-        def euler(v, op):
-            L, dvals = op
-            if self._cfl_number(L, tau) > 1.0:
-                return None
-            low = v + tau * self._apply(L, v) / self.m
-            return self._limit(v, low, dvals, tau) if self.scheme == "fct" else low
+    def _euler(self, run, v, tau):
+        """One forward-Euler stage of the low-order scheme (limited by FCT when ``scheme="fct"``), or
+        None when its CFL number τ·|L_ii|/m_i exceeds 1."""
+        at, op = run.workspace.get("operator_at", (None, None))
+        L, dvals = op if at is v else self.operator(v, run)
+        if self._cfl_number(L, tau) > 1.0:
+            return None
+        low = v + tau * self._apply(L, v) / self.m
+        return self._limit(v, low, dvals, tau) if self.scheme == "fct" else low
 
-        u1 = euler(u, L0)
-        if u1 is None:
-            return False, None
-        e2 = euler(u1, self.operator(u1))
-        if e2 is None:
-            return False, None
-        u2 = 0.75 * u + 0.25 * e2
-        e3 = euler(u2, self.operator(u2))
-        if e3 is None:
-            return False, None
-        return True, u / 3 + 2 * e3 / 3
+    def _split(self, run, rho, h):
+        """The noise ν Δ_S over the outer step h (Lie splitting after the transport sub-steps)."""
+        return self._diffuse(run, rho, h) if self.model.noise > 0 else rho
 
     def _limit(self, v, low, dvals, tau):
         """Zalesak's flux limiter (FCT): add back α_ij f_ij, f_ij = −d_ij(v_j − v_i) (the Galerkin
@@ -404,15 +401,16 @@ class FiniteElements(Solver):
         alpha = np.where(f > 0, np.minimum(R_plus[rows], R_minus[cols]), np.minimum(R_minus[rows], R_plus[cols]))
         return low + tau * np.bincount(rows, weights=alpha * f, minlength=self.N) / self.m
 
-    def _diffuse(self, rho, h):
-        """Backward Euler for ν Δ_S over h: (M_L + hνA) ρ_new = M_L ρ (PETSc LU, cached per h)."""
+    def _diffuse(self, run, rho, h):
+        """Backward Euler for ν Δ_S over h: (M_L + hνA) ρ_new = M_L ρ (PETSc LU, cached per h in the run)."""
         key = float(h)
-        if key not in self._ksp:
+        cache = run.workspace.setdefault("ksp", {})
+        if key not in cache:
             import dolfinx.fem.petsc
 
             PETSc = self._PETSc
-            if len(self._ksp) > 4:
-                self._ksp.pop(next(iter(self._ksp)))
+            if len(cache) > 4:
+                cache.pop(next(iter(cache)))
             self._nu_h.value = self.model.noise * h
             A = dolfinx.fem.petsc.assemble_matrix(self._form_diff)
             A.assemble()
@@ -421,14 +419,14 @@ class FiniteElements(Solver):
             ksp.setType("preonly")
             ksp.getPC().setType("lu")
             b, x = A.createVecRight(), A.createVecLeft()
-            self._ksp[key] = (ksp, A, b, x)
-        ksp, A, b, x = self._ksp[key]
+            cache[key] = (ksp, A, b, x)
+        ksp, A, b, x = cache[key]
         b.array[:] = self.m * rho
         ksp.solve(b, x)
         return x.array.copy()
 
     # -- the Solver contract ------------------------------------------------------------------------------
-    def _initial_state(self, rho0, normalize):
+    def _initial_from_callable(self, run, rho0, normalize):
         check_callable(rho0, "rho0")
         n = max(512, 2 * self.N) if self.model.dim == 2 else max(96, int(2 * np.sqrt(self.N)))
         xq, wq = _reference_quadrature(self.model.dim, n)     # resolves ρ0 at least as well as the mesh
@@ -441,10 +439,23 @@ class FiniteElements(Solver):
         # the nodal interpolant has an O(h²) quadrature defect: rescale to discrete mass exactly 1
         return vals / mass
 
-    def _representation(self):
+    def _initial_from_data(self, run, data, normalize):
+        """Nodal values ρ_i (N,) of a P1 density on this mesh (as ``sol.data[i]``)."""
+        rho = np.asarray(data, dtype=float)
+        if rho.shape != (self.N,):
+            raise ValueError(f"`initial` as nodal values must have shape ({self.N},) (the mesh vertices), got {rho.shape}.")
+        rho, _ = check_density_values(rho, "initial", quadrature_weights=self.w, normalize=normalize)
+        return rho.copy()
+
+    @property
+    def representation(self):
+        """The `P1Field` of this mesh (what a Solution of this solver carries)."""
         return self._rep
 
-    def _to_data(self, state):
+    def _representation(self, run):
+        return self._rep
+
+    def _to_data(self, run, state):
         return np.asarray(state, dtype=float).copy()
 
     def width(self, rho):
@@ -453,7 +464,7 @@ class FiniteElements(Solver):
         frac = float(self.w @ r) ** 2 / float(self.w @ (r * r))
         return frac * 2 * np.pi if self.model.dim == 2 else np.sqrt(frac * 4 * np.pi)
 
-    def _monitor(self, t, state):
+    def _monitor(self, run, t, state):
         cells = self.width(state) / self.h
         if cells < self.width_cells:
             raise UnderResolved(
@@ -461,32 +472,6 @@ class FiniteElements(Solver):
                 f"(< width_cells={self.width_cells:g}, h = {self.h:.3g}). Increase `refinement`, stop earlier, "
                 "or lower width_cells.", t=t, tail=1.0 / cells, tol=1.0 / self.width_cells)
 
-    def _diagnostics(self, t, state):
+    def _diagnostics(self, run, t, state):
         return {"energy": self._rep.energy(self.model.beta, state), "mass": self._rep.mass(state),
                 "min_density": float(np.min(state)), "width_cells": self.width(state) / self.h}
-
-    def solve(self, rho0, t_eval, *, normalize=False, dt=None, cfl=0.5, method="ssprk3", rtol=None, atol=None,
-              progress=None, checkpoint=None, checkpoint_every=30.0):
-        """Evolve ``rho0`` and save at ``t_eval`` (see `solvers.Solver.solve`).
-
-        The scheme is fixed-step SSP-RK3 (not the adaptive pair, whose stages would not keep ρ >= 0):
-        ``dt`` is the outer step (one diffusion solve per step; default min(0.05, the CFL step at
-        t = 0)), subdivided so that every stage has CFL number τ·|L_ii|/m_i <= ``cfl`` (0 < cfl <= 1),
-        which guarantees positivity. ``rtol``/``atol`` do not apply and raise if given.
-        """
-        if method != "ssprk3":
-            raise ValueError(f"`method` must be 'ssprk3' for FiniteElements (positivity needs an SSP scheme), "
-                             f"got {method!r}.")
-        if rtol is not None or atol is not None:
-            raise ValueError("FiniteElements steps under a CFL condition, not an error tolerance: `rtol`/`atol` "
-                             "do not apply; use `dt` and `cfl`.")
-        t_eval = check_times(t_eval)
-        self._cfl = check_real(cfl, "cfl", low=0.0, low_open=True, high=1.0)
-        y0 = self._initial_state(rho0, normalize)
-        if dt is None:
-            L = self.operator(y0)[0]
-            rate = float(np.max(-L[self._diag] / self.m))
-            dt = 0.05 if rate == 0 else min(0.05, self._cfl / rate)
-        dt = check_real(dt, "dt", low=0.0, low_open=True)
-        return self._run(y0, t_eval, progress=progress, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                         fixed_step=self._step, dt=dt)

@@ -23,21 +23,29 @@ Discretisation (pseudo-spectral, ducc0.sht on a Gauss–Legendre grid):
   extra analysis of log K*ρ: slower);
 * ρ_00 (the mass) has derivative exactly 0; noise −ν l(l+1) is the diagonal linear part, applied
   exactly by the integrating factor of `solvers.timestepping`;
-* β = 0: Φ_1 = ρ_1/3, i.e. X = s P_x m (4.1), from `velocity_multipliers` (finite at β = 0).
+* β = 0: Φ_1 = ρ_1/3, i.e. X = s P_x m (4.1), from `velocity_multipliers` (finite at β = 0);
+* ``lmax="auto"`` starts at a coarse degree and, when the spectral tail exceeds ``tail_tol``,
+  continues from the current state at twice the degree (up to ``max_lmax``), keeping checkpoints
+  and partial results across the refinements.
 """
+import copy
+
 import numpy as np
 
 from meanfield._checks import check_callable, check_density_values, check_int
 from meanfield.errors import UnsupportedModel
-from meanfield.kernels import kernel_multipliers, velocity_multipliers
+from meanfield.kernels import minimum_degree
+from meanfield.quadrature import gauss_legendre_grid
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_degrees, alm_power,
-                                                 alm_to_real, gauss_legendre_grid)
+                                                 alm_to_real, real_to_alm)
 
-from .base import Solver
-from .spectral import (DEFAULT_TAIL_TOL, TailMonitor, check_kernel_resolution, energy_diagnostics,
-                       noise_dissipation)
+from .base import Refine, Solver
+from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_kernel_resolution, energy_diagnostics,
+                       noise_dissipation, spectral_tail)
 
 MIN_LMAX = 4
+AUTO_START = 31          # lmax="auto": first degree (raised to the kernel's minimum if needed)
+AUTO_MAX_LMAX = 1023     # lmax="auto": default cap
 
 
 def _good_size(n):
@@ -53,34 +61,51 @@ class SphericalHarmonics(Solver):
     ----------
     model : meanfield.Model with dim = 3 and ``model.is_zonal``.
     lmax : int >= 4, at least `meanfield.kernels.minimum_degree(beta, 3)` (the kernel must be
-        resolved: i_l(β)/i_0(β) < 1e-14 beyond lmax).
+        resolved: i_l(β)/i_0(β) < 1e-14 beyond lmax), or "auto" (start at max(31, that minimum),
+        double on a tail alarm, up to ``max_lmax``; beyond it `UnderResolved`).
     nthreads : int >= 1, threads used by ducc0 (default 1).
     tail_tol : spectral-tail tolerance of `solvers.spectral.TailMonitor` (`UnderResolved` beyond it).
+    max_lmax : cap of ``lmax="auto"`` (default 1023).
     w1 : bool, record W1 to the uniform measure and to the nearest Dirac mass at saved times
         (default False: on S^2 the exact transport LP costs ~0.1–1 s per saved time).
     w1_points : int, size of the quadrature measure used for the W1 diagnostics (default 512;
         W1 to σ uses `mf.w1_to_uniform` with a 1024-point Fibonacci reference, exact LP).
+
+    Notes
+    -----
+    Steppers "dopri5" (default) and "bs32". Initial states: a density callable, a harmonics
+    Solution (continued), or real coefficients clm (2, L+1, L+1) with L <= lmax (as ``sol.data[i]``).
     """
 
-    name = "harmonics"
-
-    def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL, w1=False, w1_points=512):
+    def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL, max_lmax=AUTO_MAX_LMAX, w1=False,
+                 w1_points=512):
         Solver.__init__(self, model)
         if model.dim != 3:
             raise UnsupportedModel(f"SphericalHarmonics solves on S^2: `model.dim` must be 3, got {model.dim} "
                                    "(use solvers.FourierCircle for dim 2).")
         self._require_zonal()
-        self.lmax = L = check_int(lmax, "lmax", low=MIN_LMAX)
-        check_kernel_resolution(model.beta, 3, L, "lmax")
+        self.auto = isinstance(lmax, str)
+        if self.auto:
+            if lmax != "auto":
+                raise ValueError(f"`lmax` must be an integer >= {MIN_LMAX} or 'auto', got {lmax!r}.")
+            self.max_lmax = check_int(max_lmax, "max_lmax", low=MIN_LMAX, high=8191)
+            L = max(AUTO_START, minimum_degree(model.beta, 3))
+            if L > self.max_lmax:
+                raise ValueError(f"`max_lmax`={self.max_lmax} is below the degree {L} needed to resolve the kernel "
+                                 f"at beta={model.beta:g}.")
+        else:
+            L = check_int(lmax, "lmax", low=MIN_LMAX, high=8191)
+            check_kernel_resolution(model.beta, 3, L, "lmax")
+            self.max_lmax = L
         self.nthreads = check_int(nthreads, "nthreads", low=1)
         self.tail = TailMonitor(tail_tol, "lmax")
         self.w1 = bool(w1)
         self.w1_points = check_int(w1_points, "w1_points", low=16)
-        self.s = float(model.v)
-        self.beta = model.beta
-        self.noise = model.noise
-        self.normalized = model.normalized
-        # Gauss–Legendre dealiasing grid: 2·ntheta − 1 >= 3L, nphi >= 3L + 1
+        self._setup(L)
+
+    def _setup(self, L):
+        """The dealiasing Gauss–Legendre grid (2·ntheta − 1 >= 3L, nphi >= 3L + 1) and multipliers."""
+        self.lmax = L
         self.ntheta = (3 * L) // 2 + 1
         self.nphi = _good_size(3 * L + 1)
         self.theta, _, self.points, self.weights = gauss_legendre_grid(self.ntheta, self.nphi)
@@ -91,14 +116,16 @@ class SphericalHarmonics(Solver):
         self._ls, self._ms = ls, ms
         self._m0 = ms == 0
         self._divfac = np.sqrt(ls * (ls + 1.0))           # ∂_tρ_lm = −div(F)_lm = +sqrt(l(l+1)) E_lm[F]
-        if self.normalized:
-            # Φ = log(K*ρ)/β; carry e^{-β}: Z̃ = e^{-β}K*ρ, ∇Φ = ∇(Z̃/β)/Z̃
-            self._kern = kernel_multipliers(self.beta, 3, L, scaled=True)[ls]
-            self._vel = velocity_multipliers(self.beta, 3, L, scaled=True)[ls]
-        else:
-            self._kern = None
-            self._vel = velocity_multipliers(self.beta, 3, L)[ls]
-        self._two = np.empty((2, 1, ls.size), dtype=complex)
+        self.field = SpectralVelocity(self.model, L)
+        self._kern = None if self.field.kernel is None else self.field.kernel[ls]
+        self._vel = self.field.potential[ls]
+
+    def _refine(self, run, t, alm):
+        """The same solver at degree min(2(lmax + 1) − 1, max_lmax), with ``alm`` zero-padded."""
+        finer = copy.copy(self)
+        finer._setup(min(2 * (self.lmax + 1) - 1, self.max_lmax))
+        return finer, real_to_alm(finer._representation(run).embed(alm_to_real(alm, self.lmax)[None],
+                                                                   self._representation(run))[0])
 
     # -- transforms ------------------------------------------------------------------------------------
     def _synth(self, alm):
@@ -124,29 +151,21 @@ class SphericalHarmonics(Solver):
         return self._divfac * e
 
     def _fields(self, alm):
-        """ρ, Z (= e^{-β}K*ρ for SA, None for USA) and the velocity X = s∇Φ on the grid."""
-        if self.normalized:
-            self._two[0, 0] = alm
-            self._two[1, 0] = self._kern * alm
-            from ducc0.sht import synthesis
-
-            maps = synthesis(alm=self._two, spin=0, nthreads=self.nthreads, **self._geom)
-            rho = maps[0, 0].reshape(self.ntheta, self.nphi)
-            z = maps[1, 0].reshape(self.ntheta, self.nphi)
-            x = self._grad(self._vel * alm)
-            x *= self.s / z
-            return rho, z, x
-        rho = self._synth(alm[None])[0]
-        x = self._grad(self._vel * alm)
-        if self.s != 1.0:
-            x *= self.s
-        return rho, None, x
+        """ρ, Z̃ (= e^{-β}K*ρ for SA, None for USA) and the velocity X = s∇Φ on the grid."""
+        if self._kern is not None:
+            rho, z = self._synth(np.stack([alm, self._kern * alm]))
+        else:
+            rho, z = self._synth(alm[None])[0], None
+        return rho, z, self.field.velocity(self._grad(self._vel * alm), z)
 
     # -- Solver contract ---------------------------------------------------------------------------
-    def _representation(self):
+    def _representation(self, run):
         return SphericalHarmonicSeries(self.lmax, self.nthreads)
 
-    def _initial_state(self, rho0, normalize):
+    def _stats(self, run):
+        return {"lmax_final": self.lmax}
+
+    def _initial_from_callable(self, run, rho0, normalize):
         """Project ρ0 on degrees <= lmax by Gauss–Legendre quadrature with 2·lmax + 2 rings (aliasing
         only from degrees > 3·lmax); checks finiteness, ρ0 >= 0 on the grid and mass 1 (1e-6)."""
         from ducc0.sht import analysis_2d
@@ -166,8 +185,25 @@ class SphericalHarmonics(Solver):
         alm[self._m0] = alm[self._m0].real
         return alm
 
-    def _rhs(self, t, alm):
-        """−div_S(ρX) projected on degrees <= lmax (SPEC L3); 3 (USA) or 3 + one extra scalar (SA) transforms."""
+    def _initial_from_data(self, run, data, normalize):
+        """Real σ-orthonormal coefficients clm (2, J+1, J+1), J <= lmax (as ``sol.data[i]``)."""
+        c = np.asarray(data)
+        if (c.ndim != 3 or c.shape[0] != 2 or c.shape[1] != c.shape[2] or c.shape[1] > self.lmax + 1
+                or not np.isrealobj(c) or not np.all(np.isfinite(c))):
+            raise ValueError(f"`initial` as coefficients must be a finite real array clm of shape (2, J+1, J+1) with "
+                             f"J <= lmax={self.lmax}, got shape {c.shape}.")
+        mass = float(c[0, 0, 0])
+        if mass <= 0:
+            raise ValueError(f"`initial`: the mass clm[0, 0, 0] must be positive, got {mass!r}.")
+        if normalize:
+            c = c / mass
+        elif abs(mass - 1.0) > 1e-6:
+            raise ValueError(f"`initial`: the mass clm[0, 0, 0] must be 1 within 1e-6, got {mass!r}; pass normalize=True.")
+        rep = self._representation(run)
+        return real_to_alm(rep.embed(c[None], SphericalHarmonicSeries(c.shape[1] - 1))[0])
+
+    def _rhs(self, run, t, alm):
+        """−div_S(ρX) projected on degrees <= lmax ((3.1)); 3 (USA) or 3 + one extra scalar (SA) transforms."""
         rho, _, x = self._fields(alm)
         x *= rho[None]
         d = self._div_coefficients(x)
@@ -175,19 +211,25 @@ class SphericalHarmonics(Solver):
         d[self._m0] = d[self._m0].real
         return d
 
-    def _linear(self):
-        if self.noise == 0.0:
+    def _linear(self, run):
+        if self.model.noise == 0.0:
             return None
-        return -self.noise * self._ls * (self._ls + 1.0)
+        return -self.model.noise * self._ls * (self._ls + 1.0)
 
-    def _to_data(self, alm):
+    def _to_data(self, run, alm):
         return alm_to_real(alm, self.lmax)
 
-    def _monitor(self, t, alm):
-        self.tail.check(t, alm_power(alm, self.lmax), self.lmax)
+    def _monitor(self, run, t, alm):
+        power = alm_power(alm, self.lmax)
+        if self.auto and self.lmax < self.max_lmax:
+            tail = float(spectral_tail(power))
+            if not tail <= self.tail.tol:
+                raise Refine(t, alm.copy(), f"spectral tail {tail:.3g}")
+            return
+        self.tail.check(t, power, self.lmax)
 
     def velocity(self, alm):
-        """The velocity X = s∇Φ (SPEC L3) on the dealiasing grid (``self.points``) for ducc0
+        """The velocity X = s∇Φ ((3.7)/(3.10)) on the dealiasing grid (``self.points``) for ducc0
         coefficients ``alm``: array (2, ntheta, nphi) of the components along e_θ and e_φ."""
         return self._fields(np.asarray(alm, dtype=complex))[2]
 
@@ -195,52 +237,46 @@ class SphericalHarmonics(Solver):
         """ρ, Z̃ and X on a finer Gauss–Legendre grid (2·lmax + 2 rings), independent of the RHS grid."""
         from ducc0.sht import synthesis_2d, synthesis_2d_deriv1
 
-        if not hasattr(self, "_fine"):
-            nt, nphi = 2 * self.lmax + 2, _good_size(4 * self.lmax + 4)
-            self._fine = (nt, nphi, gauss_legendre_grid(nt, nphi)[3])
-        nt, nphi, w = self._fine
+        nt, nphi = 2 * self.lmax + 2, _good_size(4 * self.lmax + 4)
+        w = gauss_legendre_grid(nt, nphi)[3]
         kw = dict(lmax=self.lmax, geometry="GL", ntheta=nt, nphi=nphi, nthreads=self.nthreads)
         rho = synthesis_2d(alm=alm[None], spin=0, **kw)[0]
-        x = synthesis_2d_deriv1(alm=(self._vel * alm)[None], **kw) * self.s
-        z = None
-        if self.normalized:
-            z = synthesis_2d(alm=(self._kern * alm)[None], spin=0, **kw)[0]
-            x /= z
+        z = None if self._kern is None else synthesis_2d(alm=(self._kern * alm)[None], spin=0, **kw)[0]
+        x = self.field.velocity(synthesis_2d_deriv1(alm=(self._vel * alm)[None], **kw), z)
         return rho, z, x, w
 
-    def _diagnostics(self, t, alm):
-        """Mass, E_β, min ρ (grid), spectral tail, dE/dt of the discrete flow vs the identity of SPEC L5
+    def _diagnostics(self, run, t, alm):
+        """Mass, E_β, min ρ (grid), spectral tail, dE/dt of the discrete flow vs the identity (3.6)
         (evaluated by quadrature on a finer, independent grid), and optionally W1."""
         L = self.lmax
+        beta = self.model.beta
         power = alm_power(alm, L)
-        dalm = self._rhs(t, alm)
-        lin = self._linear()
+        dalm = self._rhs(run, t, alm)
+        lin = self._linear(run)
         if lin is not None:
             dalm = dalm + lin * alm
         rho_grid = self._synth(alm[None])[0]
         rho, z, x, w = self._fine_fields(alm)
         speed2 = x[0] ** 2 + x[1] ** 2
-        if self.normalized:
-            integrand = rho * z * speed2 * (np.exp(self.beta) if self.beta > 0 else 1.0)
+        if z is not None:
+            integrand = rho * z * speed2 * (np.exp(beta) if beta > 0 else 1.0)
         else:
             integrand = rho * speed2
-        ident = self.s * float(np.sum(w * integrand)) + noise_dissipation(self.beta, 3, self.noise, power)
-        out = energy_diagnostics(self.beta, 3, power, alm_cross(alm, dalm, L), ident)
-        from .spectral import spectral_tail
-
+        ident = self.field.s * float(np.sum(w * integrand)) + noise_dissipation(beta, 3, self.model.noise, power)
+        out = energy_diagnostics(beta, 3, power, alm_cross(alm, dalm, L), ident)
         out.update({"mass": float(alm[0].real / np.sqrt(4 * np.pi)), "min_density": float(rho_grid.min()),
-                    "spectral_tail": float(spectral_tail(power))})
+                    "spectral_tail": float(spectral_tail(power)), "lmax": float(L)})
         if self.w1:
             from meanfield.wasserstein import w1_to_dirac, w1_to_uniform
 
             meas = SphericalHarmonicSeries(L).measure(alm_to_real(alm, L), n=self.w1_points)
-            out["w1_uniform"] = float(w1_to_uniform(meas, n_reference=1024))
-            out["w1_dirac"] = float(w1_to_dirac(meas))
+            out["w1_to_uniform"] = float(w1_to_uniform(meas, n_reference=1024))
+            out["w1_to_dirac"] = float(w1_to_dirac(meas))
         return out
 
     def alm_of(self, rho0, normalize=False):
         """The ducc0 a_lm of the projection of ``rho0`` (as the initial state of `solve`)."""
-        return self._initial_state(rho0, normalize)
+        return self.start(rho0, normalize=normalize).y0
 
 
 __all__ = ["SphericalHarmonics"]

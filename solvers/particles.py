@@ -26,7 +26,7 @@ with P_x y = y − ⟨x, y⟩x. Equal weights w_j = 1/n give (SA) and (USA) exac
 import numpy as np
 from scipy.linalg import expm
 
-from meanfield._checks import check_int, check_points, check_real, check_times, check_weights
+from meanfield._checks import check_int, check_points, check_real, check_weights
 from meanfield.diagnostics import clustered_pair_fraction, count_clusters, w1_to_nearest_dirac
 from meanfield.errors import UnsupportedModel
 from meanfield.representations.particles import ParticleCloud
@@ -43,7 +43,7 @@ class Particles(Solver):
 
     Parameters
     ----------
-    model : `meanfield.Model` (any dim, any heads; noise ν adds sqrt(2ν)·P_x∘dB, SPEC L4).
+    model : `meanfield.Model` (any dim, any heads; noise ν adds sqrt(2ν)·P_x∘dB, docs/mathematics.md §6).
     chunk : int >= 1
         Block size of the pairwise sums (memory O(n·d + chunk²) per realisation).
     diagnostics : "auto" | "full" | "none"
@@ -53,9 +53,26 @@ class Particles(Solver):
         three (O(n²) per saved time and a loop over realisations for W1); "none" nothing.
     delta : float in (0, 2]
         Tolerance δ of the cluster diagnostics (⟨x_i, x_j⟩ >= 1 − δ), default 1e-3 (Figure 3).
+
+    Notes
+    -----
+    ``solve(x0, t_eval, weights=None, rng=None, ...)``: ``x0`` positions (n, d) or (B, n, d) (B
+    realisations sharing the weights, computed in one vectorised evaluation), a ``(points, weights)``
+    pair, or a particle Solution (continued). Steppers: "dopri5" (default without noise) and "bs32"
+    with the retraction x ← x/|x|; "euler-maruyama" (default with noise: the projected Stratonovich
+    SDE, weak order 1) and "euler-normalize" (the authors' x ← N(x + dt·Σ_h A_h V_h x), docs §1).
+    ``scheme="adaptive" | "euler-normalize"`` is accepted as another name for ``method``. Options:
+    ``weights`` (n,) non-negative summing to 1 (default 1/n); ``rng`` seed or Generator for the
+    noise; ``domain="euclidean"`` for the R^d dynamics ẋ_i = Σ_j P_ij V x_j of the companion paper
+    (β multiplies ⟨Qx, Ky⟩); ``rescaled=True`` (euclidean, one head, adaptive) integrates
+    z_i = e^{−tV}x_i ((9.2)–(9.3)); ``rescale_time=True`` ((USA)) integrates in τ = e^β t, required
+    for β > 690. Failures (NaN/inf) raise `NonFiniteState` naming t and the step, with ``.solution``.
     """
 
-    name = "particles"
+    steppers = ("dopri5", "bs32", "euler-maruyama", "euler-normalize")
+    solve_options = {"weights": None, "rng": None, "domain": "sphere", "rescaled": False, "rescale_time": False}
+    positional_options = ("weights", "rng")
+    retracts = True
 
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3):
         super().__init__(model)
@@ -73,85 +90,41 @@ class Particles(Solver):
             scalar_v = bool(np.allclose(V, v * np.eye(d), rtol=0, atol=_EYE_TOL))
             self._heads.append({"M": None if identity else M, "V": V, "v": v if scalar_v else None,
                                 "norm": 1.0 if identity else float(np.linalg.norm(M, 2))})
-        # solve-time settings (defaults for `velocity`)
-        self._weights = None
-        self._domain = "sphere"
-        self._rescaled = False
-        self._log_time_factor = 0.0
 
     # -- the vector field ------------------------------------------------------------------------
-    def _shift_kind(self, head, x):
+    def _shift_kind(self, head, x, domain):
         """'none', 'fixed' (c = β, zonal) or 'running' (log-sum-exp) for this head and state."""
         beta = self.model.beta
-        if self._domain == "sphere":
+        if domain == "sphere":
             if beta * head["norm"] <= _NO_SHIFT_MAX:
                 return "none"
             return "fixed" if head["M"] is None else "running"
         r2 = float(np.max(np.einsum("...d,...d->...", x, x)))
         return "none" if beta * head["norm"] * r2 <= _NO_SHIFT_MAX else "running"
 
-    def _attention_sums(self, x, head, w, beta):
-        """S_i = Σ_j w_j e^{β⟨x_i, M x_j⟩ − c_i} [V x_j, 1] and the shift c_i (0-d if fixed), in blocks."""
+    def _attention_sums(self, x, head, w, domain):
+        """S_i = Σ_j w_j e^{β⟨x_i, M x_j⟩ − c_i} [V x_j, 1] and the shift c_i (0-d if fixed), in blocks
+        of the shared kernel-sum engine."""
+        from meanfield.kernelsums import kernel_sums
+
         M, V = head["M"], head["V"]
-        n, d = x.shape[-2:]
-        xq = x if M is None else x @ M                     # row i: (M^T x_i)^T, so xq_i · x_j = ⟨x_i, M x_j⟩
-        if beta != 1.0:
-            xq = beta * xq
+        d = x.shape[-1]
         vals = x * head["v"] if head["v"] is not None else x @ V.T
         rhs = np.empty(x.shape[:-1] + (d + 1,))
         np.multiply(vals, w[:, None], out=rhs[..., :d])
         rhs[..., d] = w
-        xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
-        kind = self._shift_kind(head, x)
-        lead = x.shape[:-2]
-        bs = min(self.chunk, n)
-        if bs == n and kind != "running" and int(np.prod(lead)) * n * n <= 4 * self.chunk ** 2:
-            # one block (small clouds, possibly many realisations): no accumulation
-            L = xq @ xt
-            if kind == "fixed":
-                L -= beta
-            np.exp(L, out=L)
-            return L @ rhs, np.float64(beta if kind == "fixed" else 0.0)
-        if lead and int(np.prod(lead)) > 1 and int(np.prod(lead)) * bs * bs > 4 * self.chunk ** 2:
-            # many realisations of a large cloud: slice the batch to keep memory O(chunk²)
-            xf, wf = x.reshape((-1, n, d)), w
-            per = max(1, 4 * self.chunk ** 2 // (bs * bs))
-            parts = [self._attention_sums(xf[s:s + per], head, wf, beta) for s in range(0, xf.shape[0], per)]
-            acc = np.concatenate([p[0] for p in parts]).reshape(lead + (n, d + 1))
-            if kind == "running":
-                return acc, np.concatenate([p[1] for p in parts]).reshape(lead + (n,))
-            return acc, parts[0][1]
-        acc = np.zeros(lead + (n, d + 1))
-        c = np.zeros(lead + (n,)) if kind == "running" else np.float64(beta if kind == "fixed" else 0.0)
-        if kind == "running":
-            c[...] = -np.inf
-        blocks = [(s, min(s + bs, n)) for s in range(0, n, bs)]
-        for a, b in blocks:
-            for a2, b2 in blocks:
-                L = xq[..., a:b, :] @ xt[..., :, a2:b2]
-                if kind == "fixed":
-                    L -= beta
-                elif kind == "running":
-                    m_new = np.maximum(c[..., a:b], L.max(axis=-1))
-                    with np.errstate(invalid="ignore"):
-                        acc[..., a:b, :] *= np.exp(c[..., a:b] - m_new)[..., None]
-                    c[..., a:b] = m_new
-                    L -= m_new[..., None]
-                np.exp(L, out=L)
-                acc[..., a:b, :] += L @ rhs[..., a2:b2, :]
-        return acc, c
+        return kernel_sums(x, x, rhs, self.model.beta, M=M, shift=self._shift_kind(head, x, domain), chunk=self.chunk)
 
-    def _field(self, x, w, project):
+    def _field(self, run, x, w, project, domain="sphere", log_time_factor=0.0):
         """Σ_h (attention output) at the particles x, projected onto the tangent spaces if asked."""
-        beta = self.model.beta
         out = None
+        d = x.shape[-1]
         for head in self._heads:
-            acc, c = self._attention_sums(x, head, w, beta)
-            d = x.shape[-1]
+            acc, c = self._attention_sums(x, head, w, domain)
             if self.model.normalized:
                 y = acc[..., :d] / acc[..., d:]
             else:
-                scale = np.exp(np.asarray(c) - self._log_time_factor)
+                scale = np.exp(np.asarray(c) - log_time_factor)
                 y = acc[..., :d] * (scale[..., None] if np.ndim(scale) else scale)
             out = y if out is None else out + y
         if project:
@@ -159,57 +132,129 @@ class Particles(Solver):
         return out
 
     def velocity(self, x, weights=None, *, rescale_time=False):
-        """X[μ](x_i) at the particles (SPEC (2.3)/(2.7)/(3.2), L4): x (n, d) or (B, n, d) on the sphere.
+        """X[μ](x_i) at the particles ((2.3)/(2.7)/(3.2)): x (n, d) or (B, n, d) on the sphere.
 
         ``weights`` (n,) default 1/n. With ``rescale_time=True`` ((USA) only) returns e^{−β}X, the
         velocity in τ = e^β t (finite for every β).
         """
-        saved = self._domain, self._log_time_factor
-        self._domain = "sphere"
-        self._log_time_factor = self.model.beta if (rescale_time and not self.model.normalized) else 0.0
-        try:
-            x = self._check_x(x, normalize=False)
-            w = check_weights(weights, x.shape[-2])
-            return self._field(x, w, project=True)
-        finally:
-            self._domain, self._log_time_factor = saved
+        x = check_points(x, "x0", dim=self.model.dim, min_ndim=2)
+        w = check_weights(weights, x.shape[-2])
+        shift = self.model.beta if (rescale_time and not self.model.normalized) else 0.0
+        return self._field(None, x, w, project=True, log_time_factor=shift)
 
-    def _rhs(self, t, y):
-        w = self._weights
-        if self._domain == "sphere":
-            return self._field(y, w, project=True)
-        if not self._rescaled:
-            return self._field(y, w, project=False)
+    def _choose_method(self, method, options):
+        scheme = options.pop("scheme", None)
+        if scheme is not None:
+            if scheme not in ("adaptive", "euler-normalize"):
+                raise ValueError(f"`scheme` must be 'adaptive' or 'euler-normalize', got {scheme!r}.")
+            if method is not None:
+                raise ValueError("pass either `method` or `scheme`, not both.")
+            if scheme == "euler-normalize":
+                return scheme
+        if method is None:
+            return "euler-maruyama" if self.model.noise > 0 else "dopri5"
+        return method
+
+    def _configure(self, run):
+        o = run.options
+        domain, rescaled = o["domain"], o["rescaled"]
+        if domain not in ("sphere", "euclidean"):
+            raise ValueError(f"`domain` must be 'sphere' or 'euclidean', got {domain!r}.")
+        if not isinstance(rescaled, (bool, np.bool_)):
+            raise ValueError(f"`rescaled` must be True or False, got {rescaled!r}.")
+        if rescaled and domain != "euclidean":
+            raise ValueError("`rescaled=True` (z = e^{-tV} x, (9.2)-(9.3)) needs domain='euclidean'.")
+        if rescaled and len(self.model.heads) != 1:
+            raise UnsupportedModel("`rescaled=True` needs a single head (one value matrix V).")
+        adaptive = run.method in ("dopri5", "bs32")
+        if rescaled and not adaptive:
+            raise ValueError("`rescaled=True` is only available with the adaptive methods (and without noise).")
+        if self.model.noise > 0 and adaptive:
+            raise ValueError(f"`method`={run.method!r} is deterministic; particles with noise > 0 use "
+                             "method='euler-maruyama' (default) or 'euler-normalize'.")
+        beta = self.model.beta
+        if o["rescale_time"]:
+            if self.model.normalized:
+                raise ValueError("`rescale_time=True` is for (USA) only (normalized=False); (SA) velocities are bounded.")
+            run.log_time_factor = beta
+        else:
+            run.log_time_factor = 0.0
+            if (not self.model.normalized and domain == "sphere"
+                    and beta * max(h["norm"] for h in self._heads) > _EXP_MAX):
+                raise ValueError(f"(USA) with `beta`={beta:g}: the velocity is of size e^beta, beyond float64 for "
+                                 f"beta > {_EXP_MAX:g}. Pass rescale_time=True to integrate in tau = e^beta t.")
+        run.domain, run.rescaled = domain, bool(rescaled)
+        run.retracts = domain == "sphere"
+
+    def _rhs(self, run, t, y):
+        w, domain = run.weights, run.domain
+        if domain == "sphere":
+            return self._field(run, y, w, True, domain, run.log_time_factor)
+        if not run.rescaled:
+            return self._field(run, y, w, False, domain)
         # rescaled form (9.2)–(9.3): x = e^{tV} z, ż_i = −V z_i + e^{−tV} Σ_j A_ij V x_j
-        E = expm(t * self._V)
-        x = y @ E.T
-        f = self._field(x, w, project=False)
-        return -(y @ self._V.T) + f @ np.linalg.inv(E).T
+        V = self.model.V
+        E = expm(t * V)
+        f = self._field(run, y @ E.T, w, False, domain)
+        return -(y @ V.T) + f @ np.linalg.inv(E).T
+
+    def _euler_velocity(self, run, t, y):
+        """The authors' unprojected update direction Σ_h A_h V_h x (euler-normalize)."""
+        if run.domain != "sphere":
+            return self._rhs(run, t, y)
+        return self._field(run, y, run.weights, False, run.domain, run.log_time_factor)
+
+    def _tangent_noise(self, run, y, xi):
+        if run.domain == "sphere":
+            xi -= np.einsum("...d,...d->...", y, xi)[..., None] * y
+        return xi
 
     # -- Solver contract -------------------------------------------------------------------------
-    def _representation(self):
-        return ParticleCloud(self._weights, self.model.dim, domain=self._domain)
+    def _initial_from_data(self, run, x0, normalize, weights=None):
+        x = self._check_x(x0, normalize, run.domain)
+        w = run.options["weights"] if weights is None else weights
+        if weights is not None and run.options["weights"] is not None:
+            raise ValueError("`weights` given twice: in the (points, weights) pair and as `weights`.")
+        run.weights = check_weights(w, x.shape[-2], normalize=normalize)
+        return x
 
-    def _retract(self, y):
+    def _initial_from_measure(self, run, points, weights, normalize):
+        return self._initial_from_data(run, points, normalize, weights=np.asarray(weights, dtype=float))
+
+    def _initial_from_callable(self, run, rho0, normalize):
+        raise ValueError("`x0` must be particle positions (n, d) or (B, n, d), a (points, weights) pair or a particle "
+                         "Solution; to start from a density, draw particles with meanfield.sample(density, n, dim).")
+
+    def _initial_from_solution(self, run, sol):
+        if sol.representation.name != "particles":
+            raise ValueError(f"`x0` is a {sol.representation.name!r} Solution; continue it with its own solver, or "
+                             "sample its last measure: meanfield.sample / sol.measure(-1).")
+        w = sol.weights if run.options["weights"] is None else None
+        return self._initial_from_data(run, sol.positions[-1], False, weights=w)
+
+    def _representation(self, run):
+        return ParticleCloud(run.weights, self.model.dim, domain=run.domain)
+
+    def _retract(self, run, y):
         return y / np.linalg.norm(y, axis=-1, keepdims=True)
 
-    def _diagnostics(self, t, y):
+    def _diagnostics(self, run, t, y):
         level = self.diagnostics_level
         out = {}
-        if level == "none" or self._domain != "sphere":
+        if level == "none" or run.domain != "sphere":
             return out
         n = y.shape[-2]
         if level == "full" or n <= 4096:
             out["clustered_fraction"] = clustered_pair_fraction(y, self.delta, chunk=self.chunk)
             out["clusters"] = count_clusters(y, self.delta, chunk=self.chunk)
         if level == "full" or (y.ndim == 2 and n <= 1024):
-            out["w1_to_dirac"] = w1_to_nearest_dirac(y, self._weights)
+            out["w1_to_dirac"] = w1_to_nearest_dirac(y, run.weights)
         return out
 
-    def _check_x(self, x0, normalize):
+    def _check_x(self, x0, normalize, domain):
         d = self.model.dim
         name = "x0"
-        if self._domain == "sphere":
+        if domain == "sphere":
             x = check_points(x0, name, dim=d, normalize=normalize, min_ndim=2)
         else:
             try:
@@ -223,102 +268,3 @@ class Particles(Solver):
         if x.ndim not in (2, 3) or x.shape[-2] < 1:
             raise ValueError(f"`{name}` must have shape (n, {d}) or (B, n, {d}) with n >= 1, got {x.shape}.")
         return x
-
-    # -- the driver ------------------------------------------------------------------------------
-    def solve(self, x0, t_eval, weights=None, rng=None, *, normalize=False, scheme="adaptive", dt=None,
-              rtol=1e-8, atol=1e-10, method="dopri5", progress=None, checkpoint=None, checkpoint_every=30.0,
-              max_step=np.inf, first_step=None, domain="sphere", rescaled=False, rescale_time=False):
-        """Evolve particles x0 and save at ``t_eval``.
-
-        Parameters
-        ----------
-        x0 : (n, d) or (B, n, d) array
-            Initial positions (B independent realisations share the weights and are computed in one
-            vectorised evaluation). On the sphere they must be unit vectors within 1e-10 unless
-            ``normalize=True``.
-        t_eval : 1-D array, strictly increasing, starting at 0.
-        weights : (n,) non-negative, summing to 1 (default 1/n); rescaled if ``normalize=True``.
-        rng : seed or numpy Generator for the noise (model.noise > 0).
-        scheme : "adaptive" (default: dopri5/bs32 with error control and retraction; with noise the
-            Euler–Maruyama step of SPEC L4 with step ``dt``) or "euler-normalize" (the authors'
-            x ← N(x + dt·Σ_h A_h V_h x), no projection before normalising, SPEC §1.2).
-        dt : step of the fixed-step schemes (default 0.1 for euler-normalize, 0.01 with noise).
-        rtol, atol, method, progress, checkpoint, checkpoint_every, max_step, first_step : see
-            `solvers.Solver.solve`.
-        domain : "sphere" (default) or "euclidean": the R^d dynamics ẋ_i = Σ_j P_ij V x_j without
-            projection or normalisation (§11.2, [003] (1)–(2); β multiplies ⟨Qx, Ky⟩).
-        rescaled : with domain="euclidean" and one head: integrate z_i = e^{−tV} x_i, which solves
-            (9.2)–(9.3) / [003] (4); the saved positions are then z.
-        rescale_time : (USA) integrate in τ = e^β t (velocity e^{−β}X^U, exact): ``t_eval`` and
-            ``sol.t`` are then values of τ. Required for β > 690 on the sphere.
-
-        Returns
-        -------
-        Solution with a `ParticleCloud`: ``positions`` (T, n, d) or (T, B, n, d), ``weights``,
-        ``energy`` (T,) or (T, B), and ``diagnostics`` (see the class docstring). Failures
-        (NaN/inf) raise `NonFiniteState` naming t and the step, with ``.solution``.
-        """
-        if domain not in ("sphere", "euclidean"):
-            raise ValueError(f"`domain` must be 'sphere' or 'euclidean', got {domain!r}.")
-        if scheme not in ("adaptive", "euler-normalize"):
-            raise ValueError(f"`scheme` must be 'adaptive' or 'euler-normalize', got {scheme!r}.")
-        if not isinstance(rescaled, (bool, np.bool_)):
-            raise ValueError(f"`rescaled` must be True or False, got {rescaled!r}.")
-        if rescaled and domain != "euclidean":
-            raise ValueError("`rescaled=True` (z = e^{-tV} x, (9.2)-(9.3)) needs domain='euclidean'.")
-        if rescaled and len(self.model.heads) != 1:
-            raise UnsupportedModel("`rescaled=True` needs a single head (one value matrix V).")
-        if rescaled and scheme != "adaptive":
-            raise ValueError("`rescaled=True` is only available with scheme='adaptive'.")
-        self._domain = domain
-        self._rescaled = bool(rescaled)
-        self._V = self.model.V
-        beta = self.model.beta
-        if rescale_time:
-            if self.model.normalized:
-                raise ValueError("`rescale_time=True` is for (USA) only (normalized=False); (SA) velocities are bounded.")
-            self._log_time_factor = beta
-        else:
-            self._log_time_factor = 0.0
-            if (not self.model.normalized and domain == "sphere"
-                    and beta * max(h["norm"] for h in self._heads) > _EXP_MAX):
-                raise ValueError(f"(USA) with `beta`={beta:g}: the velocity is of size e^beta, beyond float64 for "
-                                 f"beta > {_EXP_MAX:g}. Pass rescale_time=True to integrate in tau = e^beta t.")
-        t_eval = check_times(t_eval)
-        x = self._check_x(x0, normalize)
-        n = x.shape[-2]
-        self._weights = check_weights(weights, n, normalize=normalize)
-        noise = self.model.noise
-        if dt is not None:
-            dt = check_real(dt, "dt", low=0.0, low_open=True)
-        opts = dict(rtol=rtol, atol=atol, method=method, progress=progress, checkpoint=checkpoint,
-                    checkpoint_every=checkpoint_every, max_step=max_step, first_step=first_step)
-        if noise == 0.0 and scheme == "adaptive":
-            self._has_retract = domain == "sphere"
-            return self._run(x, t_eval, **opts)
-        if rescaled:
-            raise ValueError("`rescaled=True` is not available with noise.")
-        if dt is None:
-            dt = 0.1 if noise == 0.0 else 0.01
-        gen = np.random.default_rng(rng)
-        step = self._make_step(scheme, noise, gen)
-        return self._run(x, t_eval, fixed_step=step, dt=dt, **opts)
-
-    def _make_step(self, scheme, noise, gen):
-        """One fixed step y ← N(y + h·F(y) + sqrt(2νh)·P_y ξ) (sphere) or its R^d analogue."""
-        sphere = self._domain == "sphere"
-        project = scheme == "adaptive" and sphere   # euler-normalize: the authors' unprojected update
-        w = self._weights
-        amp = np.sqrt(2.0 * noise)
-
-        def step(t, y, h):
-            with np.errstate(over="ignore", invalid="ignore"):   # non-finite states are reported by the driver
-                y_new = y + h * self._field(y, w, project=project)
-            if noise > 0.0:
-                xi = gen.standard_normal(y.shape)
-                if sphere:
-                    xi -= np.einsum("...d,...d->...", y, xi)[..., None] * y
-                y_new += amp * np.sqrt(h) * xi
-            return self._retract(y_new) if sphere else y_new
-
-        return step

@@ -80,3 +80,36 @@ def energy_diagnostics(beta, dim, power, cross, rate_identity):
     scale = max(abs(rate), abs(ident))
     err = abs(rate - ident) / scale if scale > 0 else 0.0
     return {"energy": energy, "energy_rate": rate, "energy_rate_identity": ident, "energy_rate_error": err}
+
+
+class SpectralVelocity:
+    """The velocity X = s∇_S Φ of a spectral density (docs/mathematics.md §2–§3), shared by the
+    Fourier, spherical-harmonic, Gegenbauer and FEM-spectral paths.
+
+    With Z̃ = e^{−β}K*ρ (degree-l multipliers ``kernel`` = a_l(β)e^{−β}) and the scaled potential
+    Ψ̃ = e^{−β}K*ρ/β (multipliers ``potential`` = a_l(β)e^{−β}/β, finite at β = 0),
+
+        (SA)   Φ = (1/β) log K*ρ:   X = s ∇Ψ̃ / Z̃            ((3.4), (3.7)),
+        (USA)  Φ = K*ρ/β:           X = s e^{β} ∇Ψ̃          ((3.10)),
+
+    so e^{β} never appears for (SA). A basis synthesises ∇Ψ̃ (and Z̃ for (SA)) and calls `velocity`.
+    """
+
+    def __init__(self, model, lmax):
+        from meanfield.kernels import kernel_multipliers, velocity_multipliers
+
+        self.s = float(model.v)
+        self.beta = model.beta
+        self.normalized = bool(model.normalized)
+        self.potential = velocity_multipliers(self.beta, model.dim, lmax, scaled=True)
+        self.kernel = kernel_multipliers(self.beta, model.dim, lmax, scaled=True) if self.normalized else None
+        self.usa_factor = self.s * (np.exp(self.beta) if self.beta > 0 else 1.0)
+
+    def velocity(self, grad, z=None, log_shift=0.0):
+        """X from ∇Ψ̃ (``grad``, any layout) and, for (SA), Z̃ (``z``, broadcastable to ``grad``);
+        ``log_shift``: the sums were taken with e^{−(β + log_shift)} instead of e^{−β} ((USA) only)."""
+        if self.normalized:
+            return grad * (self.s / z)
+        if np.ndim(log_shift) == 0 and log_shift == 0.0:
+            return grad * self.usa_factor
+        return grad * (self.s * np.exp(self.beta + log_shift))

@@ -136,11 +136,13 @@ def _start(y0, t_eval, callback):
 
 def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear=None, retract=None,
               monitor=None, callback=None, first_step=None, max_step=np.inf, progress=None, desc=None,
-              max_rejections=60):
+              max_rejections=60, stable_step=None):
     """Advance du/dt = linear·u + fun(t, u) from u(t_eval[0]) = y0, saving at every t_eval.
 
     See the module docstring. ``fun`` maps (t, u) to an array of u's shape and dtype; ``linear`` is
-    None or a diagonal (an array broadcastable to u). Returns an `IntegrationResult`.
+    None or a diagonal (an array broadcastable to u). ``stable_step(u)``, if given, bounds the step
+    after every accepted step (the explicit pair's stability limit, e.g. an advective CFL bound).
+    Returns an `IntegrationResult`.
     """
     c, A, b, b_hat, order = TABLEAUX[method]
     A = [np.asarray(row) for row in A]
@@ -178,6 +180,8 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
             h = _select_initial_step(fun, t, y, k1 + (0 if L is None else L * y), order, rtol, atol,
                                      t_eval[1] - t)
         h = min(h, max_step)
+        cap = max_step if stable_step is None else min(max_step, stable_step(y))
+        h = min(h, cap)
         rejections = 0
         while next_index < t_eval.size:
             target = t_eval[next_index]
@@ -228,7 +232,8 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
                 res.nrejected += 1
                 h = h_try * max(MIN_FACTOR, SAFETY * err_norm ** (-1.0 / order))
                 if h < 1e-14 * max(1.0, abs(t)) or rejections > 10 * max_rejections:
-                    res.status, res.message = -3, f"step size underflow at t={t:.6g} (h={h:.3g})"
+                    res.status, res.message = -3, (f"step size underflow at t={t:.6g} (h={h:.3g}): the error "
+                                                   "control cannot meet rtol/atol")
                     break
                 continue
             # accept
@@ -244,9 +249,11 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
                 bar.update(t_new - t)
             t, y = t_new, y_new
             factor = MAX_FACTOR if err_norm == 0 else min(MAX_FACTOR, SAFETY * err_norm ** (-1.0 / order))
-            h_next = min(h_try * max(MIN_FACTOR, factor), max_step)
+            if stable_step is not None:
+                cap = min(max_step, stable_step(y))
+            h_next = min(h_try * max(MIN_FACTOR, factor), cap)
             # do not let a short landing step shrink the proposal
-            h = max(h_next, h) if lands and h_try < h else h_next
+            h = min(max(h_next, h), cap) if lands and h_try < h else h_next
             if monitor is not None:
                 try:
                     monitor(t, y)
@@ -322,3 +329,177 @@ def integrate_fixed(step, y0, t_eval, dt, *, monitor=None, callback=None, progre
             bar.close()
     res.wall_time = time.perf_counter() - start
     return res
+
+
+# -- named steppers ------------------------------------------------------------------------------
+class Stepper:
+    """A named time stepper: what `solvers.Solver.solve(..., method=name)` runs.
+
+    Contract (like scipy's ``OdeSolver``):
+
+    1. ``name``: the key in `STEPPERS`; ``options``: the keyword options it accepts, with defaults
+       (a solver may override a default through its ``stepper_defaults``).
+    2. ``needs``: the solver hooks it calls besides ``_rhs`` (checked by `check`).
+    3. ``integrate(run, y0, t_eval, callback, progress, desc)`` advances the run's state and returns
+       an `IntegrationResult`; the solver's hooks are reached through the `solvers.base.Run`.
+    """
+
+    name = None
+    adaptive = False
+    options = {}
+    needs = ()
+
+    def check(self, solver):
+        missing = [h for h in self.needs if not callable(getattr(solver, h, None))]
+        if missing:
+            raise ValueError(f"`method`={self.name!r} needs {', '.join(missing)}, which {type(solver).__name__} "
+                             "does not implement.")
+
+    def integrate(self, run, y0, t_eval, *, callback=None, progress=None, desc=None):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"<stepper {self.name!r}>"
+
+
+class Lawson(Stepper):
+    """Adaptive embedded Runge–Kutta pair with the exact integrating factor e^{hL} for the diagonal
+    linear part (Lawson's method; see the module docstring). ``method`` "dopri5" or "bs32"."""
+
+    adaptive = True
+    options = {"rtol": 1e-8, "atol": 1e-10, "max_step": np.inf, "first_step": None}
+
+    def __init__(self, name):
+        self.name = name
+
+    def integrate(self, run, y0, t_eval, *, callback=None, progress=None, desc=None):
+        o = run.options
+        return integrate(run.rhs, y0, t_eval, method=self.name, rtol=o["rtol"], atol=o["atol"], linear=run.linear(),
+                         retract=run.retract if run.retracts else None, monitor=run.monitor,
+                         callback=callback, first_step=o["first_step"], max_step=o["max_step"], progress=progress,
+                         desc=desc, stable_step=run.stable_step)
+
+
+class _Fixed(Stepper):
+    """Fixed step ``dt`` (shortened to land on every saved time), driven by `integrate_fixed`."""
+
+    def integrate(self, run, y0, t_eval, *, callback=None, progress=None, desc=None):
+        dt = run.options["dt"]
+        return integrate_fixed(self.step_function(run), y0, t_eval, self.default_dt(run, y0) if dt is None else dt,
+                               monitor=run.monitor, callback=callback, progress=progress, desc=desc)
+
+    def default_dt(self, run, y0):
+        raise ValueError(f"`dt` is required with method={self.name!r}.")
+
+    def step_function(self, run):
+        raise NotImplementedError
+
+
+class SSPRK3(_Fixed):
+    """Shu–Osher SSP-RK3, a convex combination of forward-Euler stages, under a CFL limit.
+
+    Each outer step ``dt`` is split into sub-steps τ with ``solver._cfl_rate(run, y)``·τ <= ``cfl``; a
+    stage whose own CFL number exceeds 1 (``solver._euler`` returns None) halves τ. After the transport
+    sub-steps, ``solver._split(run, y, dt)`` applies the split (implicit) part, e.g. diffusion. Every
+    property of the Euler stage that is preserved by convex combinations (positivity, bounds) holds
+    for the step.
+    """
+
+    name = "ssprk3"
+    options = {"dt": None, "cfl": 0.5}
+    needs = ("_euler", "_cfl_rate")
+
+    def default_dt(self, run, y0):
+        """min(0.05, the CFL step at the initial state)."""
+        rate = run.solver._cfl_rate(run, y0)
+        return 0.05 if rate == 0 else min(0.05, run.options["cfl"] / rate)
+
+    def step_function(self, run):
+        solver, cfl = run.solver, run.options["cfl"]
+
+        def euler(v, tau):
+            return solver._euler(run, v, tau)
+
+        def stage(u, tau):
+            u1 = euler(u, tau)
+            if u1 is None:
+                return None
+            e2 = euler(u1, tau)
+            if e2 is None:
+                return None
+            e3 = euler(0.75 * u + 0.25 * e2, tau)
+            return None if e3 is None else u / 3 + 2 * e3 / 3
+
+        def step(t, y, h):
+            remaining = h
+            while remaining > 1e-15 * max(h, 1.0):
+                rate = solver._cfl_rate(run, y)
+                tau = remaining if rate == 0 else min(remaining, cfl / rate)
+                tau = remaining / int(np.ceil(remaining / tau - 1e-12))
+                for _ in range(30):
+                    y_new = stage(y, tau)
+                    if y_new is not None:
+                        break
+                    tau /= 2
+                else:
+                    raise SolverError(f"SSP-RK3 could not meet the CFL condition at t={t:.6g}; lower `cfl`.")
+                y = y_new
+                remaining -= tau
+            return solver._split(run, y, h)
+
+        return step
+
+
+class EulerMaruyama(_Fixed):
+    """y ← R(y + h·F(t, y) + sqrt(2νh)·P_y ξ), ξ ~ N(0, I): the projected Stratonovich SDE of the
+    noisy particle system with the retraction R (docs/mathematics.md §6). The Gaussian ξ of the step
+    starting at time t is drawn from a generator keyed by (seed, t), so a run continued from a saved
+    time draws exactly the noise of the uninterrupted run."""
+
+    name = "euler-maruyama"
+    options = {"dt": None}
+    needs = ("_tangent_noise",)
+
+    def default_dt(self, run, y0):
+        return 0.01
+
+    def drift(self, run):
+        return run.rhs
+
+    def step_function(self, run):
+        solver, amp, drift = run.solver, np.sqrt(2.0 * run.model.noise), self.drift(run)
+
+        def step(t, y, h):
+            with np.errstate(over="ignore", invalid="ignore"):
+                y_new = y + h * drift(t, y)
+            if amp > 0.0:
+                y_new += amp * np.sqrt(h) * solver._tangent_noise(run, y, run.noise(t, y.shape))
+            return run.retract(y_new) if run.retracts else y_new
+
+        return step
+
+
+class EulerNormalize(EulerMaruyama):
+    """The authors' scheme: y ← y + h·F(y), then renormalise onto the sphere (no tangent projection
+    before the normalisation; docs/mathematics.md §1), plus the noise of `EulerMaruyama` when ν > 0.
+    ``solver._euler_velocity(run, t, y)`` is F. Default step 0.1 (0.01 with noise)."""
+
+    name = "euler-normalize"
+    needs = ("_euler_velocity", "_tangent_noise")
+
+    def default_dt(self, run, y0):
+        return 0.01 if run.model.noise > 0 else 0.1
+
+    def drift(self, run):
+        return lambda t, y: run.solver._euler_velocity(run, t, y)
+
+
+STEPPERS = {s.name: s for s in (Lawson("dopri5"), Lawson("bs32"), SSPRK3(), EulerMaruyama(), EulerNormalize())}
+
+
+def keyed_normal(seed, t, shape):
+    """Standard normal draws for the step starting at time ``t``: a PCG64 stream keyed by (seed, t),
+    so the noise of a step depends only on the seed and the step's start time (continuable runs)."""
+    key = int(np.float64(t).view(np.int64)) & 0x7FFFFFFFFFFFFFFF
+    seq = np.random.SeedSequence(entropy=int(seed), spawn_key=(key,))
+    return np.random.Generator(np.random.PCG64(seq)).standard_normal(shape)

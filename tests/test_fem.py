@@ -2,7 +2,7 @@
 
 References: an exact Fourier pseudo-spectral solution on S^1 and an exact Legendre–Galerkin solution
 for zonal densities on S^2, both computed here (independent of the library's spectral solvers), the
-spectral solvers themselves when they exist, and the exact linear growth rates of SPEC L6.
+spectral solvers themselves when they exist, and the exact linear growth rates (docs/mathematics.md §5).
 """
 import functools
 import importlib.util
@@ -80,7 +80,7 @@ def test_meshes():
 @pytest.mark.parametrize("dim", [2, 3])
 def test_p1_evaluate_measure_and_io(dim, tmp_path):
     solver = FE(mf.Model(beta=1.0, dim=dim), refinement=2)
-    rep, x, cells = solver._representation(), solver.x, solver.cells
+    rep, x, cells = solver.representation, solver.x, solver.cells
     rho = 1 + 0.5 * x[:, 0] * x[:, -1] + 0.3 * x[:, 1]
     np.testing.assert_allclose(rep.evaluate(rho, x), rho, atol=1e-13)
     mid = x[cells[:, 0]] + x[cells[:, 1]]                 # the ray through an edge midpoint
@@ -114,7 +114,7 @@ def test_energy_matches_exact_for_uniform():
     errs = []
     for r in (3, 4):
         s = FE(mf.Model(beta=2.0, dim=3), refinement=r)
-        errs.append(abs(s._representation().energy(2.0, np.ones(s.N)) / mf.uniform_energy(2.0, 3) - 1))
+        errs.append(abs(s.representation.energy(2.0, np.ones(s.N)) / mf.uniform_energy(2.0, 3) - 1))
     assert errs[1] < errs[0] / 3 and errs[1] < 2e-3
 
 
@@ -123,7 +123,7 @@ def test_energy_matches_exact_for_uniform():
 def test_fft_potential_agrees_with_quadrature(normalized):
     m = mf.Model(beta=3.0, dim=2, normalized=normalized)
     a, b = FE(m, vertices=200), FE(m, vertices=200, potential="fft")
-    rho = a._initial_state(CIRCLE_RHO0, False)
+    rho = a.start(CIRCLE_RHO0, normalize=False).y0
     va = a.nodal_velocity(rho)
     np.testing.assert_allclose(b.nodal_velocity(rho), va, atol=1e-13 * np.abs(va).max())
     assert np.abs(np.einsum("ij,ij->i", va, a.x)).max() < 1e-14     # tangent
@@ -132,7 +132,7 @@ def test_fft_potential_agrees_with_quadrature(normalized):
 def test_velocity_at_beta_zero_is_projected_mean():
     m = mf.Model(beta=0.0, dim=3)
     s = FE(m, refinement=3)
-    rho = s._initial_state(SPHERE_RHO0, False)
+    rho = s.start(SPHERE_RHO0, normalize=False).y0
     mean = (s.w * rho) @ s.x
     X = s.nodal_velocity(rho)
     np.testing.assert_allclose(X, mean - (s.x @ mean)[:, None] * s.x, atol=1e-15)
@@ -171,7 +171,7 @@ def test_repulsive_converges_to_uniform_with_decreasing_energy(normalized, t_end
     e = sol.energy - mf.uniform_energy(2.0, 2)      # E_β − E_β[uniform] >= 0, the unique minimum
     assert np.all(np.diff(e) < 0) and e[-1] > -1e-6
     assert e[-1] < 0.03 * e[0]
-    # the mode k = 1 decays at the exact rate ς_1 < 0 (SPEC L6) once small; higher modes, fed by the
+    # the mode k = 1 decays at the exact rate ς_1 < 0 (docs/mathematics.md §5) once small; higher modes, fed by the
     # nonlinearity, decay much more slowly (ς_k → 0 as k grows), so max|ρ − 1| is not the right measure
     x = sol.representation.vertices
     w = sol.representation.weights
@@ -181,7 +181,7 @@ def test_repulsive_converges_to_uniform_with_decreasing_energy(normalized, t_end
     assert amp[-1] < 0.03 * amp[0]
 
 
-# -- linear growth rates (SPEC L6) ------------------------------------------------------------------------
+# -- linear growth rates (docs/mathematics.md §5) --------------------------------------------------------
 def _rate(sol, f, w):
     amp = [w @ (r * f) for r in sol.data]
     return np.log(amp[-1] / amp[0]) / sol.t[-1]
@@ -408,8 +408,8 @@ def test_mpi_two_ranks_match_one(tmp_path):
 def test_sht_potential_agrees_with_quadrature(normalized, beta):
     m = mf.Model(beta=beta, dim=3, normalized=normalized)
     a, b = FE(m, refinement=3), FE(m, refinement=3, potential="sht")
-    rho = a._initial_state(mf.densities.mixture([mf.densities.von_mises_fisher([0, 0.6, 0.8], 2.0),
-                                                 mf.densities.von_mises_fisher([1, 0, 0], 3.0)]), False)
+    rho = a.start(mf.densities.mixture([mf.densities.von_mises_fisher([0, 0.6, 0.8], 2.0),
+                                        mf.densities.von_mises_fisher([1, 0, 0], 3.0)])).y0
     va = a.nodal_velocity(rho)
     np.testing.assert_allclose(b.nodal_velocity(rho), va, atol=1e-12 * np.abs(va).max())
     ta = a.solve(SPHERE_RHO0, [0, 0.3]).data[-1]
@@ -422,11 +422,11 @@ def test_large_beta_log_sum_exp(normalized):
     # β = 400 > 200: the direct sums are shifted row by row (log-sum-exp); the FFT path is not
     m = mf.Model(beta=400.0, dim=2, normalized=normalized)
     a, b = FE(m, vertices=512), FE(m, vertices=512, potential="fft")
-    rho = a._initial_state(CIRCLE_RHO0, False)
+    rho = a.start(CIRCLE_RHO0, normalize=False).y0
     va = a.nodal_velocity(rho)
     np.testing.assert_allclose(va, b.nodal_velocity(rho), rtol=0, atol=1e-12 * np.abs(va).max())
     if normalized:   # a density vanishing on half the circle: e^{-2β} underflows, the shifted sums do not
-        bump = a._initial_state(lambda x: np.clip(x[..., 0], 0, None), True)
+        bump = a.start(lambda x: np.clip(x[..., 0], 0, None), normalize=True).y0
         X = a.nodal_velocity(bump)
         assert np.all(np.isfinite(X)) and np.abs(X).max() <= 1 + 1e-12
         with np.errstate(all="ignore"):

@@ -1,8 +1,8 @@
 """solvers.FourierCircle against exact rates, exact identities, itself (convergence, symmetry) and particles.
 
-References: the linear growth rates of SPEC L6/§9 (scipy.special.iv), direct quadrature of the
-convolution formulas of SPEC §9, exact W1 values on S^1, the energy identity of SPEC L5, and the
-particle solver (SPEC L4).
+References: the linear growth rates (docs/mathematics.md §5; scipy.special.iv), direct quadrature of
+the convolution formulas on the circle (§2.5), exact W1 values on S^1 (§8), the energy identities
+(3.6) and Lemma 3.7 (§4), and the particle solver (§1).
 """
 import numpy as np
 import pytest
@@ -31,12 +31,12 @@ RHO_SMOOTH = two_bumps(2.0, 3.0)
 
 
 def exact_rate(beta, k, sa, s, noise=0.0):
-    """ς_k = s k² I_k(β)/β (USA), s k² I_k(β)/(β I_0(β)) (SA), minus ν k² (SPEC L6, §9)."""
+    """ς_k = s k² I_k(β)/β (USA), s k² I_k(β)/(β I_0(β)) (SA), minus ν k² (docs/mathematics.md §5)."""
     r = s * k * k * iv(k, beta) / beta
     return (r / iv(0, beta) if sa else r) - noise * k * k
 
 
-# --- linear stability (SPEC L6) ------------------------------------------------------------------------
+# --- linear stability (docs/mathematics.md §5) ---------------------------------------------------------
 @pytest.mark.parametrize("noise", [0.0, 0.3])
 @pytest.mark.parametrize("s", [1.0, -1.0])
 @pytest.mark.parametrize("sa", [True, False])
@@ -63,7 +63,7 @@ def test_beta_zero_sa_equals_usa_and_kuramoto_rate():
                                                                                   atol=1e-14)
             for sa in (True, False)]
     assert np.max(np.abs(sols[0].data - sols[1].data)) < 1e-13
-    # E_0 = ½|m|² and its identity dE/dt = s∫|v|²ρ dσ (SPEC L5 at β = 0)
+    # E_0 = ½|m|² and its identity dE/dt = s∫|v|²ρ dσ (docs/mathematics.md §4 at β = 0)
     assert np.max(sols[0].diagnostics["energy_rate_error"]) < 1e-10 and np.all(sols[0].diagnostics["energy_rate"] > 0)
     eps = 1e-8
     sol = FC(mf.Model(beta=0.0, dim=2), modes=16, w1=False).solve(lambda x: 1 + eps * np.cos(angle(x)), [0, 1.0],
@@ -71,7 +71,7 @@ def test_beta_zero_sa_equals_usa_and_kuramoto_rate():
     assert abs(np.log(abs(sol.data[1, 1] / sol.data[0, 1])) - 0.5) < 1e-9
 
 
-# --- the velocity field against direct quadrature of SPEC §9 ---------------------------------------------
+# --- the velocity field against direct quadrature of (3.2) on the circle (docs/mathematics.md §2) --------
 @pytest.mark.parametrize("sa", [True, False])
 def test_velocity_against_quadrature(sa):
     beta, s = 3.0, -1.0
@@ -127,7 +127,7 @@ def test_mass_conserved_to_round_off(case):
 @pytest.mark.parametrize("sa,s,noise", [(True, 1.0, 0.0), (False, 1.0, 0.0), (True, -1.0, 0.0), (False, -1.0, 0.05),
                                         (True, 1.0, 0.1)])
 def test_energy_identity(sa, s, noise):
-    """dE/dt of the discrete flow = s∫Z|v|²ρ (SA) or s∫|v|²ρ (USA) + noise term (SPEC L5), to 1e-6."""
+    """dE/dt of the discrete flow = s∫Z|v|²ρ (SA) or s∫|v|²ρ (USA) + noise term (mathematics §4), to 1e-6."""
     model = mf.Model(beta=2.0, dim=2, normalized=sa, V=s, noise=noise)
     h = 1e-3
     sol = FC(model, modes=64, w1=False).solve(RHO_SMOOTH, [0, 0.3 - h, 0.3, 0.3 + h, 0.6], rtol=1e-10, atol=1e-13)
@@ -155,7 +155,7 @@ def test_repulsive_runs_converge_to_uniform(sa):
     assert np.all(e > e_min) and e[-1] - e_min < 1e-6 * e_min
     # weak convergence: W1 to σ and the low modes decay; the high modes decay ever more slowly
     # (rate k² I_k(β)/β → 0), which is why the strong (L∞) distance lags behind
-    w1 = sol.diagnostics["w1_uniform"]
+    w1 = sol.diagnostics["w1_to_uniform"]
     assert w1[0] > 0.2 and w1[-1] < 0.02 * w1[0]
     assert np.max(np.abs(sol.data[-1, 1:4])) < 1e-4 * np.max(np.abs(sol.data[0, 1:4]))
     assert np.all(sol.diagnostics["spectral_tail"] < 1e-6)
@@ -179,7 +179,7 @@ def test_attractive_runs_increase_energy_until_under_resolved():
     ok = sol.t < exc.t
     assert np.all(d["spectral_tail"][ok] <= 1e-6) and np.all(d["spectral_tail"] <= exc.tail)
     assert np.max(d["energy_rate_error"]) < 1e-6
-    assert np.all(np.diff(d["w1_dirac"]) < 0)
+    assert np.all(np.diff(d["w1_to_dirac"]) < 0)
 
 
 def test_auto_modes_doubles_and_agrees_with_fixed_resolution(tmp_path):
@@ -218,12 +218,12 @@ def test_rotation_equivariance(sa):
 
 # --- diagnostics: exact W1 values ------------------------------------------------------------------------
 def test_w1_diagnostics_exact_for_cosine_density():
-    """ρ = 1 + a cos θ: W1(ρσ, σ) = 2a/π and min_φ W1(ρσ, δ_φ) = π/2 − 2a/π (SPEC L8, by hand)."""
+    """ρ = 1 + a cos θ: W1(ρσ, σ) = 2a/π and min_φ W1(ρσ, δ_φ) = π/2 − 2a/π (docs/mathematics.md §8, by hand)."""
     a = 0.4
     sol = FC(mf.Model(beta=1.0, dim=2), modes=16).solve(lambda x: 1 + a * np.cos(angle(x)), [0.0])
     d = sol.diagnostics
-    assert d["w1_uniform"][0] == pytest.approx(2 * a / np.pi, rel=1e-5)
-    assert d["w1_dirac"][0] == pytest.approx(np.pi / 2 - 2 * a / np.pi, rel=1e-13)
+    assert d["w1_to_uniform"][0] == pytest.approx(2 * a / np.pi, rel=1e-5)
+    assert d["w1_to_dirac"][0] == pytest.approx(np.pi / 2 - 2 * a / np.pi, rel=1e-13)
     assert d["min_density"][0] == pytest.approx(1 - a, abs=1e-5)
 
 

@@ -1,4 +1,4 @@
-"""SphericalHarmonics (solvers/harmonics.py) and SphericalHarmonicSeries: exact checks (issue #5)."""
+"""SphericalHarmonics (solvers/harmonics.py) and SphericalHarmonicSeries: exact checks (docs/mathematics.md)."""
 import numpy as np
 import pytest
 
@@ -104,7 +104,7 @@ def test_netcdf_round_trip_and_plot(tmp_path):
         sol.plot(times=[7])
 
 
-# -- exact linear rates (SPEC L6) ----------------------------------------------------------------------
+# -- exact linear rates (docs/mathematics.md §5) ------------------------------------------------------
 @pytest.mark.parametrize("normalized", [True, False], ids=["SA", "USA"])
 @pytest.mark.parametrize("v", [1.0, -1.0], ids=["attractive", "repulsive"])
 @pytest.mark.parametrize("beta", [0.5, 2.0, 8.0])
@@ -120,7 +120,9 @@ def test_linear_rates_of_the_rhs(normalized, v, beta):
             i = alm_index(l, abs(m), L)
             ap = S.alm_of(mf.densities.perturbed_uniform(eps, l, order=m))
             am = S.alm_of(mf.densities.perturbed_uniform(-eps, l, order=m))
-            rate = ((S._rhs(0, ap) - S._rhs(0, am))[i] / (ap[i] - am[i])).real
+            # the right-hand side of a run (the solver protocol: per-run state lives on the run)
+            rhs = S.start(mf.densities.uniform()).rhs
+            rate = ((rhs(0, ap) - rhs(0, am))[i] / (ap[i] - am[i])).real
             assert abs(rate - rates[l]) <= 1e-6 * abs(rates[l]), (l, m, rate, rates[l])
 
 
@@ -174,7 +176,7 @@ def test_zonal_data_stays_zonal():
 
 
 def test_mass_and_energy_identity():
-    """Mass is exact (ρ_00 frozen); dE/dt from the discrete RHS = the identity of SPEC L5, with noise."""
+    """Mass is exact (ρ_00 frozen); dE/dt from the discrete RHS = the identity of mathematics §4, with noise."""
     for normalized, v, noise in [(True, 1.0, 0.0), (False, 1.0, 0.03), (True, -1.0, 0.05), (False, -1.0, 0.0)]:
         model = mf.Model(beta=3.0, dim=3, normalized=normalized, V=v, noise=noise)
         sol = SOLVER(model, lmax=32).solve(_smooth_rho0(kappa=1.0), np.linspace(0, 0.3, 4), progress=False)
@@ -276,15 +278,15 @@ def test_w1_diagnostics():
     model = mf.Model(beta=1.0, dim=3)
     sol = SOLVER(model, lmax=16, w1=True, w1_points=256).solve(mf.densities.uniform(), [0, 0.1], progress=False)
     w = sol.diagnostics
-    assert np.all(w["w1_uniform"] < 0.12)      # two quadratures of σ (256-point GL grid, 1024 Fibonacci)
-    assert np.all(np.abs(w["w1_dirac"] - np.pi / 2) < 0.02)    # W1(σ, δ) = π/2 (SPEC L8)
+    assert np.all(w["w1_to_uniform"] < 0.12)      # two quadratures of σ (256-point GL grid, 1024 Fibonacci)
+    assert np.all(np.abs(w["w1_to_dirac"] - np.pi / 2) < 0.02)    # W1(σ, δ) = π/2 (docs/mathematics.md §8)
 
 
 def test_threads_give_the_same_rhs():
     model = mf.Model(beta=2.0, dim=3)
     a1 = SOLVER(model, lmax=40).alm_of(_smooth_rho0())
-    d1 = SOLVER(model, lmax=40)._rhs(0, a1)
-    d2 = SOLVER(model, lmax=40, nthreads=2)._rhs(0, a1)
+    d1 = SOLVER(model, lmax=40).start(_smooth_rho0()).rhs(0, a1)
+    d2 = SOLVER(model, lmax=40, nthreads=2).start(_smooth_rho0()).rhs(0, a1)
     assert np.max(np.abs(d1 - d2)) < 1e-13 * np.max(np.abs(d1))
 
 
@@ -318,7 +320,7 @@ def test_bad_input():
         S.solve(mf.densities.uniform(), [0.5, 1], progress=False)
 
 
-# -- cross-validation with particles (issue #5) ------------------------------------------------------------
+# -- cross-validation with particles (the mean-field limit, docs/mathematics.md §8) ------------------------
 def _ylm_moments(x, w, lmax):
     """∫ Y_lm dμ for the σ-orthonormal real harmonics, as a pyshtools-layout array (2, L+1, L+1)."""
     out = np.zeros((2, lmax + 1, lmax + 1))
@@ -337,7 +339,7 @@ def test_cross_validation_with_particles():
       ``mf.wasserstein(method="binned")``: both measures are moved to 3 000 Fibonacci nodes and the
       exact LP is solved between them. (The exact LP between 20 000 particles and a 1 250-node
       quadrature, the largest size it allows, has a discretisation floor of ~0.045.) Asserted
-      <= 2e-2 at every checked time (issue #5), and the same metric must see the drift: particles at
+      <= 2e-2 at every checked time (the required tolerance), and the same metric must see the drift: particles at
       t = 3 are > 0.1 away from ρ0.
     """
     Particles = solvers.Particles
@@ -356,7 +358,7 @@ def test_cross_validation_with_particles():
           for i in (0, 3, 6)}
     drift = mf.wasserstein(part.measure(6), pde.measure(0, n=20000), method="binned", n_bins=3000)
     print("max moment error:", dict(zip(t.tolist(), np.round(moments, 7))), "W1:", w1, "drift:", drift)
-    assert max(moments) < 1e-4, moments      # issue #5 asks 1e-3; measured <= 7e-6
+    assert max(moments) < 1e-4, moments      # required: 1e-3; measured <= 7e-6
     assert max(w1.values()) <= 2e-2, w1
     assert drift > 0.1, drift
 

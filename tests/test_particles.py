@@ -1,4 +1,4 @@
-"""solvers.Particles against exact solutions, identities and direct formulas (issue #3)."""
+"""solvers.Particles against exact solutions, identities and direct formulas (docs/mathematics.md §1, §4, §6, §7)."""
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -23,7 +23,7 @@ def _proj(x, y):
 
 
 def _direct_field(model, x, w):
-    """SPEC (2.3)/(2.7)/(3.2), weighted, straight from the formula (log-space weights)."""
+    """(2.3)/(2.7)/(3.2), weighted (docs/mathematics.md §1), straight from the formula (log-space weights)."""
     out = 0
     for Q, K, V in model.heads:
         L = model.beta * (x @ Q.T) @ (x @ K.T).T + np.log(w)[None, :]
@@ -102,7 +102,7 @@ def test_large_beta_is_safe():
 @pytest.mark.parametrize("normalized", [True, False])
 @pytest.mark.parametrize("beta", [0.0, 1.0, 4.0])
 def test_equiangular_reduction(normalized, beta):
-    """Theorem 6.8 / SPEC L7: n orthonormal points stay equiangular, ⟨x1,x2⟩ solves (6.9)/(6.10)."""
+    """Theorem 6.8 (docs/mathematics.md §7): n orthonormal points stay equiangular, ⟨x1,x2⟩ solves (6.9)/(6.10)."""
     n = 4
     t = np.linspace(0.0, 3.0, 7)
     sol = Particles(mf.Model(beta=beta, dim=n, normalized=normalized)).solve(np.eye(n), t, rtol=1e-12,
@@ -161,7 +161,7 @@ def test_energy_monotone_on_50_starts(normalized, v):
 @pytest.mark.parametrize("normalized", [True, False])
 @pytest.mark.parametrize("v", [1.0, -1.0])
 def test_energy_identity(normalized, v):
-    """SPEC §4.1 with weights: dE/dt = s Σ w_i Z_i |ẋ_i|² (SA), s Σ w_i |ẋ_i|² (USA), Z_i = Σ_j w_j e^{β⟨x_i,x_j⟩}."""
+    """(3.6), Lemma 3.7 with weights (mathematics §4): dE/dt = s Σ w_i Z_i |ẋ_i|² (SA), s Σ w_i |ẋ_i|² (USA), Z_i = Σ_j w_j e^{β⟨x_i,x_j⟩}."""
     rng = np.random.default_rng(8)
     n, B, beta, t0, h = 15, 50, 1.5, 0.5, 0.01
     x0 = _sphere((B, n), 3, 9)
@@ -209,7 +209,7 @@ def test_permutation_and_rotation_equivariance():
 
 @pytest.mark.parametrize("n,products", [(4, [-1 / 3]), (6, [-1.0, 0.0])])
 def test_repulsive_usa_reaches_tetrahedron_and_octahedron(n, products):
-    """V = −I (USA) on S^2: the universally optimal configurations (Theorem 9.2, §11.1)."""
+    """V = −I (USA) on S^2: the universally optimal configurations (Section 9.1, Theorem 9.2)."""
     x0 = _sphere(n, 3, 13)
     sol = Particles(mf.Model(beta=3.0, dim=3, normalized=False, V=-1.0)).solve(x0, [0.0, 40.0], rtol=1e-10,
                                                                                atol=1e-12, progress=False)
@@ -221,7 +221,7 @@ def test_repulsive_usa_reaches_tetrahedron_and_octahedron(n, products):
 
 
 def test_euler_normalize_is_the_authors_step():
-    """x ← (x + dt·softmax(βxxᵀ)xVᵀ... ) / |·|: one step, re-implemented directly (SPEC §1.2)."""
+    """x ← (x + dt·softmax(βxxᵀ)xVᵀ... ) / |·|: one step, re-implemented directly (docs/mathematics.md §1)."""
     x0 = _sphere(20, 3, 14)
     for normalized in (True, False):
         sol = Particles(mf.Model(beta=2.5, dim=3, normalized=normalized)).solve(
@@ -246,7 +246,7 @@ def _normalised_step_factor(nu, h, d):
 
 @pytest.mark.parametrize("d", [2, 3])
 def test_noise_is_brownian_motion_on_the_sphere(d):
-    """Pure noise (V = 0): E⟨x(t), x(0)⟩ = e^{−ν(d−1)t} for Brownian motion with generator νΔ (SPEC L4).
+    """Pure noise (V = 0): E⟨x(t), x(0)⟩ = e^{−ν(d−1)t} for Brownian motion with generator νΔ (docs/mathematics.md §6).
 
     The scheme's exact discrete law gives E⟨x_k, x0⟩ = r(h)^k (see `_normalised_step_factor`):
     the simulation matches it within Monte Carlo error, and r(h)^{t/h} -> e^{−ν(d−1)t} at order 1
@@ -272,7 +272,7 @@ def test_noise_is_brownian_motion_on_the_sphere(d):
     assert np.array_equal(a.positions, b.positions)
 
 
-# -- R^d (§11.2, [003]) -----------------------------------------------------------------------------------
+# -- R^d (Section 9.2, the companion paper; docs/mathematics.md §1) -------------------------------------
 def test_euclidean_rescaled_form_is_exact():
     """z = e^{−tV}x solves (9.2)–(9.3): both integrations agree, x(t) = e^{tV} z(t)."""
     rng = np.random.default_rng(16)
@@ -288,15 +288,14 @@ def test_euclidean_rescaled_form_is_exact():
         assert np.allclose(a.positions[i], b.positions[i] @ expm(ti * V).T, rtol=1e-9, atol=1e-9)
     assert np.all(np.isnan(a.energy))
     # the unprojected field is Σ_j P_ij V x_j
-    P = Particles(model)
-    P._domain, P._weights = "euclidean", np.full(n, 1 / n)
+    run = Particles(model).start(x0, domain="euclidean")      # the run carries domain and weights
     L = 0.8 * (x0 @ Q.T) @ (x0 @ K.T).T
     A = np.exp(L - logsumexp(L, 1, keepdims=True))
-    assert np.allclose(P._rhs(0.0, x0), A @ x0 @ V.T, rtol=0, atol=1e-13)
+    assert np.allclose(run.rhs(0.0, x0), A @ x0 @ V.T, rtol=0, atol=1e-13)
 
 
 def test_euclidean_V_identity_clusters_in_a_shrinking_hull():
-    """[003] Thm 3.1 (V = I, QᵀK ≻ 0): z_i stay in the hull of z(0) (max |z_i| non-increasing), settle
+    """Companion paper, Thm 3.1 (V = I, QᵀK ≻ 0): z_i stay in the hull of z(0) (max |z_i| non-increasing), settle
     (ż -> 0) on far fewer points than n."""
     rng = np.random.default_rng(17)
     n, d = 20, 2
@@ -317,9 +316,10 @@ def test_euclidean_V_identity_clusters_in_a_shrinking_hull():
 def test_nan_stops_the_run_and_keeps_the_solution(scheme):
     x0 = np.random.default_rng(18).standard_normal((5, 2)) + 3.0
     model = mf.Model(beta=1.0, dim=2, normalized=False, V=5.0)
+    # `dt` applies to the fixed-step scheme only; the adaptive one rejects it (one solver protocol)
+    step = {"dt": 0.05} if scheme == "euler-normalize" else {}
     with pytest.raises(mf.NonFiniteState) as info:
-        Particles(model).solve(x0, np.linspace(0, 20, 41), domain="euclidean", scheme=scheme, dt=0.05,
-                               progress=False)
+        Particles(model).solve(x0, np.linspace(0, 20, 41), domain="euclidean", scheme=scheme, progress=False, **step)
     exc = info.value
     assert "t=" in str(exc) and "step" in str(exc)
     assert exc.solution is not None and 1 <= len(exc.solution.t) < 41

@@ -10,6 +10,6 @@ Registered kinds (the ``representation`` attribute of a saved file):
     "p1"           `P1Field`             continuous piecewise-linear nodal field on a surface mesh
     "particles"    `ParticleCloud`       weighted particles (positions, weights)
 """
-from .base import Representation, from_dataset, register
+from .base import Representation, State, from_dataset, register
 
-__all__ = ["Representation", "from_dataset", "register"]
+__all__ = ["Representation", "State", "from_dataset", "register"]

@@ -1,6 +1,8 @@
 """Representation base class and the registry used by `meanfield.load`."""
 import importlib
 
+import numpy as np
+
 _REGISTRY = {
     "fourier": "meanfield.representations.fourier:FourierSeries",
     "harmonics": "meanfield.representations.harmonics:SphericalHarmonicSeries",
@@ -69,3 +71,64 @@ class Representation:
 
     def plot_state(self, fig, data_all, t, times=None):
         raise NotImplementedError(f"no picture for representation {self.name!r}")
+
+    def embed(self, data_all, source):
+        """Data of ``source`` (another representation of the same kind, e.g. a coarser resolution)
+        in this representation's layout; the default accepts only identical layouts."""
+        data_all = np.asarray(data_all)
+        if source.name != self.name or data_all.shape[1:] != self._slice_shape(data_all):
+            raise ValueError(f"cannot carry {source.name!r} data of shape {data_all.shape[1:]} into {self.name!r}.")
+        return data_all
+
+    def _slice_shape(self, data_all):
+        return data_all.shape[1:]
+
+    def power(self, data):
+        raise AttributeError(f"representation {self.name!r} has no spectrum")
+
+    def to_grid(self, data, n=None):
+        """The density on a grid as an `xarray.DataArray` (θ on S^1, lat/lon in degrees on S^2)."""
+        raise AttributeError(f"representation {self.name!r} has no grid of density values")
+
+
+class State:
+    """The state of a run at one saved time, carrying its representation (like pyshtools' SHCoeffs).
+
+    ``data`` is read only through ``representation``; ``density(x)``, ``measure(n)``,
+    ``spectrum()`` (degree powers ‖ρ_l‖² in L²(σ), where the representation is spectral),
+    ``to_grid(n)`` (an `xarray.DataArray`), ``mass`` and ``energy`` (E_β, (3.5)).
+    """
+
+    def __init__(self, representation, data, t=None, model=None):
+        self.representation = representation
+        self.data = data
+        self.t = t
+        self.model = model
+
+    def density(self, x):
+        return self.representation.evaluate(self.data, np.asarray(x, dtype=float))
+
+    def measure(self, n=None, **kwargs):
+        return self.representation.measure(self.data, n=n, **kwargs)
+
+    def spectrum(self):
+        return self.representation.power(self.data)
+
+    def to_grid(self, n=None):
+        da = self.representation.to_grid(self.data, n)
+        if self.t is not None:
+            da = da.assign_coords(time=self.t)
+        return da
+
+    @property
+    def mass(self):
+        return self.representation.mass(self.data)
+
+    @property
+    def energy(self):
+        if self.model is None:
+            raise AttributeError("this State has no model, so no β for its energy")
+        return self.representation.energy(self.model.beta, self.data)
+
+    def __repr__(self):
+        return f"State({self.representation.name!r}, t={self.t})"
