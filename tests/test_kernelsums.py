@@ -1,0 +1,179 @@
+"""meanfield.kernelsums against a direct evaluation (one full matrix, the exact row maximum as shift).
+
+The reference forms L_ij = β⟨x_i, M y_j⟩ in one piece, m_i = max_j L_ij, and R_i = Σ_j e^{L_ij − m_i} F_j;
+the engine's (S, c) must satisfy e^{c_i − m_i} S_i = R_i, i.e. the same unshifted sums e^{c_i} S_i.
+"""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meanfield.kernelsums import kernel_energy, kernel_sums, shift_kind
+
+
+def _sphere(shape, d, seed):
+    x = np.random.default_rng(seed).standard_normal(tuple(np.atleast_1d(shape)) + (d,))
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def _direct(x, y, values, beta, M=None):
+    L = beta * np.einsum("...id,de,...je->...ij", x, np.eye(x.shape[-1]) if M is None else M, y)
+    m = L.max(axis=-1)
+    return np.exp(L - m[..., None]) @ values, m
+
+
+def _assert_matches(S, c, R, m, rtol=1e-12):
+    """e^{c − m} S = R row by row, relative to the size of each row."""
+    scaled = S * np.exp(np.asarray(c) - m)[..., None]
+    scale = np.abs(R).max(axis=-1, keepdims=True)
+    assert np.abs(scaled - R).max() <= rtol * scale.max() and np.all(np.abs(scaled - R) <= rtol * scale)
+
+
+@pytest.mark.parametrize("shift", ["none", "fixed", "running", "auto"])
+@pytest.mark.parametrize("chunk", [1, 7, 64, 512])
+def test_every_shift_and_chunk_matches_direct_sums(shift, chunk):
+    x, y = _sphere(37, 3, 0), _sphere(53, 3, 1)
+    F = np.random.default_rng(2).standard_normal((53, 4))
+    R, m = _direct(x, y, F, 3.0)
+    S, c = kernel_sums(x, y, F, 3.0, shift=shift, chunk=chunk)
+    assert S.shape == (37, 4)
+    if shift == "running":
+        assert c.shape == (37,)
+        np.testing.assert_allclose(c, m, rtol=1e-15)          # the running maximum is the row maximum
+    else:
+        assert np.ndim(c) == 0 and c == {"fixed": 3.0}.get(shift, 0.0)
+    _assert_matches(S, c, R, m)
+
+
+def test_auto_shift_choices():
+    x = _sphere(20, 3, 0)
+    M = np.diag([1.0, 2.0, 0.5])
+    assert shift_kind(300.0, x, x)[0] == "none"
+    assert shift_kind(400.0, x, x)[0] == "fixed"
+    assert shift_kind(149.0, x, x, M)[0] == "none"                # β‖M‖₂ = 298
+    assert shift_kind(200.0, x, x, M)[0] == "running"
+    assert shift_kind(400.0, 1.5 * x, x)[0] == "running"          # not unit vectors: no fixed shift
+    assert shift_kind(99.0, 1.5 * x, 2 * x)[0] == "none"          # β·max|x|·max|y| = 297
+    assert shift_kind(400.0, x, x, shift="running")[0] == "running"
+    # the clamp at e^{−700} is needed only when exponents can go below it
+    assert not shift_kind(300.0, x, x, shift="fixed")[1] and shift_kind(400.0, x, x)[1]
+
+
+def test_fixed_shift_at_beta_400_and_unshifted_usa_sums():
+    """β = 400 (auto → fixed): logs of the sums agree with the direct ones to 1e-12; at β = 3 the
+    unshifted sums e^{c} S are the plain Σ_j e^{β⟨x_i, y_j⟩} F_j for every strategy."""
+    x = _sphere(300, 3, 3)
+    w = np.full(300, 1 / 300)
+    F = np.concatenate([x * w[:, None], w[:, None]], axis=1)      # the (SA) numerator and denominator
+    S, c = kernel_sums(x, x, F, 400.0, chunk=64)
+    assert np.ndim(c) == 0 and c == 400.0
+    R, m = _direct(x, x, F, 400.0)
+    np.testing.assert_allclose(np.log(S[:, -1]) + c, np.log(R[:, -1]) + m, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(S[:, :3] / S[:, 3:], R[:, :3] / R[:, 3:], rtol=0, atol=1e-12)   # (SA) velocity
+    plain = np.exp(3.0 * x @ x.T) @ F
+    for shift in ("none", "fixed", "running"):
+        S, c = kernel_sums(x, x, F, 3.0, shift=shift, chunk=100)
+        np.testing.assert_allclose(np.exp(np.asarray(c))[..., None] * S, plain, rtol=1e-13)
+
+
+def test_running_shift_with_general_M_at_beta_200():
+    """β = 200, M = diag(1, 2, 0.5): β⟨x, My⟩ reaches 400, e^{400} is representable but the row
+    sums of e^{β⟨x, My⟩ − c_i} must be compared in logs."""
+    x, y = _sphere(150, 3, 4), _sphere(170, 3, 5)
+    M = np.diag([1.0, 2.0, 0.5])
+    F = np.random.default_rng(6).random((170, 2)) + 0.1
+    S, c = kernel_sums(x, y, F, 200.0, M=M, chunk=32)
+    R, m = _direct(x, y, F, 200.0, M)
+    assert c.shape == (150,)
+    np.testing.assert_allclose(np.log(S) + c[:, None], np.log(R) + m[:, None], rtol=0, atol=1e-12)
+
+
+def test_clamped_exponents_do_not_change_the_sums():
+    """β = 2000 with the fixed shift: most e^{β(⟨x_i,x_j⟩−1)} are below e^{−700} and are clamped there;
+    the sums still agree with the direct ones (whose tiny terms underflow to 0) to round-off."""
+    x = _sphere(200, 3, 7)
+    F = np.random.default_rng(8).random((200, 3))
+    S, c = kernel_sums(x, x, F, 2000.0, shift="fixed", chunk=50)
+    R, m = _direct(x, x, F, 2000.0)
+    _assert_matches(S, c, R, m, rtol=1e-12)           # β·eps: ⟨x_i, x_i⟩ = 1 ± 1e-16
+
+
+def test_batches_broadcast():
+    """x (2, 3, n, d), y (m, d), values (3, m, p): leading axes broadcast, each slice as computed alone."""
+    x, y = _sphere((2, 3, 17), 4, 9), _sphere(23, 4, 10)
+    F = np.random.default_rng(11).standard_normal((3, 23, 5))
+    M = np.random.default_rng(12).standard_normal((4, 4))
+    for shift, beta, kw in [("none", 2.0, {}), ("fixed", 350.0, {}), ("running", 50.0, {"M": M})]:
+        for chunk in (4, 5, 64):
+            S, c = kernel_sums(x, y, F, beta, shift=shift, chunk=chunk, **kw)
+            assert S.shape == (2, 3, 17, 5)
+            if shift == "running":
+                assert c.shape == (2, 3, 17)
+            for a in range(2):
+                for b in range(3):
+                    R, m = _direct(x[a, b], y, F[b], beta, kw.get("M"))
+                    ca = c[a, b] if shift == "running" else c
+                    _assert_matches(S[a, b], ca, R, m)
+
+
+def test_many_small_realisations_and_batch_slicing():
+    """B = 40 clouds of n = 30 (one block each; with chunk 8 the batch is sliced to keep memory O(chunk²))."""
+    x = _sphere((40, 30), 3, 13)
+    w = np.full(30, 1 / 30)
+    F = np.concatenate([x * w[:, None], np.broadcast_to(w[:, None], (40, 30, 1))], axis=-1)
+    for shift in ("none", "fixed", "running"):
+        ref = [_direct(x[b], x[b], F[b], 5.0) for b in range(40)]
+        for chunk in (8, 30, 512):
+            S, c = kernel_sums(x, x, F, 5.0, shift=shift, chunk=chunk)
+            for b in range(40):
+                _assert_matches(S[b], c[b] if shift == "running" else c, *ref[b])
+
+
+def test_second_moment_values():
+    """values [w_j, w_j y_j, w_j y_j ⊗ y_j] (p = 1 + d + d²): the local weighted mean and covariance."""
+    x, y = _sphere(11, 3, 14), _sphere(40, 3, 15)
+    w = np.random.default_rng(16).random(40)
+    F = np.concatenate([w[:, None], w[:, None] * y, w[:, None] * np.einsum("jd,je->jde", y, y).reshape(40, 9)], 1)
+    S, c = kernel_sums(x, y, F, 4.0, chunk=16)
+    assert S.shape == (11, 13)
+    K = np.exp(4.0 * x @ y.T) * w
+    np.testing.assert_allclose(np.exp(c) * S[:, 4:], np.einsum("ij,jd,je->ide", K, y, y).reshape(11, 9), rtol=1e-13)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 70), m=st.integers(1, 70), chunk=st.integers(1, 80),
+       shift=st.sampled_from(["none", "fixed", "running"]), seed=st.integers(0, 2 ** 16))
+def test_independent_of_chunk(n, m, chunk, shift, seed):
+    x, y = _sphere(n, 3, seed), _sphere(m, 3, seed + 1)
+    F = np.random.default_rng(seed + 2).random((m, 2))
+    S1, c1 = kernel_sums(x, y, F, 30.0, shift=shift, chunk=chunk)
+    S2, c2 = kernel_sums(x, y, F, 30.0, shift=shift, chunk=1000)
+    np.testing.assert_allclose(S1 * np.exp(np.asarray(c1) - np.asarray(c2))[..., None], S2, rtol=1e-12)
+
+
+def test_kernel_energy():
+    x = _sphere((3, 101), 3, 17)
+    w = np.random.default_rng(18).random(101)
+    w /= w.sum()
+    for beta in (0.0, 2.0, 500.0):
+        e = kernel_energy(beta, x, w, chunk=16)
+        assert e.shape == (3,)
+        for b in range(3):
+            direct = w @ np.exp(beta * (x[b] @ x[b].T - 1.0)) @ w
+            assert e[b] == pytest.approx(direct, rel=1e-13)
+    assert kernel_energy(3.0, x[0], w) == pytest.approx(w @ np.exp(3.0 * (x[0] @ x[0].T - 1.0)) @ w, rel=1e-13)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"shift": "lse"}, "shift"),
+    ({"chunk": 0}, "chunk"),
+    ({"M": np.eye(2)}, "M"),
+    ({"beta": -1.0}, "beta"),
+    ({"values": np.ones((4, 2))}, "values"),
+    ({"y": np.ones((5, 2))}, "x"),
+])
+def test_bad_input_names_the_argument(kwargs, name):
+    args = {"x": _sphere(6, 3, 0), "y": _sphere(5, 3, 1), "values": np.ones((5, 2)), "beta": 1.0}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=rf"`{name}`"):
+        kernel_sums(args.pop("x"), args.pop("y"), args.pop("values"), args.pop("beta"), **args)
