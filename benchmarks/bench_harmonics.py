@@ -1,4 +1,4 @@
-"""SphericalHarmonics: cost of one right-hand side against one raw ducc0.sht synthesis (issue #5).
+"""SphericalHarmonics: cost of one right-hand side against one raw ducc0.sht synthesis (docs/sphere.md).
 
     python benchmarks/bench_harmonics.py [--quick]
 

@@ -1,4 +1,4 @@
-"""Clustering diagnostics of particle configurations (SPEC §8.2, Figure 3; Lemma 6.4).
+"""Clustering diagnostics of particle configurations (Figure 3, Lemma 6.4; docs/mathematics.md §7–§8).
 
 Plain functions on arrays of points of shape (..., n, d): every leading axis is a batch axis
 (saved times, independent realisations) and the result has one value per leading index, shape
@@ -36,7 +36,7 @@ def _blocks(n, chunk):
 
 
 def clustered_pair_fraction(positions, delta, *, chunk=_CHUNK):
-    """Fraction of ordered pairs i ≠ j with ⟨x_i, x_j⟩ >= 1 − δ (the quantity of Figure 3, SPEC §8.2).
+    """Fraction of ordered pairs i ≠ j with ⟨x_i, x_j⟩ >= 1 − δ (the quantity of Figure 3, docs/mathematics.md §7).
 
     Parameters
     ----------

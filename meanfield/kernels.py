@@ -1,7 +1,8 @@
-"""Kernel multipliers of e^{β⟨x,y⟩} in spherical harmonics (SPEC L2, §4.3–§4.4).
+"""Kernel multipliers of e^{β⟨x,y⟩} in spherical harmonics (docs/mathematics.md §3).
 
 Convolution against σ, (K*ρ)(x) = ∫ e^{β⟨x,y⟩} ρ(y) dσ(y), is diagonal in spherical harmonics:
-the degree-l part of K*ρ is a_l(β)·ρ_l with (Funk–Hecke, closed form of §4.3)
+the degree-l part of K*ρ is a_l(β)·ρ_l with (Funk–Hecke; the closed form of docs/mathematics.md §3,
+from the proof of Proposition 3.4)
 
     a_l(β) = Γ(d/2) (2/β)^{(d-2)/2} I_{l+(d-2)/2}(β),
 
@@ -24,7 +25,7 @@ def _log_prefactor(beta, dim):
 def kernel_multipliers(beta, dim, lmax, scaled=False):
     """Funk–Hecke multipliers a_l(β), l = 0..lmax, of the kernel e^{β⟨x,y⟩} on S^{dim-1}.
 
-    ∫ e^{β⟨x,y⟩} Y_l(y) dσ(y) = a_l(β) Y_l(x) for every degree-l harmonic Y_l (SPEC L2, §4.3).
+    ∫ e^{β⟨x,y⟩} Y_l(y) dσ(y) = a_l(β) Y_l(x) for every degree-l harmonic Y_l (docs/mathematics.md §3).
 
     Parameters
     ----------
@@ -70,7 +71,7 @@ def velocity_multipliers(beta, dim, lmax, scaled=False):
     """c_l = a_l(β)/β for l >= 1 and c_0 = 0: the multipliers of φ = (K*ρ)/β up to a constant.
 
     The constant mode does not move anything (∇_S kills it), so c_0 is set to 0. The ratios stay
-    finite as β → 0: c_1 → 1/d and c_l → 0 for l >= 2 (SPEC L2), which gives (4.1) at β = 0.
+    finite as β → 0: c_1 → 1/d and c_l → 0 for l >= 2 (docs/mathematics.md §3), which gives (4.1) at β = 0.
     With ``scaled=True`` returns c_l·e^{-β}.
     """
     beta = check_beta(beta)
@@ -100,7 +101,7 @@ def velocity_multipliers(beta, dim, lmax, scaled=False):
 
 
 def laplacian_eigenvalues(dim, lmax):
-    """l(l + d - 2), l = 0..lmax: minus the Laplace–Beltrami eigenvalues on S^{dim-1} (SPEC §4.4)."""
+    """l(l + d - 2), l = 0..lmax: minus the Laplace–Beltrami eigenvalues on S^{dim-1} (docs/mathematics.md §3)."""
     dim = check_dim(dim)
     lmax = check_int(lmax, "lmax", low=0)
     l = np.arange(lmax + 1, dtype=float)
@@ -108,7 +109,7 @@ def laplacian_eigenvalues(dim, lmax):
 
 
 def harmonic_dimension(dim, l):
-    """dim H_l on S^{dim-1}: (2l+d-2)(l+d-3)!/(l!(d-2)!) (SPEC §4.4); 1 for l = 0."""
+    """dim H_l on S^{dim-1}: (2l+d-2)(l+d-3)!/(l!(d-2)!) (docs/mathematics.md §3); 1 for l = 0."""
     dim = check_dim(dim)
     l = np.asarray(l)
     if dim == 2:
@@ -118,7 +119,7 @@ def harmonic_dimension(dim, l):
 
 
 def linear_growth_rates(model, lmax):
-    """Exact growth rates ς_l of degree-l perturbations of the uniform density (SPEC L6).
+    """Exact growth rates ς_l of degree-l perturbations of the uniform density (docs/mathematics.md §5).
 
     ς_l = v·l(l+d−2)·a_l/β for (USA), v·l(l+d−2)·a_l/(β a_0) for (SA), minus ν·l(l+d−2) with noise
     (v = +1 attractive, −1 repulsive). Returns an array of length lmax + 1 (ς_0 = 0).

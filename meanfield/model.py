@@ -1,4 +1,4 @@
-"""The model: which self-attention dynamics on S^{d-1} (SPEC §2–§3, L3–L4)."""
+"""The model: which self-attention dynamics on S^{d-1} ((2.3)–(2.7), (3.2); docs/mathematics.md §1–§2, §6)."""
 import json
 
 import numpy as np
@@ -37,13 +37,13 @@ class Model:
         True for (SA) (softmax, partition function Z, eq. (2.6)/(3.2)); False for (USA) (Z replaced
         by n, eq. (USA)/(3.8)).
     V : float or (d, d) array
-        Value matrix; a scalar v means v·I. V = 1 is attractive, V = -1 repulsive (SPEC L3).
+        Value matrix; a scalar v means v·I. V = 1 is attractive, V = -1 repulsive (docs/mathematics.md §1).
     Q, K : (m, d) arrays, optional
         Query and key matrices (default identity). Rectangular matrices are allowed.
     heads : list of (Q, K, V), optional
         Multi-head attention (2.7); mutually exclusive with Q, K, V.
     noise : float >= 0
-        ν: adds ν·Δ_S ρ to the PDE and sqrt(2ν)·dB (Stratonovich, projected) to particles (SPEC L4).
+        ν: adds ν·Δ_S ρ to the PDE and sqrt(2ν)·dB (Stratonovich, projected) to particles (docs/mathematics.md §6).
 
     Notes
     -----
@@ -100,7 +100,7 @@ class Model:
 
     @property
     def is_zonal(self):
-        """One head, Q^T K = I and V = v·I (SPEC L3): the PDE solvers' case."""
+        """One head, Q^T K = I and V = v·I (docs/mathematics.md §2): the PDE solvers' case."""
         if len(self.heads) != 1:
             return False
         Q, K, V = self.heads[0]
@@ -110,7 +110,7 @@ class Model:
 
     @property
     def v(self):
-        """The scalar v of V = v·I (s = ±1 in SPEC L3); ValueError if V is not a multiple of I."""
+        """The scalar v of V = v·I (the sign s = v of docs/mathematics.md §1); ValueError if V is not a multiple of I."""
         V = self.V
         if len(self.heads) != 1 or not np.allclose(V, V[0, 0] * np.eye(self.dim), rtol=0, atol=_ZONAL_TOL):
             raise ValueError("`V` is not a scalar multiple of the identity, so the model has no scalar v.")

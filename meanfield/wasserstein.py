@@ -1,4 +1,4 @@
-"""Wasserstein distances between discrete measures on S^1 and S^2 with the geodesic cost (SPEC L8).
+"""Wasserstein distances between discrete measures on S^1 and S^2 with the geodesic cost (docs/mathematics.md §8).
 
 The cost is the angle d(x, y) = arccos⟨x, y⟩ ∈ [0, π]. W_p(a, b) = (min_π ∫ d^p dπ)^{1/p}.
 

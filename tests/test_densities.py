@@ -1,4 +1,4 @@
-"""Densities are σ-relative and have mass 1, checked by independent quadrature (SPEC L1)."""
+"""Densities are σ-relative and have mass 1, checked by independent quadrature (docs/mathematics.md §2)."""
 import numpy as np
 import pytest
 from scipy.special import gamma, roots_jacobi, roots_legendre

@@ -1,4 +1,4 @@
-"""Interaction energy E_β (3.5): exact values, Proposition 3.4, spectral form (SPEC L5, §4.4)."""
+"""Interaction energy E_β (3.5): exact values, Proposition 3.4, spectral form (docs/mathematics.md §4)."""
 import numpy as np
 import pytest
 from scipy.special import roots_legendre
@@ -76,7 +76,7 @@ def test_chunked_equals_direct_and_scaled_form():
 
 
 def test_spectral_form_matches_discrete_quadrature():
-    """E from degree powers (§4.4) equals the double sum for a weighted quadrature of ρ."""
+    """E from degree powers (docs/mathematics.md §4) equals the double sum for a weighted quadrature of ρ."""
     beta = 3.0
     rho = mf.densities.von_mises_fisher([1.0, 0.0], 1.5)
     x, q = mf.quadrature(256, 2)

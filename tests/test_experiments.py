@@ -108,7 +108,7 @@ def test_coefficients_positive_and_small_beta_limit():
     assert min(r["min_turan"] for r in rows) >= 1.0
     for r in rows:
         assert r["l_eps"] <= r["l_underflow"]
-    # a_1/a_0 → β/d as β → 0 (SPEC L2)
+    # a_1/a_0 → β/d as β → 0 (docs/mathematics.md §3)
     for d in (2, 3, 5):
         a = mf.kernel_multipliers(1e-3, d, 2)
         assert abs(a[1] / a[0] / (1e-3 / d) - 1) < 1e-3
@@ -195,7 +195,7 @@ def test_phase_diagram_small(tmp_path):
 
 # -- mean-field limit --------------------------------------------------------------------------------
 def test_iid_sampling_rate_on_circle():
-    """E W1(μ^N_0, ρ_0) ~ N^{-1/2} for iid samples on S^1 (SPEC §3.3): fitted exponent within ±0.15."""
+    """E W1(μ^N_0, ρ_0) ~ N^{-1/2} for iid samples on S^1 (docs/mathematics.md §8): fitted exponent within ±0.15."""
     model = mf.Model(beta=1.0, dim=2)
     rho0 = mf.densities.von_mises_fisher([0.0, 1.0], 2.0)
     ns = [100, 300, 1000, 3000, 10000, 30000]

@@ -1,4 +1,4 @@
-"""Kernel multipliers a_l(β) against 30-digit mpmath references (SPEC L2, §4.3)."""
+"""Kernel multipliers a_l(β) against 30-digit mpmath references (proof of Proposition 3.4; docs/mathematics.md §3)."""
 import mpmath as mp
 import numpy as np
 import pytest
@@ -70,7 +70,7 @@ def test_unscaled_and_special_values():
                                                             np.cosh(beta) / beta - np.sinh(beta) / beta ** 2], rtol=1e-14)
     from scipy.special import iv
     assert np.allclose(mf.kernel_multipliers(beta, 2, 5), iv(np.arange(6), beta), rtol=1e-14)
-    # Σ_l a_l dim H_l = e^β (the series at t = 1, §4.3)
+    # Σ_l a_l dim H_l = e^β (the series at t = 1, docs/mathematics.md §3)
     for dim in (2, 3, 4, 5):
         a = mf.kernel_multipliers(beta, dim, 80)
         assert abs(np.sum(a * harmonic_dimension(dim, np.arange(81))) - np.exp(beta)) < 1e-12 * np.exp(beta)

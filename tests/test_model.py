@@ -1,4 +1,4 @@
-"""Model validation and serialisation (API.md)."""
+"""Model validation and serialisation (the public `mf.Model` contract; docs/mathematics.md §1–§2)."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""Solution: derived fields, NetCDF round trip, plots (API.md)."""
+"""Solution: derived fields, NetCDF round trip, plots (the public `Solution` contract)."""
 import numpy as np
 import pytest
 import xarray as xr

@@ -1,4 +1,4 @@
-"""Wasserstein distances with the geodesic cost: closed forms, the LP, metric axioms (SPEC L8)."""
+"""Wasserstein distances with the geodesic cost: closed forms, the LP, metric axioms (docs/mathematics.md §8)."""
 import numpy as np
 import ot
 import pytest

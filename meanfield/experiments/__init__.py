@@ -1,4 +1,4 @@
-"""The workflows users come for (issue #7), each also a subcommand of the ``meanfield`` command.
+"""The workflows users come for (docs/experiments.md), each also a subcommand of the ``meanfield`` command.
 
 * `run` — one simulation from a TOML configuration (`meanfield.experiments.config`);
 * `verify_prop34` — Proposition 3.4: coefficients, landscape, flows, discrete contrast;

@@ -1,4 +1,4 @@
-"""``meanfield mean-field-limit``: particles against the continuum on S^1 and S^2 (SPEC §3.3, L8).
+"""``meanfield mean-field-limit``: particles against the continuum on S^1 and S^2 (Remark 3.3; docs/mathematics.md §8).
 
 One problem — (SA) with β = 1, V = I, from a von Mises–Fisher density — is solved twice:
 
@@ -8,17 +8,17 @@ One problem — (SA) with β = 1, V = I, from a von Mises–Fisher density — i
 * by `solvers.Particles` from N iid or quasi (quadrature-weighted) samples of ρ0.
 
 It reports W1(μ^N_t, ρ_t) against N at several t, and the fitted exponent p of W1 ≈ C·N^{-p}.
-SPEC §3.3/L8 predicts p = 1/2 for iid samples on S^1 and sqrt(log N / N) on S^2 (a fitted p
+docs/mathematics.md §8 predicts p = 1/2 for iid samples on S^1 and sqrt(log N / N) on S^2 (a fitted p
 slightly below 1/2), p = 1 for quasi samples on S^1 and p = 1/2 with a smaller constant on S^2.
 Dobrushin's estimate W1(μ^N_t, ρ_t) <= e^{Lt}·W1(μ^N_0, ρ_0) is drawn with the crude constant
 L(β) = 2 + 2(1 + 2β)e^{2β} (Lipschitz constants of (x, μ) ↦ X[μ](x) for (SA); the paper's constant is
-uncertain, SPEC §12) together with the measured growth. Particles with N above ``n_dynamic_max`` are
-compared at t = 0 only (the particle solver costs O(N²) per step).
+not given, docs/mathematics.md §8) together with the measured growth. Particles with N above
+``n_dynamic_max`` are compared at t = 0 only (the particle solver costs O(N²) per step).
 
 Wasserstein decay: W1 of ρ_t to the nearest Dirac mass (attractive) or to σ (repulsive) against t,
 for the PDE (until it stops resolving the concentrating density) and for particles, with the fitted
-exponential rates. Near a single cluster (SA) contracts at rate 1 and (USA) at rate e^β; the
-repulsive flow approaches σ at the rate |ς_1| of SPEC L6.
+exponential rates. Near a single cluster (SA) contracts at rate 1 and (USA) at rate e^β (Lemma 6.4;
+docs/mathematics.md §8); the repulsive flow approaches σ at the rate |ς_1| of docs/mathematics.md §5.
 """
 import numpy as np
 
@@ -33,7 +33,10 @@ from ._report import Report, fit_exponential, fit_power_law, pyplot, show_progre
 
 
 def dobrushin_constant(beta):
-    """A crude Lipschitz constant L(β) = 2 + 2(1 + 2β)e^{2β} of (x, μ) ↦ X[μ](x) for (SA) (SPEC §3.3)."""
+    """A crude Lipschitz constant L(β) = 2 + 2(1 + 2β)e^{2β} of (x, μ) ↦ X[μ](x) for (SA).
+
+    Dobrushin's estimate (Remark 3.3; docs/mathematics.md §8) uses it as W1(μ_t, ν_t) <= e^{Lt} W1(μ_0, ν_0).
+    """
     return 2.0 + 2.0 * (1.0 + 2.0 * beta) * np.exp(2.0 * beta)
 
 
@@ -210,7 +213,7 @@ def mean_field_limit(out=None, *, dims=(2, 3), beta=1.0, normalized=True, V=1.0,
             tol_iid = 0.15
             report.check(f"S^{dim - 1}: iid W1 exponent at t = 0 within ±{tol_iid} of 1/2",
                          abs(rates["iid"][0] - expected_iid) <= tol_iid,
-                         f"fitted {rates['iid'][0]:.3f} (SPEC §3.3: "
+                         f"fitted {rates['iid'][0]:.3f} (docs/mathematics.md §8: "
                          f"{'N^-1/2' if dim == 2 else 'sqrt(log N/N), slope a little below 1/2'})")
             if times.size > 1:
                 report.check(f"S^{dim - 1}: iid W1 exponent at t = {times[-1]:g} within ±{tol_iid} of 1/2 "

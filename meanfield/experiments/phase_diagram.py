@@ -1,4 +1,4 @@
-"""``meanfield phase-diagram``: the Figure 3 experiment (SPEC §8.1–§8.2).
+"""``meanfield phase-diagram``: the Figure 3 experiment (Section 6.2–6.3 of the paper; docs/mathematics.md §7).
 
 For i.i.d. uniform initial particles on S^{d-1}, p_d(t, β) = P(⟨x_1(t), x_2(t)⟩ >= 1 − δ) is estimated
 as the fraction of ordered pairs i ≠ j with ⟨x_i(t), x_j(t)⟩ >= 1 − δ, averaged over B realisations
@@ -6,10 +6,11 @@ as the fraction of ordered pairs i ≠ j with ⟨x_i(t), x_j(t)⟩ >= 1 − δ, 
 
 * Γ_∞,δ (6.12): the time t*(β) at which the equiangular solution γ_β of (6.9) (SA) or (6.10) (USA)
   reaches 1 − δ (Theorems 6.8–6.9), solved with `scipy.integrate.solve_ivp`;
-* the empirical curve Γ_d,δ: the first saved time with p_d >= 1/2 (the level p* = 1/2, SPEC §8.2).
+* the empirical curve Γ_d,δ: the first saved time with p_d >= 1/2 (the level p* = 1/2, docs/mathematics.md §7).
 
 Checks: at t = 0 the estimate matches the exact P(⟨x, y⟩ >= 1 − δ) for independent uniform points;
-the particle solver reproduces γ_β exactly for orthonormal initial data (d >= n, SPEC L7); the
+the particle solver reproduces γ_β exactly for orthonormal initial data (d >= n, Theorem 6.8;
+docs/mathematics.md §7); the
 smallest β clusters by the end; p_d stays in [0, 1]. Optionally counts clusters (metastability,
 Figure 4).
 """
@@ -82,7 +83,7 @@ def _count_clusters(positions, delta):
 
 
 def equiangular_check(beta, n=6, normalized=True, t_end=4.0, progress=False):
-    """Max |⟨x_1(t), x_2(t)⟩ − γ_β(t)| for n orthonormal particles in d = n (SPEC L7, Theorem 6.8)."""
+    """Max |⟨x_1(t), x_2(t)⟩ − γ_β(t)| for n orthonormal particles in d = n (Theorem 6.8; docs/mathematics.md §7)."""
     import solvers
 
     t = np.linspace(0.0, t_end, 21)

@@ -1,21 +1,21 @@
-"""``meanfield verify-prop34``: Proposition 3.4 checked numerically, in four parts (SPEC §4.2–§4.4, §11.1).
+"""``meanfield verify-prop34``: Proposition 3.4 checked numerically, in four parts (docs/mathematics.md §4).
 
-1. **Coefficients.** The Gegenbauer coefficients a_l(β) of e^{βt} (SPEC §4.3, boxed formula) are
-   positive for every degree l >= 1 and every β on a grid from 1e-3 to 500, for d = 2, 3, 4, 8,
-   and decrease in l. Floating point resolves them up to the degree ``l_underflow`` where
-   a_l·e^{-β} underflows to 0 (``l_eps`` is where a_l/a_0 drops below machine epsilon, i.e. where
-   they stop changing the kernel e^{βt} in double precision).
+1. **Coefficients.** The Gegenbauer coefficients a_l(β) of e^{βt} (proof of Proposition 3.4, in the
+   closed form of docs/mathematics.md §3) are positive for every degree l >= 1 and every β on a
+   grid from 1e-3 to 500, for d = 2, 3, 4, 8, and decrease in l. Floating point resolves them up to
+   the degree ``l_underflow`` where a_l·e^{-β} underflows to 0 (``l_eps`` is where a_l/a_0 drops
+   below machine epsilon, i.e. where they stop changing the kernel e^{βt} in double precision).
 2. **Landscape.** E_β of random probability measures (von Mises–Fisher, mixtures, random
    band-limited densities, discretised by quadrature; iid clouds on S^3) lies in
-   [a_0/(2β), e^β/(2β)] (SPEC L5); the gaps to both ends are reported.
+   [a_0/(2β), e^β/(2β)] (docs/mathematics.md §4); the gaps to both ends are reported.
 3. **Flows.** The repulsive flow (V = −I) from a random band-limited ρ0 converges to the uniform
-   density in L∞ and W1, at the exact linear rate |ς_1| of SPEC L6; the attractive flow increases
-   E_β monotonically towards the Dirac value e^β/(2β). Both with the spectral solvers
+   density in L∞ and W1, at the exact linear rate |ς_1| of docs/mathematics.md §5; the attractive
+   flow increases E_β monotonically towards the Dirac value e^β/(2β). Both with the spectral solvers
    (`solvers.FourierCircle` on S^1, `solvers.SphericalHarmonics` on S^2).
-4. **Discrete contrast (§11.1).** Minimising the discrete energy of n points on S^2 (Riemannian
-   gradient descent from random starts) gives the sharp configurations: the tetrahedron, the
-   octahedron and the icosahedron for n = 4, 6, 12 (Cohn–Kumar), whereas the continuous minimiser
-   is σ. Their energy exceeds a_0/(2β) and their moments Q_1..Q_t vanish (spherical t-designs).
+4. **Discrete contrast** (Section 9.1 of the paper; docs/mathematics.md §4). Minimising the
+   discrete energy of n points on S^2 (Riemannian gradient descent from random starts) gives the
+   sharp configurations: the tetrahedron, the octahedron and the icosahedron for n = 4, 6, 12
+   (Cohn–Kumar), whereas the continuous minimiser is σ. Their energy exceeds a_0/(2β) and their moments Q_1..Q_t vanish (spherical t-designs).
 """
 import numpy as np
 
@@ -33,7 +33,7 @@ EPS = np.finfo(float).eps
 # Part 1: coefficients
 # ---------------------------------------------------------------------------------------------------
 def coefficient_table(betas, dims, lmax=4096):
-    """For each (β, d): positivity and monotonicity of a_l(β), l = 1..l_underflow−1 (SPEC §4.3).
+    """For each (β, d): positivity and monotonicity of a_l(β), l = 1..l_underflow−1 (docs/mathematics.md §3).
 
     Returns a list of dicts with ``beta, dim, l_underflow, l_eps, all_positive, decreasing,
     min_rel`` (the smallest resolved a_l/a_0), ``min_ratio`` (the smallest a_l/a_{l−1}, the smallest
@@ -88,7 +88,7 @@ def _part_coefficients(report, betas, dims):
         grid = {k: np.array([[next(r[k] for r in rows if r["beta"] == b and r["dim"] == d) for b in B] for d in D])
                 for k in ("l_underflow", "l_eps", "min_rel", "min_ratio", "min_turan")}
         ds = xr.Dataset({k: (("dim", "beta"), v) for k, v in grid.items()}, coords={"dim": D, "beta": B})
-        ds.attrs["description"] = "Gegenbauer coefficients a_l(beta) of exp(beta t) on S^(d-1) (SPEC 4.3)"
+        ds.attrs["description"] = "Gegenbauer coefficients a_l(beta) of exp(beta t) on S^(d-1) (docs/mathematics.md sec. 3)"
         report.save_dataset(ds, "coefficients.nc")
         plt = pyplot()
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
@@ -247,7 +247,7 @@ def repulsive_flow(dim, beta=4.0, t_end=8.0, seed=0, quick=False, progress=False
 
     Returns (solution, dict) with ``linf`` = max|ρ_t − 1|, ``w1`` = W1(ρ_t, σ), ``m`` = |∫x ρ_t dσ| (the
     degree-1 part, computed exactly by quadrature), its fitted decay rate and the exact rate |ς_1|
-    of SPEC L6.
+    of docs/mathematics.md §5.
     """
     model = Model(beta=beta, dim=dim, V=-1.0, normalized=False)
     rho0 = densities.band_limited(dim, 2, rng=seed, floor=0.9)
@@ -295,7 +295,7 @@ def _part_flows(report, dims, quick, progress):
         conv = r["linf"][-1] <= 1e-2 * r["linf"][0] and r["w1"][-1] <= 1e-2 * r["w1"][0]
         report.check(f"3. repulsive flow on S^{dim - 1} converges to σ (L∞ and W1)", conv,
                      f"L∞ {r['linf'][0]:.2e} → {r['linf'][-1]:.2e}, W1 {r['w1'][0]:.2e} → {r['w1'][-1]:.2e}")
-        report.check(f"3. repulsive flow on S^{dim - 1}: |∫x ρ dσ| decays at the exact rate |ς_1| (SPEC L6)",
+        report.check(f"3. repulsive flow on S^{dim - 1}: |∫x ρ dσ| decays at the exact rate |ς_1| (mathematics §5)",
                      abs(r["rate"] - r["exact_rate"]) <= 0.05 * r["exact_rate"],
                      f"fitted {r['rate']:.4f}, exact {r['exact_rate']:.4f}")
         sol_a, ra = attractive_flow(dim, quick=quick, progress=progress)
@@ -330,13 +330,13 @@ def _part_flows(report, dims, quick, progress):
 # Part 4: discrete contrast
 # ---------------------------------------------------------------------------------------------------
 def discrete_energy(x, beta):
-    """E_β of the empirical measure (1/n)Σδ_{x_i} (SPEC §4.1 particle form)."""
+    """E_β of the empirical measure (1/n)Σδ_{x_i} ((3.5) for particles; docs/mathematics.md §4)."""
     n = x.shape[0]
     return float(np.exp(beta * (x @ x.T)).sum() / (2 * beta * n * n))
 
 
 def minimise_discrete_energy(n, dim=3, beta=1.0, starts=8, rng=None, tol=1e-13, max_iter=5000):
-    """Minimise E_β over n-point empirical measures on S^{dim-1} (§11.1) from ``starts`` random starts.
+    """Minimise E_β over n-point empirical measures on S^{dim-1} (Section 9.1) from ``starts`` random starts.
 
     Unconstrained L-BFGS (`scipy.optimize.minimize`) on y ∈ R^{n×dim} with x_i = y_i/|y_i|, for the
     scaled energy e^{-β}E_β; the gradient is ∂E/∂y_i = P_{x_i}(∂E/∂x_i)/|y_i| with
@@ -389,7 +389,10 @@ def design_inner_products(n):
 
 
 def gegenbauer_moments(x, tmax):
-    """Q_k = (1/n²) Σ_ij P_k(⟨x_i, x_j⟩), k = 1..tmax on S^2 (Legendre; SPEC §4.4): all 0 for a t-design."""
+    """Q_k = (1/n²) Σ_ij P_k(⟨x_i, x_j⟩), k = 1..tmax on S^2 (Legendre): all 0 for a t-design.
+
+    Definition 9.1; docs/mathematics.md §4.
+    """
     from scipy.special import eval_legendre
 
     g = np.clip(x @ x.T, -1, 1)
