@@ -15,7 +15,8 @@
 4. **Discrete contrast** (Section 9.1 of the paper; docs/mathematics.md §4). Minimising the
    discrete energy of n points on S^2 (Riemannian gradient descent from random starts) gives the
    sharp configurations: the tetrahedron, the octahedron and the icosahedron for n = 4, 6, 12
-   (Cohn–Kumar), whereas the continuous minimiser is σ. Their energy exceeds a_0/(2β) and their moments Q_1..Q_t vanish (spherical t-designs).
+   (Cohn–Kumar), whereas the continuous minimiser is σ. Their energy exceeds a_0/(2β) and their
+   moments Q_1..Q_t vanish (spherical t-designs).
 """
 import numpy as np
 
