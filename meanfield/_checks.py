@@ -149,7 +149,7 @@ def check_times(t_eval, name="t_eval", *, start=0.0):
 
 
 def check_density_values(values, name="rho0", *, quadrature_weights=None, normalize=False, rtol=MASS_RTOL):
-    """Validate density values sampled at quadrature nodes (σ-relative density, L1).
+    """Validate density values sampled at quadrature nodes (σ-relative density, docs/mathematics.md §2).
 
     Checks finiteness and non-negativity; with ``quadrature_weights`` (summing to 1, i.e. a
     quadrature for σ) checks that the mass ∫ρ dσ is 1 within ``rtol``, or rescales when
