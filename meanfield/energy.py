@@ -3,27 +3,31 @@ import numpy as np
 
 from ._checks import check_beta, check_dim, check_measure
 from .kernels import kernel_multipliers, velocity_multipliers
+from .kernelsums import kernel_energy
 
 _CHUNK = 2048
 
 
-def _discrete_energy(beta, x, w, chunk=_CHUNK):
-    """(1/2β) Σ_ij w_i w_j e^{β⟨x_i,x_j⟩}, in chunks (O(n·chunk) memory), with β = 0 → ½|Σ w_i x_i|²."""
+def _discrete_energy(beta, x, w, chunk=_CHUNK, scaled=False):
+    """(1/2β) Σ_ij w_i w_j e^{β⟨x_i,x_j⟩} (3.5), times e^{−β} if ``scaled``, with β = 0 → ½|Σ w_i x_i|².
+
+    x (n, d) or (..., n, d) for a batch of measures (then an array of energies); the double sum is
+    `meanfield.kernelsums.kernel_energy` (blocks of ``chunk``², the fixed shift e^{β(⟨x_i,x_j⟩−1)} ∈
+    [e^{−2β}, 1]; docs/mathematics.md §11.1).
+    """
     if beta == 0.0:
-        m = w @ x
-        return 0.5 * float(m @ m)
-    # e^{β⟨x_i,x_j⟩} = e^β e^{β(⟨x_i,x_j⟩-1)}: the scaled sum stays in [e^{-2β}, 1].
-    total = 0.0
-    for start in range(0, x.shape[0], chunk):
-        g = x[start:start + chunk] @ x.T
-        np.subtract(g, 1.0, out=g)
-        np.multiply(g, beta, out=g)
-        np.exp(g, out=g)
-        total += float(w[start:start + chunk] @ (g @ w))
-    if beta < 700.0:
-        return float(np.exp(beta) * total / (2 * beta))
-    with np.errstate(over="ignore"):
-        return float(np.exp(beta + np.log(total) - np.log(2 * beta)))
+        m = np.einsum("i,...id->...d", w, x)
+        e = 0.5 * np.einsum("...d,...d->...", m, m)
+    else:
+        total = kernel_energy(beta, x, w, chunk=chunk)
+        if scaled:
+            e = total / (2 * beta)
+        elif beta < 700.0:
+            e = np.exp(beta) * total / (2 * beta)
+        else:
+            with np.errstate(over="ignore", divide="ignore"):
+                e = np.exp(beta + np.log(total) - np.log(2 * beta))
+    return float(e) if np.ndim(e) == 0 else e
 
 
 def energy_from_spectrum(beta, dim, power):
@@ -76,7 +80,7 @@ def interaction_energy(beta, measure, scaled=False):
 
     Notes
     -----
-    O(n²) work in chunks of 2048 rows, O(n) extra memory. At β = 0 the library reports
+    O(n²) work in blocks of 2048 × 2048 (`meanfield.kernelsums`), O(n + 2048²) memory. At β = 0 the library reports
     E_0[μ] = ½‖∫x dμ‖², the limit of E_β − 1/(2β) (SPEC L5). The uniform measure gives a_0/(2β)
     (the minimum) and a Dirac mass e^β/(2β) (the maximum), Proposition 3.4.
     """
@@ -87,18 +91,7 @@ def interaction_energy(beta, measure, scaled=False):
             e = e * np.exp(-beta)
         return float(e[0]) if e.size == 1 else e
     x, w = check_measure(measure)
-    e = _discrete_energy(beta, x, w)
-    if scaled:
-        return e * np.exp(-beta) if np.isfinite(e) else _discrete_energy_scaled(beta, x, w)
-    return e
-
-
-def _discrete_energy_scaled(beta, x, w, chunk=_CHUNK):
-    total = 0.0
-    for start in range(0, x.shape[0], chunk):
-        g = np.exp(beta * (x[start:start + chunk] @ x.T - 1.0))
-        total += float(w[start:start + chunk] @ (g @ w))
-    return total / (2 * beta)
+    return _discrete_energy(beta, x, w, scaled=scaled)
 
 
 def uniform_energy(beta, dim):

@@ -13,21 +13,10 @@
 import numpy as np
 
 from ._checks import check_callable, check_dim, check_int
+from .densities import Uniform, VonMisesFisher
+from .quadrature import circle_points, sphere_quadrature, trapezoid
 
-_GOLDEN = (1 + 5 ** 0.5) / 2
-
-
-def _circle_points(theta):
-    return np.stack([np.cos(theta), np.sin(theta)], axis=-1)
-
-
-def _fibonacci_sphere(n):
-    """Spherical Fibonacci lattice: n nearly equal-area points on S^2 (z uniform, golden-angle φ)."""
-    j = np.arange(n)
-    z = 1 - (2 * j + 1) / n
-    phi = 2 * np.pi * j / _GOLDEN
-    r = np.sqrt(np.clip(1 - z * z, 0, None))
-    return np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=-1)
+quadrature = sphere_quadrature   # mf.quadrature(n, dim): midpoints on S^1, Fibonacci on S^2 (meanfield.quadrature)
 
 
 def uniform_points(n, dim, rng=None):
@@ -50,8 +39,6 @@ def _values(density, x):
 
 def _iid(density, n, dim, rng):
     """Rejection sampling against σ with an envelope estimated on a dense set and re-checked."""
-    from .densities import Uniform, VonMisesFisher
-
     if isinstance(density, Uniform):
         return uniform_points(n, dim, rng)
     if isinstance(density, VonMisesFisher) and density.dim == dim:
@@ -98,17 +85,6 @@ def _sample_vmf(density, n, rng):
     v -= (v @ mu)[:, None] * mu
     v /= np.linalg.norm(v, axis=-1, keepdims=True)
     return t[:, None] * mu + np.sqrt(np.clip(1 - t * t, 0, None))[:, None] * v
-
-
-def quadrature(n, dim):
-    """A quadrature (points, weights) for σ with n nodes: midpoints on S^1, Fibonacci on S^2."""
-    dim = check_dim(dim)
-    n = check_int(n, "n", low=1)
-    if dim == 2:
-        return _circle_points(2 * np.pi * (np.arange(n) + 0.5) / n), np.full(n, 1.0 / n)
-    if dim == 3:
-        return _fibonacci_sphere(n), np.full(n, 1.0 / n)
-    raise ValueError(f"`dim` must be 2 or 3 for a deterministic quadrature, got {dim}.")
 
 
 def sample(density, n, dim, rng=None, method="iid"):
@@ -158,10 +134,9 @@ def sample(density, n, dim, rng=None, method="iid"):
 def _quantiles(density, n):
     """Equal-weight points at the quantiles (j + ½)/n of ρ on S^1 (CDF on a fine midpoint grid)."""
     m = max(8 * n, 1 << 14)
-    theta = 2 * np.pi * (np.arange(m) + 0.5) / m
-    v = _values(density, _circle_points(theta))
+    v = _values(density, trapezoid(m).points)
     cdf = np.concatenate([[0.0], np.cumsum(v)])
     cdf /= cdf[-1]
     edges = 2 * np.pi * np.arange(m + 1) / m
     q = (np.arange(n) + 0.5) / n
-    return _circle_points(np.interp(q, cdf, edges))
+    return circle_points(np.interp(q, cdf, edges))

@@ -19,6 +19,7 @@ from scipy.integrate import solve_ivp
 from scipy.special import ive
 
 from meanfield._checks import check_callable, check_int, check_real
+from meanfield.quadrature import gauss_gegenbauer
 
 
 def legendre_zonal(beta, rho_of_z, t_end, *, v=1.0, normalized=True, L=48, tail_tol=1e-8):
@@ -44,9 +45,9 @@ def legendre_zonal(beta, rho_of_z, t_end, *, v=1.0, normalized=True, L=48, tail_
     t_end = check_real(t_end, "t_end", low=0.0, low_open=True)
     v = check_real(v, "v")
     L = check_int(L, "L", low=4)
-    z, wz = leg.leggauss(2 * L + 2)
+    z, wz = gauss_gegenbauer(2 * L + 2, 3)                 # Gauss–Legendre in z, weights of dσ = dz/2
     Vq = leg.legvander(z, L)
-    norm = (2 * np.arange(L + 1) + 1) / 2
+    norm = 2 * np.arange(L + 1) + 1
     a = np.sqrt(np.pi / (2 * beta)) * ive(np.arange(L + 1) + 0.5, beta)     # i_l(β) e^{-β}
 
     def proj(f):

@@ -12,6 +12,7 @@ i.e. σ_h is the normalised area (length) measure of the *discrete* surface (|Γ
 import numpy as np
 
 from ..energy import _discrete_energy
+from ..quadrature import gauss_gegenbauer
 from .base import Representation
 
 
@@ -131,8 +132,8 @@ class P1Field(Representation):
             raise ValueError(f"`n` must be a positive number of points per cell, got {n}.")
         p = self.vertices[self.cells]
         if self.dim == 2:
-            g, gw = np.polynomial.legendre.leggauss(n)
-            tau, gw = (g + 1) / 2, gw / 2
+            g, gw = gauss_gegenbauer(n, 3)                            # Gauss–Legendre, weights summing to 1
+            tau = (g + 1) / 2
             bary = np.stack([1 - tau, tau], axis=-1)                      # (q, 2)
             meas = np.linalg.norm(p[:, 1] - p[:, 0], axis=1)
         else:
