@@ -215,20 +215,9 @@ def _product_grid(dim, degree):
 
     Midpoints on S^1; Gauss–Legendre in z times equispaced φ on S^2.
     """
-    from ..sampling import quadrature
+    from ..quadrature import gauss_legendre, trapezoid
 
-    if dim == 2:
-        return quadrature(2 * degree + 2, 2)
-    from scipy.special import roots_legendre
-
-    z, wz = roots_legendre(degree // 2 + 2)
-    nphi = degree + 2
-    phi = 2 * np.pi * np.arange(nphi) / nphi
-    Z, P = np.meshgrid(z, phi, indexing="ij")
-    r = np.sqrt(1 - Z * Z)
-    x = np.stack([r * np.cos(P), r * np.sin(P), Z], axis=-1).reshape(-1, 3)
-    w = np.repeat(wz / 2, nphi) / nphi
-    return x, w
+    return trapezoid(2 * degree + 2) if dim == 2 else gauss_legendre(degree // 2 + 2, degree + 2)
 
 
 def distance_to_uniform(sol, i, m=None):
