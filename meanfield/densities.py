@@ -7,6 +7,7 @@ import numpy as np
 
 from ._checks import check_int, check_points, check_real
 from .kernels import kernel_multipliers
+from .quadrature import fibonacci, trapezoid
 
 
 class Density:
@@ -191,8 +192,7 @@ class BandLimited(Density):
             self.terms = [(l, m, rng.standard_normal() / (l + 1)) for l in range(1, self.lmax + 1) for m in range(-l, l + 1)]
         self._raw = 0.0
         # fix amplitude so the minimum on a fine grid is `floor`
-        from .sampling import _fibonacci_sphere
-        grid = _circle_grid(4096) if self.dim == 2 else _fibonacci_sphere(20000)
+        grid = (trapezoid(4096) if self.dim == 2 else fibonacci(20000)).points
         pert = self._perturbation(grid)
         lo = float(pert.min())
         self.amp = scale if lo >= 0 else min(scale, (1 - floor) / (-lo))
@@ -214,8 +214,3 @@ class BandLimited(Density):
 def band_limited(dim, lmax, rng=None, scale=1.0, floor=0.05):
     """A random band-limited density of degree <= lmax on S^1 or S^2 with minimum >= floor."""
     return BandLimited(dim, lmax, rng=rng, scale=scale, floor=floor)
-
-
-def _circle_grid(n):
-    theta = 2 * np.pi * (np.arange(n) + 0.5) / n
-    return np.stack([np.cos(theta), np.sin(theta)], axis=-1)
