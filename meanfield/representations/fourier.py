@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..energy import energy_from_spectrum
+from ..quadrature import trapezoid
 from .base import Representation
 
 
@@ -45,7 +46,7 @@ class FourierSeries(Representation):
         c = np.asarray(data)
         K = c.shape[-1] - 1
         if n < 2 * K + 1:
-            return self.evaluate_angles(c, 2 * np.pi * (np.arange(n) + 0.5) / n)
+            return self.evaluate_angles(c, trapezoid(n).angles)
         full = np.zeros(n, dtype=complex)
         full[:K + 1] = c
         full[n - K:] = np.conj(c[1:][::-1])
@@ -67,10 +68,8 @@ class FourierSeries(Representation):
         """
         K = np.asarray(data).shape[-1] - 1
         n = max(4 * (2 * K + 1), 16384) if n is None else int(n)
-        theta = 2 * np.pi * (np.arange(n) + 0.5) / n
         w = np.clip(self.grid_values(data, n), 0.0, None)
-        w = w / w.sum()
-        return np.stack([np.cos(theta), np.sin(theta)], axis=-1), w
+        return trapezoid(n).points, w / w.sum()
 
     def w1_to_dirac(self, data):
         """(min_φ W1(ρσ, δ_φ), φ*) computed exactly from the coefficients (SPEC L8).
@@ -119,7 +118,7 @@ class FourierSeries(Representation):
         """Space-time map of ρ(θ, t)."""
         ax = fig.add_subplot(1, 2, 1)
         n = max(512, 2 * (np.asarray(data_all).shape[-1] - 1) + 2)   # >= 2K + 1: one FFT per time
-        theta = 2 * np.pi * (np.arange(n) + 0.5) / n
+        theta = trapezoid(n).angles
         rho = np.array([self.grid_values(c, n) for c in data_all])
         tt = np.asarray(t)
         norm = None

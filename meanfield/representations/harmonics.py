@@ -18,6 +18,7 @@ m(2L+1−m)/2 + l), orthonormal for the area measure dA and with the Condon–Sh
 import numpy as np
 
 from ..energy import energy_from_spectrum
+from ..quadrature import gauss_legendre_grid   # also re-exported: the ducc0 "GL" grid
 from .base import Representation
 
 EVAL_EPSILON = 1e-13   # accuracy of ducc0's synthesis_general (relative to the coefficient norm)
@@ -81,23 +82,6 @@ def spherical_angles(x):
     theta = np.arctan2(np.hypot(x[..., 0], x[..., 1]), x[..., 2])
     phi = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi)
     return theta, phi
-
-
-def gauss_legendre_grid(ntheta, nphi):
-    """Gauss–Legendre grid of ducc0 ("GL": rings from north to south, φ_j = 2πj/nphi).
-
-    Returns (theta (ntheta,), phi (nphi,), points (ntheta, nphi, 3), weights (ntheta, nphi)) with
-    weights summing to 1 (a quadrature for σ, exact for degree <= 2·ntheta − 1 in θ and < nphi in φ).
-    """
-    from ducc0.sht import get_gridweights
-
-    x, _ = np.polynomial.legendre.leggauss(ntheta)
-    theta = np.arccos(-x)
-    phi = 2 * np.pi * np.arange(nphi) / nphi
-    st, ct = np.sin(theta)[:, None], np.cos(theta)[:, None]
-    pts = np.stack([st * np.cos(phi)[None, :], st * np.sin(phi)[None, :], np.broadcast_to(ct, (ntheta, nphi))], -1)
-    w = np.repeat(get_gridweights("GL", ntheta)[:, None] / (4 * np.pi * nphi), nphi, axis=1)
-    return theta, phi, pts, w
 
 
 def synthesis_points(alm, lmax, x, nthreads=1):
