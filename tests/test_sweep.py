@@ -1,0 +1,263 @@
+"""Sweeps on dask.distributed: identical to the serial run, worker deaths retried, Ctrl-C resumable."""
+import importlib
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield.cli import main
+sw = importlib.import_module("meanfield.experiments.sweep")
+
+# a run cell takes ~0.1-0.3 s: the Fourier solver with 32 modes, repulsive, so it never under-resolves
+CIRCLE = """
+[solver]
+name = "fourier"
+modes = 32
+rtol = 1e-12
+atol = 1e-14
+
+[model]
+beta = 1.0
+dim = 2
+V = -1.0
+
+[initial]
+density = "perturbed_uniform"
+amplitude = 0.1
+degree = 3
+
+[times]
+t_end = {t_end}
+n_saves = 5
+"""
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def _summary(out):
+    return json.loads((pathlib.Path(out) / "summary.json").read_text())
+
+
+def _done_cells(out):
+    """Cells whose status file (the completion marker) says done."""
+    return sorted(int(p.stem[5:]) for p in (pathlib.Path(out) / "cells").glob("cell-*.json")
+                  if json.loads(p.read_text())["status"] == "done")
+
+
+def _assert_identical(a, b):
+    assert set(a.variables) == set(b.variables) and dict(a.sizes) == dict(b.sizes)
+    for name in a.variables:
+        assert np.array_equal(a[name].values, b[name].values, equal_nan=True), name
+
+
+@pytest.fixture(scope="module")
+def client():
+    """One LocalCluster of 2 worker processes (1 thread each) for the whole module."""
+    with sw.cluster(workers=2, log=None) as c:
+        yield c
+
+
+# tasks for map_tasks: module level, so the workers import them
+def _die_once(i, *, marker):
+    """Task 2 kills its own worker process the first time it runs."""
+    if i == 2 and not os.path.exists(marker):
+        pathlib.Path(marker).write_text("killed")
+        os._exit(1)
+    return i * i
+
+
+def _raise_once(i, *, marker):
+    if i == 1 and not os.path.exists(marker):
+        pathlib.Path(marker).write_text("raised")
+        raise RuntimeError("first attempt fails")
+    return -i
+
+
+def test_cell_seeds_are_spawned_from_the_sweep_seed():
+    """Cell i's seed is the i-th child of SeedSequence(seed): independent of workers and order."""
+    children = np.random.SeedSequence(7).spawn(5)
+    assert [sw.cell_seed(7, i) for i in range(5)] == [int(c.generate_state(1, np.uint32)[0]) for c in children]
+    assert len({sw.cell_seed(7, i) for i in range(100)}) == 100
+    with pytest.raises(ValueError, match=r"`seed`"):
+        sw.cell_seed(-1, 0)
+
+
+PARTICLES = {"sweep": {"seed": 5, "replicas": 2, "grid": {"model.beta": [1.0, 4.0]}},
+             "solver": {"name": "particles", "n": 24, "rtol": 1e-7},
+             "model": {"beta": 1.0, "dim": 3},
+             "initial": {"density": "uniform"},
+             "times": {"t_end": 2.0, "n_saves": 5}}
+
+
+def test_sweep_on_two_workers_equals_serial(client, tmp_path):
+    serial = sw.sweep(PARTICLES, tmp_path / "serial", workers=0, progress=False, log=None)
+    spread = sw.sweep(PARTICLES, tmp_path / "dask", scheduler=client, progress=False, log=None)
+    assert serial.passed and spread.passed
+    assert spread.results["computed"] == 4 and spread.results["failed"] == 0
+    a, b = sw.open_sweep(tmp_path / "serial"), sw.open_sweep(tmp_path / "dask")
+    assert a["positions"].chunks is not None                      # opened lazily with dask
+    assert a["positions"].dims[:3] == ("beta", "replica", "time")
+    assert a.sizes["beta"] == 2 and a.sizes["replica"] == 2 and a.sizes["particle"] == 24
+    _assert_identical(a.load(), b.load())
+    # cell i (beta-major, replica last) starts from iid points drawn with its spawned seed
+    for i, (beta, r) in enumerate([(1.0, 0), (1.0, 1), (4.0, 0), (4.0, 1)]):
+        seed = json.loads((tmp_path / "dask" / "cells" / f"cell-{i:05d}.json").read_text())["seed"]
+        assert seed == sw.cell_seed(5, i)
+        x0, _ = mf.sampling.sample(mf.densities.uniform(), 24, 3, rng=seed)
+        assert np.array_equal(a["positions"].sel(beta=beta, replica=r).isel(time=0).values, x0)
+    assert not np.allclose(a["positions"].isel(replica=0, time=0), a["positions"].isel(replica=1, time=0))
+
+
+def test_experiments_on_two_workers_equal_serial(client):
+    """Phase diagram (one task per β) and W1 against N (one task per sample) on the cluster."""
+    from meanfield.experiments import phase_diagram
+
+    mfl = importlib.import_module("meanfield.experiments.mean_field_limit")
+
+    kw = dict(betas=[1.0, 3.0, 6.0], realisations=6, n=6, t_end=4.0, n_times=5, progress=False)
+    a = phase_diagram(None, **kw)
+    b = phase_diagram(None, scheduler=client, **kw)
+    assert np.array_equal(a.results["p"], b.results["p"])
+    assert np.array_equal(a.results["mean_clusters_final"], b.results["mean_clusters_final"], equal_nan=True)
+    assert 0 < a.results["p"][-1, -1] < 1
+    model = mf.Model(beta=1.0, dim=2)
+    rho0 = mf.densities.von_mises_fisher([0.0, 1.0], 2.0)
+    args = (2, model, rho0, [0.0, 0.5], [40, 120], ("iid", "quasi"), 2, 200)
+    w_serial, _ = mfl.sampling_study(*args, quick=True)
+    w_dask, _ = mfl.sampling_study(*args, quick=True, scheduler=client)
+    for method in ("iid", "quasi"):
+        assert np.isfinite(w_serial[method]).all()
+        assert np.array_equal(w_serial[method], w_dask[method])
+
+
+def test_killed_worker_does_not_lose_a_task(client, tmp_path):
+    marker = tmp_path / "killed"
+    out = sw.map_tasks(_die_once, range(6), scheduler=client, shared={"marker": str(marker)}, progress=False)
+    assert marker.read_text() == "killed"                          # the worker did die
+    assert out == [i * i for i in range(6)]
+    # a task that raises is retried too (retries=), or reported with errors="return"
+    marker = tmp_path / "raised"
+    assert sw.map_tasks(_raise_once, range(3), scheduler=client, shared={"marker": str(marker)},
+                        retries=1, progress=False) == [0, -1, -2]
+    marker.unlink()
+    out = sw.map_tasks(_raise_once, range(3), scheduler=client, shared={"marker": str(marker)}, retries=0,
+                       errors="return", progress=False)
+    assert out[0] == 0 and out[2] == -2
+    assert isinstance(out[1], sw.TaskError) and "first attempt fails" in str(out[1])
+
+
+def test_failing_cell_is_recorded_and_counted(client, tmp_path, capsys):
+    """β = 400 is not resolved by 16 modes: that cell fails, the others finish; exit status 1."""
+    spec = _write(tmp_path / "fail.toml", CIRCLE.format(t_end=1.0).replace("modes = 32", "modes = 16")
+                  + '\n[sweep.grid]\n"model.beta" = [0.5, 400.0, 1.0]\n')
+    out = tmp_path / "out"
+    address = client.scheduler.address
+    assert main(["sweep", str(spec), "--out", str(out), "--scheduler", address, "--no-progress"]) == 1
+    text = capsys.readouterr().out
+    assert "1 of 3 cells failed" in text
+    s = _summary(out)
+    assert (s["results"]["computed"], s["results"]["failed"], s["results"]["skipped"]) == (3, 1, 0)
+    assert s["results"]["failed_cells"][0]["index"] == 1 and "`modes`" in s["results"]["failed_cells"][0]["error"]
+    status = json.loads((out / "cells" / "cell-00001.json").read_text())
+    assert status["status"] == "failed" and "`modes`" in status["error"]
+    ds = sw.open_sweep(out).load()
+    assert np.isnan(ds["energy"].sel(beta=400.0)).all() and np.isfinite(ds["energy"].sel(beta=1.0)).all()
+    # again, serially: only the failed cell runs (and fails again)
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "0", "--no-progress"]) == 1
+    s = _summary(out)
+    assert (s["results"]["computed"], s["results"]["failed"], s["results"]["skipped"]) == (1, 1, 2)
+
+
+def test_sigint_then_resume_computes_only_the_missing_cells(tmp_path):
+    spec = _write(tmp_path / "ctrlc.toml", CIRCLE.format(t_end=20.0)
+                  + '\n[sweep.grid]\n"model.beta" = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]\n'
+                  + '"initial.amplitude" = [0.05, 0.1]\n')
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "meanfield.cli", "sweep", str(spec), "--out", str(out), "--workers", "2",
+           "--no-progress"]
+    proc = subprocess.Popen(cmd, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 90
+    while time.time() < deadline and proc.poll() is None:
+        if (out / "cells").is_dir() and len(_done_cells(out)) >= 3:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert _summary(out)["status"] == "interrupted"
+    done = _done_cells(out)
+    assert 3 <= len(done) < 20, done
+    # restart: the complete cells are skipped, the missing ones computed
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    s = _summary(out)
+    assert s["status"] == "finished" and s["results"]["cells"] == 20
+    assert s["results"]["skipped"] == len(done) and s["results"]["computed"] == 20 - len(done)
+    assert _done_cells(out) == list(range(20))
+    ds = sw.open_sweep(out)
+    assert dict(ds["energy"].sizes) == {"beta": 10, "amplitude": 2, "time": 5}
+    assert np.isfinite(ds["energy"].values).all()
+
+
+def test_resume_recomputes_corrupt_and_changed_cells(tmp_path):
+    """A truncated NetCDF file, or a changed configuration, is not a complete cell."""
+    spec = _write(tmp_path / "list.toml", CIRCLE.format(t_end=1.0)
+                  + '\n[[sweep.cells]]\n"model.beta" = 0.5\n"model.V" = -1.0\n'
+                  + '\n[[sweep.cells]]\n"model.beta" = 2.0\n"model.V" = 1.0\n')
+    out = tmp_path / "out"
+    kw = dict(workers=0, progress=False, log=None)
+    assert sw.sweep(spec, out, **kw).results["computed"] == 2
+    ds = sw.open_sweep(out)
+    assert ds.sizes["cell"] == 2 and list(ds["beta"].values) == [0.5, 2.0] and list(ds["V"].values) == [-1.0, 1.0]
+    ds.close()
+    nc = out / "cells" / "cell-00001.nc"
+    nc.write_bytes(nc.read_bytes()[:200])
+    r = sw.sweep(spec, out, **kw).results
+    assert (r["computed"], r["skipped"]) == (1, 1)
+    spec.write_text(spec.read_text().replace("t_end = 1.0", "t_end = 0.5"))
+    r = sw.sweep(spec, out, **kw).results
+    assert (r["computed"], r["skipped"]) == (2, 0)
+    assert sw.open_sweep(out)["time"].values[-1] == 0.5
+
+
+@pytest.mark.parametrize("edit, key", [
+    (("[sweep.grid]", "[sweep]\ngird = 1\n[sweep.grid]"), "`sweep.gird`"),
+    (('"model.beta"', '"model.betta"'), "`model.betta`"),
+    (("[sweep.grid]\n", "[sweep.grid]\n\"solver.modes\" = 64\n"), "`sweep.grid.solver.modes`"),
+    (("[times]", "[timez]\nx = 1\n[times]"), "`[timez]`"),
+])
+def test_bad_sweep_file_exits_2_naming_the_key(tmp_path, capsys, edit, key):
+    text = CIRCLE.format(t_end=1.0) + '\n[sweep.grid]\n"model.beta" = [0.5, 1.0]\n'
+    spec = _write(tmp_path / "bad.toml", text.replace(*edit))
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--workers", "0"]) == 2
+    assert key in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()                          # nothing ran, nothing written
+
+
+def test_bad_experiment_sweeps_and_arguments(tmp_path, capsys):
+    base = '[sweep]\nexperiment = "phase-diagram"\n[sweep.grid]\ndim = [2, 3]\n[parameters]\nrealisations = 4\n'
+    for text, key in [(base.replace("dim = [2, 3]", "dims = [2, 3]"), "`sweep.grid.dims`"),
+                      (base + "foo = 1\n", "`parameters.foo`"),
+                      (base.replace("phase-diagram", "phase-diagramm"), "`sweep.experiment`"),
+                      (base.replace("dim = [2, 3]", "dim = [2, 2]"), "`sweep.grid.dim`"),
+                      (base + "workers = 2\n", "`parameters.workers`")]:
+        with pytest.raises(ValueError, match=key):
+            sw.parse_sweep(__import__("tomllib").loads(text))
+    spec = _write(tmp_path / "pd.toml", base)
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers", "-1"]) == 2
+    assert "`workers`" in capsys.readouterr().err
+    assert main(["phase-diagram", "--workers", "2", "--scheduler", "tcp://127.0.0.1:1", "--out", str(tmp_path)]) == 2
+    assert "`scheduler`" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"`errors`"):
+        sw.map_tasks(abs, [1], errors="ignore")
