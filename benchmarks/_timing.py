@@ -2,6 +2,20 @@
 import time
 
 
+def interleaved(fns, repeat):
+    """The smallest wall time of each of ``fns`` over ``repeat`` rounds, calling them in turn (so that a
+    baseline and the timed code see the same machine load); one warm-up call each."""
+    for fn in fns:
+        fn()
+    times = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for k, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            times[k] = min(times[k], time.perf_counter() - t0)
+    return times
+
+
 def best(fn, repeat=3):
     """The smallest wall time of ``repeat`` calls of ``fn()`` (seconds)."""
     times = []

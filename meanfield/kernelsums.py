@@ -9,12 +9,13 @@ interaction energy (3.5). The caller passes F_j already weighted (e.g. [w_j V y_
 
 The sums are formed in blocks of ``chunk`` rows × ``chunk`` columns, so memory is O((n + m)·d + chunk²)
 per realisation whatever n and m; each block is one matmul into a preallocated buffer, one in-place
-shift, one in-place ``np.exp`` and one matmul with F. The shift c keeps e^{β⟨x_i, M y_j⟩ − c_i} a
-normal float:
+``np.exp`` and one matmul with F (benchmarks/bench_kernelsums.py: about the cost of ``np.exp`` over
+the n×m array). The shift c keeps e^{β⟨x_i, M y_j⟩ − c_i} a normal float (docs/mathematics.md §11.1):
 
 * ``"none"``: c = 0, valid while β‖M‖₂·max|x|·max|y| <= 300;
 * ``"fixed"``: c = β, the exact rescaling e^{β⟨x_i, y_j⟩} = e^β e^{β(⟨x_i, y_j⟩ − 1)} for unit vectors
-  and M = I (⟨x_i, y_j⟩ <= 1); the rows do not underflow when each x_i has some y_j nearby (y = x);
+  and M = I (⟨x_i, y_j⟩ <= 1), carried by the matmul as an extra coordinate; the rows do not
+  underflow when each x_i has some y_j nearby (as when y = x);
 * ``"running"``: c_i = max_j β⟨x_i, M y_j⟩, accumulated block by block as a running maximum with
   exact rescaling of the partial sums (log-sum-exp);
 * ``"auto"``: none if allowed, else fixed when M is None and the points are unit (to within 1/β),
@@ -106,12 +107,16 @@ def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512):
     xq = x if M is None else x @ M                      # row i: (M^T x_i)^T, so xq_i · y_j = ⟨x_i, M y_j⟩
     if beta != 1.0:
         xq = beta * xq
+    if kind == "fixed":         # the shift rides in the matmul: [β x_i, −β]·[y_j, 1] = β(⟨x_i, y_j⟩ − 1)
+        xq = np.concatenate([xq, np.full(xq.shape[:-1] + (1,), -beta)], axis=-1)
+        y = np.concatenate([y, np.ones(y.shape[:-1] + (1,))], axis=-1)
     yt = np.ascontiguousarray(np.swapaxes(y, -1, -2))
     return _sums(xq, yt, values, beta, kind, clamp, chunk)
 
 
 def _sums(xq, yt, values, beta, kind, clamp, chunk):
-    """The blocked loop of `kernel_sums` on β·M^T x (..., n, d') and y^T (..., d', m)."""
+    """The blocked loop of `kernel_sums` on β·M^T x (..., n, d') and y^T (..., d', m) (with the extra
+    coordinates −β and 1 for the fixed shift)."""
     n, m, p = xq.shape[-2], yt.shape[-1], values.shape[-1]
     lead = np.broadcast_shapes(xq.shape[:-2], yt.shape[:-2], values.shape[:-2])
     batch = int(np.prod(lead))
@@ -120,9 +125,7 @@ def _sums(xq, yt, values, beta, kind, clamp, chunk):
     if rows == n and cols == m and batch * n * m <= 4 * chunk * chunk:
         # one block (small clouds, possibly many realisations): no accumulation
         L = xq @ yt
-        if kind == "fixed":
-            L -= beta
-        elif kind == "running":
+        if kind == "running":
             c = L.max(axis=-1)
             L -= c[..., None]
         if clamp:
@@ -152,9 +155,7 @@ def _sums(xq, yt, values, beta, kind, clamp, chunk):
             b2 = min(a2 + cols, m)
             L = buf[:nL * (b - a) * (b2 - a2)].reshape(lead_L + (b - a, b2 - a2))
             np.matmul(xq[..., a:b, :], yt[..., :, a2:b2], out=L)
-            if kind == "fixed":
-                L -= beta
-            elif kind == "running":
+            if kind == "running":
                 c_new = np.maximum(c[..., a:b], L.max(axis=-1))
                 with np.errstate(invalid="ignore"):
                     S[..., a:b, :] *= np.exp(c[..., a:b] - c_new)[..., None]
@@ -169,7 +170,7 @@ def _sums(xq, yt, values, beta, kind, clamp, chunk):
     return S, c
 
 
-def kernel_energy(beta, x, w, chunk=2048):
+def kernel_energy(beta, x, w, chunk=1024):
     """Σ_ij w_i w_j e^{β(⟨x_i, x_j⟩ − 1)}: the interaction energy (3.5) times 2β e^{−β}, in blocks.
 
     x (..., n, d) unit vectors, w (n,) or (..., n). Returns a float array of shape (...,), each in

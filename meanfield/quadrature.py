@@ -4,23 +4,23 @@ Every rule returns a `Quadrature`, which unpacks as the discrete measure ``(poin
 (weights >= 0 summing to 1) and carries ``degree``, the largest degree of polynomials (spherical
 harmonics, Fourier modes) it integrates exactly:
 
-=========================  =====  ===================================================  ======================
-rule                       S^?    nodes                                                exact degree
-=========================  =====  ===================================================  ======================
-`trapezoid(n)`             S^1    θ_j = 2π(j + offset)/n, equal weights                 n − 1 (modes |k| < n)
-`gauss_legendre(nt, nφ)`   S^2    Gauss–Legendre in z × equispaced φ (ducc0 "GL")       min(2·nt − 1, nφ − 1)
-`fibonacci(n)`             S^2    spherical Fibonacci lattice, equal weights            0 (W1 = O(n^{-1/2}))
-`gauss_gegenbauer(n, d)`   [−1,1] s = ⟨x, e⟩ for zonal f(⟨x, e⟩) on S^{d-1}, any d      2n − 1
-`sphere_quadrature(n, d)`  S^1,2  `trapezoid` on S^1, `fibonacci` on S^2                n − 1, resp. 0
-=========================  =====  ===================================================  ======================
+* `trapezoid(n)` on S^1: θ_j = 2π(j + offset)/n, equal weights; degree n − 1 (modes |k| < n);
+* `gauss_legendre(ntheta, nphi)` on S^2: Gauss–Legendre in z × equispaced φ (the ducc0 "GL" grid);
+  degree min(2·ntheta − 1, nphi − 1);
+* `fibonacci(n)` on S^2: the spherical Fibonacci lattice, equal weights; degree 0, W1 = O(n^{-1/2});
+* `gauss_gegenbauer(n, dim)` in s = ⟨x, e⟩ ∈ [−1, 1], for zonal integrands f(⟨x, e⟩) on S^{dim−1},
+  any dim >= 2; degree 2n − 1;
+* `sphere_quadrature(n, dim)`: `trapezoid` on S^1, `fibonacci` on S^2. It is also the function
+  ``mf.quadrature`` (the package attribute, which therefore is not this module: import from it with
+  ``from meanfield.quadrature import ...``).
 
 Gauss–Gegenbauer rests on the law of s = ⟨x, e⟩ under σ (Funk–Hecke):
 
     ∫_{S^{d−1}} f(⟨x, e⟩) dσ(x) = c_d ∫_{−1}^{1} f(s) (1 − s²)^{(d−3)/2} ds,
 
-Chebyshev for d = 2, Legendre for d = 3 — the weight of the Gegenbauer polynomials C_l^λ, λ = (d−2)/2,
-which expand the kernel e^{β⟨x, y⟩} in Geshkovski, Letrouit, Polyanskiy, Rigollet, *A mathematical
-perspective on Transformers* (2023), proof of Proposition 3.4.
+Chebyshev for d = 2, Legendre for d = 3 (docs/mathematics.md §10) — the weight of the Gegenbauer
+polynomials C_l^λ, λ = (d−2)/2, which expand the kernel e^{β⟨x, y⟩} in Geshkovski, Letrouit,
+Polyanskiy, Rigollet, *A mathematical perspective on Transformers* (2023), proof of Proposition 3.4.
 """
 from operator import itemgetter
 
