@@ -4,6 +4,7 @@
     meanfield verify-prop34        Proposition 3.4: coefficients, landscape, flows, discrete designs
     meanfield mean-field-limit     particles against the PDE: W1 against N, rates, Wasserstein decay
     meanfield phase-diagram        the Figure 3 phase diagram with the curve Γ of (6.9)/(6.10)
+    meanfield sweep SWEEP.toml     a grid of runs or experiments on dask workers, resumable
 
 Every subcommand takes ``--out DIR`` (NetCDF, PNG and summary.json go there) and ``--quick``
 (reduced settings, under two minutes). Exit status: 0 when every check passes, 1 when a check
@@ -23,6 +24,14 @@ def _common(p, default_out):
     p.add_argument("--quick", action="store_true", help="reduced settings that finish in under two minutes")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None,
                    help="no progress bars (default: bars when stderr is a terminal)")
+
+
+def _parallel(p, default):
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help=f"run the independent parts on a local dask cluster of N processes, 0: in this process "
+                        f"(default: {default})")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="the address of a running dask scheduler (tcp://host:8786) to run on instead")
 
 
 def _floats(text):
@@ -54,6 +63,15 @@ def build_parser():
     p.add_argument("config", metavar="CONFIG.toml", help="the configuration file")
     _common(p, "meanfield-output/<name>")
 
+    p = sub.add_parser("sweep", help="a grid of runs or experiments on dask workers, resumable",
+                       description="Run every cell of a sweep file ([sweep] with a grid or a list of cells over the "
+                                   "keys of a run configuration or an experiment's arguments; see examples/"
+                                   "sweep.toml) as a task on dask.distributed. One NetCDF file per cell in "
+                                   "DIR/cells; a second run skips the complete cells.")
+    p.add_argument("config", metavar="SWEEP.toml", help="the sweep file")
+    _common(p, "meanfield-output/<name>")
+    _parallel(p, "one process per core")
+
     p = sub.add_parser("verify-prop34", help="check Proposition 3.4 numerically",
                        description="Proposition 3.4: the uniform measure minimises E_beta and Dirac masses maximise "
                                    "it. Four parts: Gegenbauer coefficients, energy landscape, flows, discrete "
@@ -68,6 +86,7 @@ def build_parser():
                                    "and t on S^1 and S^2, fitted rates, the Dobrushin bound, and the Wasserstein "
                                    "decay to the nearest Dirac (or to uniform with --repulsive).")
     _common(p, "meanfield-output/mean-field-limit")
+    _parallel(p, "in this process")
     p.add_argument("--dims", type=_ints, default=[2, 3], metavar="LIST", help="ambient dimensions, among 2 and 3")
     p.add_argument("--beta", type=float, default=1.0, help="inverse temperature (default 1)")
     p.add_argument("--usa", action="store_true", help="the unnormalised model (USA) instead of (SA)")
@@ -78,6 +97,7 @@ def build_parser():
                        description="P(<x_1(t), x_2(t)> >= 1 - delta) over a (t, beta) grid for random particles, "
                                    "with the curve Gamma of the equiangular ODE (6.9)/(6.10) overlaid.")
     _common(p, "meanfield-output/phase-diagram")
+    _parallel(p, "in this process")
     p.add_argument("--dim", type=int, default=3, help="ambient dimension d (default 3)")
     p.add_argument("-n", "--particles", dest="n", type=int, default=32, help="particles per realisation (default 32)")
     p.add_argument("-B", "--realisations", type=int, default=1024, help="realisations (default 1024; quick 128)")
@@ -104,6 +124,14 @@ def _dispatch(args):
         out = out or str(pathlib.Path("meanfield-output") / cfg.name)
         args.out = out
         return experiments.run(cfg, out, quick=args.quick, progress=args.progress)
+    if args.command == "sweep":
+        import importlib
+
+        sweep = importlib.import_module("meanfield.experiments.sweep")
+        spec = sweep.load_sweep(args.config)
+        args.out = out or str(pathlib.Path("meanfield-output") / spec.name)
+        return sweep.sweep(spec, args.out, workers=args.workers, scheduler=args.scheduler, quick=args.quick,
+                           progress=args.progress)
     out = out or str(pathlib.Path("meanfield-output") / args.command)
     args.out = out
     if args.command == "verify-prop34":
@@ -112,13 +140,13 @@ def _dispatch(args):
     if args.command == "mean-field-limit":
         return experiments.mean_field_limit(out, dims=tuple(args.dims), beta=args.beta, normalized=not args.usa,
                                             V=-1.0 if args.repulsive else 1.0, seeds=args.seeds, quick=args.quick,
-                                            progress=args.progress)
+                                            progress=args.progress, workers=args.workers, scheduler=args.scheduler)
     if args.command == "phase-diagram":
         return experiments.phase_diagram(out, dim=args.dim, n=args.n, betas=args.betas, t_end=args.t_end,
                                          n_times=args.n_times, realisations=args.realisations, delta=args.delta,
                                          normalized=not args.usa, scheme=args.scheme, dt=args.dt,
                                          clusters=args.clusters, seed=args.seed, quick=args.quick,
-                                         progress=args.progress)
+                                         progress=args.progress, workers=args.workers, scheduler=args.scheduler)
     raise AssertionError(args.command)  # pragma: no cover
 
 

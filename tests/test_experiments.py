@@ -14,7 +14,7 @@ pd = importlib.import_module("meanfield.experiments.phase_diagram")
 vp = importlib.import_module("meanfield.experiments.verify_prop34")
 mfl = importlib.import_module("meanfield.experiments.mean_field_limit")
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.toml") if "[sweep]" not in p.read_text())  # run configs
 
 
 

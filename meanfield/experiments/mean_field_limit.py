@@ -30,6 +30,7 @@ from ..model import Model
 from ..sampling import quadrature, sample
 from ..wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
 from ._report import Report, fit_exponential, fit_power_law, pyplot, show_progress
+from .sweep import check_parallel, map_tasks
 
 
 def dobrushin_constant(beta):
@@ -75,49 +76,53 @@ def _pde(model, rho0, t_eval, quick, progress):
         return exc.solution, f"PDE stopped by UnderResolved at t = {exc.t:.3g}"
 
 
-def sampling_study(dim, model, rho0, times, ns, methods, seeds, n_dynamic_max, quick=False, progress=False, m_ref=None):
-    """W1(μ^N_t, ρ_t) for N in ``ns`` (iid: averaged over ``seeds``), at every t in ``times``.
+def w1_sample(task, *, model, rho0, times, refs, n_dynamic_max):
+    """W1(μ^N_t, ρ_t) at the saved times for one sample ``task = (method, j, N, s)`` (a task of `map_tasks`).
 
-    Returns a dict method -> array (len(times), len(ns)) (NaN where N > n_dynamic_max and t > 0), and
-    the PDE Solution.
+    The sample's seed 1000·s + j depends only on the task, so the result does not depend on how the
+    tasks are spread over workers.
     """
     import solvers
 
+    method, j, n, s = task
+    x0, w0 = sample(rho0, int(n), model.dim, rng=1000 * s + j, method=method)
+    if n <= n_dynamic_max and times.size > 1:
+        ps = solvers.Particles(model).solve(x0, times, weights=w0, rtol=1e-8, atol=1e-10, progress=False)
+        xs = [np.asarray(ps.positions[i]) for i in range(times.size)]
+    else:
+        xs = [x0]
+    return [wasserstein((x, w0), refs[i]) for i, x in enumerate(xs)]
+
+
+def sampling_study(dim, model, rho0, times, ns, methods, seeds, n_dynamic_max, quick=False, progress=False, m_ref=None,
+                   workers=None, scheduler=None):
+    """W1(μ^N_t, ρ_t) for N in ``ns`` (iid: averaged over ``seeds``), at every t in ``times``.
+
+    Returns a dict method -> array (len(times), len(ns)) (NaN where N > n_dynamic_max and t > 0), and
+    the PDE Solution. ``workers``, ``scheduler``: one task per sample (see `map_tasks`).
+    """
     times = times_all = np.asarray(times, dtype=float)
     sol, note = _pde(model, rho0, times, quick, progress)
     reached = len(sol.t)            # the PDE may stop (UnderResolved) before the last time: NaN rows there
     times = times[:reached]
     refs = [reference_measure(sol, i, m_ref, rng=100 + i) for i in range(reached)]
+    tasks = [(method, j, n, s) for method in methods for j, n in enumerate(ns)
+             for s in range(seeds if method == "iid" else 1)]
+    values = map_tasks(w1_sample, tasks, workers=workers, scheduler=scheduler, progress=progress,
+                       desc=f"W1 against N on S^{dim - 1}",
+                       shared=dict(model=model, rho0=rho0, times=times, refs=refs, n_dynamic_max=n_dynamic_max))
     out = {}
-    particles = solvers.Particles(model)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=sum(seeds if m == "iid" else 1 for m in methods) * len(ns),
-                   desc=f"W1 against N on S^{dim - 1}", unit="sample", leave=False)
     for method in methods:
-        reps = seeds if method == "iid" else 1
         w1 = np.full((len(np.atleast_1d(times_all)), len(ns)), np.nan)
-        for j, n in enumerate(ns):
+        for j in range(len(ns)):
             acc = np.zeros(times.size)
             cnt = np.zeros(times.size)
-            for s in range(reps):
-                x0, w0 = sample(rho0, int(n), dim, rng=1000 * s + j, method=method)
-                if n <= n_dynamic_max and times.size > 1:
-                    ps = particles.solve(x0, times, weights=w0, rtol=1e-8, atol=1e-10, progress=False)
-                    xs = [np.asarray(ps.positions[i]) for i in range(times.size)]
-                else:
-                    xs = [x0]
-                for i, x in enumerate(xs):
-                    acc[i] += wasserstein((x, w0), refs[i])
-                    cnt[i] += 1
-                if bar is not None:
-                    bar.update(1)
+            for (m, jj, _, _), w in zip(tasks, values):       # seeds in order, as a serial loop adds them
+                if (m, jj) == (method, j):
+                    acc[:len(w)] += w
+                    cnt[:len(w)] += 1
             w1[:reached, j] = np.where(cnt > 0, acc / np.maximum(cnt, 1), np.nan)
         out[method] = w1
-    if bar is not None:
-        bar.close()
     return out, sol
 
 
@@ -157,7 +162,8 @@ def decay_study(dim, model, rho0, t_end, n_particles, quick=False, progress=Fals
 
 
 def mean_field_limit(out=None, *, dims=(2, 3), beta=1.0, normalized=True, V=1.0, kappa=2.0, times=None,
-                     ns=None, seeds=None, n_dynamic_max=None, decay_t_end=None, quick=False, progress=None):
+                     ns=None, seeds=None, n_dynamic_max=None, decay_t_end=None, quick=False, progress=None,
+                     workers=None, scheduler=None):
     """Particles against the continuum (see the module docstring); returns the `Report`.
 
     Parameters
@@ -171,8 +177,11 @@ def mean_field_limit(out=None, *, dims=(2, 3), beta=1.0, normalized=True, V=1.0,
     n_dynamic_max : particles are evolved for N up to this (default 3162 on S^1, 1600 on S^2;
         ``quick``: 1000 and 400); larger N are compared at t = 0 only.
     decay_t_end : end time of the Wasserstein-decay run (default 12).
+    workers, scheduler : one task per (sampling, N, seed) on dask workers (see
+        `meanfield.experiments.sweep.map_tasks`); the seeds do not depend on them.
     """
     dims = tuple(check_int(d, "dims", low=2, high=3) for d in np.atleast_1d(dims))
+    workers, scheduler = check_parallel(workers, scheduler)
     beta = check_real(beta, "beta", low=0.0)
     V = check_real(V, "V")
     if V == 0:
@@ -200,7 +209,7 @@ def mean_field_limit(out=None, *, dims=(2, 3), beta=1.0, normalized=True, V=1.0,
             model = Model(beta=beta, dim=dim, normalized=normalized, V=V)
             rho0 = densities.von_mises_fisher(np.eye(dim)[-1], kappa)
             w1, sol = sampling_study(dim, model, rho0, times, ns[dim], ("iid", "quasi"), seeds, n_dynamic_max[dim],
-                                     quick=quick, progress=progress)
+                                     quick=quick, progress=progress, workers=workers, scheduler=scheduler)
             report.save_dataset(sol, f"pde_d{dim}.nc")
             res = report.results.setdefault(f"S{dim - 1}", {})
             nn = np.asarray(ns[dim], dtype=float)

@@ -23,6 +23,7 @@ from ..errors import Interrupted
 from ..model import Model
 from ..sampling import uniform_points
 from ._report import Report, pyplot, show_progress
+from .sweep import check_parallel, map_tasks
 
 
 def equiangular_rhs(beta, n, normalized=True):
@@ -97,7 +98,7 @@ def equiangular_check(beta, n=6, normalized=True, t_end=4.0, progress=False):
 
 def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, realisations=1024, delta=1e-3,
                   normalized=True, scheme="adaptive", dt=0.1, clusters=True, cluster_delta=1e-2, seed=0, quick=False,
-                  progress=None):
+                  progress=None, workers=None, scheduler=None):
     """The Figure 3 phase diagram p_d(t, β) with Γ_∞,δ overlaid; returns the `Report`.
 
     Parameters
@@ -111,6 +112,8 @@ def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, 
     scheme, dt : "adaptive" (error-controlled, rtol 1e-6) or the authors' "euler-normalize" with step dt.
     clusters, cluster_delta : also record the mean number of clusters, particles linked when
         ⟨x_i, x_j⟩ >= 1 − cluster_delta (metastability, Figure 4).
+    workers, scheduler : one task per β on dask workers (see `meanfield.experiments.sweep.map_tasks`);
+        every realisation starts from the same points, so the result does not depend on them.
     """
     dim = check_int(dim, "dim", low=2)
     n = check_int(n, "n", low=2)
@@ -120,6 +123,7 @@ def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, 
     B = check_int(realisations, "realisations", low=1)
     if scheme not in ("adaptive", "euler-normalize"):
         raise ValueError(f"`scheme` must be 'adaptive' or 'euler-normalize', got {scheme!r}.")
+    workers, scheduler = check_parallel(workers, scheduler)
     if betas is None:
         betas = np.linspace(0.9, 9.0, 5 if quick else 10)
     betas = np.array([check_real(b, "betas", low=0.0) for b in np.atleast_1d(betas)])
@@ -144,8 +148,6 @@ def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, 
         report.results["gamma_curve"] = {"beta": betas, "t_star": t_star}
         report.write()
 
-        import solvers
-
         rng = np.random.default_rng(seed)
         x0 = uniform_points(B * n, dim, rng).reshape(B, n, dim)
         p = np.full((betas.size, t.size), np.nan)
@@ -155,25 +157,28 @@ def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, 
             from tqdm.auto import tqdm
 
             bar = tqdm(total=betas.size, desc=f"phase diagram d={dim} n={n} B={B}", unit="β")
+        task = dict(x0=x0, t=t, dim=dim, normalized=normalized, scheme=scheme, dt=dt, delta=delta,
+                    clusters=clusters, cluster_delta=cluster_delta)
+
+        def fill(k, rows):
+            p[k], ncl[k] = rows
+            if bar is not None:
+                bar.update(1)
+
+        parallel = bool(workers) or scheduler is not None
         try:
-            for k, beta in enumerate(betas):
-                model = Model(beta=float(beta), dim=dim, normalized=normalized)
-                kw = {"rtol": 1e-6, "atol": 1e-9} if scheme == "adaptive" else {"dt": dt}
+            if parallel:                                               # one task per β
+                map_tasks(beta_rows, [float(b) for b in betas], workers=workers, scheduler=scheduler,
+                          shared=task, progress=False, on_result=fill)
+            for k, beta in enumerate(() if parallel else betas):
                 try:
-                    sol = solvers.Particles(model).solve(x0, t, scheme=scheme, progress=False, **kw)
+                    sol = _solve_beta(beta, x0, t, dim, normalized, scheme, dt)
                 except Interrupted as exc:                             # keep the saved times of this β
                     if exc.solution is not None and len(exc.solution.t):
                         xp = np.asarray(exc.solution.positions)
                         p[k, :len(xp)] = clustered_fraction(xp, delta).reshape(len(xp), -1).mean(axis=1)
                     raise
-                x = np.asarray(sol.positions)                          # (T, B, n, d)
-                p[k] = clustered_fraction(x, delta).reshape(t.size, -1).mean(axis=1)
-                if clusters:
-                    c = _count_clusters(x, cluster_delta)
-                    if c is not None:
-                        ncl[k] = np.asarray(c, dtype=float).reshape(t.size, -1).mean(axis=1)
-                if bar is not None:
-                    bar.update(1)
+                fill(k, _rows(np.asarray(sol.positions), delta, clusters, cluster_delta))
         finally:
             if bar is not None:
                 bar.close()
@@ -204,6 +209,30 @@ def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, 
                          f"t* from {t_star[0]:.3g} to {t_star[-1]:.3g}")
         report.finish()
     return report
+
+
+def _solve_beta(beta, x0, t, dim, normalized, scheme, dt):
+    import solvers
+
+    model = Model(beta=float(beta), dim=dim, normalized=normalized)
+    kw = {"rtol": 1e-6, "atol": 1e-9} if scheme == "adaptive" else {"dt": dt}
+    return solvers.Particles(model).solve(x0, t, scheme=scheme, progress=False, **kw)
+
+
+def _rows(x, delta, clusters, cluster_delta):
+    """p_d at every saved time of positions x (T, B, n, d), and the mean number of clusters (NaN if not counted)."""
+    p = clustered_fraction(x, delta).reshape(x.shape[0], -1).mean(axis=1)
+    ncl = np.full(x.shape[0], np.nan)
+    c = _count_clusters(x, cluster_delta) if clusters else None
+    if c is not None:
+        ncl = np.asarray(c, dtype=float).reshape(x.shape[0], -1).mean(axis=1)
+    return p, ncl
+
+
+def beta_rows(beta, *, x0, t, dim, normalized, scheme, dt, delta, clusters, cluster_delta):
+    """One β of the phase diagram (a task of `map_tasks`): p_d(t, β) and the mean number of clusters."""
+    x = np.asarray(_solve_beta(beta, x0, t, dim, normalized, scheme, dt).positions)    # (T, B, n, d)
+    return _rows(x, delta, clusters, cluster_delta)
 
 
 def _save(report, betas, t, p, ncl, gammas, t_star, delta, n, dim, B, kind="SA"):
