@@ -50,6 +50,8 @@ def _extent(beta, x, y, M):
 def shift_kind(beta, x, y, M=None, shift="auto"):
     """The strategy ``shift`` resolves to for these points, and whether the shifted exponents can
     fall below EXP_FLOOR (then `kernel_sums` clamps them there)."""
+    if shift not in SHIFTS:
+        raise ValueError(f"`shift` must be one of {SHIFTS}, got {shift!r}.")
     scale, deviation = _extent(beta, x, y, M)
     kind = shift
     if shift == "auto":
@@ -87,8 +89,6 @@ def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512):
     """
     beta = check_beta(beta)
     chunk = check_int(chunk, "chunk", low=1)
-    if shift not in SHIFTS:
-        raise ValueError(f"`shift` must be one of {SHIFTS}, got {shift!r}.")
     x = np.asarray(x, dtype=float)
     y = x if y is x else np.asarray(y, dtype=float)
     values = np.asarray(values, dtype=float)
