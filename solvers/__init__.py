@@ -18,6 +18,7 @@ _LAZY = {
     "SphericalHarmonics": "solvers.harmonics",
     "FiniteElements": "solvers.fem",
     "Particles": "solvers.particles",
+    "Lagrangian": "solvers.lagrangian",
 }
 
 __all__ = ["Solver", "UnderResolved", "UnsupportedModel", "SolverError", "NonFiniteState", "Interrupted",

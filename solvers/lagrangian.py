@@ -1,0 +1,456 @@
+"""`Lagrangian`: the mean-field equation along its characteristics, with exact densities (S^1, S^2).
+
+Without noise the continuity equation ∂_tρ + div_S(ρX[ρ]) = 0 ((3.1), (3.8) of Geshkovski,
+Letrouit, Polyanskiy, Rigollet, *A mathematical perspective on Transformers* (2023)) is transported
+by the flow Φ_t of its velocity (docs/mathematics.md §9):
+
+    ρ_t(Φ_t(y)) = ρ_0(y)/J_t(y),     d/dt log J_t(y) = (div_S X_t)(Φ_t(y)).
+
+Discretisation: labels y_j, the nodes of a quadrature for σ with weights q_j, carry the masses
+w_j = q_j ρ_0(y_j); the state is their positions x_j = Φ_t(y_j) and log-Jacobians ℓ_j = log J_t(y_j):
+
+    ẋ_i = X(x_i) = s P_{x_i} F(x_i),     ℓ̇_i = div_S X(x_i),
+
+    (SA)   F(x) = Σ_k w_k e^{β⟨x,x_k⟩} x_k / Σ_k w_k e^{β⟨x,x_k⟩},
+           div_S X = s[β tr(P_x C P_x) − (d−1)⟨x, F⟩],  C = Σ_k ŵ_k x_k x_kᵀ − F Fᵀ,
+    (USA)  F(x) = Σ_k w_k e^{β⟨x,x_k⟩} x_k,
+           div_S X = s[β tr(P_x B P_x) − (d−1)⟨x, F⟩],  B = Σ_k w_k e^{β⟨x,x_k⟩} x_k x_kᵀ,
+
+with ŵ_k the softmax weights, P_x = I − x xᵀ and s = v for V = v·I (docs/mathematics.md §9: the
+Jacobian of F is βC, resp. βB). The moments [w, w x, w x⊗x] are summed in one pass of the shared
+kernel-sum engine (`meanfield.kernelsums.kernel_sums`), so velocity and divergence cost one O(n²)
+exponential per right-hand side. The labels move exactly as weighted particles (§1.5): the method
+is exact up to the quadrature in the labels, never needs a finer grid as clusters sharpen, and
+its cost does not depend on how sharp they are (ρ reaches 1e15 at t = 50 on S^1).
+
+Labels: the trapezoid rule on S^1 (`meanfield.quadrature.trapezoid`), or composite Gauss–Legendre
+panels (``panels``, ``order`` nodes each), which `Lagrangian.solve_adaptive` refines where the
+label map becomes a staircase (clusters); Gauss–Legendre × trapezoid on S^2
+(`meanfield.quadrature.gauss_legendre`).
+
+Error estimate: every run carries a *companion* — the same equation on a coarser rule (every other
+trapezoid node; pairs of panels merged; about half the Gauss–Legendre nodes on S^2) — integrated in
+the same state, and records the W1 distance between the two node measures at each saved time
+(``error_estimate``). `solve_adaptive` records instead the W1 distance to its previous round.
+
+Noise: with ν > 0 the density is not transported by any flow map (diffusion spreads each label
+into a law), so the characteristics carry no diffusion and the model raises `UnsupportedModel`.
+"""
+import functools
+
+import numpy as np
+
+from meanfield._checks import check_callable, check_density_values, check_int, check_real
+from meanfield.errors import UnsupportedModel
+from meanfield.kernels import minimum_degree
+from meanfield.kernelsums import kernel_sums
+from meanfield.quadrature import circle_points, gauss_legendre, trapezoid
+from meanfield.representations.lagrangian import LagrangianNodes, monotone_lift
+
+from .base import Solver
+
+_SPAN_TOL = 1e-12
+
+
+def circle_panels(edges, order):
+    """Composite Gauss–Legendre rule on S^1: ``order`` nodes on each panel [edges[p], edges[p+1]].
+
+    Returns (angles (P·order,), weights (P·order,)) with weights summing to (edges[-1] − edges[0])/2π
+    (= 1 for one turn); exact for polynomials of degree 2·order − 1 in the angle on each panel.
+    """
+    g, gw = np.polynomial.legendre.leggauss(order)
+    a, b = edges[:-1, None], edges[1:, None]
+    theta = (0.5 * (a + b) + 0.5 * (b - a) * g).ravel()
+    q = (0.5 * (b - a) * gw).ravel() / (2 * np.pi)
+    return theta, q
+
+
+@functools.lru_cache(maxsize=None)
+def _pairs(d):
+    """Index pairs (i <= j) of the second moments that are summed: all but (d−1, d−1), which follows
+    from the trace (|x_k| = 1, so Σ_i (x_k)_i² = 1); their diagonal mask and symmetric multiplicity."""
+    iu, ju = np.triu_indices(d)
+    keep = ~((iu == d - 1) & (ju == d - 1))
+    iu, ju = iu[keep], ju[keep]
+    return iu, ju, (iu == ju).astype(float), np.where(iu == ju, 1.0, 2.0)
+
+
+def _moment_values(x, w):
+    """The columns [w, w x, w x_i x_j (i <= j, but not the last diagonal)] for the kernel-sum engine."""
+    n, d = x.shape
+    iu, ju, _, _ = _pairs(d)
+    vals = np.empty((n, 1 + d + len(iu)))
+    vals[:, 0] = w
+    np.multiply(x, w[:, None], out=vals[:, 1:1 + d])
+    np.multiply(vals[:, 1 + iu], x[:, ju], out=vals[:, 1 + d:])
+    return vals
+
+
+def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, chunk=512, partition=False):
+    """The velocity X(z_i) and its surface divergence div_S X(z_i) for μ = Σ_k w_k δ_{x_k}.
+
+    (SA) X = s P_z F with F the softmax mean Σ ŵ_k x_k, div_S X = s[β tr(P_z C P_z) − (d−1)⟨z, F⟩]
+    with C the softmax covariance; (USA) F = Σ_k w_k e^{β⟨z,x_k⟩} x_k and C → B = Σ w e^{β⟨z,x_k⟩} x_k x_kᵀ
+    (module docstring; docs/mathematics.md §9). Here s = ``v`` and, for unit sources,
+    tr(P_z M P_z) = Σ_k m_k (1 − ⟨z, x_k⟩²) for the second moment M = Σ_k m_k x_k x_kᵀ.
+
+    Parameters
+    ----------
+    z : (m, d) points on the sphere where the field is wanted; x : (n, d) sources; weights : (n,).
+    beta : float >= 0; normalized : True for (SA), False for (USA); v : the scalar of V = v·I.
+    partition : also return Z(z_i) = Σ_k w_k e^{β⟨z_i,x_k⟩} (the partition function of (3.6)).
+
+    Returns
+    -------
+    (X (m, d), div (m,)) or (X, div, Z).
+    """
+    z = np.asarray(z, dtype=float)
+    x = np.asarray(x, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    d = x.shape[1]
+    S, c = kernel_sums(z, x, _moment_values(x, w), beta, chunk=chunk)
+    iu, ju, diag, mult = _pairs(d)
+    # zᵀ M z with M_{d−1,d−1} = S_0 − Σ_{i<d−1} M_ii, and tr M = S_0
+    zl2 = z[:, -1] ** 2
+    quad = np.einsum("nk,nk->n", S[:, 1 + d:], z[:, iu] * z[:, ju] * mult - zl2[:, None] * diag) + zl2 * S[:, 0]
+    tr = S[:, 0] - quad
+    if normalized:
+        F = S[:, 1:1 + d] / S[:, :1]
+        tr /= S[:, 0]
+    else:
+        scale = np.exp(c)
+        F = S[:, 1:1 + d] * (scale[:, None] if np.ndim(scale) else scale)
+        tr *= scale
+    zF = np.einsum("nd,nd->n", z, F)
+    if normalized:
+        tr -= np.einsum("nd,nd->n", F, F) - zF * zF            # C = M2 − F Fᵀ
+    X = v * (F - zF[:, None] * z)
+    div = v * (beta * tr - (d - 1) * zF)
+    if partition:
+        return X, div, S[:, 0] * np.exp(c)
+    return X, div
+
+
+class Lagrangian(Solver):
+    """Characteristics with exact densities on S^1 (dim 2) and S^2 (dim 3), zonal models, no noise.
+
+    Parameters
+    ----------
+    model : `meanfield.Model` with dim 2 or 3, zonal (Q^T K = I, V = v·I), ``noise == 0``.
+    nodes : int, optional
+        Number of labels: the trapezoid rule with ``nodes`` points on S^1 (default 1024); on S^2
+        Gauss–Legendre × trapezoid with ntheta = round(sqrt(nodes/2)) rings of 2·ntheta points
+        (default 2048). The rule must integrate the kernel's moments: exact degree >=
+        minimum_degree(β, d) + 2 (`meanfield.kernels.minimum_degree`), else ValueError naming `nodes`.
+    panels : int or 1-D array, optional (S^1 only)
+        Composite Gauss–Legendre labels instead: that many equal panels, or the panel edges
+        (strictly increasing, spanning one turn). ``nodes`` is then panels × order.
+    order : int >= 2, nodes per panel (default 8).
+    estimate : bool
+        Carry the coarser companion rule and record ``error_estimate`` (W1 between the two node
+        measures) at every saved time (default True; costs about 25% more per step).
+    cluster_tol : float > 0
+        Geodesic distance (radians) that links nodes into one cluster (default 1e-3).
+    min_mass : float in (0, 1]
+        Smallest mass of a counted cluster (default 1e-2).
+    chunk : block size of the kernel sums.
+
+    Notes
+    -----
+    Steppers "dopri5" (default, rtol 1e-10, atol 1e-12 by default) and "bs32". Initial states: a
+    density callable (evaluated at the labels), a `Solution` of any density solver (continued
+    from its last saved time: its density at the labels becomes the new ρ_0, e.g. a spectral run
+    handed over when it becomes under-resolved), or a Lagrangian Solution (continued exactly).
+
+    Diagnostics at every saved time: ``mass`` (Σ w_j, constant), ``energy`` (E_β (3.5) of the node
+    measure), ``energy_rate_identity`` ((3.6): s Σ_i w_i Z_i |X_i|² for (SA), s Σ_i w_i |X_i|² for
+    (USA); the exact dE/dt of the discrete flow), ``n_clusters``, ``largest_cluster``,
+    ``w1_to_dirac``, ``max_density``, ``min_density`` (at the nodes), ``error_estimate``,
+    ``nodes``. Cluster masses and positions: ``sol.representation.clusters(sol.data[i])``.
+    """
+
+    steppers = ("dopri5", "bs32")
+    stepper_defaults = {"rtol": 1e-10, "atol": 1e-12}
+
+    def __init__(self, model, nodes=None, *, panels=None, order=8, estimate=True, cluster_tol=1e-3, min_mass=1e-2,
+                 chunk=512):
+        Solver.__init__(self, model)
+        d = model.dim
+        if d not in (2, 3):
+            raise UnsupportedModel(f"Lagrangian solves on S^1 and S^2: `model.dim` must be 2 or 3, got {d} "
+                                   "(use solvers.Particles in higher dimension).")
+        self._require_zonal()
+        if model.noise > 0:
+            raise UnsupportedModel(
+                f"Lagrangian needs noise = 0, got noise={model.noise:g}: with diffusion the density is not "
+                "transported by a flow map, so the characteristics do not carry it (each label would spread "
+                "into a law). Use solvers.FourierCircle / solvers.SphericalHarmonics, or solvers.Particles.")
+        self.normalized = model.normalized
+        self.v = float(model.v)
+        self.estimate = bool(estimate)
+        self.cluster_tol = check_real(cluster_tol, "cluster_tol", low=0.0, low_open=True, high=np.pi)
+        self.min_mass = check_real(min_mass, "min_mass", low=0.0, low_open=True, high=1.0)
+        self.chunk = check_int(chunk, "chunk", low=1)
+        self.order = check_int(order, "order", low=2, high=64)
+        need = minimum_degree(model.beta, d) + 2
+        self.panels = None
+        if d == 2:
+            self.panels = None if panels is None else self._check_panels(panels)
+            if self.panels is None:
+                n = check_int(1024 if nodes is None else nodes, "nodes", low=1)
+                if n - 1 < need:
+                    raise ValueError(f"`nodes`={n} is too few for beta={model.beta:g}: the trapezoid rule must "
+                                     f"integrate the kernel's moments (degree {need}); use nodes >= {need + 1}.")
+                rule = trapezoid(n)
+                self.labels, self.q = rule.points, rule.weights
+                coarse = trapezoid(n // 2, offset=0.25) if n % 2 == 0 else trapezoid(max(n // 2, 1))
+                self.coarse = (coarse.points, coarse.weights)
+            else:
+                P = len(self.panels) - 1
+                if nodes is not None and check_int(nodes, "nodes", low=1) != P * self.order:
+                    raise ValueError(f"`nodes`={nodes} does not match panels × order = {P} × {self.order}; "
+                                     "omit `nodes` when giving `panels`.")
+                if P * self.order - 1 < need:
+                    raise ValueError(f"`panels` × `order` = {P * self.order} nodes are too few for beta={model.beta:g} "
+                                     f"(the kernel's moments need degree {need}); use more panels.")
+                theta, self.q = circle_panels(self.panels, self.order)
+                self.labels = circle_points(theta)
+                merged = self.panels[::2] if P % 2 == 0 else np.append(self.panels[::2], self.panels[-1])
+                ct, cq = circle_panels(merged, self.order)
+                self.coarse = (circle_points(ct), cq)
+        else:
+            if panels is not None:
+                raise ValueError("`panels` applies on S^1 only (dim 2).")
+            n = check_int(2048 if nodes is None else nodes, "nodes", low=8)
+            nt = max(2, int(round(np.sqrt(n / 2))))
+            if 2 * nt - 1 < need:
+                raise ValueError(f"`nodes`={n} is too few for beta={model.beta:g}: Gauss–Legendre × trapezoid with "
+                                 f"{nt} rings integrates degree {2 * nt - 1}, the kernel's moments need {need}; use "
+                                 f"nodes >= {2 * ((need + 2) // 2) ** 2}.")
+            rule = gauss_legendre(nt, 2 * nt)
+            self.labels, self.q = rule.points, rule.weights
+            ntc = max(2, int(round(nt / np.sqrt(2))))
+            coarse = gauss_legendre(ntc, 2 * ntc)
+            self.coarse = (coarse.points, coarse.weights)
+        self.nodes = len(self.q)
+
+    @staticmethod
+    def _check_panels(panels):
+        if np.isscalar(panels) or np.ndim(panels) == 0:
+            P = check_int(panels, "panels", low=1)
+            return np.linspace(0.0, 2 * np.pi, P + 1)
+        edges = np.asarray(panels, dtype=float)
+        if edges.ndim != 1 or edges.size < 2 or not np.all(np.isfinite(edges)) or np.any(np.diff(edges) <= 0):
+            raise ValueError("`panels` must be a panel count or strictly increasing finite panel edges.")
+        if abs(edges[-1] - edges[0] - 2 * np.pi) > 1e-12:
+            raise ValueError(f"`panels` edges must span one turn (edges[-1] − edges[0] = 2π), got "
+                             f"{edges[-1] - edges[0]!r}.")
+        return edges
+
+    # -- the vector field -----------------------------------------------------------------------------
+    def velocity(self, z, x, weights):
+        """(X(z), div_S X(z)) for the node measure Σ w_k δ_{x_k} (see `velocity_divergence`)."""
+        return velocity_divergence(z, x, weights, self.model.beta, normalized=self.normalized, v=self.v,
+                                   chunk=self.chunk)
+
+    def _rhs(self, run, t, y):
+        """ẋ_i = X(x_i), ℓ̇_i = div_S X(x_i) for the fine labels and, separately, the companion's."""
+        d = self.model.dim
+        x = y[:, :d] / np.linalg.norm(y[:, :d], axis=1, keepdims=True)
+        out = np.empty_like(y)
+        for sl, w in run.systems:
+            X, div = velocity_divergence(x[sl], x[sl], w, self.model.beta, normalized=self.normalized, v=self.v,
+                                         chunk=self.chunk)
+            out[sl, :d] = X
+            out[sl, d] = div
+        return out
+
+    # -- initial states -------------------------------------------------------------------------------
+    def _start_run(self, run, values, coarse_values, labels=None, coarse_labels=None, state=None):
+        """Per-run weights, representation and the initial state from the density at the labels."""
+        labels = self.labels if labels is None else labels
+        w = self.q * values
+        reps = dict(panels=self.panels, cluster_tol=self.cluster_tol, min_mass=self.min_mass)
+        n = len(w)
+        run.systems = [(slice(0, n), w)]
+        companion = None
+        if coarse_values is not None:
+            cl = self.coarse[0] if coarse_labels is None else coarse_labels
+            wc = self.coarse[1] * coarse_values
+            companion = (cl, wc, coarse_values)
+            run.systems.append((slice(n, n + len(wc)), wc))
+        run.rep = LagrangianNodes(labels, w, values, companion=companion, **reps)
+        if state is not None:
+            return state
+        pts = labels if companion is None else np.concatenate([labels, companion[0]])
+        return np.concatenate([pts, np.zeros((len(pts), 1))], axis=1)
+
+    def _values(self, f, pts, name):
+        try:
+            vals = np.asarray(f(pts), dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"`{name}` could not be evaluated on points of shape {pts.shape}: {exc}") from None
+        if vals.shape != (len(pts),):
+            raise ValueError(f"`{name}` must return one value per point (shape ({len(pts)},)), got {vals.shape}.")
+        return vals
+
+    def _initial_from_callable(self, run, rho0, normalize):
+        """ρ_0 at the labels (and the companion's), checked non-negative with mass 1 within 1e-6."""
+        check_callable(rho0, "rho0")
+        vals, mass = check_density_values(self._values(rho0, self.labels, "rho0"), "rho0",
+                                          quadrature_weights=self.q, normalize=normalize)
+        coarse = None
+        if self.estimate:
+            coarse = self._values(rho0, self.coarse[0], "rho0")
+            coarse = coarse / mass if normalize else coarse
+        return self._start_run(run, vals, coarse)
+
+    def _initial_from_solution(self, run, sol):
+        """Continue a Lagrangian Solution exactly, or any density Solution from its density at the labels."""
+        rep = sol.representation
+        if isinstance(rep, LagrangianNodes):
+            data = np.array(sol.data[-1], dtype=float)
+            run.systems = [(slice(0, rep.n), rep.weights)]
+            if rep.companion is not None:
+                run.systems.append((slice(rep.n, data.shape[0]), rep.companion[1]))
+            run.rep = rep
+            return data
+        if not rep.is_density:
+            raise ValueError("`initial`: Lagrangian continues density Solutions (spectral, finite elements or "
+                             "Lagrangian); for particles pass a density callable.")
+        vals = self._density_values(sol, self.labels)
+        coarse = self._density_values(sol, self.coarse[0]) if self.estimate else None
+        return self._start_run(run, vals, coarse)
+
+    @staticmethod
+    def _density_values(sol, pts):
+        """The Solution's last density at the labels; round-off negatives (|ρ| <= 1e-8 max ρ) become 0."""
+        vals = np.asarray(sol.density(pts, -1), dtype=float)
+        if not np.all(np.isfinite(vals)):
+            raise ValueError("`initial`: the Solution's density is not finite at the labels.")
+        top = float(vals.max())
+        if vals.min() < -1e-8 * top:
+            raise ValueError(f"`initial`: the Solution's density is negative at the labels (min {vals.min():.3g}, "
+                             f"max {top:.3g}); continue from an earlier, resolved time.")
+        return np.clip(vals, 0.0, None)
+
+    def _initial_from_data(self, run, data, normalize):
+        raise ValueError("`initial`: a Lagrangian state needs its labels and weights; pass the Solution "
+                         "(or its path), not its data array.")
+
+    # -- protocol -------------------------------------------------------------------------------------
+    def _representation(self, run):
+        return run.rep
+
+    def _to_data(self, run, y):
+        d = self.model.dim
+        out = np.array(y, dtype=float, copy=True)
+        out[:, :d] /= np.linalg.norm(out[:, :d], axis=1, keepdims=True)
+        return out
+
+    def _diagnostics(self, run, t, y):
+        """Mass, energy and its rate (3.6), clusters, W1 to the nearest Dirac, ρ range, error estimate."""
+        rep = run.rep
+        data = self._to_data(run, y)
+        x, _ = rep.nodes(data)
+        w = rep.weights
+        X, _, Z = velocity_divergence(x, x, w, self.model.beta, normalized=self.normalized, v=self.v,
+                                      chunk=self.chunk, partition=True)
+        speed2 = np.einsum("nd,nd->n", X, X)
+        rate = self.v * float(np.sum(w * speed2 * (Z if self.normalized else 1.0)))
+        masses, _ = rep.clusters(data)
+        rho = rep.node_density(data)
+        # W1 to the companion: every saved time on S^1 (O(n log n)); the last one on S^2 (a linear program)
+        est = np.nan
+        if self.model.dim == 2 or t >= run.t_eval[-1]:
+            est = run.last_estimate = rep.error_estimate(data)
+        return {"mass": rep.mass(data), "energy": rep.energy(self.model.beta, data), "energy_rate_identity": rate,
+                "n_clusters": float(len(masses)), "largest_cluster": float(masses[0]) if len(masses) else 0.0,
+                "w1_to_dirac": rep.w1_to_dirac(data), "max_density": float(rho.max()),
+                "min_density": float(rho.min()), "error_estimate": est, "nodes": float(rep.n)}
+
+    def _stats(self, run):
+        return {"nodes": int(run.rep.n), "error_estimate": float(getattr(run, "last_estimate", np.nan))}
+
+    # -- label refinement on S^1 ------------------------------------------------------------------------
+    def solve_adaptive(self, initial, t_eval, *, tol=1e-4, gap=0.05, max_rounds=10, progress=False, **options):
+        """Refine the panels where the label map steepens, re-running from the start, until two
+        successive rounds agree to ``tol`` in W1 at the last saved time (S^1, ``panels`` labels).
+
+        Each round splits every panel at the labels on both sides of each gap wider than ``gap``
+        (radians) between consecutive nodes at the final time: the steep step of the map y ↦ Φ_t(y)
+        near a separatrix between clusters is confined to a panel ~5–30 times smaller (the spacing
+        of its Gauss nodes), while the smooth parts stay as they are. The run is then repeated
+        from the initial state on the new labels — exact, no interpolation. ``initial`` is the
+        initial state of `solve` (a density callable or a density Solution).
+
+        Returns the last round's Solution; its ``error_estimate`` diagnostic is the W1 distance to
+        the previous round at each saved time (exact on S^1, `meanfield.wasserstein`), an estimate of
+        the previous round's error and so, while rounds converge, a bound for this one. ``stats``
+        holds ``rounds``, ``nodes_per_round``, ``estimate_per_round`` and the total ``wall_time``.
+        """
+        from meanfield.wasserstein import wasserstein
+
+        if self.panels is None:
+            raise ValueError("`solve_adaptive` refines composite Gauss–Legendre panels: build the solver with "
+                             "`panels` (S^1).")
+        tol = check_real(tol, "tol", low=0.0, low_open=True)
+        gap = check_real(gap, "gap", low=0.0, low_open=True, high=np.pi)
+        max_rounds = check_int(max_rounds, "max_rounds", low=1)
+        edges, prev = self.panels, None
+        history, wall = [], 0.0
+        opts = dict(order=self.order, cluster_tol=self.cluster_tol, min_mass=self.min_mass, chunk=self.chunk)
+        for _ in range(max_rounds):
+            sol = Lagrangian(self.model, panels=edges, estimate=False, **opts).solve(initial, t_eval,
+                                                                                   progress=progress, **options)
+            wall += sol.stats.get("wall_time", 0.0)
+            est = np.full(len(sol.t), np.nan)
+            if prev is not None:
+                est = np.array([wasserstein(sol.measure(i), prev.measure(i)) for i in range(len(sol.t))])
+            history.append((int(sol.representation.n), float(est[-1])))
+            new = refine_panels(edges, self.order, sol.representation.nodes(sol.data[-1])[0], gap)
+            if (prev is not None and est[-1] <= tol) or len(new) == len(edges):
+                break
+            prev, edges = sol, new
+        sol.diagnostics["error_estimate"] = est
+        sol.stats.update({"rounds": len(history), "nodes_per_round": [h[0] for h in history],
+                          "estimate_per_round": [h[1] for h in history], "wall_time": wall,
+                          "error_estimate": history[-1][1]})
+        return sol
+
+
+def refine_panels(edges, order, positions, gap):
+    """New panel edges: split at the labels on both sides of every gap > ``gap`` between consecutive
+    nodes (cyclic, at ``positions`` (n, 2) of the composite Gauss–Legendre labels on ``edges``)."""
+    theta, _ = circle_panels(edges, order)
+    Theta = monotone_lift(np.arctan2(positions[:, 1], positions[:, 0]))
+    gaps = np.diff(np.append(Theta, Theta[0] + 2 * np.pi))
+    big = np.nonzero(gaps > gap)[0]
+    n = len(theta)
+    cuts = np.concatenate([theta[big], theta[(big + 1) % n]])
+    cuts = cuts[(cuts > edges[0] + _SPAN_TOL) & (cuts < edges[-1] - _SPAN_TOL)]
+    return np.unique(np.concatenate([edges, cuts]))
+
+
+def lagrangian_continuation(solution, t_eval, nodes=None, **options):
+    """Continue a density `Solution` (e.g. a spectral run that became under-resolved) with `Lagrangian`.
+
+    The last saved density of ``solution`` is evaluated at the labels and becomes ρ_0 of the
+    characteristics from ``t_eval[0]`` = ``solution.t[-1]`` on. ``nodes`` defaults to 4(2K + 1)
+    trapezoid labels for a `FourierSeries` with K modes on S^1 (1024 otherwise) and to
+    2(lmax + 2)² Gauss–Legendre labels on S^2. Further ``options`` go to `Lagrangian` (``panels``,
+    ``order``, ``estimate``, ``cluster_tol``, ``min_mass``) or to `Lagrangian.solve` (``rtol``,
+    ``atol``, ``progress`` ...). Returns the Lagrangian Solution over ``t_eval``.
+    """
+    ctor = {k: options.pop(k) for k in ("panels", "order", "estimate", "cluster_tol", "min_mass", "chunk")
+            if k in options}
+    rep = solution.representation
+    if nodes is None and "panels" not in ctor:
+        if solution.model.dim == 2:
+            nodes = 4 * (2 * rep.modes + 1) if hasattr(rep, "modes") else 1024
+        else:
+            nodes = 2 * (rep.lmax + 2) ** 2 if hasattr(rep, "lmax") else 2048
+    return Lagrangian(solution.model, nodes, **ctor).solve(solution, t_eval, **options)
+
+
+__all__ = ["Lagrangian", "velocity_divergence", "circle_panels", "refine_panels", "lagrangian_continuation"]
