@@ -164,9 +164,11 @@ class Lagrangian(Solver):
 
     Diagnostics at every saved time: ``mass`` (Σ w_j, constant), ``energy`` (E_β (3.5) of the node
     measure), ``energy_rate_identity`` ((3.6): s Σ_i w_i Z_i |X_i|² for (SA), s Σ_i w_i |X_i|² for
-    (USA); the exact dE/dt of the discrete flow), ``n_clusters``, ``largest_cluster``,
-    ``w1_to_dirac``, ``max_density``, ``min_density`` (at the nodes), ``error_estimate``,
-    ``nodes``. Cluster masses and positions: ``sol.representation.clusters(sol.data[i])``.
+    (USA); the exact dE/dt of the discrete flow), ``n_clusters``, ``largest_cluster`` and
+    ``clustered_mass`` (the masses in clusters, `LagrangianNodes.clusters`), ``w1_to_dirac``,
+    ``max_density``, ``min_density`` (at the nodes), ``error_estimate`` (every saved time on S^1,
+    the last one on S^2, where it is a linear program), ``nodes``. Cluster masses and positions:
+    ``sol.representation.clusters(sol.data[i])``.
     """
 
     steppers = ("dopri5", "bs32")
@@ -366,6 +368,7 @@ class Lagrangian(Solver):
             est = run.last_estimate = rep.error_estimate(data)
         return {"mass": rep.mass(data), "energy": rep.energy(self.model.beta, data), "energy_rate_identity": rate,
                 "n_clusters": float(len(masses)), "largest_cluster": float(masses[0]) if len(masses) else 0.0,
+                "clustered_mass": float(masses.sum()),
                 "w1_to_dirac": rep.w1_to_dirac(data), "max_density": float(rho.max()),
                 "min_density": float(rho.min()), "error_estimate": est, "nodes": float(rep.n)}
 

@@ -31,7 +31,7 @@ Densities between the nodes:
 
 Clusters (`LagrangianNodes.clusters`): single-linkage components of the nodes at geodesic distance
 ``cluster_tol`` (on S^1: runs of consecutive nodes separated by angular gaps <= ``cluster_tol``),
-kept when their mass is at least ``min_mass``.
+kept when they hold at least two nodes and a mass of at least ``min_mass``.
 """
 import numpy as np
 
@@ -39,6 +39,7 @@ from ..energy import _discrete_energy
 from .base import Representation
 
 _SWAP_TOL = 1e-9     # S^1: consecutive nodes closer than this (in angle) may swap by round-off
+_NODE_TOL = 4e-15    # S^1: a query angle this close to a node's is that node
 
 
 def _angles(x):
@@ -46,15 +47,19 @@ def _angles(x):
 
 
 def monotone_lift(theta):
-    """The increasing lift Θ_j of angles θ_j of points in cyclic order (Θ_{j+1} − Θ_j ∈ [0, 2π)).
+    """The increasing lift Θ_j = θ_j + 2πk_j of angles θ_j of points in cyclic order.
 
-    Differences below −``_SWAP_TOL`` wrap around (a full turn is never skipped); differences in
-    (−_SWAP_TOL, 0) are round-off inside a cluster and are set to 0.
+    Consecutive differences are taken in [0, 2π): a difference in (−``_SWAP_TOL``, 0) is round-off
+    inside a cluster (the flow keeps the order), any other negative one wraps around. Θ_j is θ_j
+    plus a whole number of turns (no accumulated rounding), made non-decreasing.
     """
+    theta = np.asarray(theta, dtype=float)
     d = np.diff(theta)
-    d = np.mod(d + np.pi, 2 * np.pi) - np.pi                 # in [−π, π)
+    d = np.where(d < -np.pi, d + 2 * np.pi, np.where(d >= np.pi, d - 2 * np.pi, d))       # in [−π, π)
     d = np.where(d >= 0, d, np.where(d > -_SWAP_TOL, 0.0, d + 2 * np.pi))
-    return theta[0] + np.concatenate([[0.0], np.cumsum(d)])
+    approx = theta[0] + np.concatenate([[0.0], np.cumsum(d)])
+    turns = np.rint((approx - theta) / (2 * np.pi))
+    return np.maximum.accumulate(theta + 2 * np.pi * turns)
 
 
 def rational_quadratic_inverse(r, dtheta, h, d0, d1):
@@ -70,10 +75,11 @@ def rational_quadratic_inverse(r, dtheta, h, d0, d1):
     b = dtheta * d0 - r * k
     c = -s * r
     disc = np.sqrt(np.clip(b * b - 4 * a * c, 0.0, None))
-    den = -b - disc
+    # the root 2c/(−b − √disc) = (√disc − b)/(2a), each form where it has no cancellation
+    q = -0.5 * (b + np.where(b >= 0, disc, -disc))
     with np.errstate(invalid="ignore", divide="ignore"):
-        xi = np.where(den != 0, 2 * c / np.where(den != 0, den, 1.0), 0.0)
-    xi = np.clip(xi, 0.0, 1.0)
+        xi = np.where(b >= 0, np.where(q != 0, c / q, 0.0), np.where(a != 0, q / a, -c / b))
+    xi = np.clip(np.nan_to_num(xi, nan=0.0), 0.0, 1.0)
     e = xi * (1 - xi)
     denom = s + k * e
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -213,6 +219,12 @@ class LagrangianNodes(Representation):
             ell_s = np.einsum("qk,qk->q", lam, le[k[:, None] + np.arange(-1, 3)])
             rho0_s = np.maximum(np.einsum("qk,qk->q", lam, re[k[:, None] + np.arange(-1, 3)]), 0.0)
             rho[smooth] = rho0_s * np.exp(-ell_s)
+        # at a node (to round-off) its exact value: near the steep end of a gap between clusters the
+        # interpolant's slope changes faster than the last bits of an angle resolve
+        at = np.abs(r) <= _NODE_TOL
+        rho[at] = re[j[at]] * np.exp(-le[j[at]])
+        at = np.abs(dT - r) <= _NODE_TOL
+        rho[at] = re[j[at] + 1] * np.exp(-le[j[at] + 1])
         return rho.reshape(phi.shape)
 
     def _evaluate_sphere(self, data, x):
@@ -259,17 +271,20 @@ class LagrangianNodes(Representation):
     def clusters(self, data, cluster_tol=None, min_mass=None):
         """(masses (k,), centres (k, d)) of the clusters, heaviest first.
 
-        A cluster is a set of nodes linked by chains of geodesic steps <= ``cluster_tol`` (on S^1:
-        consecutive nodes with angular gaps <= ``cluster_tol``) whose total weight is >= ``min_mass``;
-        its centre is the normalised weighted mean of its nodes. The defaults are the representation's.
+        A cluster is a set of at least two nodes linked by chains of geodesic steps <= ``cluster_tol``
+        (on S^1: consecutive nodes with angular gaps <= ``cluster_tol``) whose total weight is >=
+        ``min_mass``; its centre is the normalised weighted mean of its nodes. The defaults are the
+        representation's. ``cluster_tol`` must be below the spacing of the initial labels (else a
+        uniform state is one "cluster").
         """
         tol = self.cluster_tol if cluster_tol is None else float(cluster_tol)
         min_mass = self.min_mass if min_mass is None else float(min_mass)
         pos, _ = self.nodes(data)
         labels = self._components(pos, tol)
         m = np.bincount(labels, weights=self.weights)
+        size = np.bincount(labels)
         centre = np.stack([np.bincount(labels, weights=self.weights * pos[:, i]) for i in range(self.dim)], -1)
-        keep = np.nonzero(m >= min_mass)[0]
+        keep = np.nonzero((m >= min_mass) & (size >= 2))[0]
         keep = keep[np.argsort(-m[keep], kind="stable")]
         c = centre[keep]
         c /= np.maximum(np.linalg.norm(c, axis=1, keepdims=True), 1e-300)
