@@ -1,0 +1,293 @@
+"""`Gegenbauer`: the mean-field PDE for zonal densities on S^{d−1}, any d >= 2.
+
+A zonal model (Q^T K = I, V = v·I) maps a zonal density ρ(x) = f(⟨x, e⟩) to a zonal density. With
+s = ⟨x, e⟩, a zonal function g(s) has ∇g = g'(s)(e − s x), |∇g|² = (1 − s²)g'², and the
+divergence of a zonal field h(s)(e − s x) is (1 − s²)^{−(d−3)/2} ∂_s[(1 − s²)^{(d−1)/2} h], so the
+PDE ∂_tρ + div(ρX) = νΔρ with X = v∇Φ (Geshkovski, Letrouit, Polyanskiy, Rigollet, *A mathematical
+perspective on Transformers* (2023), (3.4), (3.10); docs/mathematics.md) becomes
+
+    ∂_t f = −v (1 − s²)^{−(d−3)/2} ∂_s[(1 − s²)^{(d−1)/2} f ∂_sΦ] + ν Δf,
+    (USA)  Φ = (K*ρ)/β,       (SA)  Φ = log(K*ρ)/β,
+
+where K*ρ acts on the Gegenbauer coefficients through the Funk–Hecke multipliers a_l(β)
+(`meanfield.kernel_multipliers`) and Δ is diagonal with eigenvalues −l(l + d − 2).
+
+Discretisation (Galerkin in the orthonormal basis p_l of `meanfield.representations.gegenbauer`):
+
+* the state is c_0..c_L, f = Σ c_l p_l; testing the equation with p_l and integrating by parts
+  against the law c_d (1 − s²)^{(d−3)/2} ds of s under σ (the boundary term (1 − s²)^{(d−1)/2} vanishes)
+  gives
+
+      ∂_t c_l = v ∫ (1 − s²) f ∂_sΦ p_l' dσ − ν l(l + d − 2) c_l,
+
+  so ∂_t c_0 = 0 exactly (p_0' = 0): the mass is constant to the last bit;
+* f, ∂_sΦ (and for (SA) the scaled Z̃ = e^{−β}K*ρ with ∂_sΦ = (∂_sZ̃/β)/Z̃, so that e^β never appears)
+  are synthesised at n Gauss–Gegenbauer nodes (`meanfield.quadrature.gauss_gegenbauer`) by the
+  matrices p_l(s_j) and p_l'(s_j) (precomputed); the integral is the Gauss sum. With
+  n >= (3L + 1)/2 + 1 the integrand (degree <= 3L for (USA)) is integrated exactly: the (USA)
+  right-hand side is the exact Galerkin projection (de-aliased); for (SA) only the spectrally small
+  tail of 1/Z̃ aliases;
+* noise is the diagonal linear part, applied exactly by the integrating factor;
+* under-resolution: after every step the spectral tail (`solvers.spectral`) must stay below
+  ``tail_tol``; otherwise `UnderResolved`, or with ``lmax="auto"`` a restart at twice the degree.
+"""
+import copy
+
+import numpy as np
+
+from meanfield._checks import check_callable, check_density_values, check_int
+from meanfield.errors import SolverError
+from meanfield.kernels import laplacian_eigenvalues, minimum_degree
+from meanfield.quadrature import gauss_gegenbauer
+from meanfield.representations.gegenbauer import (GegenbauerSeries, axis_vector, directions, gegenbauer_table,
+                                                  lift, orthogonal_basis)
+
+from .base import Refine, Solver
+from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_kernel_resolution, energy_diagnostics,
+                       noise_dissipation, spectral_tail)
+
+MIN_LMAX = 4
+AUTO_START = 32          # lmax="auto": first degree (raised to the kernel's minimum if needed)
+AUTO_MAX_LMAX = 1024     # lmax="auto": default cap
+ZONAL_RTOL = 1e-8        # tolerance of the zonality check of a callable initial density
+
+
+def node_count(lmax):
+    """Gauss–Gegenbauer nodes for degree L: n = ceil((3L + 1)/2) + 1, exact for degree 2n − 1 >= 3L + 2."""
+    return (3 * int(lmax) + 2) // 2 + 1
+
+
+def _readonly(a):
+    a = np.ascontiguousarray(a, dtype=float)
+    a.setflags(write=False)
+    return a
+
+
+class Gegenbauer(Solver):
+    """Galerkin solver in normalised Gegenbauer polynomials for zonal densities on S^{d−1}.
+
+    Parameters
+    ----------
+    model : meanfield.Model with ``model.is_zonal`` (one head, Q^T K = I, V = ±I), any dim >= 2,
+        (SA) or (USA), noise ν >= 0.
+    lmax : int >= 4, or "auto"
+        L, the highest degree kept. L must resolve the kernel (a_l(β)/a_0(β) < 1e-14 for l > L,
+        `meanfield.kernels.minimum_degree`); a too small L raises ValueError naming the minimum.
+        ``"auto"`` starts at max(32, that minimum rounded up to a power of two) and doubles L
+        whenever the spectral tail exceeds ``tail_tol``, up to ``max_lmax``.
+    axis : unit vector of length dim, default e_d
+        The axis e of the zonal densities (ρ(x) = f(⟨x, e⟩)).
+    tail_tol : float > 0
+        Tolerance of the spectral tail (relative L²(σ) norm of the top third of the degrees), checked
+        after every step. Default 1e-6.
+    max_lmax : int, cap of ``lmax="auto"`` (default 1024).
+
+    Notes
+    -----
+    ``solve(initial, t_eval)`` accepts a density callable on points of S^{d−1} that is zonal about
+    ``axis`` (checked on points with equal ⟨x, e⟩: ValueError naming `rho0` otherwise), a profile
+    ``meanfield.densities.zonal(f, dim, axis)`` (f is then evaluated at the nodes directly), the
+    coefficients c_0..c_L (an array of `GegenbauerSeries`), or a `Solution` of this solver.
+
+    Diagnostics at saved times (``sol.diagnostics``): ``mass``, ``min_density`` (at the nodes),
+    ``spectral_tail``, ``energy_rate`` (exact derivative of the discrete energy),
+    ``energy_rate_identity`` (docs/mathematics.md: v∫Z|X|²ρ dσ for (SA), (3.6); v∫|X|²ρ dσ for
+    (USA); plus the noise term), ``energy_rate_error`` and ``lmax``.
+    """
+
+    steppers = ("dopri5", "bs32")
+    stepper_defaults = {"atol": 1e-13}
+
+    def __init__(self, model, lmax=64, axis=None, *, tail_tol=DEFAULT_TAIL_TOL, max_lmax=AUTO_MAX_LMAX):
+        Solver.__init__(self, model)
+        self._require_zonal()
+        d = model.dim
+        self.axis = axis_vector(axis, d)
+        self.axis.setflags(write=False)
+        self.tail = TailMonitor(tail_tol, "lmax")
+        self.auto = isinstance(lmax, str)
+        if self.auto:
+            if lmax != "auto":
+                raise ValueError(f"`lmax` must be an integer >= {MIN_LMAX} or 'auto', got {lmax!r}.")
+            self.max_lmax = check_int(max_lmax, "max_lmax", low=MIN_LMAX)
+            need = minimum_degree(model.beta, d)
+            L = max(AUTO_START, 1 << int(np.ceil(np.log2(max(need, 2)))))
+            if L > self.max_lmax:
+                raise ValueError(f"`max_lmax`={self.max_lmax} is below the degree {L} needed to resolve the "
+                                 f"kernel at beta={model.beta:g}.")
+        else:
+            L = check_int(lmax, "lmax", low=MIN_LMAX)
+            check_kernel_resolution(model.beta, d, L, "lmax")
+            self.max_lmax = L
+        self._setup(L)
+
+    def _setup(self, L):
+        """Nodes, synthesis/derivative tables and multipliers for degree L (read-only arrays)."""
+        d = self.model.dim
+        self.lmax = L
+        self.nodes, self.weights = (_readonly(a) for a in gauss_gegenbauer(node_count(L), d))
+        s, w = self.nodes, self.weights
+        P, dP = gegenbauer_table(L, d, s, derivative=True)
+        self.synthesis = _readonly(P)                                     # f_j = Σ_l c_l p_l(s_j)
+        self.derivative = _readonly(dP)                                   # g_j = Σ_l c_l p_l'(s_j)
+        self.flux_test = _readonly((dP * (w * (1 - s * s))[:, None]).T)   # Σ_j w_j (1 − s_j²) p_l'(s_j) F_j
+        self.field = SpectralVelocity(self.model, L)
+        self.laplacian = _readonly(laplacian_eigenvalues(d, L))
+        self.representation = GegenbauerSeries(L, d, self.axis)
+
+    def _refine(self, run, t, y):
+        """The same solver at twice the degree (up to ``max_lmax``), ``y`` zero-padded."""
+        finer = copy.copy(self)
+        finer._setup(min(2 * self.lmax, self.max_lmax))
+        return finer, finer.representation.embed(y, self.representation)
+
+    # -- the discretisation ------------------------------------------------------------------------
+    def _fields(self, c):
+        """f, Z̃ = e^{−β}K*ρ ((SA); None for (USA)) and the speed u = v ∂_sΦ at the nodes (X = u·P_x e)."""
+        field = self.field
+        grad = self.derivative @ (field.potential * c)                  # ∂_s of Ψ̃ = e^{−β}K*ρ/β
+        if field.kernel is None:
+            return self.synthesis @ c, None, field.velocity(grad)
+        fz = self.synthesis @ np.stack([c, field.kernel * c], axis=1)
+        return fz[:, 0], fz[:, 1], field.velocity(grad, fz[:, 1])
+
+    def _rhs(self, run, t, y):
+        """∂_t c_l = v Σ_j w_j (1 − s_j²) f_j ∂_sΦ_j p_l'(s_j)  (transport; noise is `_linear`)."""
+        f, z, dphi = self._fields(y)
+        if z is not None and not z.min() > 0:
+            return np.full_like(y, np.nan)        # K*ρ <= 0 at a node: reject the step (see _monitor)
+        return self.flux_test @ (f * dphi)
+
+    def _linear(self, run):
+        if self.model.noise == 0.0:
+            return None
+        return -self.model.noise * self.laplacian
+
+    def _representation(self, run):
+        return self.representation
+
+    def _monitor(self, run, t, y):
+        if self.field.kernel is not None:
+            z = self.synthesis @ (self.field.kernel * y)
+            if not z.min() > 0:
+                raise SolverError(f"K*ρ is not positive at the nodes at t={t:.6g} (min {z.min():.3g}·e^β), so "
+                                  "log(K*ρ) is undefined: the discrete density has large negative parts; "
+                                  "increase `lmax`.")
+        power = y * y
+        if self.auto and self.lmax < self.max_lmax:
+            tail = float(spectral_tail(power))
+            if not tail <= self.tail.tol:
+                raise Refine(t, y.copy(), f"spectral tail {tail:.3g} > {self.tail.tol:g} at lmax={self.lmax}")
+            return
+        self.tail.check(t, power, self.lmax)
+
+    def _diagnostics(self, run, t, y):
+        """Mass, E_β, min f at the nodes, tail, dE/dt of the discrete flow vs the identity."""
+        m = self.model
+        f, z, dphi = self._fields(y)
+        dy = self.rhs(y)
+        power = y * y
+        speed2 = (1 - self.nodes ** 2) * dphi ** 2                # |X|² = (1 − s²)(∂_sΦ)²
+        integrand = f * speed2 if z is None else f * speed2 * z * np.exp(m.beta)
+        ident = m.v * float(self.weights @ integrand) + noise_dissipation(m.beta, m.dim, m.noise, power)
+        out = energy_diagnostics(m.beta, m.dim, power, y * dy, ident)
+        out.update({"mass": float(y[0]), "min_density": float(f.min()), "spectral_tail": float(spectral_tail(power)),
+                    "lmax": float(self.lmax)})
+        return out
+
+    # -- initial data ------------------------------------------------------------------------------
+    def _initial_from_callable(self, run, rho0, normalize):
+        """c_l = Σ_j w_j f(s_j) p_l(s_j) on 2n + 32 Gauss–Gegenbauer nodes (exact for f of degree
+        <= 4n + 63 − L); checks zonality, finiteness, f >= 0 at the nodes and mass 1 within 1e-6."""
+        from meanfield.densities import zonal_profile
+
+        check_callable(rho0, "rho0")
+        d = self.model.dim
+        s, w = gauss_gegenbauer(2 * len(self.nodes) + 32, d)
+        known = zonal_profile(rho0, d)
+        if known is not None and np.allclose(known[1], self.axis, rtol=0, atol=1e-14):
+            vals = np.asarray(known[0](s), dtype=float)
+        else:
+            self._check_zonal(rho0)
+            vals = _evaluate(rho0, lift(s, self.axis, orthogonal_basis(self.axis)[0]))
+        if vals.shape != s.shape:
+            raise ValueError(f"`rho0` must return one value per point, got shape {vals.shape} for {s.size} points.")
+        vals, _ = check_density_values(vals, "rho0", quadrature_weights=w, normalize=normalize)
+        return gegenbauer_table(self.lmax, d, s).T @ (w * vals)
+
+    def _check_zonal(self, rho0, npoints=64):
+        """ValueError unless rho0(x) = rho0(x') for pairs of points with ⟨x, e⟩ = ⟨x', e⟩."""
+        rng = np.random.default_rng(20231210)
+        B = orthogonal_basis(self.axis)
+        s = np.concatenate([np.linspace(-0.99, 0.99, npoints), rng.uniform(-1, 1, npoints) / np.sqrt(self.model.dim)])
+        g = rng.standard_normal((2, s.size, B.shape[0])) @ B
+        if B.shape[0] == 1:
+            g[1] = -g[0]                                            # d = 2: the mirror image
+        u = g / np.linalg.norm(g, axis=-1, keepdims=True)
+        a, b = _evaluate(rho0, lift(s, self.axis, u[0])), _evaluate(rho0, lift(s, self.axis, u[1]))
+        if a.shape != s.shape or b.shape != s.shape:
+            raise ValueError(f"`rho0` must return one value per point, got shape {a.shape} for {s.size} points.")
+        gap = np.abs(a - b)
+        scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), 1.0)
+        k = int(np.argmax(gap / scale))
+        if not gap[k] <= ZONAL_RTOL * scale[k]:
+            raise ValueError(f"`rho0` is not zonal about the axis {np.round(self.axis, 6).tolist()}: it takes the "
+                             f"values {a[k]:.6g} and {b[k]:.6g} at two points with <x, e> = {s[k]:.6g}. The "
+                             "Gegenbauer solver needs rho0(x) = f(<x, e>); pass `axis` or use solvers.Particles.")
+
+    def _initial_from_data(self, run, data, normalize):
+        """Coefficients c_0..c_K (K <= lmax, zero-padded) of `GegenbauerSeries`; mass c_0 = 1 within 1e-6."""
+        c = np.asarray(data, dtype=float)
+        if c.ndim != 1 or not 1 <= c.size <= self.lmax + 1:
+            raise ValueError(f"`initial` as an array must hold the Gegenbauer coefficients c_0..c_K with K <= "
+                             f"lmax={self.lmax}, got shape {c.shape}.")
+        if not np.all(np.isfinite(c)):
+            raise ValueError("`initial` contains NaN or inf.")
+        if not c[0] > 0:
+            raise ValueError(f"`initial` must have a positive mass c_0, got {c[0]!r}.")
+        if normalize:
+            c = c / c[0]
+        elif abs(c[0] - 1.0) > 1e-6:
+            raise ValueError(f"`initial` must have mass c_0 = 1 within 1e-6, got {c[0]!r}. Pass normalize=True.")
+        out = np.zeros(self.lmax + 1)
+        out[:c.size] = c
+        return out
+
+    def _initial_from_solution(self, run, sol):
+        rep = sol.representation
+        if rep.name != "gegenbauer" or rep.dim != self.model.dim or not np.allclose(rep.axis, self.axis):
+            raise ValueError(f"`initial` is a {rep.name!r} Solution; Gegenbauer continues Gegenbauer Solutions "
+                             "with the same dim and axis (or pass a density callable).")
+        c = np.asarray(sol.data[-1], dtype=float)
+        if c.size > self.lmax + 1:
+            if np.any(c[self.lmax + 1:] != 0):
+                raise ValueError(f"`initial` has degree {c.size - 1} > lmax={self.lmax}.")
+            c = c[:self.lmax + 1]
+        return self._initial_from_data(run, c, False)
+
+    def _stats(self, run):
+        return {"lmax_final": self.lmax}
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def coefficients(self, rho0, normalize=False):
+        """c_0..c_L of the projection of ``rho0`` (the initial state of `solve`)."""
+        return self.start(rho0, normalize=normalize).y0.copy()
+
+    def rhs(self, c):
+        """∂_t c_l, l = 0..L (transport plus noise; ∂_t c_0 = 0) for coefficients c_0..c_L."""
+        c = np.asarray(c, dtype=float)
+        if c.shape != (self.lmax + 1,):
+            raise ValueError(f"`c` must have shape ({self.lmax + 1},), got {c.shape}.")
+        dc = self._rhs(None, 0.0, c)
+        lin = self._linear(None)
+        return dc if lin is None else dc + lin * c
+
+
+def _evaluate(rho0, x):
+    try:
+        return np.asarray(rho0(x), dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`rho0` could not be evaluated on points of shape {x.shape}: {exc}") from None
+
+
+__all__ = ["Gegenbauer", "node_count"]
