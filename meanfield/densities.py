@@ -214,3 +214,56 @@ class BandLimited(Density):
 def band_limited(dim, lmax, rng=None, scale=1.0, floor=0.05):
     """A random band-limited density of degree <= lmax on S^1 or S^2 with minimum >= floor."""
     return BandLimited(dim, lmax, rng=rng, scale=scale, floor=floor)
+
+
+def _last_axis(dim):
+    e = np.zeros(dim)
+    e[-1] = 1.0
+    return e
+
+
+class Zonal(Density):
+    """ρ(x) = f(⟨x, e⟩): a zonal density given by its profile f on [−1, 1] and the axis e (default e_d).
+
+    f must be vectorised over s; the mass is ∫ f(⟨x, e⟩) dσ = c_d ∫ f(s)(1 − s²)^{(d−3)/2} ds (the law of
+    s under σ), to be made 1 by the caller (or pass ``normalize=True`` to the solver).
+    """
+
+    def __init__(self, profile, dim=None, axis=None):
+        if not callable(profile):
+            raise ValueError(f"`profile` must be a callable f(s) on [-1, 1], got {type(profile).__name__}.")
+        self.profile = profile
+        self.dim = None if dim is None else check_int(dim, "dim", low=2)
+        self.axis = None if axis is None else check_points(np.asarray(axis, dtype=float), "axis", normalize=True)
+        if self.axis is not None:
+            if self.dim is not None and self.axis.shape != (self.dim,):
+                raise ValueError(f"`axis` must have length dim={self.dim}, got shape {self.axis.shape}.")
+            self.dim = self.axis.shape[0]
+
+    def axis_in(self, dim):
+        """The axis e on S^{dim−1} (e_d unless given)."""
+        return _last_axis(dim) if self.axis is None else self.axis
+
+    def _evaluate(self, x):
+        s = np.clip(x @ self.axis_in(x.shape[-1]), -1.0, 1.0)
+        return np.asarray(self.profile(s), dtype=float)
+
+    def __repr__(self):
+        return f"zonal({self.profile!r}, dim={self.dim})"
+
+
+def zonal(profile, dim=None, axis=None):
+    """The zonal density ρ(x) = profile(⟨x, axis⟩) (axis default e_d); see `Zonal`."""
+    return Zonal(profile, dim=dim, axis=axis)
+
+
+def zonal_profile(density, dim):
+    """(f, e) with density(x) = f(⟨x, e⟩) for the densities known to be zonal on S^{dim−1} (`Zonal`,
+    `VonMisesFisher` about its mean, `Uniform`), else None."""
+    if isinstance(density, Zonal) and density.dim in (None, dim):
+        return density.profile, density.axis_in(dim)
+    if isinstance(density, VonMisesFisher) and density.dim == dim:
+        return (lambda s: np.exp(density.kappa * (np.asarray(s) - 1.0) - density._log_norm)), density.mean
+    if isinstance(density, Uniform):
+        return (lambda s: np.ones(np.shape(s))), _last_axis(dim)
+    return None

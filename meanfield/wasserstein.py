@@ -234,3 +234,47 @@ def w1_to_uniform(measure, n_reference=None):
     m = n_reference or 2000
     ref = quadrature(m, d)
     return wasserstein((x, w), ref, method="exact" if len(w) * m <= EXACT_MAX_SIZE else "sinkhorn")
+
+
+def w1_marginal(a, b, axis=None, n_grid=4096):
+    """W1 between the laws of s = ⟨x, axis⟩ under a and b on [−1, 1]: ∫_{−1}^{1} |F_a(s) − F_b(s)| ds.
+
+    Each of ``a``, ``b`` is a discrete measure (points, weights) on S^{d−1}, or a callable F(s), the
+    CDF of a continuous law on [−1, 1] (e.g. ``lambda s: rep.marginal_cdf(data, s)`` of a
+    `GegenbauerSeries` state). Two discrete measures: exact (piecewise-constant CDFs). With a
+    callable: the integral is split at every atom and at n_grid points s = cos(πk/n_grid) and each
+    piece is integrated by 8-point Gauss–Legendre (error far below 1e-8 for smooth CDFs).
+    ``axis`` (default e_d) is used for the discrete measures.
+    """
+    ends = [np.empty(0)]
+    parts = []
+    for name, m in (("a", a), ("b", b)):
+        if callable(m):
+            parts.append(m)
+            continue
+        x, w = check_measure(m, name)
+        e = np.eye(x.shape[1])[-1] if axis is None else np.asarray(axis, dtype=float)
+        if e.shape != (x.shape[1],):
+            raise ValueError(f"`axis` must have length d={x.shape[1]}, got shape {e.shape}.")
+        s = np.clip(x @ (e / np.linalg.norm(e)), -1.0, 1.0)
+        order = np.argsort(s, kind="stable")
+        parts.append((s[order], np.cumsum(w[order])))
+        ends.append(s)
+
+    def cdf(part, t):
+        if callable(part):
+            return np.asarray(part(t), dtype=float)
+        s, cw = part
+        k = np.searchsorted(s, t, side="right")
+        return np.where(k > 0, cw[np.maximum(k - 1, 0)], 0.0)
+
+    if not any(callable(p) for p in parts):
+        t = np.unique(np.concatenate(ends + [[-1.0, 1.0]]))
+        return float(np.sum(np.abs(cdf(parts[0], t[:-1]) - cdf(parts[1], t[:-1])) * np.diff(t)))
+    n_grid = check_int(n_grid, "n_grid", low=2)
+    t = np.unique(np.concatenate(ends + [np.cos(np.pi * np.arange(n_grid + 1) / n_grid)]))
+    gx, gw = np.polynomial.legendre.leggauss(8)
+    mid, half = 0.5 * (t[1:] + t[:-1]), 0.5 * np.diff(t)
+    nodes = (mid[:, None] + half[:, None] * gx[None, :]).ravel()
+    gap = np.abs(cdf(parts[0], nodes) - cdf(parts[1], nodes)).reshape(-1, 8)
+    return float(np.sum(half * (gap @ gw)))

@@ -4,6 +4,7 @@
     SphericalHarmonics   spherical-harmonic solver on S^2 (pyshtools/ducc0) (solvers.harmonics)
     FiniteElements       dolfinx aggregation-equation solver (fem extra)  (solvers.fem)
     Particles            N-particle solver on S^{d-1}                     (solvers.particles)
+    Gegenbauer           zonal densities on S^{d-1}, any d (Gegenbauer)   (solvers.gegenbauer)
 
 Imports are lazy so that a missing optional dependency (dolfinx) only affects its own solver.
 """
@@ -19,6 +20,7 @@ _LAZY = {
     "FiniteElements": "solvers.fem",
     "Particles": "solvers.particles",
     "Lagrangian": "solvers.lagrangian",
+    "Gegenbauer": "solvers.gegenbauer",
 }
 
 __all__ = ["Solver", "UnderResolved", "UnsupportedModel", "SolverError", "NonFiniteState", "Interrupted",

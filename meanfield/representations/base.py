@@ -9,6 +9,7 @@ _REGISTRY = {
     "p1": "meanfield.representations.p1:P1Field",
     "particles": "meanfield.representations.particles:ParticleCloud",
     "lagrangian": "meanfield.representations.lagrangian:LagrangianNodes",
+    "gegenbauer": "meanfield.representations.gegenbauer:GegenbauerSeries",
 }
 
 
@@ -40,7 +41,7 @@ class Representation:
 
     1. ``evaluate(data, x)``: density values at points x of shape (..., d).
     2. ``mass(data)``: ∫ρ dσ (or the total weight).
-    3. ``energy(beta, data)``: E_β (3.5), with the β = 0 convention of SPEC L5.
+    3. ``energy(beta, data)``: E_β (3.5), with the β = 0 convention of docs/mathematics.md §4.
     4. ``measure(data, n=None)``: a weighted discrete measure (points, weights) approximating ρσ.
     5. ``to_dataset(data_all)`` -> dict of data variables {name: (dims, array)} (the time axis is
        called "time"), coords and attrs; ``from_dataset(ds)`` (classmethod) inverts it exactly.
