@@ -69,9 +69,9 @@ def long_run():
 
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
-    sizes = [(2, 1024), (3, 2048)] if quick else [(2, 1024), (2, 4096), (3, 2048), (3, 8192)]
+    sizes = [(2, 1024), (3, 2048)] if quick else [(2, 1024), (2, 4096), (3, 2048), (3, 4608)]
     threads = os.environ.get("OPENBLAS_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "unset"))
     print(f"BLAS threads {threads}")
-    rhs_benchmark(10 if quick else 30, sizes)
+    rhs_benchmark(20 if quick else 40, sizes)
     if not quick:
         long_run()

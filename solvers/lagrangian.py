@@ -261,7 +261,8 @@ class Lagrangian(Solver):
         x = y[:, :d] / np.linalg.norm(y[:, :d], axis=1, keepdims=True)
         out = np.empty_like(y)
         for sl, w in run.systems:
-            X, div = velocity_divergence(x[sl], x[sl], w, self.model.beta, normalized=self.normalized, v=self.v,
+            xs = x[sl]
+            X, div = velocity_divergence(xs, xs, w, self.model.beta, normalized=self.normalized, v=self.v,
                                          chunk=self.chunk)
             out[sl, :d] = X
             out[sl, d] = div
