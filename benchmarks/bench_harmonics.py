@@ -54,11 +54,12 @@ def ratios(nthreads, lmaxes, repeat):
         a = random_state(L, rng)
         sa = solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3), lmax=L, nthreads=nthreads)
         usa = solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3, normalized=False), lmax=L, nthreads=nthreads)
+        rsa, rusa = sa.start(mf.densities.uniform()).rhs, usa.start(mf.densities.uniform()).rhs
         base, t_sa, t_usa = interleaved([
             lambda: synthesis_2d(alm=a[None], spin=0, lmax=L, geometry="GL", ntheta=L + 1, nphi=2 * L + 1,
                                  nthreads=nthreads),
-            lambda: sa._rhs(0.0, a),
-            lambda: usa._rhs(0.0, a)], repeat)
+            lambda: rsa(0.0, a),
+            lambda: rusa(0.0, a)], repeat)
         rows.append([L, base, t_sa / base, t_usa / base])
     return rows
 

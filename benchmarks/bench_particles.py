@@ -45,9 +45,8 @@ def rhs_benchmark(repeat):
     w = np.full(n, 1.0 / n)
 
     def rhs_of(model, chunk=512):
-        P = solvers.Particles(model, chunk=chunk)
-        P._weights = w
-        return lambda: P._rhs(0.0, x)
+        run = solvers.Particles(model, chunk=chunk).start(x, weights=w)
+        return lambda: run.rhs(0.0, x)
 
     cases = {"SA beta=4 (chunk 512, default)": rhs_of(mf.Model(beta=4.0, dim=3)),
              "SA beta=4 chunk 1024": rhs_of(mf.Model(beta=4.0, dim=3), 1024),

@@ -54,9 +54,14 @@ def kernel_multipliers(beta, dim, lmax, scaled=False):
         return a
     lam = 0.5 * (dim - 2)
     orders = np.arange(lmax + 1) + lam
-    with np.errstate(under="ignore"):
+    with np.errstate(under="ignore", divide="ignore"):
         ive = special.ive(orders, beta)
-        a = np.exp(_log_prefactor(beta, dim)) * ive
+        log_a = _log_prefactor(beta, dim) + np.log(ive)
+        low = ~(ive > 1e-280)
+        if np.any(low):
+            # high dimension or degree: I_ν(β) underflows (and Γ(d/2)(2/β)^λ overflows); sum the series
+            log_a[low] = _log_scaled_multipliers_series(beta, dim, np.arange(lmax + 1)[low])
+        a = np.exp(log_a)
     if not scaled:
         with np.errstate(over="raise"):
             try:
@@ -65,6 +70,22 @@ def kernel_multipliers(beta, dim, lmax, scaled=False):
                 raise ValueError(f"`beta`={beta:g} overflows a_l(β) in double precision; "
                                  "use kernel_multipliers(..., scaled=True) (a_l·e^-β).") from None
     return a
+
+
+def _log_scaled_multipliers_series(beta, dim, ls):
+    """log(a_l(β)e^{−β}) from the power series of I_ν (docs/mathematics.md §3):
+
+        a_l(β) = Γ(d/2)/Γ(l + d/2) (β/2)^l Σ_{k>=0} (β²/4)^k / (k! (l + d/2)_k),
+
+    all terms positive (no cancellation), summed in log space; used where I_{l+λ}(β) underflows."""
+    ls = np.asarray(ls, dtype=float)
+    nu = ls + 0.5 * dim
+    q = 0.25 * beta * beta
+    kmax = int(np.ceil(0.5 * beta + 12 * np.sqrt(0.5 * beta + 1) + 40))
+    k = np.arange(kmax + 1, dtype=float)[:, None]
+    log_terms = k * np.log(q) - special.gammaln(k + 1) - (special.gammaln(nu + k) - special.gammaln(nu))
+    return (special.gammaln(0.5 * dim) - special.gammaln(nu) + ls * np.log(0.5 * beta)
+            + special.logsumexp(log_terms, axis=0) - beta)
 
 
 def velocity_multipliers(beta, dim, lmax, scaled=False):
@@ -115,7 +136,9 @@ def harmonic_dimension(dim, l):
     if dim == 2:
         return np.where(l == 0, 1, 2)
     out = (2 * l + dim - 2) * special.comb(l + dim - 3, l, exact=False) / (dim - 2)
-    return np.rint(out).astype(int)
+    if np.all(out < 2.0 ** 53):
+        return np.rint(out).astype(np.int64)
+    return out      # beyond 2^53 the dimension is returned as a float (not exactly representable)
 
 
 def linear_growth_rates(model, lmax):
@@ -138,13 +161,7 @@ def linear_growth_rates(model, lmax):
     return model.v * lap * c - model.noise * lap
 
 
-def zonal_kernel(beta, t):
-    """The interaction kernel e^{β t}, t = ⟨x, y⟩ ∈ [-1, 1]."""
-    beta = check_beta(beta)
-    return np.exp(beta * np.asarray(t, dtype=float))
-
-
-def minimum_degree(beta, dim, tol=1e-14, normalized=True):
+def minimum_degree(beta, dim, tol=1e-14):
     """Smallest L with a_l(β)/a_0(β) < tol for every l >= L (resolution needed for the kernel).
 
     Spectral solvers refuse a cut-off below this degree, because the kernel itself is not resolved.

@@ -128,3 +128,20 @@ def test_bad_dim_and_lmax():
         mf.kernel_multipliers(1.0, 3, -1)
     with pytest.raises(ValueError, match="lmax"):
         mf.kernel_multipliers(1.0, 3, 2.5)
+
+
+@pytest.mark.parametrize("dim", [600, 1024])
+@pytest.mark.parametrize("beta", [0.5, 4.0, 60.0])
+def test_multipliers_in_high_dimension_against_mpmath(dim, beta):
+    """Γ(d/2)(2/β)^λ overflows and I_{l+λ}(β) underflows for d >= ~600: the power series in log space
+    must still give a_l(β)e^{-β} to ~1e-13 (Gegenbauer solver at d = 1024)."""
+    import mpmath
+
+    mpmath.mp.dps = 40
+    a = mf.kernel_multipliers(beta, dim, 40, scaled=True)
+    lam = mpmath.mpf(dim - 2) / 2
+    for l in (0, 1, 7, 40):
+        exact = (mpmath.gamma(mpmath.mpf(dim) / 2) * (2 / mpmath.mpf(beta)) ** lam
+                 * mpmath.besseli(l + lam, beta) * mpmath.exp(-beta))
+        assert a[l] == pytest.approx(float(exact), rel=2e-13)
+    assert np.all(np.diff(a) < 0)

@@ -1,0 +1,151 @@
+"""The solver protocol: one `solve`, per-run state in a run, named steppers, options that apply.
+
+Every solver is immutable after construction: two threads sharing one solver object get exactly
+the results of two separate solvers, and a solver pickles to a worker process and back.
+"""
+import ast
+import pathlib
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+import meanfield as mf
+import solvers
+from solvers.timestepping import STEPPERS
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _sphere_points(n, d, seed):
+    x = np.random.default_rng(seed).standard_normal((n, d))
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def _cases():
+    vmf2 = mf.densities.von_mises_fisher([1.0, 0.0], 2.0)
+    vmf3 = mf.densities.von_mises_fisher([0.0, 0.6, 0.8], 2.0)
+    return {
+        "FourierCircle": (lambda: solvers.FourierCircle(mf.Model(beta=3.0, dim=2), modes=64),
+                          [vmf2, mf.densities.perturbed_uniform(0.2, 2)], {}),
+        "FourierCircle-auto": (lambda: solvers.FourierCircle(mf.Model(beta=3.0, dim=2), modes="auto", w1=False),
+                               [mf.densities.von_mises_fisher([1.0, 0.0], 40.0), vmf2], {}),
+        "SphericalHarmonics": (lambda: solvers.SphericalHarmonics(mf.Model(beta=2.0, dim=3), lmax=24),
+                               [vmf3, mf.densities.perturbed_uniform(0.2, 2, order=1)], {}),
+        "FiniteElements": (lambda: solvers.FiniteElements(mf.Model(beta=2.0, dim=2), vertices=128),
+                           [vmf2, mf.densities.perturbed_uniform(0.2, 3)], {}),
+        "Particles": (lambda: solvers.Particles(mf.Model(beta=2.0, dim=3)),
+                      [_sphere_points(40, 3, 1), _sphere_points(40, 3, 2)], {}),
+        "Particles-noise": (lambda: solvers.Particles(mf.Model(beta=2.0, dim=3, noise=0.1)),
+                            [_sphere_points(30, 3, 3), _sphere_points(30, 3, 4)], {"rng": 7}),
+    }
+
+
+CASES = _cases()
+T = np.linspace(0.0, 0.4, 5)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_two_threads_share_one_solver(name):
+    make, initials, opts = CASES[name]
+    shared = make()
+    alone = [make().solve(x, T, progress=False, **opts).data for x in initials]
+    out = [None, None]
+
+    def work(k):
+        out[k] = shared.solve(initials[k], T, progress=False, **opts).data
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in (0, 1)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for k in (0, 1):
+        assert out[k] is not None, f"thread {k} failed"
+        np.testing.assert_array_equal(out[k], alone[k])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_solver_pickles_and_runs_the_same(name):
+    make, initials, opts = CASES[name]
+    solver = make()
+    clone = pickle.loads(pickle.dumps(solver))
+    np.testing.assert_array_equal(clone.solve(initials[0], T, progress=False, **opts).data,
+                                  solver.solve(initials[0], T, progress=False, **opts).data)
+
+
+def test_solve_is_defined_once():
+    defs = []
+    for path in sorted((ROOT / "solvers").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name == "solve":
+                defs.append(path.name)
+    assert defs == ["base.py"]
+
+
+def test_options_that_do_not_apply_are_refused():
+    fc = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=32)
+    rho0 = mf.densities.uniform()
+    with pytest.raises(ValueError, match=r"`dt` does not apply"):
+        fc.solve(rho0, T, dt=0.1)
+    with pytest.raises(ValueError, match=r"`method`"):
+        fc.solve(rho0, T, method="euler-normalize")
+    fe = solvers.FiniteElements(mf.Model(beta=1.0, dim=2), vertices=64)
+    with pytest.raises(ValueError, match=r"`rtol` does not apply"):
+        fe.solve(rho0, T, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"`cfl`"):
+        fe.solve(rho0, T, cfl=1.5)
+    p = solvers.Particles(mf.Model(beta=1.0, dim=2))
+    with pytest.raises(ValueError, match=r"`cfl` does not apply"):
+        p.solve(_sphere_points(5, 2, 0), T, cfl=0.5)
+    with pytest.raises(ValueError, match=r"`method`"):
+        solvers.Particles(mf.Model(beta=1.0, dim=2, noise=0.1)).solve(_sphere_points(5, 2, 0), T, method="dopri5")
+    assert set(STEPPERS) == {"dopri5", "bs32", "ssprk3", "euler-maruyama", "euler-normalize"}
+
+
+def test_every_solver_declares_steppers_it_can_drive():
+    for name in ("FourierCircle", "SphericalHarmonics", "FiniteElements", "Particles"):
+        cls = getattr(solvers, name)
+        for method in cls.steppers:
+            missing = [h for h in STEPPERS[method].needs if not callable(getattr(cls, h, None))]
+            assert not missing, (name, method, missing)
+
+
+def test_continuing_a_run_from_a_solution_and_a_path(tmp_path):
+    """Fixed steps (euler-normalize, and Euler–Maruyama with a seeded noise) continue bit for bit;
+    the adaptive pair continues within 10·rtol."""
+    x0 = _sphere_points(25, 3, 9)
+    t = np.linspace(0, 2, 11)
+    p = solvers.Particles(mf.Model(beta=2.0, dim=3))
+    full = p.solve(x0, t, scheme="euler-normalize", dt=0.05)
+    a = p.solve(x0, t[:6], scheme="euler-normalize", dt=0.05)
+    b = p.solve(a, t[5:], scheme="euler-normalize", dt=0.05)
+    np.testing.assert_array_equal(a.concat(b).positions, full.positions)
+    noisy = solvers.Particles(mf.Model(beta=2.0, dim=3, noise=0.05))
+    full = noisy.solve(x0, t, rng=3, dt=0.02)
+    a = noisy.solve(x0, t[:6], rng=3, dt=0.02, checkpoint=tmp_path / "a.nc")
+    b = noisy.solve(tmp_path / "a.nc", t[5:], dt=0.02)        # the seed travels with the saved Solution
+    np.testing.assert_allclose(b.positions[-1], full.positions[-1], rtol=0, atol=1e-13)
+    fc = solvers.FourierCircle(mf.Model(beta=3.0, dim=2), modes=64)
+    rho0 = mf.densities.perturbed_uniform(0.1, 2)
+    full = fc.solve(rho0, t, rtol=1e-10)
+    b = fc.solve(fc.solve(rho0, t[:6], rtol=1e-10), t[5:], rtol=1e-10)
+    err = np.max(np.abs(b.data[-1] - full.data[-1])) / np.max(np.abs(full.data[-1]))
+    assert err < 10 * 1e-10
+    with pytest.raises(ValueError, match=r"`t_eval` must start at t="):
+        fc.solve(full, [0.0, 1.0])
+
+
+def test_automatic_resolution_is_one_solution_with_the_final_resolution(tmp_path):
+    model = mf.Model(beta=2.0, dim=3)
+    rho0 = mf.densities.von_mises_fisher([0, 0, 1.0], 12.0)      # a cap that sharpens: 31 -> 63
+    t = np.linspace(0, 0.5, 6)
+    sol = solvers.SphericalHarmonics(model, lmax="auto").solve(rho0, t, checkpoint=tmp_path / "s.nc")
+    lm = sol.diagnostics["lmax"]
+    assert lm[0] == 31 and lm[-1] == 63 and np.all(np.diff(lm) >= 0) and sol.stats["segments"] == 2
+    assert sol.representation.lmax == sol.stats["lmax_final"] == lm[-1]
+    fixed = solvers.SphericalHarmonics(model, lmax=63).solve(rho0, t)
+    x = _sphere_points(50, 3, 5)
+    assert np.max(np.abs(sol.density(x) - fixed.density(x))) < 1e-5 * np.max(fixed.density(x))
+    np.testing.assert_array_equal(mf.load(tmp_path / "s.nc").data, sol.data)
