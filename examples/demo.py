@@ -1,4 +1,4 @@
-"""README demonstration: kernel multipliers and Proposition 3.4 energies (SPEC L2, L5)."""
+"""README demonstration: kernel multipliers and Proposition 3.4 energies (docs/mathematics.md §3–§4)."""
 import numpy as np
 
 import meanfield as mf

@@ -1,4 +1,4 @@
-"""Initial densities on S^{d-1}, relative to σ (the uniform probability measure; SPEC L1).
+"""Initial densities on S^{d-1}, relative to σ (the uniform probability measure; docs/mathematics.md §2).
 
 Each is a callable ``f(x) -> array`` on points ``x`` of shape (..., d); any user callable with the
 same signature works too. Every density here integrates to exactly 1 against σ.
@@ -175,7 +175,7 @@ class PerturbedUniform(Density):
 
 
 def perturbed_uniform(amplitude, degree, order=0, dim=None, phase=0.0, axis=None):
-    """ρ = 1 + amplitude·Y_degree (see `PerturbedUniform`): the linear-stability initial datum (SPEC L6)."""
+    """ρ = 1 + amplitude·Y_degree (see `PerturbedUniform`): the linear-stability initial datum (docs/mathematics.md §5)."""
     return PerturbedUniform(amplitude, degree, order=order, dim=dim, phase=phase, axis=axis)
 
 

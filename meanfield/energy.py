@@ -1,4 +1,4 @@
-"""Interaction energy E_β (3.5) for discrete measures, harmonic spectra and solutions (SPEC L5)."""
+"""Interaction energy E_β (3.5) for discrete measures, harmonic spectra and solutions (docs/mathematics.md §4)."""
 import numpy as np
 
 from ._checks import check_beta, check_dim, check_measure
@@ -31,11 +31,11 @@ def _discrete_energy(beta, x, w, chunk=_CHUNK, scaled=False):
 
 
 def energy_from_spectrum(beta, dim, power):
-    """E_β from the degree powers of a σ-relative density (SPEC §4.4, L5).
+    """E_β from the degree powers of a σ-relative density (docs/mathematics.md §4).
 
     ``power[l] = Σ_j |ρ_{l,j}|²`` with the coefficients ρ_{l,j} of ρ in a basis orthonormal in L²(σ)
     (so power[0] = mass²). Then E_β = (1/(2β)) Σ_l a_l(β) power[l]; at β = 0 the library reports
-    E_0 = power[1]/(2d) = ½|∫ x ρ dσ|², the limit of E_β − 1/(2β) (SPEC L5).
+    E_0 = power[1]/(2d) = ½|∫ x ρ dσ|², the limit of E_β − 1/(2β) (docs/mathematics.md §4).
     Works on the last axis, so ``power`` may be (..., lmax + 1).
     """
     beta = check_beta(beta)
@@ -81,7 +81,7 @@ def interaction_energy(beta, measure, scaled=False):
     Notes
     -----
     O(n²) work in blocks of 1024 × 1024 (`meanfield.kernelsums`), O(n + 1024²) memory. At β = 0 the library reports
-    E_0[μ] = ½‖∫x dμ‖², the limit of E_β − 1/(2β) (SPEC L5). The uniform measure gives a_0/(2β)
+    E_0[μ] = ½‖∫x dμ‖², the limit of E_β − 1/(2β) (docs/mathematics.md §4). The uniform measure gives a_0/(2β)
     (the minimum) and a Dirac mass e^β/(2β) (the maximum), Proposition 3.4.
     """
     beta = check_beta(beta)
@@ -95,7 +95,7 @@ def interaction_energy(beta, measure, scaled=False):
 
 
 def uniform_energy(beta, dim):
-    """E_β[σ] = a_0(β)/(2β), the minimum (Proposition 3.4); 0 at β = 0 (SPEC L5)."""
+    """E_β[σ] = a_0(β)/(2β), the minimum (Proposition 3.4); 0 at β = 0 (docs/mathematics.md §4)."""
     beta = check_beta(beta)
     dim = check_dim(dim)
     if beta == 0.0:

@@ -1,7 +1,7 @@
 """Samples of a density as weighted discrete measures (points, weights) on S^{d-1}.
 
 * ``method="iid"``: n independent draws from ρσ, equal weights 1/n. E W1 decays like n^{-1/2} on
-  S^1, like sqrt(log n / n) on S^2 and like n^{-1/(d-1)} for d >= 4 (SPEC §3.3).
+  S^1, like sqrt(log n / n) on S^2 and like n^{-1/(d-1)} for d >= 4 (Remark 3.3; docs/mathematics.md §8).
 * ``method="quasi"``: a deterministic low-discrepancy point set with quadrature weights
   w_j ∝ ρ(x_j) q_j, where (x_j, q_j) is a quadrature for σ:
     - S^1: the n equispaced midpoints θ_j = 2π(j + ½)/n (trapezoid rule, exact for Fourier modes

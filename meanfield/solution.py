@@ -1,4 +1,4 @@
-"""`Solution`: the one result type of every solver (API.md), with xarray/NetCDF I/O.
+"""`Solution`: the one result type of every solver (the public contract), with xarray/NetCDF I/O.
 
 Like scipy's ``OdeResult`` it is plain: saved times ``t``, the state at each saved time (through a
 `Representation`, which carries its normalisation), per-time diagnostics, counters and a status.
@@ -145,7 +145,7 @@ class Solution:
         ds.attrs.update(self.model.to_attrs())
         ds.attrs.update({"solver": self.solver, "status": self.status, "message": self.message,
                          "stats_json": json.dumps(_jsonable(self.stats)),
-                         "conventions": "densities relative to the uniform probability measure sigma (meanfield SPEC L1)",
+                         "conventions": "densities relative to the uniform probability measure sigma (meanfield docs/mathematics.md section 2)",
                          "meanfield_version": _version()})
         ds["time"].attrs["long_name"] = "layer depth t"
         ds["energy"].attrs["long_name"] = "interaction energy E_beta (3.5)"

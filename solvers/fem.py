@@ -1,4 +1,4 @@
-"""`FiniteElements`: a P1 finite-element solver of the aggregation equation (SPEC L3) with dolfinx.
+"""`FiniteElements`: a P1 finite-element solver of the aggregation equation ((3.10); docs/mathematics.md §2) with dolfinx.
 
 An independent discretisation of ∂_t ρ + div_S(ρ X[ρ]) = ν Δ_S ρ on a piecewise-flat mesh Γ_h of
 S^1 (regular polygon, gdim 2, tdim 1) or S^2 (geodesic icosphere, gdim 3, tdim 2), built in numpy
@@ -49,6 +49,7 @@ from meanfield.errors import UnderResolved, UnsupportedModel
 from meanfield.representations.p1 import P1Field
 
 from .base import Solver
+from .spectral import SpectralVelocity
 from .meshes import icosphere, mesh_size, polygon
 
 _INSTALL = 'FiniteElements needs dolfinx: install the `fem` extra with `pip install -e ".[fem]"`.'
@@ -76,6 +77,10 @@ def _reference_quadrature(dim, n):
     from meanfield.quadrature import gauss_legendre, trapezoid
 
     return trapezoid(2 * n) if dim == 2 else gauss_legendre(n, 2 * n)
+
+
+def _rebuild(cls, args, kwargs):
+    return cls(*args, **kwargs)
 
 
 class FiniteElements(Solver):
@@ -113,6 +118,9 @@ class FiniteElements(Solver):
     def __init__(self, model, refinement=4, *, vertices=None, kernel_cells=3.0, width_cells=6.0,
                  scheme="fct", potential="quadrature", chunk=None, comm=None):
         Solver.__init__(self, model)
+        self._arguments = (model, refinement), dict(vertices=vertices, kernel_cells=kernel_cells,
+                                                   width_cells=width_cells, scheme=scheme, potential=potential,
+                                                   chunk=chunk)
         self._require_zonal()
         if model.dim not in (2, 3):
             raise UnsupportedModel(f"FiniteElements meshes S^1 (dim=2) and S^2 (dim=3); got dim={model.dim}.")
@@ -188,10 +196,19 @@ class FiniteElements(Solver):
         self._rows = (bounds[rank], bounds[rank + 1])
         self._counts = np.diff(bounds) * (d + 2)
         self._displs = bounds[:-1] * (d + 2)
+        self.field = SpectralVelocity(model, 1)
         if potential == "fft":
             self._setup_fft()
         elif potential == "sht":
             self._setup_sht()
+
+    def __reduce__(self):
+        """Pickle by the constructor's arguments (dolfinx objects are rebuilt in the receiving process);
+        a solver on a communicator other than COMM_WORLD does not pickle."""
+        if self.comm is not self._MPI.COMM_WORLD:
+            raise TypeError("a FiniteElements solver on a custom MPI communicator cannot be pickled")
+        args, kwargs = self._arguments
+        return (_rebuild, (type(self), args, kwargs))
 
     def _transport_objects(self):
         """(velocity Function, compiled form ∫ φ_j u_h·∇φ_i, its CSR matrix): per run, since assembling
@@ -233,17 +250,18 @@ class FiniteElements(Solver):
         self._fft_kernels = np.fft.rfft(k), np.fft.rfft(k * np.sin(delta))
 
     def _setup_sht(self):
-        from meanfield.kernels import kernel_multipliers, minimum_degree, velocity_multipliers
+        from meanfield.kernels import minimum_degree
 
         beta, x = self.model.beta, self.x
         L = minimum_degree(beta, 3)                                  # a_l/a_0 < 1e-14 beyond L
+        field = SpectralVelocity(self.model, L)
         theta = np.arccos(np.clip(x[:, 2], -1.0, 1.0))
         phi = np.mod(np.arctan2(x[:, 1], x[:, 0]), 2 * np.pi)
         l_of = np.concatenate([np.arange(m, L + 1) for m in range(L + 1)])   # healpy (l, m) order
         self._sht = {
             "lmax": L, "loc": np.stack([theta, phi], -1),
-            "a": 4 * np.pi * kernel_multipliers(beta, 3, L, scaled=True)[l_of],
-            "c": 4 * np.pi * velocity_multipliers(beta, 3, L, scaled=True)[l_of],
+            "a": None if field.kernel is None else 4 * np.pi * field.kernel[l_of],
+            "c": 4 * np.pi * field.potential[l_of],
             "e_theta": np.stack([np.cos(theta) * np.cos(phi), np.cos(theta) * np.sin(phi), -np.sin(theta)], -1),
             "e_phi": np.stack([-np.sin(phi), np.cos(phi), 0 * phi], -1)}
 
@@ -258,43 +276,35 @@ class FiniteElements(Solver):
         A = adjoint_synthesis_general(map=(self.w * rho)[None, :], spin=0, lmax=L, loc=loc, epsilon=eps)
         g = synthesis_general(alm=p["c"] * A, spin=1, lmax=L, loc=loc, epsilon=eps, mode="DERIV1")
         grad = g[0][:, None] * p["e_theta"] + g[1][:, None] * p["e_phi"]       # e^{-β}∇(K*ρ)/β
+        Z = None
         if self.model.normalized:
-            Z = synthesis_general(alm=p["a"] * A, spin=0, lmax=L, loc=loc, epsilon=eps)[0]
-            F = grad / Z[:, None]
-        else:
-            F = grad * np.exp(self.model.beta)
-        return self.model.v * F
+            Z = synthesis_general(alm=p["a"] * A, spin=0, lmax=L, loc=loc, epsilon=eps)[0][:, None]
+        return self.field.velocity(grad, Z)
 
     # -- the nonlocal field ---------------------------------------------------------------------------
     def _sums(self, rho):
         """Rows (Z_i, G_i, shift_i) with Σ_j w_j ρ_j e^{β(⟨x_i,x_j⟩−1)} (1, x_j) = (Z_i, G_i)·e^{shift_i}
-        at every vertex (quadrature in row blocks; rows split over the MPI ranks, then gathered).
+        at every vertex, by the shared kernel-sum engine (rows split over the MPI ranks, then gathered).
 
         For β > 200 each row is shifted by its largest exponent over the support of ρ (log-sum-exp),
         so that Z_i cannot underflow (e^{−2β} < 1e-174); otherwise shift_i = 0."""
+        from meanfield.kernelsums import kernel_sums
+
         d, beta = self.model.dim, self.model.beta
         q = self.w * rho
-        A = np.empty((self.N, d + 1))
-        A[:, 0] = q
-        A[:, 1:] = q[:, None] * self.x
+        support = q != 0
+        A = np.empty((int(support.sum()), d + 1))
+        A[:, 0] = q[support]
+        A[:, 1:] = q[support, None] * self.x[support]
         lo, hi = self._rows
         local = np.zeros((hi - lo, d + 2))
         if beta == 0.0:
             local[:, :d + 1] = A.sum(axis=0)
-        else:
-            support = q != 0
-            shifted = beta > 200.0 and support.any()
-            for s in range(lo, hi, self.chunk):
-                e = min(s + self.chunk, hi)
-                g = self.x[s:e] @ self.x.T
-                g -= 1.0
-                g *= beta
-                if shifted:
-                    top = g[:, support].max(axis=1)
-                    g -= top[:, None]
-                    local[s - lo:e - lo, d + 1] = top
-                np.exp(g, out=g)
-                local[s - lo:e - lo, :d + 1] = g @ A
+        elif support.any():
+            shift = "running" if beta > 200.0 else "fixed"
+            S, c = kernel_sums(self.x[lo:hi], self.x[support], A, beta, shift=shift, chunk=self.chunk)
+            local[:, :d + 1] = S
+            local[:, d + 1] = np.asarray(c) - beta
         if self.comm.Get_size() == 1:
             return local
         out = np.empty((self.N, d + 2))
@@ -302,17 +312,17 @@ class FiniteElements(Solver):
         return out
 
     def nodal_velocity(self, rho):
-        """The field X[ρ] (SPEC L3) at the vertices, shape (N, d), by the quadrature of σ_h."""
+        """The field X[ρ] ((3.2); docs/mathematics.md §2) at the vertices, shape (N, d), by the quadrature of σ_h."""
         rho = np.asarray(rho, dtype=float)
-        s, beta, x = self.model.v, self.model.beta, self.x
+        x = self.x
         if self.potential == "fft":
             return self._velocity_fft(rho)
         if self.potential == "sht":
             return self._velocity_sht(rho)
         S = self._sums(rho)
-        Z, G, shift = S[:, 0], S[:, 1:-1], S[:, -1]
-        F = G / Z[:, None] if self.model.normalized else G * np.exp(beta + shift)[:, None]
-        return s * (F - np.sum(F * x, axis=1, keepdims=True) * x)
+        Z, G, shift = S[:, :1], S[:, 1:-1], S[:, -1:]
+        F = self.field.velocity(G, Z, log_shift=shift)
+        return F - np.sum(F * x, axis=1, keepdims=True) * x
 
     def _velocity_fft(self, rho):
         j = self._fft_index
@@ -322,9 +332,8 @@ class FiniteElements(Solver):
         # Z_i = Σ_j r_j k(θ_j − θ_i) = (r ⋆ k)_i, k even; tangential part Σ_j r_j k(δ) sin δ, δ = θ_j − θ_i
         Z = np.fft.irfft(fr * self._fft_kernels[0], n=self.N)[j]
         T = -np.fft.irfft(fr * self._fft_kernels[1], n=self.N)[j]   # k·sin is odd
-        F = T / Z if self.model.normalized else T * np.exp(self.model.beta)
         tangent = np.stack([-self.x[:, 1], self.x[:, 0]], axis=-1)
-        return self.model.v * F[:, None] * tangent
+        return self.field.velocity(T, Z)[:, None] * tangent
 
     # -- the transport operator -------------------------------------------------------------------------
     def operator(self, rho, run=None):

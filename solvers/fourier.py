@@ -1,9 +1,9 @@
-"""`FourierCircle`: the mean-field PDE on S^1 by a Fourier pseudo-spectral method (SPEC L3, §9).
+"""`FourierCircle`: the mean-field PDE on S^1 by a Fourier pseudo-spectral method ((7.1) for a density; docs/mathematics.md §2).
 
-    ∂_t ρ + ∂_θ(ρ v) = ν ∂²_θ ρ,   ρ(θ) = Σ_{|k|<=K} c_k e^{ikθ}   (c_k relative to σ = dθ/2π, SPEC L1),
+    ∂_t ρ + ∂_θ(ρ v) = ν ∂²_θ ρ,   ρ(θ) = Σ_{|k|<=K} c_k e^{ikθ}   (c_k relative to σ = dθ/2π, docs/mathematics.md §2),
 
     (USA)  v = s ∂_θ φ,             φ_k = (I_k(β)/β) c_k                (3.10),
-    (SA)   v = (s/β) ∂_θ log(K*ρ) = s ∂_θ(K*ρ/β) / (K*ρ),  (K*ρ)_k = I_k(β) c_k   ((3.4), §9),
+    (SA)   v = (s/β) ∂_θ log(K*ρ) = s ∂_θ(K*ρ/β) / (K*ρ),  (K*ρ)_k = I_k(β) c_k   ((3.4), (3.7)),
 
 with s = v for V = v·I (s = +1 attractive, −1 repulsive). At β = 0 both reduce to v = s ∂_θ⟨x, m⟩
 (4.1): the multipliers come from `meanfield.velocity_multipliers` (a_k/β, finite at β = 0).
@@ -38,8 +38,8 @@ from meanfield.quadrature import trapezoid
 from meanfield.representations.fourier import FourierSeries
 
 from .base import Refine, Solver
-from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_kernel_resolution, energy_diagnostics,
-                       noise_dissipation, spectral_tail)
+from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_coefficients, check_kernel_resolution,
+                       energy_diagnostics, noise_dissipation, spectral_tail)
 
 MIN_MODES = 8
 AUTO_START = 64          # modes="auto": first resolution (raised to the kernel's minimum if needed)
@@ -186,13 +186,9 @@ class FourierCircle(Solver):
             raise ValueError(f"`initial` as coefficients must be a finite 1-D array c_0..c_J with 1 <= J <= "
                              f"modes={self.modes}, got shape {c.shape}.")
         c = np.asarray(c, dtype=complex)
-        mass = float(c[0].real)
-        if mass <= 0:
-            raise ValueError(f"`initial`: the mass c_0 must be positive, got {mass!r}.")
-        if normalize:
-            c = c / mass
-        elif abs(mass - 1.0) > 1e-6:
-            raise ValueError(f"`initial`: the mass c_0 must be 1 within 1e-6, got {mass!r}; pass normalize=True.")
+        n = 4 * (2 * c.size - 1)
+        minimum = FourierSeries(c.size - 1).grid_values(c, n).min()
+        c = c * check_coefficients(c[0].real, minimum, normalize=normalize, tail_tol=self.tail.tol)
         run.mass0 = float(c[0].real)
         u = np.zeros(self.modes, dtype=complex)
         u[:c.size - 1] = c[1:]

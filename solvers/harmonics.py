@@ -1,9 +1,9 @@
-"""`SphericalHarmonics`: the mean-field PDE on S^2 in spherical harmonics (SPEC L3, §4.4).
+"""`SphericalHarmonics`: the mean-field PDE on S^2 in spherical harmonics ((3.7), (3.10); docs/mathematics.md §2–§3).
 
     ∂_t ρ = −div_S(ρ X[ρ]) + ν Δ_S ρ,   X = s∇_S Φ,
     Φ = (K*ρ)/β (USA, (3.10)),   Φ = (1/β) log(K*ρ) (SA, (3.4), (3.7)),
 
-with s = v for V = v·I (s = ±1: attractive / repulsive) and K*ρ = Σ_l i_l(β) ρ_l (Funk–Hecke, SPEC L2).
+with s = v for V = v·I (s = ±1: attractive / repulsive) and K*ρ = Σ_l i_l(β) ρ_l (Funk–Hecke, docs/mathematics.md §3).
 
 Discretisation (pseudo-spectral, ducc0.sht on a Gauss–Legendre grid):
 
@@ -40,8 +40,8 @@ from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cr
                                                  alm_to_real, real_to_alm)
 
 from .base import Refine, Solver
-from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_kernel_resolution, energy_diagnostics,
-                       noise_dissipation, spectral_tail)
+from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_coefficients, check_kernel_resolution,
+                       energy_diagnostics, noise_dissipation, spectral_tail)
 
 MIN_LMAX = 4
 AUTO_START = 31          # lmax="auto": first degree (raised to the kernel's minimum if needed)
@@ -192,13 +192,10 @@ class SphericalHarmonics(Solver):
                 or not np.isrealobj(c) or not np.all(np.isfinite(c))):
             raise ValueError(f"`initial` as coefficients must be a finite real array clm of shape (2, J+1, J+1) with "
                              f"J <= lmax={self.lmax}, got shape {c.shape}.")
-        mass = float(c[0, 0, 0])
-        if mass <= 0:
-            raise ValueError(f"`initial`: the mass clm[0, 0, 0] must be positive, got {mass!r}.")
-        if normalize:
-            c = c / mass
-        elif abs(mass - 1.0) > 1e-6:
-            raise ValueError(f"`initial`: the mass clm[0, 0, 0] must be 1 within 1e-6, got {mass!r}; pass normalize=True.")
+        given = SphericalHarmonicSeries(c.shape[1] - 1)
+        n = 2 * c.shape[1] + 2
+        minimum = given.grid_values(c, n, 2 * n).min()
+        c = c * check_coefficients(c[0, 0, 0], minimum, normalize=normalize, tail_tol=self.tail.tol)
         rep = self._representation(run)
         return real_to_alm(rep.embed(c[None], SphericalHarmonicSeries(c.shape[1] - 1))[0])
 

@@ -1,4 +1,4 @@
-"""N-particle solver for self-attention dynamics on S^{d-1} (SPEC §2–§3, L4) and in R^d (§11.2).
+"""N-particle solver for self-attention dynamics on S^{d-1} ((2.3)–(2.7), (3.2); docs/mathematics.md §1) and in R^d (Section 9.2; the companion paper).
 
 The vector field of weighted particles μ = Σ_j w_j δ_{x_j} (Σ w_j = 1), for heads h = 1..H
 (one head unless the model has ``heads``), M_h = Q_hᵀK_h:
@@ -16,11 +16,11 @@ with P_x y = y − ⟨x, y⟩x. Equal weights w_j = 1/n give (SA) and (USA) exac
   genuinely of size e^β: beyond e^β > 1e300 (β > 690) the velocity is not representable and
   `solve` asks for ``rescale_time=True`` (time τ = e^β t, velocity e^{−β}X, exact);
 * time stepping: the shared adaptive integrator with retraction x ← x/|x| (``scheme="adaptive"``),
-  the authors' Euler-then-normalise step (``scheme="euler-normalize"``, SPEC §1.2), and for
-  noise ν > 0 the Euler–Maruyama step of the projected Stratonovich SDE (SPEC L4)
+  the authors' Euler-then-normalise step (``scheme="euler-normalize"``, docs/mathematics.md §1), and for
+  noise ν > 0 the Euler–Maruyama step of the projected Stratonovich SDE (docs/mathematics.md §6)
   x ← N(x + h X(x) + sqrt(2νh) P_x ξ), ξ ~ N(0, I_d), N(y) = y/|y|; the normalisation supplies
   the Itô drift −ν(d−1)x h in expectation (|x + s P_xξ|² = 1 + 2νh|P_xξ|², E|P_xξ|² = d − 1),
-  so the law solves the Fokker–Planck equation of L3 (weak order 1; for pure noise one step maps
+  so the law solves the Fokker–Planck equation of docs/mathematics.md §6 (weak order 1; for pure noise one step maps
   E⟨x, x0⟩ to r(h)E⟨x, x0⟩ exactly, r(h) = E(1 + 2νhχ²_{d−1})^{−1/2} = 1 − ν(d−1)h + O(h²)).
 """
 import numpy as np

@@ -5,11 +5,11 @@
 
 Both integrate by DOP853 at rtol 1e-12; they are meant for tests, figures and benchmarks.
 
-For ρ depending on z only, the continuity equation (SPEC §5, (3.1)) reduces to
+For ρ depending on z only, the continuity equation ((3.4); docs/mathematics.md §10) reduces to
 
     ∂_t ρ = −v ∂_z((1 − z²) ρ ∂_z ψ),   ψ = (1/β) log(K*ρ)  (SA)   or   e^β (K*ρ)/β  (USA, scaled),
 
-with (K*ρ)_l = i_l(β) ρ_l on the Legendre coefficients (Funk–Hecke, SPEC §4, i_l(β)e^{-β} =
+with (K*ρ)_l = i_l(β) ρ_l on the Legendre coefficients (Funk–Hecke, docs/mathematics.md §3, i_l(β)e^{-β} =
 sqrt(π/2β)·I_{l+1/2}(β)e^{-β}). The products are taken on 2L + 2 Gauss–Legendre nodes and the ODE is
 integrated by DOP853 at rtol 1e-12.
 """
@@ -69,7 +69,7 @@ def legendre_zonal(beta, rho_of_z, t_end, *, v=1.0, normalized=True, L=48, tail_
 
 
 def fourier_collocation(beta, rho0, t_end, *, v=1.0, normalized=True, M=256):
-    """ρ(θ, t_end) on S^1 by Fourier collocation on M equispaced angles (SPEC §9).
+    """ρ(θ, t_end) on S^1 by Fourier collocation on M equispaced angles ((7.1); docs/mathematics.md §2).
 
     ρ_t = −∂_θ(ρX), X = v∂_θψ with ψ = (1/β) log(K*ρ) (SA) or e^β(K*ρ)/β (USA, scaled), and
     (K*ρ)_k = I_k(β)ρ_k. ``rho0`` is a σ-relative density, a callable of points (n, 2) on S^1.

@@ -52,7 +52,7 @@ class TailMonitor:
 
 
 def noise_dissipation(beta, dim, noise, power):
-    """−ν Σ_{l>=1} l(l+d−2)·(a_l/β)·‖ρ_l‖²: the noise term of dE_β/dt (SPEC L5), from degree powers."""
+    """−ν Σ_{l>=1} l(l+d−2)·(a_l/β)·‖ρ_l‖²: the noise term of dE_β/dt (docs/mathematics.md §4), from degree powers."""
     from meanfield.kernels import laplacian_eigenvalues, velocity_multipliers
 
     power = np.asarray(power, dtype=float)
@@ -64,7 +64,7 @@ def noise_dissipation(beta, dim, noise, power):
 
 
 def energy_diagnostics(beta, dim, power, cross, rate_identity):
-    """The energy bookkeeping both spectral solvers record at saved times (SPEC L5).
+    """The energy bookkeeping both spectral solvers record at saved times ((3.6), Lemma 3.7; docs/mathematics.md §4, §11).
 
     ``power[l] = ‖ρ_l‖²`` and ``cross[l] = Σ_j ρ_{l,j} ∂_tρ_{l,j}`` (σ-orthonormal basis, ∂_tρ the full
     discrete right-hand side including noise); ``rate_identity`` is the integral identity
@@ -113,3 +113,26 @@ class SpectralVelocity:
         if np.ndim(log_shift) == 0 and log_shift == 0.0:
             return grad * self.usa_factor
         return grad * (self.s * np.exp(self.beta + log_shift))
+
+
+def check_coefficients(mass, minimum, *, normalize, tail_tol, name="initial"):
+    """Validate the density of given spectral coefficients: positive mass, 1 within 1e-6 unless
+    ``normalize``; a synthesis minimum below zero by at most ``tail_tol`` (relative to the mass: a
+    Gibbs undershoot of a resolved state) is accepted with a warning, a larger one is refused naming it.
+    Returns the factor the coefficients are to be multiplied by (1/mass with ``normalize``)."""
+    import warnings
+
+    mass = float(mass)
+    if not mass > 0:
+        raise ValueError(f"`{name}`: the mass (coefficient of degree 0) must be positive, got {mass!r}.")
+    if not normalize and abs(mass - 1.0) > 1e-6:
+        raise ValueError(f"`{name}`: the mass (coefficient of degree 0) must be 1 within 1e-6, got {mass!r}; "
+                         "pass normalize=True.")
+    low = float(minimum) / mass
+    if low < -tail_tol:
+        raise ValueError(f"`{name}`: the density of these coefficients has minimum {float(minimum):.3g} < 0, "
+                         f"below the accepted undershoot -tail_tol = {-tail_tol:g}.")
+    if low < 0:
+        warnings.warn(f"`{name}`: the density of these coefficients dips to {float(minimum):.3g} (a Gibbs "
+                      f"undershoot within tail_tol = {tail_tol:g}); accepted.", RuntimeWarning, stacklevel=4)
+    return 1.0 / mass if normalize else 1.0

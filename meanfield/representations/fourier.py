@@ -1,4 +1,4 @@
-"""Trigonometric polynomials on S^1 with σ-relative coefficients (SPEC L1, §9)."""
+"""Trigonometric polynomials on S^1 with σ-relative coefficients (docs/mathematics.md §2)."""
 import numpy as np
 
 from ..energy import energy_from_spectrum
@@ -56,6 +56,26 @@ class FourierSeries(Representation):
     def mass(self, data):
         return float(np.asarray(data)[..., 0].real)
 
+    def embed(self, data_all, source):
+        """Coefficients of a lower (or equal) number of modes, zero-padded to this K."""
+        c = np.asarray(data_all)
+        if source.name != self.name or c.shape[-1] > self.modes + 1:
+            raise ValueError(f"cannot carry {source.name!r} data with {c.shape[-1] - 1} modes into {self.modes} modes.")
+        out = np.zeros(c.shape[:-1] + (self.modes + 1,), dtype=complex)
+        out[..., :c.shape[-1]] = c
+        return out
+
+    def to_grid(self, data, n=None):
+        """ρ at the midpoints θ_j = 2π(j + ½)/n (default n = max(4(2K + 1), 512)), as a DataArray."""
+        import xarray as xr
+
+        n = max(4 * (2 * self.modes + 1), 512) if n is None else int(n)
+        theta = trapezoid(n).angles
+        da = xr.DataArray(self.grid_values(data, n), coords={"theta": theta}, dims=("theta",), name="rho")
+        da["theta"].attrs.update(units="radian", long_name="angle on the circle", axis="X")
+        da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
+        return da
+
     def energy(self, beta, data):
         return float(energy_from_spectrum(beta, 2, self.power(data)))
 
@@ -72,7 +92,7 @@ class FourierSeries(Representation):
         return trapezoid(n).points, w / w.sum()
 
     def w1_to_dirac(self, data):
-        """(min_φ W1(ρσ, δ_φ), φ*) computed exactly from the coefficients (SPEC L8).
+        """(min_φ W1(ρσ, δ_φ), φ*) computed exactly from the coefficients (docs/mathematics.md §8).
 
         W1(ρσ, δ_φ) = f(φ) = ∫ d(φ, θ) ρ(θ) dσ(θ) with d the arc length; f = d*ρ is a trigonometric
         polynomial of degree K with f_k = d_k c_k, d_0 = π/2, d_k = −2/(πk²) for odd k, 0 for even k.

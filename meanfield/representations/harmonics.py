@@ -1,4 +1,4 @@
-"""Real spherical harmonics on S^2, orthonormal in L²(σ) (SPEC L1, §4.4; pyshtools '4pi', csphase=1).
+"""Real spherical harmonics on S^2, orthonormal in L²(σ) (docs/mathematics.md §2–§3; pyshtools '4pi', csphase=1).
 
 A time slice is the pyshtools array ``clm`` of shape (2, lmax+1, lmax+1):
 
@@ -124,8 +124,33 @@ class SphericalHarmonicSeries(Representation):
     def mass(self, data):
         return float(np.asarray(data)[0, 0, 0])
 
+    def embed(self, data_all, source):
+        """Coefficients up to a lower (or equal) degree, zero-padded to this lmax."""
+        c = np.asarray(data_all, dtype=float)
+        L = c.shape[-1] - 1
+        if source.name != self.name or L > self.lmax:
+            raise ValueError(f"cannot carry {source.name!r} data of degree {L} into lmax={self.lmax}.")
+        out = np.zeros(c.shape[:-3] + (2, self.lmax + 1, self.lmax + 1))
+        out[..., :L + 1, :L + 1] = c
+        return out
+
+    def to_grid(self, data, n=None):
+        """ρ on a Gauss–Legendre grid of n latitudes (default lmax + 2) and 2n longitudes, as a DataArray
+        with lat (degrees north, north to south) and lon (degrees east, from 0)."""
+        import xarray as xr
+
+        n = self.lmax + 2 if n is None else int(n)
+        theta, phi = gauss_legendre_grid(n, 2 * n)[:2]
+        values = self.grid_values(data, n, 2 * n)
+        da = xr.DataArray(values, coords={"lat": 90 - np.degrees(theta), "lon": np.degrees(phi)}, dims=("lat", "lon"),
+                          name="rho")
+        da["lat"].attrs.update(units="degrees_north", standard_name="latitude", axis="Y")
+        da["lon"].attrs.update(units="degrees_east", standard_name="longitude", axis="X")
+        da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
+        return da
+
     def energy(self, beta, data):
-        """E_β = (1/2β) Σ_l i_l(β)‖ρ_l‖² (SPEC L5, §4.4)."""
+        """E_β = (1/2β) Σ_l i_l(β)‖ρ_l‖² (docs/mathematics.md §4)."""
         return float(energy_from_spectrum(beta, 3, self.power(data)))
 
     def grid_values(self, data, ntheta, nphi, geometry="GL", phi0=0.0):

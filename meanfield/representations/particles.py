@@ -14,7 +14,7 @@ class ParticleCloud(Representation):
     def __init__(self, weights, dim, domain="sphere"):
         self.weights = np.asarray(weights, dtype=float)
         self.dim = int(dim)
-        self.domain = str(domain)   # "sphere" or "euclidean" (R^d dynamics of SPEC §11.2: no E_β)
+        self.domain = str(domain)   # "sphere" or "euclidean" (R^d dynamics, docs/mathematics.md §1: no E_β)
 
     def evaluate(self, data, x):
         raise AttributeError("a particle Solution has no density; use sol.positions or sol.measure(i)")
