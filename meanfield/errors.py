@@ -14,15 +14,17 @@ class SolverError(RuntimeError):
 
 
 class UnderResolved(SolverError):
-    """The discretisation no longer resolves the density (spectral tail above tolerance).
+    """The discretisation no longer resolves the density.
 
-    Attributes: ``t`` (time at which it was detected), ``tail`` (the measured tail fraction),
-    ``tol`` (the tolerance) and ``solution`` (the saved times before ``t``).
+    Attributes: ``t`` (time at which it was detected), ``solution`` (the saved times before ``t``);
+    for spectral solvers ``tail`` (the measured spectral tail) and ``tol`` (its tolerance); for
+    finite elements ``width_cells`` (the density's width in mesh sizes) and ``tol`` (its minimum).
+    Attributes that do not apply are None.
     """
 
-    def __init__(self, message, solution=None, t=None, tail=None, tol=None):
+    def __init__(self, message, solution=None, t=None, tail=None, tol=None, width_cells=None):
         super().__init__(message, solution)
-        self.t, self.tail, self.tol = t, tail, tol
+        self.t, self.tail, self.tol, self.width_cells = t, tail, tol, width_cells
 
 
 class NonFiniteState(SolverError):

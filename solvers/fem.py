@@ -479,7 +479,7 @@ class FiniteElements(Solver):
             raise UnderResolved(
                 f"under-resolved at t={t:.6g}: the density has concentrated to a width of {cells:.3g} mesh sizes "
                 f"(< width_cells={self.width_cells:g}, h = {self.h:.3g}). Increase `refinement`, stop earlier, "
-                "or lower width_cells.", t=t, tail=1.0 / cells, tol=1.0 / self.width_cells)
+                "or lower width_cells.", t=t, width_cells=cells, tol=self.width_cells)
 
     def _diagnostics(self, run, t, state):
         return {"energy": self._rep.energy(self.model.beta, state), "mass": self._rep.mass(state),

@@ -39,6 +39,10 @@ def _cases():
                       [_sphere_points(40, 3, 1), _sphere_points(40, 3, 2)], {}),
         "Particles-noise": (lambda: solvers.Particles(mf.Model(beta=2.0, dim=3, noise=0.1)),
                             [_sphere_points(30, 3, 3), _sphere_points(30, 3, 4)], {"rng": 7}),
+        "Lagrangian": (lambda: solvers.Lagrangian(mf.Model(beta=3.0, dim=2), nodes=64),
+                       [vmf2, mf.densities.perturbed_uniform(0.2, 2)], {}),
+        "Lagrangian-S2": (lambda: solvers.Lagrangian(mf.Model(beta=2.0, dim=3), nodes=200),
+                          [vmf3, mf.densities.perturbed_uniform(0.2, 2, order=1)], {}),
     }
 
 
@@ -149,3 +153,53 @@ def test_automatic_resolution_is_one_solution_with_the_final_resolution(tmp_path
     x = _sphere_points(50, 3, 5)
     assert np.max(np.abs(sol.density(x) - fixed.density(x))) < 1e-5 * np.max(fixed.density(x))
     np.testing.assert_array_equal(mf.load(tmp_path / "s.nc").data, sol.data)
+
+
+def _imports(path, package):
+    """Modules of the two packages imported by ``path`` (module level and inside functions)."""
+    out = set()
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    here = parts[:-1] if parts[-1] != "__init__" else parts
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(here[:len(here) - node.level + 1])
+                mod = f"{base}.{node.module}" if node.module else base
+                names = [f"{mod}.{a.name}" for a in node.names]
+                out.update([mod] + names)
+            elif node.module:
+                out.update([node.module] + [f"{node.module}.{a.name}" for a in node.names])
+    return {m for m in out if m.split(".")[0] in ("meanfield", "solvers")}
+
+
+def test_import_graph_has_no_cycles_and_only_the_top_layer_imports_solvers():
+    modules = {}
+    for pkg in ("meanfield", "solvers"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    graph = {name: {m for m in _imports(path, name) if m in modules and m != name} for name, path in modules.items()}
+    for name, deps in graph.items():
+        if name.startswith("meanfield") and not name.startswith(("meanfield.experiments", "meanfield.cli")):
+            assert not any(d.startswith("solvers") for d in deps), f"{name} imports solvers: {deps}"
+    # a package imports its submodules by construction; cycles are sought between modules
+    edges = {n: {d for d in deps if not n.startswith(d + ".") and not (graph.get(d) is not None and n == d)}
+             for n, deps in graph.items()}
+    for name in edges:
+        edges[name] = {d for d in edges[name] if not modules[d].name == "__init__.py"}
+    state = {}
+
+    def visit(n, stack):
+        state[n] = 1
+        for d in edges[n]:
+            assert state.get(d) != 1, "import cycle: " + " -> ".join(stack + [n, d])
+            if d not in state:
+                visit(d, stack + [n])
+        state[n] = 2
+
+    for n in sorted(edges):
+        if n not in state:
+            visit(n, [])
