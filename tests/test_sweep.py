@@ -180,7 +180,7 @@ def test_failing_cell_is_recorded_and_counted(client, tmp_path, capsys):
 
 def test_sigint_then_resume_computes_only_the_missing_cells(tmp_path):
     spec = _write(tmp_path / "ctrlc.toml", CIRCLE.format(t_end=20.0)
-                  + '\n[sweep.grid]\n"model.beta" = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]\n'
+                  + '\n[sweep.grid]\n"model.beta" = [0.5, 1.0, 2.0, 3.0, 4.0, 5.0]\n'
                   + '"initial.amplitude" = [0.05, 0.1]\n')
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "meanfield.cli", "sweep", str(spec), "--out", str(out), "--workers", "2",
@@ -195,18 +195,18 @@ def test_sigint_then_resume_computes_only_the_missing_cells(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert _summary(out)["status"] == "interrupted"
+    assert _summary(out)["status"] == "interrupted", err
     done = _done_cells(out)
-    assert 3 <= len(done) < 20, done
+    assert 3 <= len(done) < 12, (done, err)
     # restart: the complete cells are skipped, the missing ones computed
     rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert rerun.returncode == 0, rerun.stderr
     s = _summary(out)
-    assert s["status"] == "finished" and s["results"]["cells"] == 20
-    assert s["results"]["skipped"] == len(done) and s["results"]["computed"] == 20 - len(done)
-    assert _done_cells(out) == list(range(20))
+    assert s["status"] == "finished" and s["results"]["cells"] == 12
+    assert s["results"]["skipped"] == len(done) and s["results"]["computed"] == 12 - len(done), (done, s)
+    assert _done_cells(out) == list(range(12))
     ds = sw.open_sweep(out)
-    assert dict(ds["energy"].sizes) == {"beta": 10, "amplitude": 2, "time": 5}
+    assert dict(ds["energy"].sizes) == {"beta": 6, "amplitude": 2, "time": 5}
     assert np.isfinite(ds["energy"].values).all()
 
 

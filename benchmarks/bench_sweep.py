@@ -1,0 +1,58 @@
+"""The phase-diagram workload on 2 dask workers against the serial run (target: >= 1.7x on 2 cores).
+
+    python benchmarks/bench_sweep.py            # the full default: 10 β, B = 1024, n = 32, d = 3, t ∈ [0, 30]
+    python benchmarks/bench_sweep.py --quick    # 5 β, B = 128
+
+Each measurement runs in a fresh process with the BLAS/OpenMP thread pools pinned to one thread
+(the variables `meanfield.experiments.sweep.THREAD_VARIABLES`), as the workers of the local cluster
+are: the serial run uses one core, the 2-worker run two. The 2-worker time includes starting the
+cluster and the parts of the experiment that stay serial (the curve Γ of (6.9), the checks). Both
+runs must give the same p_d(t, β) element for element. The load average is printed, since the
+ratio is only meaningful on an otherwise idle machine.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def measure(workers, quick):
+    """Run the phase diagram here; print the wall time and p_d as JSON (the child process)."""
+    from meanfield.experiments import phase_diagram
+
+    start = time.perf_counter()
+    report = phase_diagram(None, quick=quick, progress=False, workers=workers or None)
+    elapsed = time.perf_counter() - start
+    print(json.dumps({"time": elapsed, "p": report.results["p"].tolist()}))
+
+
+def child(workers, quick):
+    from meanfield.experiments.sweep import THREAD_VARIABLES
+
+    env = {**os.environ, **{k: "1" for k in THREAD_VARIABLES}}
+    cmd = [sys.executable, __file__, "--child", str(workers)] + (["--quick"] if quick else [])
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    quick = "--quick" in sys.argv
+    print(f"phase diagram ({'quick' if quick else 'full default'}); load average before: "
+          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    serial = child(0, quick)
+    print(f"  serial (1 thread):            {serial['time']:7.1f} s")
+    spread = child(2, quick)
+    print(f"  2 workers x 1 thread:         {spread['time']:7.1f} s")
+    same = np.array_equal(np.array(serial["p"]), np.array(spread["p"]))
+    print(f"speedup serial / 2 workers = {serial['time'] / spread['time']:.2f} (target >= 1.7); "
+          f"identical p_d: {same}; load average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    if "--child" in sys.argv:
+        measure(int(sys.argv[sys.argv.index("--child") + 1]), "--quick" in sys.argv)
+    else:
+        main()
