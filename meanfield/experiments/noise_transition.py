@@ -1,0 +1,505 @@
+"""``meanfield noise-transition``: the phase transition of the noisy dynamics (docs/noise.md).
+
+With noise ν the uniform density loses stability at ν_c = a_1(β)/β (USA) or a_1/(β a_0) (SA)
+(docs/mathematics.md, linear stability; Geshkovski, Letrouit, Polyanskiy, Rigollet, *A
+mathematical perspective on Transformers* (2023), Problem 7). For (USA) the stationary states are
+the solutions of the self-consistency equation ρ = e^{(K*ρ)/(βν)}/Z; `solvers.stationary` follows
+them in ν (the branch), classifies the bifurcation by the Landau coefficient (continuous below
+β_*(d), discontinuous above) and gives the stability of every state.
+
+For each β (default β_*(d)/2 and 2β_*(d)) on S^1 and S^2 this experiment draws the bifurcation
+diagram r(ν) (r = |∫ x ρ dσ|; stable branches solid, unstable dashed) and overlays the long-time
+dynamics at several ν:
+
+* the PDE with noise (`solvers.FourierCircle` on S^1, `solvers.SphericalHarmonics` on S^2) and
+  noisy particles (`solvers.Particles`, Euler–Maruyama), each from a perturbed uniform density
+  and from clustered initial data (the most clustered stable state of the sweep, perturbed);
+* where the transition is discontinuous, a hysteresis sweep: ν down from above ν_fold to below
+  ν_c, then back up, each stage starting from the end of the previous one (particles on S^1 and
+  S^2; the PDE on S^1 as well unless ``quick``);
+* (SA): the dynamics only, with the linear threshold a_1/(β a_0) marked (and the branch of its
+  zonal stationary states, which solve ρ = (K*ρ)^{1/(βν)}/Z).
+
+Checks: β_*(d) against the root of I_{d/2+1}(β)/I_{d/2}(β) = 1/d; every branch bifurcates at
+a_1/β; the Landau coefficient against the branch; the fold and the hysteresis; every PDE and
+particle run ends at a stable state of the diagram (within a tolerance set by the run length and,
+for particles, by 3/√n); (SA) uniform above its threshold, clustered below.
+"""
+import numpy as np
+from scipy import optimize, special
+
+from .._checks import check_int, check_real
+from ..errors import SolverError
+from ..model import Model
+from ._report import Report, pyplot
+from .sweep import check_parallel, map_tasks
+
+
+def bessel_beta_star(dim):
+    """The root of I_{d/2+1}(β)/I_{d/2}(β) = 1/d (the literature value of β_*(d)), by Brent's method."""
+    f = lambda b: special.ive(dim / 2 + 1, b) / special.ive(dim / 2, b) - 1.0 / dim  # noqa: E731
+    return float(optimize.brentq(f, 1e-3, 100.0, xtol=1e-15, rtol=4 * np.finfo(float).eps))
+
+
+def _default_axis(dim):
+    e = np.zeros(dim)
+    e[-1] = 1.0
+    return e
+
+
+def _zonal_density(coefficients, dim, perturb=0.0):
+    """ρ(x) = Σ_l u_l G_l(⟨x, e_d⟩)·(1 + perturb·⟨x, e_d⟩²), for `solvers` (``normalize=True``)."""
+    from solvers.stationary import _ZonalSeries
+
+    rep = _ZonalSeries(dim, len(coefficients) - 1)
+    u = np.asarray(coefficients, dtype=float)
+    e = rep.axis
+
+    def rho(x):
+        x = np.asarray(x, dtype=float)
+        return np.clip(rep.evaluate(u, x), 0.0, None) * (1.0 + perturb * (x @ e) ** 2)
+    return rho
+
+
+UNIFORM_AMPLITUDE = 0.01     # ρ0 = 1 + a·√d⟨x, e⟩: order parameter a/√d
+
+
+def _uniform_perturbed(dim, amplitude=UNIFORM_AMPLITUDE):
+    e = _default_axis(dim)
+    return lambda x: 1.0 + amplitude * np.sqrt(dim) * (np.asarray(x) @ e)
+
+
+def _order_of_solution(sol, i=-1):
+    """r = |∫ x ρ dσ| of a PDE solution at saved index i (exact from the degree-1 coefficients)."""
+    data = np.asarray(sol.data[i])
+    if sol.model.dim == 2:
+        return float(abs(data[1]))
+    return float(np.sqrt(data[0, 1, 0] ** 2 + data[0, 1, 1] ** 2 + data[1, 1, 1] ** 2) / np.sqrt(3))
+
+
+def _pde_solver(model, resolution):
+    import solvers
+
+    if model.dim == 2:
+        return solvers.FourierCircle(model, modes=resolution)
+    return solvers.SphericalHarmonics(model, lmax=resolution)
+
+
+def _initial(task):
+    d = task["dim"]
+    if task["start"] == "uniform":
+        return _uniform_perturbed(d)
+    return _zonal_density(task["cluster"], d, perturb=0.2)
+
+
+def dynamics_run(task):
+    """One long-time run (a task of `map_tasks`): returns the final order parameter r (and, for
+    particles, its time average over the second half and the standard error of that average)."""
+    model = Model(beta=task["beta"], dim=task["dim"], normalized=task["normalized"], noise=task["nu"])
+    t = np.linspace(0.0, task["t_end"], task.get("n_times", 21))
+    if task["method"] == "pde":
+        try:
+            sol = _pde_solver(model, task["resolution"]).solve(_initial(task), t, normalize=True, rtol=1e-7,
+                                                               atol=1e-10, progress=False)
+        except SolverError as exc:
+            sol = exc.solution
+            if sol is None or len(sol.t) < 2:
+                return {"order": float("nan"), "se": 0.0, "t_reached": 0.0, "message": str(exc)}
+        r = np.array([_order_of_solution(sol, i) for i in range(len(sol.t))])
+        return {"order": float(r[-1]), "se": 0.0, "t_reached": float(sol.t[-1]), "history": r}
+    return _particle_run(model, task, t)
+
+
+def _particle_run(model, task, t, x0=None):
+    import solvers
+
+    from ..sampling import sample
+
+    n, d = task["n"], task["dim"]
+    rng = np.random.default_rng(task["seed"])
+    if x0 is None:
+        x0 = sample(_initial(task), n, d, rng=rng)[0] if task["start"] != "uniform" else None
+        if x0 is None:
+            x0 = rng.standard_normal((n, d))
+            x0 /= np.linalg.norm(x0, axis=1, keepdims=True)
+    sol = solvers.Particles(model, diagnostics="none").solve(x0, t, rng=int(task["seed"]) + 1,
+                                                             dt=task["dt"], progress=False)
+    x = np.asarray(sol.positions)
+    r = np.linalg.norm(x.mean(axis=-2), axis=-1)
+    tail = r[r.size // 2:]
+    blocks = np.array_split(tail, 4)
+    means = np.array([b.mean() for b in blocks])
+    return {"order": float(tail.mean()), "se": float(means.std(ddof=1) / 2), "t_reached": float(t[-1]),
+            "history": r, "positions": x[-1]}
+
+
+def hysteresis_run(task):
+    """ν swept down then up (``task["nus"]``), each stage continuing from the previous end state:
+    the order parameter at the end of every stage (PDE) or averaged over its second half (particles)."""
+    d, nus = task["dim"], task["nus"]
+    out = []
+    state = None
+    for k, nu in enumerate(nus):
+        model = Model(beta=task["beta"], dim=d, normalized=task["normalized"], noise=float(nu))
+        t = np.linspace(0.0, task["t_stage"], 11)
+        if task["method"] == "pde":
+            rho0 = _uniform_perturbed(d, 1e-3) if state is None else _seeded(state, d)
+            try:
+                sol = _pde_solver(model, task["resolution"]).solve(rho0, t, normalize=True, rtol=1e-7, atol=1e-10,
+                                                                   progress=False)
+            except SolverError as exc:
+                if exc.solution is None or len(exc.solution.t) < 2:
+                    out.extend([float("nan")] * (len(nus) - k))
+                    break
+                sol = exc.solution
+            state = sol
+            out.append(_order_of_solution(sol))
+        else:
+            res = _particle_run(model, dict(task, start="uniform", seed=task["seed"] + k), t, x0=state)
+            state = res["positions"]
+            out.append(res["order"])
+    return np.array(out)
+
+
+def _seeded(sol, d, seed=1e-3):
+    """The last state of a PDE run plus a small degree-1 seed (so that an unstable uniform state can leave)."""
+    e = _default_axis(d)
+    return lambda x: np.clip(sol.density(x, -1), 0.0, None) + seed * (1.0 + np.sqrt(d) * (np.asarray(x) @ e))
+
+
+def _resolution(states, dim, tol=1e-7, beta=0.0):
+    """The smallest cut-off among 16, 24, …, 64 (then 96, 128) that resolves every state (spectral tail < tol)."""
+    from solvers.spectral import spectral_tail
+
+    from ..kernels import minimum_degree
+
+    need = minimum_degree(beta, dim)
+    for L in (16, 24, 32, 40, 48, 64, 96, 128):
+        if L >= need and all(spectral_tail(np.asarray(u[:L + 1]) ** 2) < tol for u in states):
+            return L
+    return 128
+
+
+def noise_transition(out=None, *, dims=(2, 3), betas=None, factors=(0.5, 2.0), nus=None, sa=True, particles=True,
+                     n_particles=None, tau=None, quick=False, seed=0, progress=None, workers=None, scheduler=None):
+    """The noise-driven phase transition on S^1 and S^2: branches, dynamics and hysteresis; returns the `Report`.
+
+    Parameters
+    ----------
+    dims : ambient dimensions among 2 and 3.
+    betas : β values used on every sphere; default ``factors``·β_*(d) for each d.
+    factors : multiples of β_*(d) used when ``betas`` is None (default 0.5 and 2: both sides of β_*).
+    nus : ν/ν_c at which the dynamics run (default: chosen from the branch, 2 values with ``quick``).
+    sa : also run (SA) (dynamics, with its linear threshold and its zonal stationary states).
+    particles, n_particles : noisy particle runs (default n = 500, quick 250).
+    tau : the longest run, in units of 1/ν_c (default 40, quick 20); runs last `run_length` (from the
+        exact linear rates), and runs cut at ``tau`` are reported but not judged.
+    workers, scheduler : run the independent runs on dask workers (see `meanfield.experiments.sweep`).
+    """
+    from solvers import stationary
+
+    dims = tuple(int(d) for d in np.atleast_1d(dims))
+    if not dims or any(d not in (2, 3) for d in dims):
+        raise ValueError(f"`dims` must be a non-empty list among 2 and 3, got {list(dims)}.")
+    if betas is not None:
+        betas = [check_real(b, "betas", low=0.0, low_open=True) for b in np.atleast_1d(betas)]
+        if not betas:
+            raise ValueError("`betas` must hold at least one value.")
+    factors = [check_real(f, "factors", low=0.0, low_open=True) for f in np.atleast_1d(factors)]
+    if nus is not None:
+        nus = [check_real(x, "nus", low=0.0, low_open=True) for x in np.atleast_1d(nus)]
+    n = check_int(n_particles if n_particles is not None else (250 if quick else 500), "n_particles", low=10)
+    tau = check_real(tau if tau is not None else (20.0 if quick else 40.0), "tau", low=0.0, low_open=True)
+    check_parallel(workers, scheduler)
+    settings = {"dims": dims, "betas": betas, "factors": factors, "nus": nus, "sa": sa, "particles": particles,
+                "n_particles": n, "tau": tau, "quick": quick, "seed": seed}
+    report = Report("noise-transition", out, settings)
+    report.write()
+    pde_tol = 0.05 if quick else 0.01
+    with report.guard():
+        for d in dims:
+            bs = stationary.beta_star(d)
+            ref = bessel_beta_star(d)
+            report.results[f"d{d}"] = res_d = {"beta_star": bs, "beta_star_bessel": ref, "beta": {}}
+            report.check(f"S^{d - 1}: β_*(d) from the Landau coefficient = root of I_(d/2+1)/I_(d/2) = 1/d",
+                         abs(bs - ref) <= 1e-8, f"β_* = {bs:.10f}, Bessel root {ref:.10f}, |Δ| = {abs(bs - ref):.1e}")
+            panels = []
+            for beta in (betas if betas is not None else [f * bs for f in factors]):
+                panels.append(_usa_panel(report, res_d, stationary, d, beta, nus, particles, n, tau, quick, seed,
+                                         pde_tol, progress, workers, scheduler))
+                report.write()
+            sa_panel = _sa_panel(report, res_d, stationary, d, max(betas or [f * bs for f in factors]), nus, tau,
+                                 quick, pde_tol, progress, workers, scheduler) if sa else None
+            _figure(report, d, panels, sa_panel)
+            report.write()
+        report.finish()
+    return report
+
+
+def _states_at(stationary, ds, nu_c, ratios):
+    """The stable clustered state of the branch at each ν = ratio·ν_c (None where there is none)."""
+    out = {}
+    for x in ratios:
+        try:
+            out[x] = stationary.branch_state(ds, x * nu_c, stable=True)
+        except ValueError:
+            out[x] = None
+    return out
+
+
+def run_length(d, nu, nu_c, start, state, r0):
+    """How long the dynamics need to settle, from the exact linear rates (docs/mathematics.md):
+
+    * from the perturbed uniform density (order parameter r0) below ν_c: growth at
+      g = (d−1)(ν_c − ν) to r ~ 1/2, then saturation: t = (log(1/(2 r0)) + 6)/g; above ν_c the
+      perturbation only decays (r <= r0 throughout): t = 2/ν_c;
+    * from a cluster: relaxation to the stable state at its leading eigenvalue λ, t = 8/|λ|, or, when
+      there is no stable cluster, decay to uniform at g = (d−1)(ν − ν_c): t = 10/g.
+    """
+    g = (d - 1) * abs(nu_c - nu)
+    if start == "uniform":
+        return (np.log(1 / (2 * r0)) + 6) / g if nu < nu_c else 2 / nu_c
+    if state is not None:
+        return 8 / abs(state.leading_eigenvalue)
+    return 10 / g
+
+
+def particle_fluctuation(n, nu, nu_c):
+    """Typical |m| of n noisy particles near the uniform state: E|m|² = ν/(n(ν − ν_c)) (ν > ν_c; the
+    degree-1 mode decays at (d−1)(ν − ν_c) instead of (d−1)ν, under the same noise)."""
+    return float(np.sqrt(nu / (n * (nu - nu_c)))) if nu > nu_c else 0.0
+
+
+def _dynamics(report, where, d, beta, normalized, nu_c, runs, states, cluster, L, n, cap, seed, tol, progress,
+              workers, scheduler):
+    """PDE and particle runs ``runs`` = [(ratio, start, method)]; runs longer than ``cap``/ν_c are cut
+    there (particles) or skipped (PDE). Returns the table of final order parameters and the checks."""
+    r0 = UNIFORM_AMPLITUDE / np.sqrt(d)
+    tasks = []
+    for x, start, method in runs:
+        t_end = run_length(d, x * nu_c, nu_c, start, states[x], r0)
+        capped = t_end > cap / nu_c
+        if capped and method == "pde":
+            continue
+        base = {"dim": d, "beta": beta, "normalized": normalized, "nu": x * nu_c, "ratio": x, "start": start,
+                "cluster": cluster, "t_end": min(t_end, cap / nu_c), "capped": capped, "seed": seed, "method": method}
+        tasks.append(dict(base, resolution=L) if method == "pde" else
+                     dict(base, n=n, dt=0.01 / nu_c, seed=seed + len(tasks)))
+    outcome = map_tasks(dynamics_run, tasks, workers=workers, scheduler=scheduler, progress=progress,
+                        desc=f"noise-transition {where}")
+    rows = []
+    for task, o in zip(tasks, outcome):
+        s = states[task["ratio"]]
+        refs = ([0.0] if task["ratio"] > 1 else []) + ([s.order] if s is not None else [])
+        dist = min(abs(o["order"] - r0) for r0 in refs) if refs and np.isfinite(o["order"]) else float("inf")
+        rows.append({"nu": task["nu"], "ratio": task["ratio"], "method": task["method"], "start": task["start"],
+                     "t_end": task["t_end"], "capped": task["capped"], "order": o["order"], "se": o["se"],
+                     "distance": dist})
+    for m in ("pde", "particles"):
+        mine = [row for row in rows if row["method"] == m]
+        if not mine:
+            continue
+        if m == "pde":
+            judged = mine
+            limits = [tol] * len(mine)
+        else:
+            # finite n: |m| fluctuates by ~1/√n, and near the uniform state by the critical
+            # fluctuation sqrt(ν/(n(ν − ν_c))); judged where the latter stays below 0.2
+            judged = [row for row in mine if not row["capped"] and particle_fluctuation(n, row["nu"], nu_c) < 0.2]
+            limits = [3 * max(1 / np.sqrt(n), particle_fluctuation(n, row["nu"], nu_c)) for row in judged]
+        worst = max((row["distance"] / lim for row, lim in zip(judged, limits)), default=float("nan"))
+        what = "the noisy PDE" if m == "pde" else f"noisy particles (n = {n})"
+        report.check(f"{where}: {what} ends at a stable state of the diagram", bool(judged) and worst <= 1,
+                     f"max |r − r_stable|/tolerance = {worst:.2g} over {len(judged)} runs (tolerance "
+                     + (f"{tol:g}" if m == "pde" else "3·max(1/√n, sqrt(ν/(n(ν − ν_c))))") + ")"
+                     + (f" ({len(mine) - len(judged)} runs near ν_c or cut at t = {cap:g}/ν_c not judged)"
+                        if len(judged) < len(mine) else "")
+                     + (f"; {'modes' if d == 2 else 'lmax'} = {L}" if m == "pde" else ""))
+    return rows
+
+
+def _save_rows(report, rows, name, **attrs):
+    import xarray as xr
+
+    if not rows:
+        return
+    num = ("nu", "order", "se", "distance", "t_end")
+    ds = xr.Dataset({k: ("run", np.array([row[k] for row in rows], dtype=float)) for k in num}
+                    | {k: ("run", np.array([row[k] for row in rows], dtype=str)) for k in ("method", "start")},
+                    attrs=attrs)
+    report.save_dataset(ds, name)
+
+
+def _usa_panel(report, res_d, stationary, d, beta, nus, particles, n, cap, quick, seed, tol, progress, workers,
+               scheduler):
+    nu_c = stationary.critical_noise(beta, d)
+    c = stationary.landau_coefficient(beta, d)
+    sub = c > 0
+    ds = stationary.branch(beta, d, nu_min=0.45 * nu_c,
+                           sectors=None if not quick else tuple(range(0, 2 if d == 2 else 5)))
+    key = f"beta={beta:.6g}"
+    a1 = float(ds.attrs["nu_c"])
+    res = res_d["beta"][key] = {
+        "beta": beta, "nu_c": nu_c, "nu_bifurcation": ds.attrs["nu_bifurcation"], "landau_coefficient": c,
+        "landau_fit": ds.attrs["landau_fit"], "transition": ds.attrs["transition"], "nu_fold": ds.attrs["nu_fold"],
+        "order_fold": ds.attrs["order_fold"], "nu_maxwell": ds.attrs["nu_maxwell"], "branch_points": ds.sizes["point"]}
+    where = f"S^{d - 1}, β = {beta:.4g}"
+    err = abs(ds.attrs["nu_bifurcation"] - a1) / a1
+    report.check(f"{where}: the branch bifurcates at ν_c = a_1/β", err <= 1e-9,
+                 f"ν_c = {a1:.12g}, branch extrapolated to r = 0: {ds.attrs['nu_bifurcation']:.12g} (rel. {err:.1e})")
+    cerr = abs(ds.attrs["landau_fit"] - c) / abs(c)
+    report.check(f"{where}: Landau coefficient (exact, from a_1, a_2) = the branch's ν/ν_c − 1 ∝ r²",
+                 cerr <= 1e-4 and (c > 0) == (beta > res_d["beta_star"]),
+                 f"c = {c:.8f}, fitted {ds.attrs['landau_fit']:.8f}: {ds.attrs['transition']}")
+    report.save_dataset(ds, f"branch_d{d}_beta{beta:.4g}.nc")
+    f_fold = ds.attrs["nu_fold"] / nu_c if sub else 1.0
+    if sub:
+        nu, r, st = ds["nu"].values, ds["order"].values, ds["stable"].values
+        lower = (r < ds.attrs["order_fold"]) & (nu > nu_c)
+        report.check(f"{where}: subcritical: fold at ν_fold > ν_c, branch unstable between ν_c and the fold",
+                     f_fold > 1 and lower.any() and not st[lower].any() and st[r > 1.05 * ds.attrs["order_fold"]].all(),
+                     f"ν_fold/ν_c = {f_fold:.6f}, r_fold = {ds.attrs['order_fold']:.4f}, "
+                     f"Maxwell point ν/ν_c = {ds.attrs['nu_maxwell'] / nu_c:.6f}")
+    if nus is not None:
+        ratios = list(nus)
+    elif sub:
+        mid = [1 + 0.5 * (f_fold - 1)] if quick else [1 + 0.3 * (f_fold - 1), 1 + 0.7 * (f_fold - 1)]
+        ratios = ([] if quick else [0.75]) + mid + [1.25 * f_fold]
+    else:
+        ratios = [0.5, 1.5] if quick else [0.5, 0.65, 0.8, 1.25, 1.5]
+    states = _states_at(stationary, ds, nu_c, ratios)
+    clustered = [s for s in states.values() if s is not None]
+    cluster = min(clustered, key=lambda s: s.nu).zonal[1] if clustered else np.asarray(ds["coefficients"].values[-1])
+    runs = [(x, start, m) for x in ratios for start in ("uniform", "clustered")
+            for m in ("pde",) + (("particles",) if particles else ())]
+    if d == 3 and sub:
+        # the S^2 subcritical PDE needs lmax >= 48 (tens of seconds a run): in the bistable window only,
+        # and not in quick mode
+        runs = [(x, s_, m) for x, s_, m in runs if m == "particles" or (not quick and 1 < x < f_fold)]
+    pde_states = [states[x].zonal[1] for x, _, m in runs if m == "pde" and states[x] is not None]
+    L = _resolution([cluster] + pde_states, d, beta=beta)
+    rows = _dynamics(report, where, d, beta, False, nu_c, runs, states, cluster, L, n, cap, seed, tol, progress,
+                     workers, scheduler)
+    res["runs"] = rows
+    res["pde_resolution"] = L
+    hyst = None
+    if sub:
+        hyst = _hysteresis(report, res, d, beta, nu_c, f_fold, ds.attrs["order_fold"], L, n, quick, seed,
+                           progress, workers, scheduler, where)
+    _save_rows(report, rows, f"dynamics_d{d}_beta{beta:.4g}.nc", beta=beta, dim=d, kind="USA", nu_c=nu_c)
+    return {"beta": beta, "branch": ds, "rows": rows, "hysteresis": hyst, "kind": "USA", "nu_c": nu_c}
+
+
+def _hysteresis(report, res, d, beta, nu_c, f_fold, r_fold, L, n, quick, seed, progress, workers, scheduler, where):
+    import xarray as xr
+
+    k = 5 if quick else 8
+    top, bottom = f_fold + 0.08, 0.85
+    down = np.linspace(top, bottom, k)
+    nus = np.concatenate([down, down[::-1][1:]]) * nu_c
+    stage = (6.0 if quick else 10.0) / nu_c
+    tasks = [{"dim": d, "beta": beta, "normalized": False, "nus": nus, "t_stage": stage, "method": "particles",
+              "n": 2 * n, "dt": 0.01 / nu_c, "seed": seed + 1000}]
+    if d == 2 and not quick:
+        tasks.append({"dim": d, "beta": beta, "normalized": False, "nus": nus, "t_stage": stage, "method": "pde",
+                      "resolution": L})
+    sweeps = map_tasks(hysteresis_run, tasks, workers=workers, scheduler=scheduler, progress=progress,
+                       desc=f"hysteresis {where}")
+    out = {}
+    window = (nus > nu_c * 1.01) & (nus < nu_c * (f_fold - 0.01))
+    half = len(down)
+    for task, r in zip(tasks, sweeps):
+        m = task["method"]
+        out[m] = r
+        low, high = r[:half][window[:half]], r[half:][window[half:]]
+        thr = 3.0 / np.sqrt(2 * n) if m == "particles" else 1e-2
+        ok = low.size > 0 and high.size > 0 and np.all(low < max(thr, 0.5 * r_fold)) and np.all(high > 0.8 * r_fold)
+        report.check(f"{where}: hysteresis ({m}): uniform on the way down, clustered on the way up, for ν_c < ν < ν_fold",
+                     ok, f"down: r = {np.round(low, 3).tolist()}, up: r = {np.round(high, 3).tolist()} "
+                         f"(r_fold = {r_fold:.3f})")
+    res["hysteresis"] = {"nu": nus, **{m: r for m, r in out.items()}}
+    ds = xr.Dataset({f"order_{m}": ("stage", r) for m, r in out.items()} | {"nu": ("stage", nus)},
+                    attrs={"beta": beta, "dim": d, "nu_c": nu_c, "stages_down": half})
+    report.save_dataset(ds, f"hysteresis_d{d}_beta{beta:.4g}.nc")
+    return {"nu": nus, **out, "half": half}
+
+
+def _sa_panel(report, res_d, stationary, d, beta, nus, cap, quick, tol, progress, workers, scheduler):
+    nu_c = stationary.critical_noise(beta, d, normalized=True)
+    ds = stationary.branch(beta, d, normalized=True, nu_min=0.45 * nu_c, sectors=(0, 1))
+    ratios = list(nus) if nus is not None else ([0.5, 1.5] if quick else [0.5, 0.65, 0.8, 1.25, 1.5])
+    states = _states_at(stationary, ds, nu_c, ratios)
+    clustered = [s for s in states.values() if s is not None]
+    cluster = min(clustered, key=lambda s: s.nu).zonal[1] if clustered else np.asarray(ds["coefficients"].values[-1])
+    L = _resolution([cluster] + [s.zonal[1] for s in clustered], d, beta=beta)
+    where = f"S^{d - 1}, (SA) β = {beta:.4g}"
+    runs = [(x, start, "pde") for x in ratios for start in ("uniform", "clustered")]
+    rows = _dynamics(report, where, d, beta, True, nu_c, runs, states, cluster, L, 0, cap, 0, tol, progress,
+                     workers, scheduler)
+    above = [row["order"] for row in rows if row["ratio"] > 1 and not row["capped"]]
+    below = [row["order"] for row in rows if row["ratio"] < 1 and not row["capped"]]
+    report.check(f"{where}: uniform above the linear threshold a_1/(β a_0), clustered below (PDE)",
+                 bool(above) and bool(below) and max(above) <= tol and min(below) > 0.1,
+                 f"ν_c = {nu_c:.6g}; r above: {np.round(above, 4).tolist()}; r below: {np.round(below, 4).tolist()}")
+    res_d["sa"] = {"beta": beta, "nu_c": nu_c, "landau_coefficient": ds.attrs["landau_coefficient"],
+                   "nu_bifurcation": ds.attrs["nu_bifurcation"], "runs": rows}
+    report.save_dataset(ds, f"branch_sa_d{d}_beta{beta:.4g}.nc")
+    _save_rows(report, rows, f"dynamics_sa_d{d}_beta{beta:.4g}.nc", beta=beta, dim=d, kind="SA", nu_c=nu_c)
+    return {"beta": beta, "branch": ds, "rows": rows, "kind": "SA", "nu_c": nu_c}
+
+
+def _figure(report, d, panels, sa_panel):
+    plt = pyplot()
+    allp = panels + ([sa_panel] if sa_panel else [])
+    fig, axes = plt.subplots(1, len(allp), figsize=(4.6 * len(allp), 4.0), squeeze=False)
+    for ax, p in zip(axes[0], allp):
+        _draw_panel(ax, p)
+    fig.suptitle(f"noise-driven transition on $S^{d - 1}$: order parameter $r = |\\int x\\,\\rho\\,d\\sigma|$")
+    fig.tight_layout()
+    report.save_figure(fig, f"noise_transition_d{d}.png")
+
+
+def draw_branch(ax, ds, label=None, color="C0"):
+    """Draw r(ν) of a branch (stable solid, unstable dashed) and the uniform state (r = 0)."""
+    nu, r, st = ds["nu"].values, ds["order"].values, ds["stable"].values
+    nu_c = ds.attrs["nu_c"]
+    cuts = np.nonzero(st[1:] != st[:-1])[0] + 1
+    for seg in np.split(np.arange(nu.size), cuts):
+        idx = np.r_[seg, seg[-1] + 1] if seg[-1] + 1 < nu.size else seg
+        ax.plot(nu[idx] / nu_c, r[idx], color=color, ls="-" if st[seg[0]] else "--", lw=2,
+                label=label if seg[0] == 0 else None)
+    ax.plot([1.0, max(1.3, nu.max() / nu_c)], [0, 0], color="k", lw=2, label="uniform state")
+    ax.plot([min(0.45, nu.min() / nu_c), 1.0], [0, 0], color="k", lw=2, ls="--")
+
+
+def _draw_panel(ax, p):
+    ds, nu_c = p["branch"], p["nu_c"]
+    draw_branch(ax, ds, label="stationary states")
+    markers = {("pde", "uniform"): ("o", "C1", "PDE from uniform"), ("pde", "clustered"): ("s", "C3", "PDE from cluster"),
+               ("particles", "uniform"): ("x", "C2", "particles from uniform"),
+               ("particles", "clustered"): ("+", "C4", "particles from cluster")}
+    for (m, s), (mk, col, lab) in markers.items():
+        rows = [row for row in p["rows"] if row["method"] == m and row["start"] == s]
+        if rows:
+            ax.errorbar([row["nu"] / nu_c for row in rows], [row["order"] for row in rows],
+                        yerr=[row["se"] for row in rows], fmt=mk, color=col, mfc="none" if mk == "s" else None,
+                        ms=8, label=lab, ls="none")
+    h = p.get("hysteresis")
+    if h:
+        half = h["half"]
+        for m, col in (("particles", "C2"), ("pde", "C1")):
+            if m in h:
+                ax.plot(h["nu"][:half] / nu_c, h[m][:half], "v-", color=col, alpha=0.6, ms=5, lw=1,
+                        label=f"sweep down ({m})")
+                ax.plot(h["nu"][half - 1:] / nu_c, h[m][half - 1:], "^-", color=col, alpha=0.6, ms=5, lw=1,
+                        label=f"sweep up ({m})")
+    right = max([1.3] + [row["nu"] / nu_c + 0.05 for row in p["rows"]])
+    ax.plot([1.0, right], [0, 0], color="k", lw=2)
+    ax.axvline(1.0, color="grey", lw=0.8, ls=":")
+    if p["kind"] == "SA":
+        ax.text(1.01, 0.02, "linear threshold", rotation=90, fontsize=8, color="grey", va="bottom")
+    if np.isfinite(ds.attrs.get("nu_fold", np.nan)):
+        ax.axvline(ds.attrs["nu_fold"] / nu_c, color="grey", lw=0.8, ls="-.")
+    ax.set(xlabel=r"$\nu/\nu_c$", ylabel="r", ylim=(-0.03, 1.0),
+           title=f"({p['kind']}) β = {p['beta']:.3g}, {ds.attrs['transition']}")
+    ax.legend(fontsize=6.5, loc="upper right")
