@@ -1,55 +1,503 @@
-"""Pictures of solutions: the representation's natural panel plus the energy against time."""
+"""Pictures of solutions in one style: the state of the run beside the energy E_β(t).
+
+Every picture carries the model and the resolution in its title (`run_title`), marks a run that
+stopped early on its time axes with the reason (`mark_stop`), and offers three colour scales for
+densities (`colour_scale`): ``"linear"`` in ρ, ``"log"`` in ρ, and ``"perturbation"``, ρ − 1 on a
+symmetric logarithmic scale, which shows the linear stage (ρ − 1 of size 1e-2, docs/mathematics.md
+§5) and the clusters in one picture. Densities are relative to the uniform probability measure σ
+(docs/mathematics.md §2), so the uniform state is ρ = 1.
+
+The panels:
+
+* S^1 (and zonal densities in any d): a space–time map, θ (or s = ⟨x, e⟩) against t;
+* S^2: large Mollweide maps at a few saved times with one shared colour bar;
+* particles: angles against t (S^1), trajectories (S^2), or the pairwise inner products
+  ⟨x_i(t), x_j(t)⟩, i < j, against t (d >= 4);
+* the energy E_β(t) (3.5) with the uniform minimum a_0/2β and the Dirac maximum e^β/2β
+  (Proposition 3.4) as lines when they are on the scale of the curve, as labelled arrows otherwise.
+"""
+import contextlib
+import math
+
 import numpy as np
 
+SCALES = ("auto", "linear", "log", "perturbation")
 
+# fonts, sizes and resolution of every picture the library writes (golden-image tests rely on them)
+STYLE = {
+    "font.family": ["DejaVu Sans"],
+    "font.size": 10.0,
+    "axes.titlesize": "medium",
+    "figure.titlesize": "large",
+    "legend.fontsize": "small",
+    "figure.dpi": 100.0,
+    "savefig.dpi": 110.0,
+    "image.cmap": "magma",
+    "svg.hashsalt": "meanfield",
+}
+WIDTH = 12.0          # inches, every run picture
+
+_STOP_COLOUR = "C3"
+
+
+# -- style ------------------------------------------------------------------------------------------
 def _pyplot():
+    import os
+
     import matplotlib
 
-    if matplotlib.get_backend().lower() not in ("agg", "pdf", "svg") and not _has_display():
+    if not (os.environ.get("DISPLAY") or os.environ.get("MPLBACKEND")):
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
 
 
-def _has_display():
-    import os
+@contextlib.contextmanager
+def style():
+    """Context in which figures are made and saved in the library's style (`STYLE`)."""
+    import matplotlib
 
-    return bool(os.environ.get("DISPLAY") or os.environ.get("MPLBACKEND"))
-
-
-def plot_solution(sol, times=None, path=None, show_energy=True):
-    """Draw ``sol``: space-time map (S^1), Mollweide maps (S^2), particles, FEM field, and E_β(t).
-
-    Returns the matplotlib Figure; writes it to ``path`` (PNG/PDF/SVG) when given.
-    """
-    plt = _pyplot()
-    fig = plt.figure(figsize=(11, 4.2))
-    sol.representation.plot_state(fig, sol.data, sol.t, times=times)
-    if show_energy:
-        ax = fig.add_subplot(1, 2, 2)
-        plot_energy(sol, ax)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=120)
-    return fig
+    with matplotlib.rc_context(STYLE):
+        yield
 
 
-def plot_energy(sol, ax):
+def save(fig, path, dpi=None):
+    """Write ``fig`` (PNG/PDF/SVG by the suffix) in the library's style, ``dpi`` default `STYLE`."""
+    with style():
+        fig.savefig(path, dpi=STYLE["savefig.dpi"] if dpi is None else dpi, metadata=_metadata(path))
+
+
+def _metadata(path):
+    suffix = str(path).rsplit(".", 1)[-1].lower()
+    return {"Software": "meanfield"} if suffix == "png" else None
+
+
+# -- labels -----------------------------------------------------------------------------------------
+def model_label(model):
+    """``(SA) β = 4, V = I, d = 2, ν = 0``: the model (docs/mathematics.md §1) in one line."""
+    if model.is_zonal:
+        v = model.v
+        V = "I" if v == 1 else "−I" if v == -1 else f"{v:g} I"
+    else:
+        V = f"general Q, K, V ({len(model.heads)} head{'s' if len(model.heads) > 1 else ''})"
+    return f"({model.kind}) β = {model.beta:g}, V = {V}, d = {model.dim}, ν = {model.noise:g}"
+
+
+def resolution_label(rep, data=None):
+    """The resolution of a representation: ``K = 256 modes``, ``lmax = 63``, ``n = 500 particles``..."""
+    name = rep.name
+    if name == "fourier":
+        return f"K = {rep.modes} modes"
+    if name in ("harmonics", "gegenbauer"):
+        return f"lmax = {rep.lmax}"
+    if name == "p1":
+        return f"P1 mesh of {len(rep.vertices)} vertices"
+    if name == "particles":
+        n = rep.weights.size
+        batch = "" if data is None or np.ndim(data) < 4 else f", {np.shape(data)[1]} realisations"
+        return f"n = {n} particles{batch}"
+    if name == "lagrangian":
+        return f"{rep.n} moving nodes"
+    if name == "segments":
+        return " → ".join(resolution_label(r) for r in rep.representations)
+    return str(name)
+
+
+def stop_reason(sol, width=90):
+    """The first line of a stopped run's message, shortened to ``width`` characters."""
+    text = (sol.message or "stopped").strip().splitlines()[0]
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def run_title(sol, t_end=None):
+    """Two lines: solver, model and resolution; then whether the run reached its end."""
+    solver = sol.solver or sol.representation.name
+    head = f"{solver}: {model_label(sol.model)}; {resolution_label(sol.representation, sol.data)}"
+    if not sol.t.size:
+        return head
+    t_stop = float(sol.t[-1])
+    if sol.status != 0:
+        of = f" of {t_end:g}" if t_end is not None else ""
+        return f"{head}\nSTOPPED at t = {t_stop:.4g}{of}: {stop_reason(sol)}"
+    return f"{head}\nt from {float(sol.t[0]):g} to {t_stop:g}, {sol.t.size} saved times"
+
+
+def suptitle(fig, text, stopped=False):
+    """The figure title in the library's style (red when the run stopped early)."""
+    return fig.suptitle(text, color=_STOP_COLOUR if stopped else "k", fontsize="large")
+
+
+def _requested_end(sol, t_end):
+    if t_end is None:
+        t_end = sol.stats.get("t_requested")
+    return None if t_end is None else float(t_end)
+
+
+def mark_stop(ax, sol, t_end=None, axis="x"):
+    """Mark on ``ax`` (time along ``axis``, "x" or "y") that ``sol`` stopped early: a red dashed line
+    at its last saved time with the reason, and the times it did not reach (up to ``t_end``, by
+    default the requested end in ``sol.stats``) hatched. Returns the line, or None for a finished run."""
+    if sol.status == 0 or not sol.t.size:
+        return None
+    t_stop = float(sol.t[-1])
+    t_end = _requested_end(sol, t_end)
+    horizontal = axis == "y"
+    line_fn = ax.axhline if horizontal else ax.axvline
+    line = line_fn(t_stop, color=_STOP_COLOUR, ls="--", lw=1.5, label=f"stopped at t = {t_stop:.4g}")
+    if t_end is not None and t_end > t_stop:
+        span = ax.axhspan if horizontal else ax.axvspan
+        span(t_stop, t_end, facecolor="0.9", edgecolor="0.6", hatch="//", lw=0, zorder=0.5,
+             label="not computed")
+        (ax.set_ylim if horizontal else ax.set_xlim)(*_time_limits(sol, t_end))
+    text = f"stopped at t = {t_stop:.4g}: {stop_reason(sol, 48)}"
+    if horizontal:
+        ax.annotate(text, xy=(0.02, t_stop), xycoords=("axes fraction", "data"), xytext=(0, 3),
+                    textcoords="offset points", color=_STOP_COLOUR, fontsize="small", va="bottom",
+                    bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1))
+    else:
+        lo, hi = ax.get_xlim()
+        wide = t_end is not None and (t_end - t_stop) >= 0.4 * (hi - lo)
+        text = text.replace(": ", ":\n", 1) if wide else text
+        ax.annotate(text, xy=(t_stop, 0.85 if wide else 0.5), xycoords=("data", "axes fraction"), xytext=(4 if wide else -3, 0),
+                    textcoords="offset points", color=_STOP_COLOUR, fontsize="small", rotation=0 if wide else 90,
+                    ha="left" if wide else "right", va="center",
+                    bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1))
+    return line
+
+
+def _time_limits(sol, t_end=None):
+    t0, t1 = float(sol.t[0]), float(sol.t[-1])
+    if t_end is not None:
+        t1 = max(t1, t_end)
+    return (t0, t1) if t1 > t0 else (t0 - 0.5, t0 + 0.5)
+
+
+# -- colour scales ----------------------------------------------------------------------------------
+def check_scale(scale):
+    if scale is None:
+        return "auto"
+    if scale not in SCALES:
+        raise ValueError(f"`scale` must be one of {', '.join(repr(s) for s in SCALES)}, got {scale!r}.")
+    return scale
+
+
+def auto_scale(values):
+    """"perturbation" when the first row (the initial state) is within 0.5 of the uniform ρ = 1;
+    else "log" when the largest value exceeds 20 times the median; else "linear"."""
+    v = np.asarray(values, dtype=float)
+    first = v[0] if v.ndim >= 2 else v
+    first = first[np.isfinite(first)]
+    if first.size and float(np.max(np.abs(first - 1.0))) <= 0.5:
+        return "perturbation"
+    finite = v[np.isfinite(v)]
+    positive = finite[finite > 0]
+    if positive.size and float(finite.max()) > 20.0 * float(np.median(positive)):
+        return "log"
+    return "linear"
+
+
+def colour_scale(values, scale="auto"):
+    """(values to draw, matplotlib norm, colour map, colour-bar label, colour-bar ticks or None) for
+    density values ``values``
+    (rows: saved times or maps). ``scale``: "linear" (ρ from min(0, min ρ)), "log" (ρ over at most six
+    decades below its maximum), "perturbation" (ρ − 1 on a symmetric log scale whose linear part is
+    a third of the smallest row amplitude max|ρ − 1|, so the initial perturbation shows), or "auto"
+    (`auto_scale`)."""
+    from matplotlib.colors import LogNorm, Normalize, SymLogNorm
+
+    scale = check_scale(scale)
+    v = np.asarray(values, dtype=float)
+    finite = v[np.isfinite(v)]
+    if not finite.size:
+        finite = np.zeros(1)
+    if scale == "auto":
+        scale = auto_scale(v)
+    top = float(finite.max())
+    if scale == "linear":
+        low = min(0.0, float(finite.min()))
+        return v, Normalize(vmin=low, vmax=top if top > low else low + 1.0), "magma", r"$\rho$", None
+    if scale == "log":
+        top = top if top > 0 else 1.0
+        positive = finite[finite > 0]
+        floor = max(top * 1e-6, float(positive.min()) if positive.size else top * 1e-6)
+        floor = min(floor, top / 10.0)
+        return np.clip(v, floor, None), LogNorm(vmin=floor, vmax=top), "magma", r"$\rho$ (log scale)", None
+    delta = v - 1.0
+    a = float(np.nanmax(np.abs(delta))) if np.isfinite(delta).any() else 0.0
+    a = a if a > 0 else 1e-12
+    rows = np.abs(delta).reshape(delta.shape[0], -1) if delta.ndim >= 2 else np.abs(delta)[None]
+    amp = np.nanmax(rows, axis=1)
+    amp = amp[np.isfinite(amp) & (amp > 0)]
+    smallest = float(amp.min()) if amp.size else a
+    linthresh = float(np.clip(smallest / 3.0, a * 1e-6, a))
+    norm = SymLogNorm(linthresh=linthresh, linscale=1.0, vmin=-a, vmax=a, base=10)
+    decades = np.arange(math.ceil(np.log10(linthresh) - 1e-9), math.floor(np.log10(a) + 1e-9) + 1)
+    decades = decades[::max(1, math.ceil(decades.size / 4))]
+    ticks = np.concatenate([-10.0 ** decades[::-1], [0.0], 10.0 ** decades])
+    label = r"$\rho - 1$ (symmetric log scale, linear for $|\rho - 1| <$" + f" {linthresh:.2g})"
+    return delta, norm, "RdBu_r", label, ticks
+
+
+# -- selection of saved times -----------------------------------------------------------------------
+def select_times(t, times):
+    """Saved indices for ``times``: None -> first, middle, last; ints -> indices; floats -> nearest saved times."""
+    t = np.asarray(t, dtype=float)
+    T = t.size
+    if times is None:
+        return sorted({0, T // 2, T - 1})
+    arr = np.atleast_1d(np.asarray(times))
+    if arr.size == 0:
+        raise ValueError("`times` must select at least one saved time.")
+    if np.issubdtype(arr.dtype, np.integer):
+        if np.any(arr < -T) or np.any(arr >= T):
+            raise ValueError(f"`times` as indices must lie in [-{T}, {T - 1}], got {arr.tolist()}.")
+        return [int(i) % T for i in arr]
+    arr = arr.astype(float)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("`times` must be finite.")
+    return [int(np.argmin(np.abs(t - s))) for s in arr]
+
+
+# -- panels -----------------------------------------------------------------------------------------
+def _circle_rows(sol, n=1024):
+    """(θ midpoints (n,), ρ (T, n)) through every segment of the run: a representation's own
+    ``space_time`` (cell averages, one FFT per time...) where it has one, point values otherwise."""
+    theta = 2 * np.pi * (np.arange(n) + 0.5) / n
+    centres = np.stack([np.cos(theta), np.sin(theta)], -1)
+    rows = []
+    for seg in getattr(sol, "segments", [sol]):
+        rep = seg.representation
+        if hasattr(rep, "space_time"):
+            rows.append(np.asarray(rep.space_time(seg.data, n)[1], dtype=float))
+        else:
+            rows.append(np.array([rep.evaluate(d, centres) for d in seg.data]))
+    return theta, np.concatenate(rows)
+
+
+def _segment_boundaries(sol):
+    segs = getattr(sol, "segments", [sol])
+    return [(float(s.t[0]), s.solver or s.representation.name) for s in segs[1:] if s.t.size]
+
+
+def space_time_panel(ax, sol, scale="auto", t_end=None, fig=None):
+    """ρ(θ, t) on S^1, or the zonal profile ρ at ⟨x, e⟩ = s (Gegenbauer, any d), against t."""
+    rep = sol.representation
+    t = np.asarray(sol.t, dtype=float)
+    if rep.name == "gegenbauer":
+        s = np.linspace(-1.0, 1.0, 401)
+        x, rho = s, np.array([rep.profile(c, s) for c in sol.data])
+        ax.set_xlabel(r"$s = \langle x, e\rangle$ (e the axis of the zonal density)")
+        where = f"zonal density on $S^{{{rep.dim - 1}}}$"
+    else:
+        x, rho = _circle_rows(sol, max(1024, 2 * getattr(rep, "modes", 0) + 2))
+        ax.set_xlabel(r"$\theta$ (radians)")
+        ax.set_xticks(np.pi * np.arange(5) / 2, ["0", "π/2", "π", "3π/2", "2π"])
+        ax.set_xlim(0.0, 2 * np.pi)
+        where = "density on $S^1$"
+    drawn, norm, cmap, label, ticks = colour_scale(rho, scale)
+    if t.size == 1:
+        t = np.array([t[0] - 0.5, t[0] + 0.5])
+        drawn = np.repeat(drawn, 2, axis=0)
+    mesh = ax.pcolormesh(x, t, drawn, shading="nearest", norm=norm, cmap=cmap, rasterized=True)
+    (fig or ax.figure).colorbar(mesh, ax=ax, label=label, pad=0.02, ticks=ticks)
+    ax.set_ylabel("t")
+    ax.set_title(f"{where}, relative to σ")
+    for tb, name in _segment_boundaries(sol):
+        ax.axhline(tb, color="w", ls=":", lw=1.2)
+        ax.annotate(f"hand-over to {name}", xy=(0.98, tb), xycoords=("axes fraction", "data"), xytext=(0, 2),
+                    textcoords="offset points", ha="right", va="bottom", color="w", fontsize="small")
+    ax.set_ylim(*_time_limits(sol))
+    mark_stop(ax, sol, t_end, axis="y")
+    return ax
+
+
+def _map_grid(nlat=90):
+    lat = np.linspace(np.pi / 2, -np.pi / 2, nlat + 1)
+    lon = np.linspace(-np.pi, np.pi, 2 * nlat + 1)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    x = np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], -1)
+    return lat, lon, x
+
+
+def sphere_maps(fig, specs, cbar_spec, sol, idx, scale="auto", nlat=90):
+    """Mollweide maps of ρ at the saved indices ``idx`` (one per SubplotSpec in ``specs``), one colour
+    scale for all, the colour bar in ``cbar_spec``. Longitude −180° to 180° left to right, north up."""
+    lat, lon, x = _map_grid(nlat)
+    values = np.array([sol.density(x, i) for i in idx])
+    drawn, norm, cmap, label, ticks = colour_scale(values, scale)
+    axes = []
+    for spec, i, r in zip(specs, idx, drawn):
+        ax = fig.add_subplot(spec, projection="mollweide")
+        mesh = ax.pcolormesh(lon, lat, r, shading="gouraud", norm=norm, cmap=cmap, rasterized=True)
+        ax.set_xticklabels([])
+        ax.set_yticklabels([])
+        ax.grid(True, lw=0.3, alpha=0.5)
+        ax.set_title(f"t = {float(sol.t[i]):.3g}")
+        axes.append(ax)
+    cax = fig.add_subplot(cbar_spec)
+    fig.colorbar(mesh, cax=cax, orientation="horizontal", label=label + r" on $S^2$, relative to σ", ticks=ticks)
+    return axes
+
+
+def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
+    """Particles: angles θ_i(t) on S^1; trajectories on S^2; ⟨x_i(t), x_j(t)⟩ (i < j) in d >= 4."""
+    x = np.asarray(sol.data)
+    which = ""
+    if x.ndim == 4:
+        x = x[:, 0]
+        which = f" (realisation 1 of {sol.data.shape[1]})"
+    T, n, d = x.shape
+    t = np.asarray(sol.t, dtype=float)
+    if d == 3:
+        ax = fig.add_subplot(spec, projection="3d")
+        u, v = np.mgrid[0:2 * np.pi:40j, 0:np.pi:20j]
+        ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", lw=0.3)
+        shown = np.linspace(0, n - 1, min(n, max_lines)).round().astype(int)
+        for k, j in enumerate(shown):
+            ax.plot(x[:, j, 0], x[:, j, 1], x[:, j, 2], lw=0.6, alpha=0.6, color=f"C{k % 10}",
+                    label=f"trajectories x_i(t) of {shown.size} of the {n} particles" if k == 0 else None)
+        ax.scatter(x[-1, :, 0], x[-1, :, 1], x[-1, :, 2], s=6, c="k", depthshade=False,
+                   label=f"positions at t = {t[-1]:.4g} (all {n})")
+        ax.set_box_aspect((1, 1, 1))
+        for set_ticks in (ax.set_xticks, ax.set_yticks, ax.set_zticks):
+            set_ticks([-1, 0, 1])
+        ax.set_xlabel("$x_1$")
+        ax.set_ylabel("$x_2$")
+        ax.set_zlabel("$x_3$")
+        ax.set_title(f"particles on $S^2${which}")
+        ax.legend(loc="upper left", fontsize="small")
+        return ax
+    ax = fig.add_subplot(spec)
+    if d == 2:
+        theta = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi)
+        ax.plot(theta.ravel(), np.repeat(t, n), ".", ms=1.5, color="k", label=f"angles θ_i(t) of the {n} particles")
+        ax.set_xlabel(r"$\theta$ (radians)")
+        ax.set_xticks(np.pi * np.arange(5) / 2, ["0", "π/2", "π", "3π/2", "2π"])
+        ax.set_xlim(0.0, 2 * np.pi)
+        ax.set_ylabel("t")
+        ax.set_ylim(*_time_limits(sol))
+        ax.set_title(f"particles on $S^1${which}")
+        mark_stop(ax, sol, t_end, axis="y")
+        ax.legend(loc="upper right", fontsize="small", markerscale=6)
+        return ax
+    # d >= 4: the Gram entries i < j; the diagonal ⟨x_i, x_i⟩ = 1 is not drawn
+    sub = x[:, :min(n, 400)]
+    iu = np.triu_indices(sub.shape[1], 1)
+    g = np.einsum("tid,tjd->tij", sub, sub)[:, iu[0], iu[1]]
+    pairs = n * (n - 1) // 2
+    pick = np.linspace(0, g.shape[1] - 1, min(g.shape[1], 40)).round().astype(int)
+    for k, p in enumerate(pick):
+        ax.plot(t, g[:, p], color="0.6", lw=0.5, alpha=0.7,
+                label=f"⟨x_i, x_j⟩ for {pick.size} of the {pairs} pairs i < j" if k == 0 else None)
+    q10, q50, q90 = np.quantile(g, [0.1, 0.5, 0.9], axis=1)
+    ax.fill_between(t, q10, q90, color="C0", alpha=0.2, label="10%–90% of the pairs")
+    ax.plot(t, q50, color="C0", lw=2, label="median over the pairs")
+    ax.plot(t, g.mean(axis=1), color="C1", lw=1.5, ls="--", label="mean over the pairs")
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_xlabel("t")
+    ax.set_ylabel(r"$\langle x_i(t), x_j(t)\rangle$, $i < j$")
+    ax.set_xlim(*_time_limits(sol))
+    ax.set_title(f"pairwise inner products of {n} particles in $S^{{{d - 1}}}${which}")
+    mark_stop(ax, sol, t_end, axis="x")
+    ax.legend(loc="lower right", fontsize="small")
+    return ax
+
+
+def plot_energy(sol, ax, t_end=None):
+    """E_β(t) (3.5) with the uniform minimum a_0/2β and the Dirac maximum e^β/2β (Proposition 3.4):
+    lines when within three times the curve's range of it, labelled arrows at the edge otherwise."""
     from .energy import dirac_energy, uniform_energy
 
-    e = np.asarray(sol.energy)
-    ax.plot(sol.t, e, "-", lw=1.5, label=r"$E_\beta$")
-    if sol.model.beta > 0 and sol.model.dim in (2, 3):
-        lo, hi = uniform_energy(sol.model.beta, sol.model.dim), dirac_energy(sol.model.beta)
-        ax.axhline(lo, color="C2", ls="--", lw=1, label=r"uniform $a_0/2\beta$ (min)")
-        top = float(np.nanmax(e)) if np.size(e) else lo
-        if hi <= lo + 3 * (top - lo):      # draw the Dirac value only when it is on the same scale
-            ax.axhline(hi, color="C3", ls=":", lw=1, label=r"Dirac $e^\beta/2\beta$ (max)")
-        else:
-            ax.plot([], [], " ", label=rf"Dirac max $e^\beta/2\beta$ = {hi:.4g}")
+    e = np.asarray(sol.energy, dtype=float)
+    t = np.asarray(sol.t, dtype=float)
     ax.set_xlabel("t")
     ax.set_ylabel(r"$E_\beta$")
-    ax.set_title("interaction energy (3.5)")
-    ax.legend(fontsize=8)
+    ax.set_title(r"interaction energy $E_\beta$ (3.5)")
+    if not np.isfinite(e).any():
+        ax.text(0.5, 0.5, "E_β is defined on the sphere only", transform=ax.transAxes, ha="center")
+        return ax
+    if e.ndim == 2:
+        for b in range(e.shape[1]):
+            ax.plot(t, e[:, b], "-", lw=0.6, color="C0", alpha=0.4,
+                    label=f"$E_\\beta(t)$ of each of {e.shape[1]} realisations" if b == 0 else None)
+        ax.plot(t, np.nanmean(e, axis=1), "-", lw=1.8, color="C0", label="mean over the realisations")
+    else:
+        ax.plot(t, e, "-", lw=1.8, color="C0", marker="." if t.size <= 30 else None, label=r"$E_\beta(t)$")
+    low, high = float(np.nanmin(e)), float(np.nanmax(e))
+    mean = np.nanmean(e, axis=1) if e.ndim == 2 else e
+    rising = bool(mean[-1] >= mean[0])      # legend and off-scale arrows go where the curve is not
+    span = max(high - low, 1e-9 * max(abs(high), 1.0))
+    bounds = [(uniform_energy(sol.model.beta, sol.model.dim), "C2", "--", "uniform minimum $a_0/2\\beta$"),
+              (dirac_energy(sol.model.beta), "C3", ":", "Dirac maximum $e^\\beta/2\\beta$")]
+    for value, colour, ls, name in bounds:
+        if low - 3 * span <= value <= high + 3 * span:
+            ax.axhline(value, color=colour, ls=ls, lw=1.3, label=f"{name} = {value:.6g}")
+        else:       # off scale: an arrow on the edge it lies beyond, named in the legend
+            above = value > high
+            ax.plot([0.015 if rising else 0.985], [0.97 if above else 0.03], marker="$\\uparrow$" if above else "$\\downarrow$",
+                    ms=12, color=colour, ls="none", transform=ax.transAxes, clip_on=False,
+                    label=f"{name} = {value:.6g} ({'above' if above else 'below'}, off scale)")
+    ax.set_xlim(*_time_limits(sol))
+    mark_stop(ax, sol, t_end, axis="x")
+    from matplotlib.transforms import offset_copy
+
+    below = offset_copy(ax.transAxes, fig=ax.figure, y=-30, units="points")   # under the t label
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=2, fontsize="small",
+              frameon=False)
     return ax
+
+
+# -- the run picture --------------------------------------------------------------------------------
+def picture_kind(sol):
+    """"particles", "maps" (densities on S^2) or "space-time" (S^1, zonal densities)."""
+    rep = sol.representation
+    if not rep.is_density:
+        return "particles"
+    if rep.name == "gegenbauer" or rep.dim == 2:
+        return "space-time"
+    if rep.dim == 3:
+        return "maps"
+    raise ValueError(f"no picture for a density on S^{rep.dim - 1} in representation {rep.name!r}.")
+
+
+def plot_solution(sol, times=None, path=None, show_energy=True, scale="auto", t_end=None):
+    """Draw ``sol`` in the library's style: the state (space–time map on S^1 and for zonal densities,
+    Mollweide maps on S^2, particles) beside E_β(t), under a title with the model and the resolution;
+    a run that stopped early is marked on every time axis with its reason, and the times it did not
+    reach (up to ``t_end``, default the requested end recorded by the solver) are hatched.
+
+    ``times``: the saved times of the S^2 maps (None: first, middle, last; ints: indices; floats:
+    the nearest saved times). ``scale``: "auto", "linear", "log" or "perturbation" (ρ − 1), see
+    `colour_scale`. Returns the matplotlib Figure; writes it to ``path`` (PNG/PDF/SVG) when given.
+    """
+    scale = check_scale(scale)
+    kind = picture_kind(sol)
+    t_end = _requested_end(sol, t_end)
+    plt = _pyplot()
+    with style():
+        if kind == "maps":
+            idx = select_times(sol.t, times)
+            ncol = min(len(idx), 3)
+            nrow = math.ceil(len(idx) / ncol)
+            map_h = WIDTH / ncol / 2 + 0.35
+            heights = [map_h] * nrow + [0.18] + ([3.0] if show_energy else [])
+            fig = plt.figure(figsize=(WIDTH, sum(heights) + 1.2), layout="constrained")
+            gs = fig.add_gridspec(len(heights), ncol, height_ratios=heights)
+            specs = [gs[k // ncol, k % ncol] for k in range(len(idx))]
+            sphere_maps(fig, specs, gs[nrow, :], sol, idx, scale)
+            if show_energy:
+                plot_energy(sol, fig.add_subplot(gs[nrow + 1, :]), t_end)
+        else:
+            fig = plt.figure(figsize=(WIDTH, 5.0), layout="constrained")
+            gs = fig.add_gridspec(1, 2 if show_energy else 1, width_ratios=[1.2, 1] if show_energy else [1])
+            if kind == "particles":
+                particle_panel(fig, gs[0, 0], sol, t_end)
+            else:
+                space_time_panel(fig.add_subplot(gs[0, 0]), sol, scale, t_end, fig)
+            if show_energy:
+                plot_energy(sol, fig.add_subplot(gs[0, 1]), t_end)
+        suptitle(fig, run_title(sol, t_end), stopped=sol.status != 0)
+        if path is not None:
+            save(fig, path)
+    return fig

@@ -166,11 +166,12 @@ class Solution:
                    json.loads(ds.attrs.get("stats_json", "{}")), int(ds.attrs.get("status", 0)),
                    ds.attrs.get("message", ""), ds.attrs.get("solver", ""))
 
-    def plot(self, times=None, path=None, show_energy=True):
-        """The natural picture of the run (see `meanfield.plotting.plot_solution`)."""
+    def plot(self, times=None, path=None, show_energy=True, scale="auto", t_end=None):
+        """The natural picture of the run with E_β(t); ``scale`` "auto", "linear", "log" or
+        "perturbation" (ρ − 1). See `meanfield.plotting.plot_solution`."""
         from .plotting import plot_solution
 
-        return plot_solution(self, times=times, path=path, show_energy=show_energy)
+        return plot_solution(self, times=times, path=path, show_energy=show_energy, scale=scale, t_end=t_end)
 
 
 def concat(*parts):

@@ -359,6 +359,7 @@ def _build(run, res, diags):
     diag_arrays = {k: np.array([d.get(k, np.nan) for d in diags[:n]]) for k in keys}
     stats = res.stats()
     stats["method"] = run.method
+    stats["t_requested"] = float(run.t_eval[-1])      # a stopped run's picture shows what was not reached
     stats.update(run.solver._stats(run))
     if run.model.noise > 0 and run.seed is not None:
         stats["noise_seed"] = run.seed

@@ -45,7 +45,8 @@ class Representation:
     4. ``measure(data, n=None)``: a weighted discrete measure (points, weights) approximating ρσ.
     5. ``to_dataset(data_all)`` -> dict of data variables {name: (dims, array)} (the time axis is
        called "time"), coords and attrs; ``from_dataset(ds)`` (classmethod) inverts it exactly.
-    6. ``plot_state(ax, data_all, t)``: the natural picture of the whole run (optional).
+    6. optional, for `meanfield.plotting`: ``space_time(data_all, n)`` -> (θ midpoints, ρ (T, n)) on S^1
+       (default: point values); ``to_grid(data, n)``: the density on a grid as a CF-described DataArray.
     """
 
     name = None
@@ -70,9 +71,6 @@ class Representation:
     @classmethod
     def from_dataset(cls, ds):
         raise NotImplementedError
-
-    def plot_state(self, fig, data_all, t, times=None):
-        raise NotImplementedError(f"no picture for representation {self.name!r}")
 
     def embed(self, data_all, source):
         """Data of ``source`` (another representation of the same kind, e.g. a coarser resolution)

@@ -134,23 +134,8 @@ class FourierSeries(Representation):
         c = ds["rho_hat_real"].values + 1j * ds["rho_hat_imag"].values
         return cls(int(ds.attrs["modes"])), c
 
-    def plot_state(self, fig, data_all, t, times=None):
-        """Space-time map of ρ(θ, t)."""
-        ax = fig.add_subplot(1, 2, 1)
-        n = max(512, 2 * (np.asarray(data_all).shape[-1] - 1) + 2)   # >= 2K + 1: one FFT per time
-        theta = trapezoid(n).angles
-        rho = np.array([self.grid_values(c, n) for c in data_all])
-        tt = np.asarray(t)
-        norm = None
-        top = float(rho.max())
-        if top > 20.0:      # clustering: a log scale keeps the early, smooth stage visible
-            from matplotlib.colors import LogNorm
-
-            norm = LogNorm(vmin=top * 1e-4, vmax=top)
-            rho = np.clip(rho, top * 1e-4, None)
-        mesh = ax.pcolormesh(theta, tt, rho, shading="auto", cmap="magma", norm=norm)
-        fig.colorbar(mesh, ax=ax, label=r"$\rho(\theta, t)$ (relative to $\sigma$)")
-        ax.set_xlabel(r"$\theta$")
-        ax.set_ylabel("t")
-        ax.set_title("density on $S^1$")
-        return ax
+    def space_time(self, data_all, n=None):
+        """(θ midpoints (n,), ρ (T, n)) at every saved time, one FFT each (n >= 2K + 1, default
+        max(1024, 2K + 2)); what `meanfield.plotting` draws."""
+        n = max(1024, 2 * self.modes + 2) if n is None else int(n)
+        return trapezoid(n).angles, np.array([self.grid_values(c, n) for c in np.asarray(data_all)])

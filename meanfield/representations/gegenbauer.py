@@ -274,23 +274,3 @@ class GegenbauerSeries(Representation):
         axis = np.atleast_1d(np.asarray(ds.attrs["axis"], dtype=float))
         rep = cls(int(ds.attrs["lmax"]), int(ds.attrs["dim"]), axis)
         return rep, np.asarray(ds["gegenbauer_coefficients"].values, dtype=float)
-
-    def plot_state(self, fig, data_all, t, times=None, n=401):
-        """Space-time map of the law of s = ⟨x, e⟩ (`marginal_density`) in the left half of ``fig``."""
-        ax = fig.add_subplot(1, 2, 1)
-        s = np.linspace(-1.0, 1.0, n)
-        g = np.array([self.marginal_density(c, s) for c in np.asarray(data_all)])
-        top = float(np.nanmax(g))
-        norm = None
-        positive = g[g > 0]
-        if positive.size and top > 50.0 * float(np.median(positive)):
-            from matplotlib.colors import LogNorm
-
-            norm = LogNorm(vmin=top * 1e-4, vmax=top)
-            g = np.clip(g, top * 1e-4, None)
-        mesh = ax.pcolormesh(s, np.asarray(t), g, shading="auto", cmap="magma", norm=norm)
-        fig.colorbar(mesh, ax=ax, label=r"law of $s=\langle x, e\rangle$")
-        ax.set_xlabel(r"$s = \langle x, e\rangle$")
-        ax.set_ylabel("t")
-        ax.set_title(f"zonal density on $S^{{{self.dim - 1}}}$")
-        return ax

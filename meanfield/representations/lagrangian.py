@@ -424,31 +424,3 @@ class LagrangianNodes(Representation):
         """(θ (n,), ρ̄ (T, n)): `cell_averages` at every saved time (S^1 only)."""
         rows = [self.cell_averages(a, n) for a in np.asarray(data_all)]
         return rows[0][0], np.array([r[1] for r in rows])
-
-    def plot_state(self, fig, data_all, t, times=None):
-        """S^1: space–time map of the cell-averaged ρ(θ, t) on a log colour scale; S^2: the nodes at
-        the last time, coloured by log10 ρ."""
-        from matplotlib.colors import LogNorm
-
-        ax = fig.add_subplot(1, 2, 1)
-        if self.dim == 2:
-            theta, rho = self.space_time(data_all)
-            top = float(np.nanmax(rho))
-            floor = max(top * 1e-6, 1e-3)
-            mesh = ax.pcolormesh(theta, np.asarray(t), np.clip(rho, floor, None), shading="auto", cmap="magma",
-                                 norm=LogNorm(vmin=floor, vmax=top))
-            fig.colorbar(mesh, ax=ax, label=r"$\rho(\theta, t)$ (relative to $\sigma$)")
-            ax.set_xlabel(r"$\theta$")
-            ax.set_ylabel("t")
-            ax.set_title("density along characteristics on $S^1$")
-            return ax
-        a = np.asarray(data_all)[-1]
-        pos, _ = self.nodes(a)
-        lon = np.degrees(np.arctan2(pos[:, 1], pos[:, 0]))
-        lat = np.degrees(np.arcsin(np.clip(pos[:, 2], -1, 1)))
-        sc = ax.scatter(lon, lat, c=np.log10(np.maximum(self.node_density(a), 1e-300)), s=3, cmap="magma")
-        fig.colorbar(sc, ax=ax, label=r"$\log_{10}\rho$ at the nodes")
-        ax.set_xlabel("longitude (degrees)")
-        ax.set_ylabel("latitude (degrees)")
-        ax.set_title(f"moving nodes on $S^2$ at t = {np.asarray(t)[-1]:g}")
-        return ax
