@@ -96,7 +96,7 @@ class Gegenbauer(Solver):
     """
 
     steppers = ("dopri5", "bs32")
-    stepper_defaults = {"atol": 1e-13}
+    stepper_defaults = {}
 
     def __init__(self, model, lmax=64, axis=None, *, tail_tol=DEFAULT_TAIL_TOL, max_lmax=AUTO_MAX_LMAX):
         Solver.__init__(self, model)
