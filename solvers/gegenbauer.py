@@ -131,7 +131,10 @@ class Gegenbauer(Solver):
         self.synthesis = _readonly(P)                                     # f_j = Σ_l c_l p_l(s_j)
         self.derivative = _readonly(dP)                                   # g_j = Σ_l c_l p_l'(s_j)
         self.flux_test = _readonly((dP * (w * (1 - s * s))[:, None]).T)   # Σ_j w_j (1 − s_j²) p_l'(s_j) F_j
-        self.field = SpectralVelocity(self.model, L)
+        self.field = field = SpectralVelocity(self.model, L)
+        # one matrix–vector product gives f, (Z̃ for (SA)) and ∂_sΨ̃ at the nodes
+        rows = [P] + ([P * field.kernel] if field.normalized else []) + [dP * field.potential]
+        self.fields_table = _readonly(np.concatenate(rows))
         self.laplacian = _readonly(laplacian_eigenvalues(d, L))
         self.representation = GegenbauerSeries(L, d, self.axis)
 
@@ -144,12 +147,12 @@ class Gegenbauer(Solver):
     # -- the discretisation ------------------------------------------------------------------------
     def _fields(self, c):
         """f, Z̃ = e^{−β}K*ρ ((SA); None for (USA)) and the speed u = v ∂_sΦ at the nodes (X = u·P_x e)."""
-        field = self.field
-        grad = self.derivative @ (field.potential * c)                  # ∂_s of Ψ̃ = e^{−β}K*ρ/β
-        if field.kernel is None:
-            return self.synthesis @ c, None, field.velocity(grad)
-        fz = self.synthesis @ np.stack([c, field.kernel * c], axis=1)
-        return fz[:, 0], fz[:, 1], field.velocity(grad, fz[:, 1])
+        n = self.nodes.size
+        g = self.fields_table @ c
+        if not self.field.normalized:
+            return g[:n], None, self.field.velocity(g[n:])
+        z = g[n:2 * n]
+        return g[:n], z, self.field.velocity(g[2 * n:], z)
 
     def _rhs(self, run, t, y):
         """∂_t c_l = v Σ_j w_j (1 − s_j²) f_j ∂_sΦ_j p_l'(s_j)  (transport; noise is `_linear`)."""
