@@ -4,8 +4,9 @@ A configuration has five tables; every key is checked before any work starts, an
 or a bad value raises ValueError naming the key (``solver.modes``) and the accepted values::
 
     [solver]                # which method and its resolution
-    name = "fourier"        # "fourier" | "harmonics" | "fem" | "particles"
-    modes = 256             # fourier: Fourier modes K;  harmonics: lmax;  fem: refinement;
+    name = "fourier"        # "fourier" | "harmonics" | "fem" | "particles" | "gegenbauer" (zonal, any dim)
+    modes = 256             # fourier: Fourier modes K;  harmonics, gegenbauer: lmax;  fem: refinement;
+                            # fourier, harmonics, gegenbauer also take "auto" (refined as the density sharpens);
                             # particles: n (number of particles), sampling, seed, scheme, dt
     rtol = 1e-8             # adaptive solvers: rtol, atol, method ("dopri5" | "bs32")
 
@@ -56,6 +57,7 @@ _ALIASES = {cls.lower(): name for name, (cls, *_ ) in SOLVERS.items()}
 _ALIASES.update({"fouriercircle": "fourier", "sphericalharmonics": "harmonics", "finiteelements": "fem",
                  "spectral-circle": "fourier", "spectral-sphere": "harmonics"})
 
+    "gegenbauer": ("Gegenbauer", "lmax", 64, None),
 _ADAPTIVE_KEYS = {"rtol", "atol", "method"}
 # keys of [solver] besides `name`, per solver
 _SOLVER_KEYS = {
@@ -66,8 +68,10 @@ _SOLVER_KEYS = {
 }
 _MODEL_KEYS = {"beta", "dim", "normalized", "V", "noise"}
 _TIMES_KEYS = {"values", "t_end", "n_saves"}
-_OUTPUT_KEYS = {"name", "plot_times", "checkpoint", "plot"}
+_OUTPUT_KEYS = {"name", "plot_times", "checkpoint", "plot", "grid", "scale", "dir", "quick", "progress"}
+_AUTO_RESOLUTION = {"fourier", "harmonics", "gegenbauer"}     # solvers whose resolution may be "auto"
 _SECTIONS = {"solver", "model", "initial", "times", "output"}
+    "gegenbauer": {"lmax", "options"} | _ADAPTIVE_KEYS,
 # densities by name: the callable and its parameters (rng is spelled `seed` in a config)
 _DENSITIES = {
     "uniform": _densities.uniform,
