@@ -1,6 +1,6 @@
 """Stationary states of the noisy mean-field equation, their branches and the phase transition.
 
-With noise ν > 0 the mean-field equation (docs/mathematics.md §2; Geshkovski, Letrouit,
+With noise ν > 0 the mean-field equation (docs/mathematics.md §6.1; Geshkovski, Letrouit,
 Polyanskiy, Rigollet, *A mathematical perspective on Transformers* (2023), (3.4) with the
 Laplacian of their Problem 7) reads
 
@@ -17,13 +17,15 @@ For (USA), (SC) is the Euler–Lagrange equation (Gibbs form) of the free energy
 
 and every stationary state solves it. For (SA) (no free energy) every *zonal* stationary state
 solves (SC) with Φ = log(K*ρ)/β: the flux of a zonal state is a meridional field with zero
-divergence, hence zero. The module solves (SC) by Newton's method and follows its solutions in ν.
+divergence, hence zero (docs/mathematics.md §6.4). The module solves (SC) by Newton's method and
+follows its solutions in ν; docs/noise.md shows the results.
 
 Exact anchors (degree-l multipliers a_l(β) of `meanfield.kernel_multipliers`):
 
 * **Critical noise.** Linearising (SC) at ρ = 1, the degree-l part is multiplied by
   v·a_l/(βν) (USA) or v·a_l/(βνa_0) (SA); degree 1 becomes unstable first, at
-  ν_c = a_1/β (USA), a_1/(β a_0) (SA) — the zero of the exact linear rate ς_1 − ν(d−1).
+  ν_c = a_1/β (USA), a_1/(β a_0) (SA) — the zero of the exact linear rate of degree 1
+  (docs/mathematics.md §5).
 * **Landau expansion.** Write ρ = 1 + ε s + ρ_2 + …, s = ⟨x, e⟩, so that the order parameter is
   r = |∫ x ρ dσ| = ε/d. Expanding (SC) to third order in ε, with q = a_2/a_1, g = a_1/a_0,
   α = 2(d−1)/(d(d+2)) (= d∫s·s(s²−1/d)dσ) and γ = 3/(d+2) (= d∫s⁴dσ), gives ν_c/ν = 1 − C ε² + O(ε⁴):
@@ -87,8 +89,7 @@ def critical_noise(beta, dim, normalized=False):
     """ν_c, the noise below which the uniform density loses stability (degree 1).
 
     ν_c = a_1(β)/β for (USA) and a_1(β)/(β a_0(β)) for (SA): the zero of the exact linear rate of
-    degree 1, ς_1 − ν(d−1) (docs/mathematics.md, linear stability of the uniform state). At
-    β = 0 both equal 1/d.
+    degree 1 (docs/mathematics.md §5). At β = 0 both equal 1/d.
     """
     beta = check_beta(beta)
     dim = check_dim(dim)
@@ -197,6 +198,7 @@ class _Zonal:
         self.g = g if normalized else 0.0
         self.nu_c = critical_noise(beta, dim, normalized)
         self._sectors = {0: self.basis}
+        self._dbasis = None
 
     def sector(self, m):
         if m not in self._sectors:
@@ -257,21 +259,30 @@ class _Zonal:
         return 1.0 + self.basis.values(s) @ u
 
     # -- linearised dynamics ---------------------------------------------------------------------------
-    def linearised(self, u, t, m):
-        """L/ν_c in sector m: −(v/2)[Δ(δρΦ̄) + δρΔΦ̄ − Φ̄Δδρ + Δ(ρ̄δΦ) + ρ̄ΔδΦ − δΦΔρ̄] − tΛ (Galerkin)."""
-        B0, B = self.basis, self.sector(m)
-        G, A, lam = B.G, B.A, B.lap
+    def _zonal_fields(self, u):
+        """ρ̄, Φ̄/ν_c = F(w̄), F'(w̄), ΔΦ̄/ν_c and Δρ̄ on the nodes (ΔΦ̄ by Galerkin projection)."""
+        B0 = self.basis
         rho = 1.0 + B0.G @ u
-        wv = B0.G @ (self.q * u)
-        F, Fp = _potential(wv, self.g)
+        F, Fp = _potential(B0.G @ (self.q * u), self.g)
         lap_phi = -B0.G @ (B0.lap * (B0.A @ F))
         lap_rho = -B0.G @ (B0.lap * u)
+        return rho, F, Fp, lap_phi, lap_rho
+
+    def linearised(self, u, t, m, fields=None):
+        """L/ν_c in sector m (Galerkin, in the basis of `sector`), where L δρ = −v div(δρ∇Φ̄ + ρ̄∇δΦ) + νΔδρ:
+
+            L/ν_c = −(v/2)[M_F Λ − Λ M_F + M_{ΔΦ̄} − Λ M_{ρ̄F'} Q − M_ρ̄ Λ M_{F'} Q − M_{Δρ̄F'} Q] − tΛ,
+
+        with M_f = A diag(f) G the Galerkin matrix of multiplication by a zonal f, Λ = diag l(l+d−2),
+        Q = diag(a_l/a_1), from div(f∇g) = ½[Δ(fg) + fΔg − gΔf] (δΦ = ν_c F'(w̄) Σ_l q_l δρ_l G_l).
+        """
+        rho, F, Fp, lap_phi, lap_rho = self._zonal_fields(u) if fields is None else fields
+        B = self.sector(m)
+        lam = B.lap
+        Mf = (B.A[None] * np.stack([F, lap_phi, rho * Fp, rho, Fp, lap_rho * Fp])[:, None, :]) @ B.G
         qm = self.q[B.degrees - 1]
-        dphi = Fp[:, None] * G * qm[None, :]
-        lap_dphi = -G @ (lam[:, None] * (A @ dphi))
-        lapV = -G * lam[None, :]
-        t1 = -lam[:, None] * (A @ (F[:, None] * G)) + A @ (lap_phi[:, None] * G) - A @ (F[:, None] * lapV)
-        t2 = -lam[:, None] * (A @ (rho[:, None] * dphi)) + A @ (rho[:, None] * lap_dphi) - A @ (lap_rho[:, None] * dphi)
+        t1 = Mf[0] * lam[None, :] - lam[:, None] * Mf[0] + Mf[1]
+        t2 = (-lam[:, None] * Mf[2] - Mf[3] @ (lam[:, None] * Mf[4]) - Mf[5]) * qm[None, :]
         return -0.5 * self.v * (t1 + t2) - t * np.diag(lam)
 
     def sectors(self, count=None):
@@ -282,11 +293,13 @@ class _Zonal:
     def spectrum(self, u, t, sectors=None):
         """{m: eigenvalues of L in sector m} (physical units), the rotation mode of sector 1 removed."""
         out = {}
+        fields = self._zonal_fields(u)
         for m in self.sectors() if sectors is None else sectors:
-            L = self.linearised(u, t, m)
+            L = self.linearised(u, t, m, fields)
             if m == 1:
-                B0 = self.basis
-                g = np.sqrt(1 - self.s ** 2) * (B0.derivative(self.s) @ u)
+                if self._dbasis is None:
+                    self._dbasis = np.sqrt(1 - self.s ** 2)[:, None] * self.basis.derivative(self.s)
+                g = self._dbasis @ u
                 gam = self.sector(1).A @ g
                 if np.linalg.norm(gam) > 1e-13:
                     Q = linalg.null_space(gam[None, :] / np.linalg.norm(gam))

@@ -1,7 +1,7 @@
 """``meanfield noise-transition``: the phase transition of the noisy dynamics (docs/noise.md).
 
 With noise ν the uniform density loses stability at ν_c = a_1(β)/β (USA) or a_1/(β a_0) (SA)
-(docs/mathematics.md, linear stability; Geshkovski, Letrouit, Polyanskiy, Rigollet, *A
+(docs/mathematics.md §5, §6; Geshkovski, Letrouit, Polyanskiy, Rigollet, *A
 mathematical perspective on Transformers* (2023), Problem 7). For (USA) the stationary states are
 the solutions of the self-consistency equation ρ = e^{(K*ρ)/(βν)}/Z; `solvers.stationary` follows
 them in ν (the branch), classifies the bifurcation by the Landau coefficient (continuous below
@@ -248,7 +248,7 @@ def _states_at(stationary, ds, nu_c, ratios):
 
 
 def run_length(d, nu, nu_c, start, state, r0):
-    """How long the dynamics need to settle, from the exact linear rates (docs/mathematics.md):
+    """How long the dynamics need to settle, from the exact linear rates (docs/mathematics.md §5):
 
     * from the perturbed uniform density (order parameter r0) below ν_c: growth at
       g = (d−1)(ν_c − ν) to r ~ 1/2, then saturation: t = (log(1/(2 r0)) + 6)/g; above ν_c the
@@ -459,8 +459,8 @@ def _figure(report, d, panels, sa_panel):
     report.save_figure(fig, f"noise_transition_d{d}.png")
 
 
-def draw_branch(ax, ds, label=None, color="C0"):
-    """Draw r(ν) of a branch (stable solid, unstable dashed) and the uniform state (r = 0)."""
+def draw_branch(ax, ds, label=None, color="C0", uniform=True):
+    """Draw r(ν/ν_c) of a branch (stable solid, unstable dashed) and, with ``uniform``, the uniform state (r = 0)."""
     nu, r, st = ds["nu"].values, ds["order"].values, ds["stable"].values
     nu_c = ds.attrs["nu_c"]
     cuts = np.nonzero(st[1:] != st[:-1])[0] + 1
@@ -468,8 +468,9 @@ def draw_branch(ax, ds, label=None, color="C0"):
         idx = np.r_[seg, seg[-1] + 1] if seg[-1] + 1 < nu.size else seg
         ax.plot(nu[idx] / nu_c, r[idx], color=color, ls="-" if st[seg[0]] else "--", lw=2,
                 label=label if seg[0] == 0 else None)
-    ax.plot([1.0, max(1.3, nu.max() / nu_c)], [0, 0], color="k", lw=2, label="uniform state")
-    ax.plot([min(0.45, nu.min() / nu_c), 1.0], [0, 0], color="k", lw=2, ls="--")
+    if uniform:
+        ax.plot([1.0, max(1.3, nu.max() / nu_c)], [0, 0], color="k", lw=2, label="uniform state")
+        ax.plot([min(0.45, nu.min() / nu_c), 1.0], [0, 0], color="k", lw=2, ls="--")
 
 
 def _draw_panel(ax, p):
