@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meanfield.kernelsums import kernel_energy, kernel_sums, shift_kind
+from meanfield import kernelsums
+from meanfield.kernelsums import (_row_counts, check_threads, default_threads, gram_counts, kernel_energy,
+                                  kernel_sums, shift_kind)
 
 
 def _sphere(shape, d, seed):
@@ -177,3 +179,91 @@ def test_bad_input_names_the_argument(kwargs, name):
     args.update(kwargs)
     with pytest.raises(ValueError, match=rf"`{name}`"):
         kernel_sums(args.pop("x"), args.pop("y"), args.pop("values"), args.pop("beta"), **args)
+
+
+# -- threads, counts, unit points -------------------------------------------------------------------
+def _cases():
+    """(x, y, values, beta, kwargs): many small clouds, one large cloud, a broadcast batch, and the
+    three shifts."""
+    x = _sphere((24, 30), 3, 20)
+    F = np.concatenate([x / 30, np.full((24, 30, 1), 1 / 30)], axis=-1)
+    X = _sphere(700, 3, 21)
+    G = np.random.default_rng(22).random((700, 2))
+    M = np.diag([1.0, 2.0, 0.5])
+    return [(x, x, F, 4.0, {}), (x, x, F, 400.0, {}), (x, x, F, 200.0, {"M": M}), (X, X, G, 3.0, {"chunk": 64}),
+            (X, X, G, 350.0, {"chunk": 100}), (X, X, G, 150.0, {"M": M, "chunk": 64}),
+            (_sphere((2, 3, 40), 3, 23), _sphere(50, 3, 24), np.random.default_rng(25).random((3, 50, 2)), 2.0, {})]
+
+
+@pytest.mark.parametrize("case", range(7))
+def test_threads_give_the_same_bits(case, monkeypatch):
+    """Every row is formed by the same operations whatever the number of threads (small problems are
+    shared out too here)."""
+    monkeypatch.setattr(kernelsums, "_PARALLEL_MIN", 0)
+    x, y, F, beta, kw = _cases()[case]
+    S1, c1, n1 = kernel_sums(x, y, F, beta, threads=1, count_at=0.9, **kw)
+    for threads in (2, 3):
+        S, c, n = kernel_sums(x, y, F, beta, threads=threads, count_at=0.9, **kw)
+        np.testing.assert_array_equal(S, S1)
+        np.testing.assert_array_equal(np.asarray(c), np.asarray(c1))
+        np.testing.assert_array_equal(n, n1)
+
+
+@pytest.mark.parametrize("case", range(7))
+def test_counts_come_with_the_sums(case):
+    """count_at=τ: the number of j with ⟨x_i, M y_j⟩ >= τ for every row, as counted directly (τ chosen
+    away from every inner product by more than rounding), and the same sums as without counting."""
+    x, y, F, beta, kw = _cases()[case]
+    M = kw.get("M", np.eye(3))
+    g = np.einsum("...id,de,...je->...ij", x, M, np.broadcast_to(y, x.shape[:-2] + y.shape[-2:]))
+    for tau in (-0.3, 0.5, 0.95, 1.5):
+        assert np.abs(g - tau).min() > 1e-9
+        S, c, counts = kernel_sums(x, y, F, beta, count_at=tau, **kw)
+        np.testing.assert_array_equal(counts, np.broadcast_to((g >= tau).sum(axis=-1), S.shape[:-1]))
+        S0, c0 = kernel_sums(x, y, F, beta, **kw)
+        np.testing.assert_array_equal(S, S0)
+        np.testing.assert_array_equal(np.asarray(c), np.asarray(c0))
+
+
+def test_gram_counts_and_beta_zero():
+    x, y = _sphere((5, 40), 3, 26), _sphere((5, 60), 3, 27)
+    g = np.einsum("bid,bjd->bij", x, y)
+    np.testing.assert_array_equal(gram_counts(x, y, 0.25, chunk=7), (g >= 0.25).sum(-1))
+    M = np.diag([1.0, -1.0, 2.0])
+    gm = np.einsum("bid,de,bje->bij", x, M, y)
+    np.testing.assert_array_equal(gram_counts(x, y, 0.25, M=M, threads=2), (gm >= 0.25).sum(-1))
+    F = np.ones((5, 60, 1))
+    S, c, counts = kernel_sums(x, y, F, 0.0, count_at=0.25)        # β = 0: e^0 = 1, counts from the inner products
+    np.testing.assert_array_equal(S[..., 0], np.full((5, 40), 60.0))
+    np.testing.assert_array_equal(counts, (g >= 0.25).sum(-1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.tuples(st.integers(1, 4), st.integers(1, 9), st.integers(1, 2100)), tau=st.floats(0.0, 1.0),
+       seed=st.integers(0, 2 ** 16))
+def test_row_counts_are_count_nonzero(shape, tau, seed):
+    L = np.random.default_rng(seed).random(shape)
+    np.testing.assert_array_equal(_row_counts(L, tau), np.count_nonzero(L >= tau, axis=-1))
+
+
+def test_unit_points_skip_the_measurement_only():
+    x = _sphere((6, 50), 3, 28)
+    F = np.random.default_rng(29).random((6, 50, 3))
+    for beta in (5.0, 400.0):
+        for shift in ("none", "fixed", "running") if beta < 300 else ("auto", "fixed"):
+            S, c = kernel_sums(x, x, F, beta, shift=shift, unit=True)
+            S0, c0 = kernel_sums(x, x, F, beta, shift=shift)
+            np.testing.assert_array_equal(S, S0)
+
+
+def test_thread_count_from_the_environment(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert default_threads() == 3 and check_threads(None) == 3 and check_threads(2) == 2
+    monkeypatch.setenv("OMP_NUM_THREADS", "")
+    assert default_threads() >= 1
+    with pytest.raises(ValueError, match=r"`threads`"):
+        check_threads(0)
+    with pytest.raises(ValueError, match=r"`threads`"):
+        kernel_sums(_sphere(4, 3, 0), _sphere(4, 3, 0), np.ones((4, 1)), 1.0, threads=1.5)
+    with pytest.raises(ValueError, match=r"`count_at`"):
+        kernel_sums(_sphere(4, 3, 0), _sphere(4, 3, 0), np.ones((4, 1)), 1.0, count_at="x")
