@@ -107,10 +107,13 @@ class Solution:
 
     @property
     def positions(self):
-        """Particle positions, shape (T, n, d) or (T, B, n, d) (particle solutions only)."""
+        """Particle positions, shape (T, n, d) or (T, B, n, d) (particle solutions only; a run that
+        kept them at some saved times only raises AttributeError naming those, see
+        `meanfield.representations.sampled_particles`)."""
         if self.representation.is_density:
             raise AttributeError("a PDE Solution has no positions; use sol.density(x, i) or sol.measure(i)")
-        return self.data
+        stacked = getattr(self.representation, "positions", None)
+        return self.data if stacked is None else stacked(self.data)
 
     @property
     def weights(self):

@@ -26,7 +26,9 @@ Contract for whoever adds a solver (like scipy's ``OdeSolver``):
 5. Optional: ``_configure(run)`` (check solver options, before the initial state), ``_monitor(run, t, y)``
    (raise `meanfield.UnderResolved`, or `Refine` for an automatic resolution, which the base class
    answers by ``_refine(run, t, y)`` -> (finer solver, its state)), ``_diagnostics(run, t, y)``,
-   ``_stable_step(run, y)`` (stability limit of an explicit stepper), and the hooks a stepper
+   ``_stable_step(run, y)`` (stability limit of an explicit stepper), ``_keep(run, i, y)`` (what is
+   kept of saved time i after its diagnostics, e.g. nothing for a run that saves diagnostics only),
+   and the hooks a stepper
    ``needs`` (``_euler``/``_cfl_rate``/``_split`` for SSP-RK3, ``_tangent_noise`` for Euler–Maruyama,
    ``_euler_velocity`` for Euler-then-normalise).
 6. Do not override ``solve``: it validates the options, builds the run, drives the stepper, counts
@@ -183,6 +185,11 @@ class Solver:
     def _stable_step(self, run, y):
         return np.inf
 
+    def _keep(self, run, i, y):
+        """What the run keeps of saved time ``i`` (an index into ``run.t_eval``) once its diagnostics
+        are recorded: the state ``y`` itself by default; `_to_data` receives it."""
+        return y
+
     def _split(self, run, y, h):
         return y
 
@@ -308,6 +315,7 @@ class Solver:
 
             def on_save(res):
                 diags.append(run.diagnostics(res.t[-1], res.y[-1]))
+                res.y[-1] = run.solver._keep(run, len(res.t) - 1, res.y[-1])
                 if checkpoint is not None and time.perf_counter() - last_write[0] > checkpoint_every:
                     concat(*parts, _build(run, res, diags)).save(checkpoint)
                     last_write[0] = time.perf_counter()

@@ -27,15 +27,33 @@ import numpy as np
 from scipy.linalg import expm
 
 from meanfield._checks import check_int, check_points, check_real, check_weights
-from meanfield.diagnostics import clustered_pair_fraction, count_clusters, w1_to_nearest_dirac
+from meanfield.diagnostics import count_clusters, w1_to_nearest_dirac
+from meanfield.energy import _discrete_energy
 from meanfield.errors import UnsupportedModel
+from meanfield.kernelsums import check_threads, gram_counts, kernel_sums
 from meanfield.representations.particles import ParticleCloud
+from meanfield.representations.sampled_particles import SampledParticleCloud, slot
 
 from .base import Solver
 
 _NO_SHIFT_MAX = 300.0      # |β⟨x, M y⟩| below this: e^L needs no shift
 _EXP_MAX = 690.0           # e^c representable with room for the bounded factor
 _EYE_TOL = 1e-14
+DIAGNOSTICS = ("energy", "clustered_fraction", "clusters", "w1_to_dirac")
+SAVE = ("auto", "positions", "ends", "diagnostics")
+AUTO_SAVE_BYTES = 1 << 28  # save="auto" keeps every position up to 256 MB of them, else the first and last
+
+
+def _normalise(y):
+    """y/|y| row by row: the value of ``y / np.linalg.norm(y, axis=-1, keepdims=True)`` bit for bit
+    (for d < 8 numpy adds the squares in order), without the slow reduction over a short axis."""
+    d = y.shape[-1]
+    if d >= 8:
+        return y / np.linalg.norm(y, axis=-1, keepdims=True)
+    r2 = y[..., 0] * y[..., 0]
+    for k in range(1, d):
+        r2 += y[..., k] * y[..., k]
+    return y / np.sqrt(r2)[..., None]
 
 
 class Particles(Solver):
@@ -46,13 +64,22 @@ class Particles(Solver):
     model : `meanfield.Model` (any dim, any heads; noise ν adds sqrt(2ν)·P_x∘dB, docs/mathematics.md §6).
     chunk : int >= 1
         Block size of the pairwise sums (memory O(n·d + chunk²) per realisation).
-    diagnostics : "auto" | "full" | "none"
-        What is recorded at each saved time besides the energy: "auto" records the clustered-pair
-        fraction and the number of clusters at tolerance ``delta`` when n <= 4096, and W1 to the
-        nearest Dirac mass for a single realisation with n <= 1024; "full" always records all
-        three (O(n²) per saved time and a loop over realisations for W1); "none" nothing.
+    diagnostics : "auto" | "full" | "none" | a sequence of names among DIAGNOSTICS
+        What is recorded at each saved time (``solve(..., diagnostics=...)`` overrides it for one
+        run): "auto" records the energy E_β (3.5) (for one head with QᵀK = I, or when positions are
+        not all kept), the clustered-pair fraction and the number of clusters when n <= 4096, and W1
+        to the nearest Dirac mass for a single realisation with n <= 1024; "full" all four (O(n²)
+        per saved time and a loop over realisations for W1); "none" nothing; or the names wanted,
+        e.g. ``("energy", "clustered_fraction")``.
     delta : float in (0, 2]
-        Tolerance δ of the cluster diagnostics (⟨x_i, x_j⟩ >= 1 − δ), default 1e-3 (Figure 3).
+        Tolerance δ of the clustered-pair fraction (⟨x_i, x_j⟩ >= 1 − δ), default 1e-3 (Figure 3).
+    cluster_delta : float in (0, 2], default ``delta``
+        Tolerance of the number of clusters (i ~ j when ⟨x_i, x_j⟩ >= 1 − cluster_delta).
+
+    Saved times cost less than a step: the energy and the clustered pairs at a state come from the
+    blocks of the kernel sums of the field at that state (Σ_j w_j e^{β⟨x_i, x_j⟩} is the
+    denominator of (SA)), and that evaluation is kept for the step that starts there (euler steps,
+    and the adaptive steps' first stage). Only the number of clusters and W1 cost extra.
 
     Notes
     -----
@@ -67,20 +94,32 @@ class Particles(Solver):
     (β multiplies ⟨Qx, Ky⟩); ``rescaled=True`` (euclidean, one head, adaptive) integrates
     z_i = e^{−tV}x_i ((9.2)–(9.3)); ``rescale_time=True`` ((USA)) integrates in τ = e^β t, required
     for β > 690. Failures (NaN/inf) raise `NonFiniteState` naming t and the step, with ``.solution``.
+
+    ``save`` chooses what each saved time keeps besides its diagnostics: "positions" (all),
+    "ends" (the first and last saved times), "diagnostics" (none), or a list of saved times;
+    "auto" (default) is "positions" while they take at most AUTO_SAVE_BYTES (256 MB), else "ends".
+    Without every position the Solution is a `SampledParticleCloud`: ``sol.energy`` and
+    ``sol.diagnostics`` hold every saved time, ``sol.positions`` raises AttributeError naming the
+    kept times, ``sol[i].positions`` and ``sol.measure(i)`` work at those. ``threads`` (default
+    ``OMP_NUM_THREADS``, else the CPUs) share out the blocks of the kernel sums; the result does not
+    depend on it. With ``dense_output=True`` the adaptive steps are not cut at the saved times,
+    which come from the pair's interpolant (retracted onto the sphere).
     """
 
     steppers = ("dopri5", "bs32", "euler-maruyama", "euler-normalize")
-    solve_options = {"weights": None, "rng": None, "domain": "sphere", "rescaled": False, "rescale_time": False}
+    solve_options = {"weights": None, "rng": None, "domain": "sphere", "rescaled": False, "rescale_time": False,
+                     "save": "auto", "diagnostics": None, "threads": None}
     positional_options = ("weights", "rng")
     retracts = True
+    retract_invariant = True       # the adaptive field normalises its argument: the last stage is reused
 
-    def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3):
+    def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None):
         super().__init__(model)
         self.chunk = check_int(chunk, "chunk", low=1)
-        if diagnostics not in ("auto", "full", "none"):
-            raise ValueError(f"`diagnostics` must be 'auto', 'full' or 'none', got {diagnostics!r}.")
-        self.diagnostics_level = diagnostics
+        self.diagnostics_level = self._check_diagnostics(diagnostics)
         self.delta = check_real(delta, "delta", low=0.0, low_open=True, high=2.0)
+        self.cluster_delta = self.delta if cluster_delta is None else check_real(
+            cluster_delta, "cluster_delta", low=0.0, low_open=True, high=2.0)
         d = model.dim
         self._heads = []
         for Q, K, V in model.heads:
@@ -102,34 +141,75 @@ class Particles(Solver):
         r2 = float(np.max(np.einsum("...d,...d->...", x, x)))
         return "none" if beta * head["norm"] * r2 <= _NO_SHIFT_MAX else "running"
 
-    def _attention_sums(self, x, head, w, domain):
+    def _attention_sums(self, x, head, w, domain, threads=None, count_at=None):
         """S_i = Σ_j w_j e^{β⟨x_i, M x_j⟩ − c_i} [V x_j, 1] and the shift c_i (0-d if fixed), in blocks
-        of the shared kernel-sum engine."""
-        from meanfield.kernelsums import kernel_sums
-
-        M, V = head["M"], head["V"]
+        of the shared kernel-sum engine (with the counts of ⟨x_i, M x_j⟩ >= count_at if given)."""
+        M, V, v = head["M"], head["V"], head["v"]
         d = x.shape[-1]
-        vals = x * head["v"] if head["v"] is not None else x @ V.T
+        vals = x if v == 1.0 else x * v if v is not None else x @ V.T
         rhs = np.empty(x.shape[:-1] + (d + 1,))
         np.multiply(vals, w[:, None], out=rhs[..., :d])
         rhs[..., d] = w
-        return kernel_sums(x, x, rhs, self.model.beta, M=M, shift=self._shift_kind(head, x, domain), chunk=self.chunk)
+        return kernel_sums(x, x, rhs, self.model.beta, M=M, shift=self._shift_kind(head, x, domain), chunk=self.chunk,
+                           threads=threads, count_at=count_at, unit=domain == "sphere")
 
-    def _field(self, run, x, w, project, domain="sphere", log_time_factor=0.0):
-        """Σ_h (attention output) at the particles x, projected onto the tangent spaces if asked."""
-        out = None
+    def _energy_head(self, domain):
+        """Whether the denominators Σ_j w_j e^{β⟨x_i, x_j⟩} of the field give the energy (3.5)."""
+        return domain == "sphere" and len(self._heads) == 1 and self._heads[0]["M"] is None
+
+    def _evaluate(self, run, x, w, domain="sphere", log_time_factor=0.0, count=False):
+        """The unprojected Σ_h (attention output) at the particles x, with what the same sums give:
+        {"x", "out", "den" (Σ_j w_j e^{β⟨x_i, x_j⟩ − c}, when it is the kernel of the energy), "c",
+        "counts" (per row, the j with ⟨x_i, x_j⟩ >= 1 − δ, i = j included, if ``count``; else None)}."""
+        out = den = c_den = counts = None
         d = x.shape[-1]
+        threads = None if run is None else run.threads
+        free = self._energy_head(domain)
         for head in self._heads:
-            acc, c = self._attention_sums(x, head, w, domain)
+            res = self._attention_sums(x, head, w, domain, threads, 1.0 - self.delta if count and free else None)
+            acc, c = res[0], res[1]
             if self.model.normalized:
                 y = acc[..., :d] / acc[..., d:]
             else:
                 scale = np.exp(np.asarray(c) - log_time_factor)
                 y = acc[..., :d] * (scale[..., None] if np.ndim(scale) else scale)
             out = y if out is None else out + y
-        if project:
-            out = out - np.einsum("...d,...d->...", x, out)[..., None] * x
-        return out
+            if free:
+                den, c_den, counts = acc[..., d], c, (res[2] if count else None)
+        if count and counts is None:
+            counts = gram_counts(x, x, 1.0 - self.delta, chunk=self.chunk, threads=threads)
+        return {"x": x, "out": out, "den": den, "c": c_den, "counts": counts}
+
+    def _energy(self, hit, w):
+        """E_β (3.5) = e^c Σ_i w_i den_i / 2β from an evaluation (one value per realisation)."""
+        beta = self.model.beta
+        if beta == 0:
+            return _discrete_energy(0.0, hit["x"], w)
+        total, c = np.einsum("...i,i->...", hit["den"], w), float(hit["c"])
+        with np.errstate(divide="ignore", over="ignore"):
+            e = total / (2 * beta) if c == 0 else (
+                np.exp(c) * total / (2 * beta) if c < 700.0 else np.exp(c + np.log(total) - np.log(2 * beta)))
+        return float(e) if np.ndim(e) == 0 else e
+
+    def _field(self, run, x, w, project, domain="sphere", log_time_factor=0.0):
+        """Σ_h (attention output) at the particles x, projected onto the tangent spaces if asked."""
+        out = self._evaluate(run, x, w, domain, log_time_factor)["out"]
+        return self._project(x, out) if project else out
+
+    @staticmethod
+    def _project(x, out):
+        return out - np.einsum("...d,...d->...", x, out)[..., None] * x
+
+    @staticmethod
+    def _cached(run, y):
+        """The evaluation kept for the state y (the same array values), or None."""
+        hit = run.workspace.get("evaluation")
+        if hit is None:
+            return None
+        x = hit["x"]
+        if x is y or (x.shape == y.shape and x.ravel()[:4].tolist() == y.ravel()[:4].tolist() and np.array_equal(x, y)):
+            return hit
+        return None
 
     def velocity(self, x, weights=None, *, rescale_time=False):
         """X[μ](x_i) at the particles ((2.3)/(2.7)/(3.2)): x (n, d) or (B, n, d) on the sphere.
@@ -185,11 +265,56 @@ class Particles(Solver):
                                  f"beta > {_EXP_MAX:g}. Pass rescale_time=True to integrate in tau = e^beta t.")
         run.domain, run.rescaled = domain, bool(rescaled)
         run.retracts = domain == "sphere"
+        run.adaptive = adaptive
+        run.threads = check_threads(o["threads"])
+        run.diagnostics_choice = self.diagnostics_level if o["diagnostics"] is None else self._check_diagnostics(o["diagnostics"])
+        run.save = self._check_save(o["save"], run.t_eval)
+
+    @staticmethod
+    def _check_diagnostics(diagnostics):
+        if isinstance(diagnostics, str):
+            if diagnostics not in ("auto", "full", "none"):
+                raise ValueError(f"`diagnostics` must be 'auto', 'full', 'none' or a sequence of names among "
+                                 f"{DIAGNOSTICS}, got {diagnostics!r}.")
+            return diagnostics
+        try:
+            names = tuple(diagnostics)
+        except TypeError:
+            names = (diagnostics,)
+        bad = [k for k in names if k not in DIAGNOSTICS]
+        if bad:
+            raise ValueError(f"`diagnostics` must be 'auto', 'full', 'none' or names among {DIAGNOSTICS}, got {bad}.")
+        return frozenset(names)
+
+    @staticmethod
+    def _check_save(save, t_eval):
+        """One of SAVE, or a boolean mask over t_eval for a list of saved times."""
+        if isinstance(save, str):
+            if save not in SAVE:
+                raise ValueError(f"`save` must be one of {SAVE} or a list of saved times, got {save!r}.")
+            return save
+        try:
+            times = np.atleast_1d(np.asarray(save, dtype=float))
+        except (TypeError, ValueError):
+            raise ValueError(f"`save` must be one of {SAVE} or a list of saved times, got {save!r}.") from None
+        t_eval = np.asarray(t_eval, dtype=float)
+        mask = np.zeros(t_eval.size, dtype=bool)
+        for t in times.ravel():
+            hit = np.flatnonzero(np.abs(t_eval - t) <= 1e-12 * max(1.0, abs(t)))
+            if hit.size == 0:
+                raise ValueError(f"`save` lists t={t:g}, which is not one of the saved times `t_eval`.")
+            mask[hit] = True
+        return mask
 
     def _rhs(self, run, t, y):
         w, domain = run.weights, run.domain
         if domain == "sphere":
-            return self._field(run, y, w, True, domain, run.log_time_factor)
+            if run.adaptive:                     # X(y/|y|): unchanged by the retraction (retract_invariant)
+                y = _normalise(y)
+            hit = self._cached(run, y)
+            if hit is None:                      # kept: the last stage is the next saved state's (FSAL)
+                hit = run.workspace["evaluation"] = self._evaluate(run, y, w, domain, run.log_time_factor)
+            return self._project(y, hit["out"])
         if not run.rescaled:
             return self._field(run, y, w, False, domain)
         # rescaled form (9.2)–(9.3): x = e^{tV} z, ż_i = −V z_i + e^{−tV} Σ_j A_ij V x_j
@@ -202,7 +327,10 @@ class Particles(Solver):
         """The authors' unprojected update direction Σ_h A_h V_h x (euler-normalize)."""
         if run.domain != "sphere":
             return self._rhs(run, t, y)
-        return self._field(run, y, run.weights, False, run.domain, run.log_time_factor)
+        hit = self._cached(run, y)                                  # the saved state's evaluation
+        if hit is None:
+            hit = self._evaluate(run, y, run.weights, run.domain, run.log_time_factor)
+        return hit["out"]
 
     def _tangent_noise(self, run, y, xi):
         if run.domain == "sphere":
@@ -216,6 +344,17 @@ class Particles(Solver):
         if weights is not None and run.options["weights"] is not None:
             raise ValueError("`weights` given twice: in the (points, weights) pair and as `weights`.")
         run.weights = check_weights(w, x.shape[-2], normalize=normalize)
+        run.batch = x.shape[0] if x.ndim == 3 else None
+        save = run.save
+        if isinstance(save, str) and save == "auto":
+            save = "positions" if len(run.t_eval) * x.nbytes <= AUTO_SAVE_BYTES else "ends"
+        if isinstance(save, str):
+            keep = {"positions": None, "diagnostics": np.zeros(len(run.t_eval), dtype=bool)}.get(save)
+            if save == "ends":
+                keep = np.zeros(len(run.t_eval), dtype=bool)
+                keep[[0, -1]] = True
+            save = keep
+        run.kept = save                          # None: every position (ParticleCloud)
         return x
 
     def _initial_from_measure(self, run, points, weights, normalize):
@@ -226,30 +365,88 @@ class Particles(Solver):
                          "Solution; to start from a density, draw particles with meanfield.sample(density, n, dim).")
 
     def _initial_from_solution(self, run, sol):
-        if sol.representation.name != "particles":
+        if sol.representation.name not in ("particles", "sampled-particles"):
             raise ValueError(f"`x0` is a {sol.representation.name!r} Solution; continue it with its own solver, or "
                              "sample its last measure: meanfield.sample / sol.measure(-1).")
         w = sol.weights if run.options["weights"] is None else None
-        return self._initial_from_data(run, sol.positions[-1], False, weights=w)
+        return self._initial_from_data(run, sol.measure(-1, batch=slice(None))[0], False, weights=w)
 
     def _representation(self, run):
-        return ParticleCloud(run.weights, self.model.dim, domain=run.domain)
+        if run.kept is None:
+            return ParticleCloud(run.weights, self.model.dim, domain=run.domain)
+        return SampledParticleCloud(run.weights, self.model.dim, domain=run.domain, batch=run.batch)
+
+    def _keep(self, run, i, y):
+        if run.kept is None:
+            return y
+        return slot(y if i < run.kept.size and run.kept[i] else None)
+
+    def _to_data(self, run, y):
+        if run.kept is None:
+            return np.array(y, copy=True)
+        if isinstance(y, np.ndarray) and y.dtype == object:
+            return y
+        return slot(np.array(y, copy=True))     # a state that reached the Solution without `_keep`: kept
 
     def _retract(self, run, y):
-        return y / np.linalg.norm(y, axis=-1, keepdims=True)
+        return _normalise(y)
+
+    def _wanted(self, run, y):
+        """The diagnostics recorded for this run (see ``diagnostics``)."""
+        level = run.diagnostics_choice
+        if run.domain != "sphere" or (isinstance(level, str) and level == "none"):
+            return frozenset()
+        if not isinstance(level, str):
+            return level
+        if level == "full":
+            return frozenset(DIAGNOSTICS)
+        n = y.shape[-2]
+        names = set()
+        if self._energy_head(run.domain) or run.kept is not None:
+            names.add("energy")
+        if n <= 4096:
+            names.update(("clustered_fraction", "clusters"))
+        if y.ndim == 2 and n <= 1024:
+            names.add("w1_to_dirac")
+        return frozenset(names)
 
     def _diagnostics(self, run, t, y):
-        level = self.diagnostics_level
+        wanted = self._wanted(run, y)
         out = {}
-        if level == "none" or run.domain != "sphere":
+        if not wanted:
             return out
-        n = y.shape[-2]
-        if level == "full" or n <= 4096:
-            out["clustered_fraction"] = clustered_pair_fraction(y, self.delta, chunk=self.chunk)
-            out["clusters"] = count_clusters(y, self.delta, chunk=self.chunk)
-        if level == "full" or (y.ndim == 2 and n <= 1024):
+        count = "clustered_fraction" in wanted
+        hit = self._cached(run, y)
+        if hit is None and (count or ("energy" in wanted and self._energy_head(run.domain))):
+            # one evaluation of the field at y gives the energy and the counts, and the next step reuses it
+            hit = self._evaluate(run, y, run.weights, run.domain, run.log_time_factor, count=count)
+            run.workspace["evaluation"] = hit
+        if "energy" in wanted:
+            out["energy"] = (ParticleCloud(run.weights, self.model.dim).energy(self.model.beta, y)
+                             if hit is None or hit["den"] is None else self._energy(hit, run.weights))
+        if count:
+            counts = hit["counts"]
+            if counts is None:                   # the step's evaluation had no counts: inner products only
+                counts = gram_counts(y, y, 1.0 - self.delta, chunk=self.chunk, threads=run.threads)
+                hit["counts"] = counts
+            out["clustered_fraction"] = self._clustered_fraction(y, counts)
+        if "clusters" in wanted:
+            out["clusters"] = count_clusters(y, self.cluster_delta, chunk=self.chunk)
+        if "w1_to_dirac" in wanted:
             out["w1_to_dirac"] = w1_to_nearest_dirac(y, run.weights)
         return out
+
+    def _clustered_fraction(self, y, counts):
+        """Fraction of ordered pairs i ≠ j with ⟨x_i, x_j⟩ >= 1 − δ (Figure 3) from the row counts
+        (which include i = j when |x_i|² >= 1 − δ), one value per realisation."""
+        n = y.shape[-2]
+        if n == 1:
+            frac = np.ones(y.shape[:-2])
+        else:                                    # unit vectors: |x_i|² = 1 ± 4e-16 >= 1 − δ
+            diag = n if self.delta >= 1e-12 else np.count_nonzero(np.square(y) @ np.ones(y.shape[-1]) >= 1.0 - self.delta,
+                                                                   axis=-1)
+            frac = (counts.sum(axis=-1) - diag) / (n * (n - 1))
+        return float(frac) if np.ndim(frac) == 0 else frac
 
     def _check_x(self, x0, normalize, domain):
         d = self.model.dim

@@ -7,7 +7,10 @@
   for noise), treated exactly by an integrating factor (Lawson's method): stage values are
   U_i = e^{c_i h L} u_n + h Σ_j a_ij e^{(c_i − c_j) h L} k_j, so every exponent is ≤ 0 for
   dissipative L and L adds no stiffness limit to the step size;
-* steps land exactly on every ``t_eval`` (no interpolation error at saved times);
+* steps land exactly on every ``t_eval`` (no interpolation error at saved times), or, with
+  ``dense_output=True`` and no linear part, step freely and report the saved times through the
+  pair's continuous extension (Shampine's order-4 interpolant for dopri5, Hermite's cubic for bs32,
+  as in scipy's RK45/RK23), then retracted: dense saved times no longer limit the step;
 * ``retract``: applied after each accepted step (particles: renormalise onto the sphere); the error
   control runs on the (tangent) update before retraction;
 * ``monitor(t, u)``: called after each accepted step; it may raise `meanfield.SolverError`
@@ -55,6 +58,18 @@ _BS32 = (
     3,
 )
 TABLEAUX = {"dopri5": _DOPRI5, "bs32": _BS32}
+# continuous extensions: u(t + θh) = u + h Σ_i k_i Σ_j P[i, j] θ^{j+1} (scipy.integrate RK45/RK23)
+DENSE = {
+    "dopri5": np.array([
+        [1, -8048581381 / 2820520608, 8663915743 / 2820520608, -12715105075 / 11282082432],
+        [0, 0, 0, 0],
+        [0, 131558114200 / 32700410799, -68118460800 / 10900136933, 87487479700 / 32700410799],
+        [0, -1754552775 / 470086768, 14199869525 / 1410260304, -10690763975 / 1880347072],
+        [0, 127303824393 / 49829197408, -318862633887 / 49829197408, 701980252875 / 199316789632],
+        [0, -282668133 / 205662961, 2019193451 / 616988883, -1453857185 / 822651844],
+        [0, 40617522 / 29380423, -110615467 / 29380423, 69997945 / 29380423]]),
+    "bs32": np.array([[1, -4 / 3, 5 / 9], [0, 1, -2 / 3], [0, 4 / 3, -8 / 9], [0, -1, 1]]),
+}
 
 SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
 
@@ -136,12 +151,15 @@ def _start(y0, t_eval, callback):
 
 def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear=None, retract=None,
               monitor=None, callback=None, first_step=None, max_step=np.inf, progress=None, desc=None,
-              max_rejections=60, stable_step=None):
+              max_rejections=60, stable_step=None, dense_output=False, retract_invariant=False):
     """Advance du/dt = linear·u + fun(t, u) from u(t_eval[0]) = y0, saving at every t_eval.
 
     See the module docstring. ``fun`` maps (t, u) to an array of u's shape and dtype; ``linear`` is
     None or a diagonal (an array broadcastable to u). ``stable_step(u)``, if given, bounds the step
     after every accepted step (the explicit pair's stability limit, e.g. an advective CFL bound).
+    ``dense_output``: saved times from the continuous extension (ignored with ``linear``).
+    ``retract_invariant``: fun(t, retract(u)) = fun(t, u) (fun retracts its argument itself), so the
+    last stage is the next step's first one after a retraction too (FSAL).
     Returns an `IntegrationResult`.
     """
     c, A, b, b_hat, order = TABLEAUX[method]
@@ -156,6 +174,8 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
         return res
 
     L = None if linear is None else np.asarray(linear)
+    dense = bool(dense_output) and L is None
+    P = DENSE[method] if dense else None
     expcache = {}
 
     def E(tau):  # e^{tau·L}, cached per distinct tau within one step
@@ -178,13 +198,13 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
             h = float(first_step)
         else:
             h = _select_initial_step(fun, t, y, k1 + (0 if L is None else L * y), order, rtol, atol,
-                                     t_eval[1] - t)
+                                     (t_eval[-1] if dense else t_eval[1]) - t)
         h = min(h, max_step)
         cap = max_step if stable_step is None else min(max_step, stable_step(y))
         h = min(h, cap)
         rejections = 0
         while next_index < t_eval.size:
-            target = t_eval[next_index]
+            target = t_eval[-1] if dense else t_eval[next_index]
             h_try = min(h, target - t)
             lands = h_try >= target - t - 1e-14 * max(1.0, abs(target))
             if lands:
@@ -240,11 +260,21 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
             rejections = 0
             res.nsteps += 1
             t_new = target if lands else t + h_try
+            reuse = fsal and c[-1] == 1 and np.array_equal(A[-1], b[:len(A[-1])])
+            while dense and next_index < t_eval.size - 1 and t_eval[next_index] <= t_new:
+                theta = (t_eval[next_index] - t) / h_try          # interior saved time: interpolate
+                coef = P[:len(ks)] @ np.cumprod(np.full(P.shape[1], theta))
+                y_mid = y + h_try * sum(cf * kj for cf, kj in zip(coef, ks) if cf != 0)
+                res.t.append(float(t_eval[next_index]))
+                res.y.append(y_mid if retract is None else retract(y_mid))
+                next_index += 1
+                if callback is not None:
+                    callback(res)
             if retract is not None:
                 y_new = retract(y_new)
-                k1 = fun(t_new, y_new)
+                k1 = ks[-1] if reuse and retract_invariant else fun(t_new, y_new)
             else:
-                k1 = ks[-1] if fsal and c[-1] == 1 and np.array_equal(A[-1], b[:len(A[-1])]) else fun(t_new, y_new)
+                k1 = ks[-1] if reuse else fun(t_new, y_new)
             if bar is not None:
                 bar.update(t_new - t)
             t, y = t_new, y_new
@@ -367,17 +397,20 @@ class Lawson(Stepper):
     linear part (Lawson's method; see the module docstring). ``method`` "dopri5" or "bs32"."""
 
     adaptive = True
-    options = {"rtol": 1e-8, "atol": 1e-10, "max_step": np.inf, "first_step": None}
+    options = {"rtol": 1e-8, "atol": 1e-10, "max_step": np.inf, "first_step": None, "dense_output": False}
 
     def __init__(self, name):
         self.name = name
 
     def integrate(self, run, y0, t_eval, *, callback=None, progress=None, desc=None):
         o = run.options
+        if not isinstance(o["dense_output"], (bool, np.bool_)):
+            raise ValueError(f"`dense_output` must be True or False, got {o['dense_output']!r}.")
         return integrate(run.rhs, y0, t_eval, method=self.name, rtol=o["rtol"], atol=o["atol"], linear=run.linear(),
                          retract=run.retract if run.retracts else None, monitor=run.monitor,
                          callback=callback, first_step=o["first_step"], max_step=o["max_step"], progress=progress,
-                         desc=desc, stable_step=run.stable_step)
+                         desc=desc, stable_step=run.stable_step, dense_output=o["dense_output"],
+                         retract_invariant=getattr(run.solver, "retract_invariant", False))
 
 
 class _Fixed(Stepper):

@@ -419,3 +419,135 @@ def test_checkpoint_and_full_diagnostics(tmp_path):
     for b in range(3):
         assert sol.diagnostics["w1_to_dirac"][-1, b] == pytest.approx(mf.w1_to_dirac(sol.measure(-1, batch=b)))
         assert sol.diagnostics["clusters"][-1, b] == count_clusters(sol.positions[-1, b], 0.1)
+
+
+# -- saved times from the step's sums, memory, threads ----------------------------------------------------
+def _counting(monkeypatch):
+    """Count the kernel-sum passes of the particle solver (each one exponential per pair)."""
+    from solvers import particles
+
+    calls = [0]
+    inner = particles.kernel_sums
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(particles, "kernel_sums", counted)
+    return calls
+
+
+def test_saved_times_reuse_the_steps_sums(monkeypatch):
+    """euler-normalize with the energy and the clustered fraction at every one of 31 saved times: one
+    pass of kernel sums per step and one for the last saved time (where no step starts), and the
+    positions are those of the run without diagnostics, bit for bit."""
+    calls = _counting(monkeypatch)
+    x0 = _sphere((16, 20), 3, 40)
+    t = np.linspace(0.0, 6.0, 31)
+    model = mf.Model(beta=3.0, dim=3)
+    sol = Particles(model, diagnostics=("energy", "clustered_fraction")).solve(
+        x0, t, method="euler-normalize", dt=0.1, progress=False)
+    assert sol.stats["nsteps"] == 60 and calls[0] == 61
+    bare = Particles(model, diagnostics="none").solve(x0, t, method="euler-normalize", dt=0.1, progress=False)
+    np.testing.assert_array_equal(sol.positions, bare.positions)
+    # the adaptive pair: its first stage at a saved state gives that state's diagnostics
+    calls[0] = 0
+    ad = Particles(model, diagnostics=("energy", "clustered_fraction")).solve(x0, t, rtol=1e-6, atol=1e-9,
+                                                                           progress=False)
+    assert calls[0] == ad.stats["nfev"] + 1                   # + the diagnostics of the initial state
+    assert ad.stats["nfev"] <= 6 * (ad.stats["nsteps"] + ad.stats["nrejected"]) + 2     # FSAL after the retraction
+
+
+@pytest.mark.parametrize("method,kw", [("euler-normalize", {"dt": 0.1}), ("dopri5", {"rtol": 1e-7}),
+                                       ("dopri5", {"rtol": 1e-7, "dense_output": True})])
+def test_diagnostics_from_the_sums_equal_the_direct_ones(method, kw):
+    """The energy from the denominators of (SA) equals E_β (3.5) of the saved positions (to rounding),
+    the clustered fraction from the blocks equals `clustered_pair_fraction`, the clusters `count_clusters`
+    at ``cluster_delta``."""
+    x0 = _sphere((12, 24), 3, 41)
+    t = np.linspace(0.0, 8.0, 17)
+    model = mf.Model(beta=2.0, dim=3)
+    sol = Particles(model, delta=1e-2, cluster_delta=5e-2,
+                    diagnostics=("energy", "clustered_fraction", "clusters")).solve(
+        x0, t, method=method, save="positions", progress=False, **kw)
+    x = sol.positions
+    w = np.full(24, 1 / 24)
+    direct = np.array([[mf.interaction_energy(2.0, (xb, w)) for xb in xt] for xt in x])
+    np.testing.assert_allclose(sol.energy, direct, rtol=1e-13)
+    np.testing.assert_array_equal(sol.diagnostics["clustered_fraction"], clustered_pair_fraction(x, 1e-2))
+    np.testing.assert_array_equal(sol.diagnostics["clusters"], count_clusters(x, 5e-2))
+    assert 0 < sol.diagnostics["clustered_fraction"][-1].mean() and sol.diagnostics["clusters"][-1].max() < 24
+
+
+@pytest.mark.parametrize("method,kw", [("euler-normalize", {"dt": 0.1}), ("dopri5", {"dense_output": True})])
+def test_threads_do_not_change_the_run(method, kw, monkeypatch):
+    """The kernel sums give the same bits on 1, 2 or 3 threads, so the runs are identical."""
+    from meanfield import kernelsums
+
+    monkeypatch.setattr(kernelsums, "_PARALLEL_MIN", 0)
+    x0 = _sphere((20, 16), 3, 42)
+    t = np.linspace(0.0, 5.0, 11)
+    runs = [Particles(mf.Model(beta=5.0, dim=3)).solve(x0, t, method=method, threads=k, progress=False, **kw)
+            for k in (1, 2, 3)]
+    for sol in runs[1:]:
+        np.testing.assert_array_equal(sol.positions, runs[0].positions)
+        np.testing.assert_array_equal(sol.energy, runs[0].energy)
+        np.testing.assert_array_equal(sol.diagnostics["clustered_fraction"], runs[0].diagnostics["clustered_fraction"])
+
+
+def test_save_chooses_what_each_saved_time_keeps(tmp_path):
+    x0 = _sphere((6, 12), 3, 43)
+    t = np.linspace(0.0, 4.0, 9)
+    solver = Particles(mf.Model(beta=3.0, dim=3))
+    kw = dict(method="euler-normalize", dt=0.1, progress=False)
+    full = solver.solve(x0, t, save="positions", **kw)
+    assert full.representation.name == "particles" and solver.solve(x0, t, **kw).representation.name == "particles"
+
+    none = solver.solve(x0, t, save="diagnostics", **kw)
+    assert none.representation.name == "sampled-particles" and all(s is None for s in none.data)
+    np.testing.assert_array_equal(none.energy, full.energy)
+    np.testing.assert_array_equal(none.diagnostics["clustered_fraction"], full.diagnostics["clustered_fraction"])
+    np.testing.assert_array_equal(none.mass, full.mass)
+    with pytest.raises(AttributeError, match="0 of its 9 saved times"):
+        none.positions
+    with pytest.raises(ValueError, match="not kept"):
+        none.measure(-1)
+
+    ends = solver.solve(x0, t, save="ends", **kw)
+    np.testing.assert_array_equal(ends[0].positions, full.positions[:1])
+    np.testing.assert_array_equal(ends[-1].positions, full.positions[-1:])
+    picked = solver.solve(x0, t, save=[t[3], t[5]], **kw)
+    assert list(picked.representation.kept(picked.data)) == [3, 5]
+    np.testing.assert_array_equal(picked.measure(5, batch=2)[0], full.positions[5, 2])
+
+    path = picked.save(tmp_path / "picked.nc")                 # the kept times survive the file
+    back = mf.load(path)
+    assert list(back.representation.kept(back.data)) == [3, 5]
+    np.testing.assert_array_equal(back[3].positions, full.positions[3:4])
+    np.testing.assert_array_equal(back.energy, full.energy)
+    np.testing.assert_array_equal(mf.load(none.save(tmp_path / "none.nc")).energy, full.energy)
+
+    more = solver.solve(ends, np.linspace(4.0, 6.0, 5), **kw)     # continued from the last kept positions
+    ref = solver.solve(full, np.linspace(4.0, 6.0, 5), **kw)
+    np.testing.assert_array_equal(more.positions, ref.positions)
+
+    with pytest.raises(ValueError, match=r"`save`"):
+        solver.solve(x0, t, save="all", **kw)
+    with pytest.raises(ValueError, match=r"`save`"):
+        solver.solve(x0, t, save=[0.123], **kw)
+    with pytest.raises(ValueError, match=r"`diagnostics`"):
+        solver.solve(x0, t, diagnostics=("energy", "entropy"), **kw)
+    assert solver.solve(x0, t, diagnostics="none", **kw).diagnostics == {}
+
+
+def test_dense_output_agrees_with_landing_on_every_saved_time():
+    """dopri5 with dense_output=True (saved times from the order-4 interpolant, retracted) agrees with
+    the run that lands on each of 161 saved times to the tolerance, in fewer right-hand sides."""
+    x0 = _sphere((8, 16), 3, 44)
+    t = np.linspace(0.0, 8.0, 161)
+    solver = Particles(mf.Model(beta=4.0, dim=3), diagnostics="none")
+    land = solver.solve(x0, t, rtol=1e-7, atol=1e-9, progress=False)
+    dense = solver.solve(x0, t, rtol=1e-7, atol=1e-9, dense_output=True, progress=False)
+    assert np.abs(dense.positions - land.positions).max() < 2e-6
+    np.testing.assert_allclose(np.linalg.norm(dense.positions, axis=-1), 1.0, rtol=0, atol=1e-15)
+    assert dense.stats["nfev"] < land.stats["nfev"] / 2

@@ -22,7 +22,7 @@ from .._checks import check_int, check_real
 from ..errors import Interrupted
 from ..model import Model
 from ..sampling import uniform_points
-from ._report import Report, pyplot, show_progress
+from ._report import Report, show_progress
 from .sweep import check_parallel, map_tasks
 
 
@@ -73,14 +73,6 @@ def clustered_fraction(positions, delta):
     g = np.einsum("...id,...jd->...ij", x, x)
     close = (g >= 1.0 - delta).sum(axis=(-1, -2)) - n          # drop the diagonal
     return close / (n * (n - 1))
-
-
-def _count_clusters(positions, delta):
-    try:
-        from ..diagnostics import count_clusters
-    except ImportError:
-        return None
-    return np.asarray(count_clusters(positions, delta))
 
 
 def equiangular_check(beta, n=6, normalized=True, t_end=4.0, progress=False):
@@ -172,13 +164,13 @@ def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, 
                           shared=task, progress=False, on_result=fill)
             for k, beta in enumerate(() if parallel else betas):
                 try:
-                    sol = _solve_beta(beta, x0, t, dim, normalized, scheme, dt)
+                    sol = _solve_beta(beta, x0, t, dim, normalized, scheme, dt, delta, clusters, cluster_delta)
                 except Interrupted as exc:                             # keep the saved times of this β
                     if exc.solution is not None and len(exc.solution.t):
-                        xp = np.asarray(exc.solution.positions)
-                        p[k, :len(xp)] = clustered_fraction(xp, delta).reshape(len(xp), -1).mean(axis=1)
+                        rows = _rows(exc.solution)[0]
+                        p[k, :len(rows)] = rows
                     raise
-                fill(k, _rows(np.asarray(sol.positions), delta, clusters, cluster_delta))
+                fill(k, _rows(sol))
         finally:
             if bar is not None:
                 bar.close()
@@ -192,47 +184,57 @@ def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, 
         res = report.results
         res.update({"p": p, "t": t, "t_half": t_half, "p_initial": p[:, 0], "p_initial_exact": p_exact0,
                     "p_final": p[:, -1], "mean_clusters_final": ncl[:, -1]})
-        report.check("p_d(t, β) in [0, 1]", np.all((p >= 0) & (p <= 1)), f"{p.size} estimates")
+        report.check("p_d(t, β) in [0, 1]", np.all((p >= 0) & (p <= 1)), f"{p.size} estimates",
+                     compared="every estimate p_d(t, β) (a fraction of pairs)", tolerance="0 <= p_d <= 1")
         z = float(np.max(np.abs(p[:, 0] - p_exact0)) / se)
         report.check("p_d(0, β) = P(⟨x,y⟩ >= 1 − δ) for independent uniform points", z <= 6.0,
-                     f"measured {np.mean(p[:, 0]):.2e}, exact {p_exact0:.2e}; worst |Δ| = {z:.1f} standard errors")
+                     f"measured {np.mean(p[:, 0]):.2e}, exact {p_exact0:.2e}; worst |Δ| = {z:.1f} standard errors",
+                     compared="p_d(0, β) for each β with the exact probability for independent uniform points, in "
+                              "binomial standard errors", tolerance="<= 6 standard errors")
         report.check(f"the smallest β = {betas[0]:g} clusters by t = {t_end:g}", p[0, -1] >= 0.9,
-                     f"p_d(t_end, β_min) = {p[0, -1]:.3f}")
+                     f"p_d(t_end, β_min) = {p[0, -1]:.3f}", compared="p_d(t_end, β) at the smallest β",
+                     tolerance=">= 0.9")
         eq_err = max(equiangular_check(b, n=min(n, 6), normalized=normalized, progress=False)
                      for b in (betas[0], betas[-1]))
         res["equiangular_max_error"] = eq_err
         report.check("orthonormal particles follow γ_β of (6.9)/(6.10) (Theorem 6.8)", eq_err <= 1e-6,
                      f"max |⟨x_i,x_j⟩ − γ_β| = {eq_err:.1e} for n = d = {min(n, 6)}, "
-                     f"β = {betas[0]:g}, {betas[-1]:g}")
+                     f"β = {betas[0]:g}, {betas[-1]:g}",
+                     compared="max over saved times and pairs of |⟨x_i(t), x_j(t)⟩ − γ_β(t)| for orthonormal initial "
+                              "particles", tolerance="<= 1e-6")
         if normalized:
             report.check("Γ_∞,δ: t*(β) increases with β (SA)", bool(np.all(np.diff(t_star) > 0)),
-                         f"t* from {t_star[0]:.3g} to {t_star[-1]:.3g}")
+                         f"t* from {t_star[0]:.3g} to {t_star[-1]:.3g}",
+                         compared="t*(β), where γ_β(t*) = 1 − δ, along the β grid", tolerance="strictly increasing")
         report.finish()
     return report
 
 
-def _solve_beta(beta, x0, t, dim, normalized, scheme, dt):
+def _solve_beta(beta, x0, t, dim, normalized, scheme, dt, delta=1e-3, clusters=False, cluster_delta=1e-2):
+    """One β: the particle run keeping only its diagnostics at the saved times (the clustered
+    fraction at δ, the number of clusters at ``cluster_delta`` if asked), not the positions."""
     import solvers
 
     model = Model(beta=float(beta), dim=dim, normalized=normalized)
-    kw = {"rtol": 1e-6, "atol": 1e-9} if scheme == "adaptive" else {"dt": dt}
-    return solvers.Particles(model).solve(x0, t, scheme=scheme, progress=False, **kw)
+    kw = {"rtol": 1e-6, "atol": 1e-9, "dense_output": True} if scheme == "adaptive" else {"dt": dt}
+    names = ("clustered_fraction", "clusters") if clusters else ("clustered_fraction",)
+    solver = solvers.Particles(model, delta=delta, cluster_delta=cluster_delta, diagnostics=names)
+    return solver.solve(x0, t, scheme=scheme, save="diagnostics", progress=False, **kw)
 
 
-def _rows(x, delta, clusters, cluster_delta):
-    """p_d at every saved time of positions x (T, B, n, d), and the mean number of clusters (NaN if not counted)."""
-    p = clustered_fraction(x, delta).reshape(x.shape[0], -1).mean(axis=1)
-    ncl = np.full(x.shape[0], np.nan)
-    c = _count_clusters(x, cluster_delta) if clusters else None
-    if c is not None:
-        ncl = np.asarray(c, dtype=float).reshape(x.shape[0], -1).mean(axis=1)
+def _rows(sol):
+    """p_d at every saved time of a run of `_solve_beta` (the mean over realisations of the clustered
+    fraction), and the mean number of clusters (NaN if not counted)."""
+    T = len(sol.t)
+    p = np.asarray(sol.diagnostics["clustered_fraction"], dtype=float).reshape(T, -1).mean(axis=1)
+    c = sol.diagnostics.get("clusters")
+    ncl = np.full(T, np.nan) if c is None else np.asarray(c, dtype=float).reshape(T, -1).mean(axis=1)
     return p, ncl
 
 
 def beta_rows(beta, *, x0, t, dim, normalized, scheme, dt, delta, clusters, cluster_delta):
     """One β of the phase diagram (a task of `map_tasks`): p_d(t, β) and the mean number of clusters."""
-    x = np.asarray(_solve_beta(beta, x0, t, dim, normalized, scheme, dt).positions)    # (T, B, n, d)
-    return _rows(x, delta, clusters, cluster_delta)
+    return _rows(_solve_beta(beta, x0, t, dim, normalized, scheme, dt, delta, clusters, cluster_delta))
 
 
 def _save(report, betas, t, p, ncl, gammas, t_star, delta, n, dim, B, kind="SA"):
@@ -248,9 +250,12 @@ def _save(report, betas, t, p, ncl, gammas, t_star, delta, n, dim, B, kind="SA")
     ds["t_star"].attrs["long_name"] = "time where gamma_beta = 1 - delta (curve Gamma_inf,delta, (6.12))"
     ds.attrs.update({"delta": delta, "n": n, "dim": dim, "realisations": B})
     report.save_dataset(ds, "phase_diagram.nc")
-    plt = pyplot()
+    from ..plotting import suptitle
+
     have_cl = np.any(np.isfinite(ncl))
-    fig, axes = plt.subplots(1, 2 if have_cl else 1, figsize=(11 if have_cl else 6.5, 4.2), squeeze=False)
+    fig, axes = report.subplots(1, 2 if have_cl else 1, figsize=(11 if have_cl else 6.5, 4.6), squeeze=False)
+    suptitle(fig, f"Figure 3: ({kind}) V = I, d = {dim}, ν = 0, β from {betas.min():g} to {betas.max():g}; "
+                  f"n = {n} particles, {B} realisations, δ = {delta:g}")
     ax = axes[0, 0]
     mesh = ax.pcolormesh(t, betas, p, shading="auto", cmap="viridis", vmin=0, vmax=1)
     fig.colorbar(mesh, ax=ax, label=r"$p_d(t,\beta)$")

@@ -9,6 +9,7 @@ Registered kinds (the ``representation`` attribute of a saved file):
     "harmonics"    `SphericalHarmonicSeries` real SH on S^2, orthonormal in L²(σ) (pyshtools '4pi')
     "p1"           `P1Field`             continuous piecewise-linear nodal field on a surface mesh
     "particles"    `ParticleCloud`       weighted particles (positions, weights)
+    "sampled-particles" `SampledParticleCloud` particles with positions kept at some saved times only
 """
 from .base import Representation, State, from_dataset, register
 

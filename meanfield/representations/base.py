@@ -8,6 +8,7 @@ _REGISTRY = {
     "harmonics": "meanfield.representations.harmonics:SphericalHarmonicSeries",
     "p1": "meanfield.representations.p1:P1Field",
     "particles": "meanfield.representations.particles:ParticleCloud",
+    "sampled-particles": "meanfield.representations.sampled_particles:SampledParticleCloud",
     "lagrangian": "meanfield.representations.lagrangian:LagrangianNodes",
     "gegenbauer": "meanfield.representations.gegenbauer:GegenbauerSeries",
 }

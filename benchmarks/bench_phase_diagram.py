@@ -1,0 +1,131 @@
+"""The Figure 3 particle workload against the exp floor, its peak memory, and the adaptive run.
+
+    python benchmarks/bench_phase_diagram.py [--threads 1,2] [--betas K] [--adaptive] [--repeat R]
+
+The workload of the paper's Figure 3 (`meanfield.experiments.phase_diagram`): (SA), d = 3, n = 32
+particles, B = 1024 realisations, 16 values of β from 0.5 to 8, t ∈ [0, 30] with the authors'
+Euler-then-normalise step dt = 0.1 (300 steps, 4800 in all), the energy and the clustered-pair
+fraction (δ = 1e-3) at 201 saved times, ``save="diagnostics"`` (what the phase diagram keeps).
+
+Each configuration runs in a fresh subprocess (so that its peak resident memory, ru_maxrss, is its
+own) with ``OMP_NUM_THREADS`` set to the thread count, and prints
+
+* ratio = wall time / (4800 × the exp floor), the exp floor being ``np.exp`` over B·n² = 2^20
+  float64 measured in the same subprocess before and after the run (minimum; ``np.exp`` runs on
+  one thread whatever OMP_NUM_THREADS, so it is the single-thread floor in every configuration);
+  targets: <= 4 with one thread, <= 2.5 with two;
+* the peak memory (target <= 0.5 GB, interpreter and libraries included);
+* with ``--adaptive``: the same workload with dopri5 at rtol 1e-6, atol 1e-9 (the phase diagram's
+  default scheme), ``dense_output=True``, against the euler run of the same subprocess
+  (target <= 2×), and the number of right-hand sides.
+
+``--betas K`` runs K of the 16 values of β (spread over [0.5, 8]) and scales the time by 16/K
+(quick look; the acceptance figures are for 16). The machine may be shared: ``uptime`` is printed
+before and after; repeat at a quiet moment. For its own subprocesses the benchmark unsets
+OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (OpenBLAS then detects the CPU itself); tests never do.
+"""
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+B, N, D = 1024, 32, 3
+BETAS = np.linspace(0.5, 8.0, 16)
+T_EVAL = np.linspace(0.0, 30.0, 201)
+STEPS = 300 * BETAS.size
+
+
+def _floor(a, repeat=15):
+    best = np.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        np.exp(a)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _workload(betas, threads, scheme):
+    import meanfield as mf
+    import solvers
+
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((B, N, D))
+    x0 /= np.linalg.norm(x0, axis=-1, keepdims=True)
+    kw = {"dt": 0.1} if scheme == "euler-normalize" else {"rtol": 1e-6, "atol": 1e-9, "dense_output": True}
+    method = "euler-normalize" if scheme == "euler-normalize" else "dopri5"
+    wall, nfev, p_end = 0.0, 0, []
+    for beta in betas:
+        solver = solvers.Particles(mf.Model(beta=float(beta), dim=D), delta=1e-3,
+                                   diagnostics=("energy", "clustered_fraction"))
+        t0 = time.perf_counter()
+        sol = solver.solve(x0, T_EVAL, method=method, save="diagnostics", threads=threads, progress=False, **kw)
+        wall += time.perf_counter() - t0
+        nfev += sol.stats["nfev"]
+        p_end.append(float(np.mean(sol.diagnostics["clustered_fraction"][-1])))
+    return wall, nfev, p_end
+
+
+def child(threads, scheme, nbetas):
+    betas = BETAS[np.linspace(0, BETAS.size - 1, nbetas).round().astype(int)]
+    a = np.random.default_rng(1).random(B * N * N)
+    floor = _floor(a)
+    _workload(betas[:1], threads, "euler-normalize")              # warm-up (imports, first blocks)
+    out = {"threads": threads, "floor": floor}
+    wall, nfev, p = _workload(betas, threads, "euler-normalize")
+    out.update(euler=wall * BETAS.size / len(betas), euler_nfev=nfev, p_end=p)
+    if scheme == "adaptive":
+        wall, nfev, p = _workload(betas, threads, "adaptive")
+        out.update(adaptive=wall * BETAS.size / len(betas), adaptive_nfev=nfev, p_end_adaptive=p)
+    out["floor"] = min(floor, _floor(a))
+    out["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps(out))
+
+
+def _uptime():
+    try:
+        return open("/proc/loadavg").read().split()[:3]
+    except OSError:
+        return ["?"]
+
+
+def main():
+    args = sys.argv[1:]
+    if "--child" in args:
+        return child(int(args[args.index("--child") + 1]), args[args.index("--child") + 2], int(args[args.index("--child") + 3]))
+    threads = [int(k) for k in (args[args.index("--threads") + 1] if "--threads" in args else "1,2").split(",")]
+    nbetas = int(args[args.index("--betas") + 1]) if "--betas" in args else BETAS.size
+    repeat = int(args[args.index("--repeat") + 1]) if "--repeat" in args else 1
+    scheme = "adaptive" if "--adaptive" in args else "euler"
+    print(f"Figure 3 workload: (SA), d={D}, n={N}, B={B}, {BETAS.size} betas in [0.5, 8], t in [0, 30], "
+          f"euler-normalize dt=0.1 ({STEPS} steps), energy + clustered fraction at {T_EVAL.size} saved times, "
+          f"save='diagnostics'" + (f"; {nbetas} betas run, times scaled by {BETAS.size}/{nbetas}" if nbetas < 16 else ""))
+    print(f"load average before: {' '.join(_uptime())}")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    for _ in range(repeat):
+        for k in threads:
+            env.update(OMP_NUM_THREADS=str(k), OPENBLAS_NUM_THREADS=str(k), MKL_NUM_THREADS=str(k))
+            res = subprocess.run([sys.executable, __file__, "--child", str(k), scheme, str(nbetas)], env=env,
+                                 capture_output=True, text=True, check=True)
+            r = json.loads(res.stdout.strip().splitlines()[-1])
+            ratio = r["euler"] / (STEPS * r["floor"])
+            target = 4.0 if k == 1 else 2.5
+            print(f"  threads={k}: exp floor {r['floor'] * 1e3:.3f} ms; "
+                  f"euler-normalize {r['euler']:.1f} s, ratio {ratio:.2f} (target <= {target}: "
+                  f"{'OK' if ratio <= target else 'ABOVE'}); peak memory {r['maxrss'] / 2 ** 30:.3f} GB "
+                  f"(target <= 0.5: {'OK' if r['maxrss'] <= 0.5 * 2 ** 30 else 'ABOVE'}); "
+                  f"p_d(30, beta) = {', '.join(f'{p:.3f}' for p in r['p_end'])}")
+            if "adaptive" in r:
+                rel = r["adaptive"] / r["euler"]
+                print(f"             dopri5 rtol 1e-6 (dense output): {r['adaptive']:.1f} s, {r['adaptive_nfev']} RHS "
+                      f"(euler {r['euler_nfev']}), {rel:.2f} x euler-normalize (target <= 2: "
+                      f"{'OK' if rel <= 2 else 'ABOVE'}); p_d(30, beta) = "
+                      f"{', '.join(f'{p:.3f}' for p in r['p_end_adaptive'])}")
+    print(f"load average after: {' '.join(_uptime())}")
+
+
+if __name__ == "__main__":
+    main()
