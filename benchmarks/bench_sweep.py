@@ -34,8 +34,10 @@ def child(workers, quick):
 
     env = {**os.environ, **{k: "1" for k in THREAD_VARIABLES}}
     cmd = [sys.executable, __file__, "--child", str(workers)] + (["--quick"] if quick else [])
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"the run with {workers} workers failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def main():
