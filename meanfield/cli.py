@@ -121,7 +121,7 @@ def _dispatch(args):
     out = args.out
     if args.command == "run":
         cfg = experiments.load_config(args.config)
-        out = out or str(pathlib.Path("meanfield-output") / cfg.name)
+        out = out or cfg.out_dir or str(pathlib.Path("meanfield-output") / cfg.name)
         args.out = out
         return experiments.run(cfg, out, quick=args.quick, progress=args.progress)
     if args.command == "sweep":

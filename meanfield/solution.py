@@ -128,8 +128,12 @@ class Solution:
                 f"{rng}, status={self.status}{', ' + self.message if self.message else ''})")
 
     # -- I/O -------------------------------------------------------------------------------------
-    def to_xarray(self):
-        """An xarray.Dataset: the state, energy, mass, diagnostics; model parameters in attrs."""
+    def to_xarray(self, grid=False, grid_size=None):
+        """An xarray.Dataset: the state, energy, mass, diagnostics; model parameters in attrs.
+
+        ``grid=True`` adds the density on a grid described by the CF conventions (θ in radians on
+        S^1, lat/lon in degrees on S^2; UGRID for P1 meshes), ``grid_size`` points per axis
+        (default the representation's): see `meanfield.gridded`."""
         import xarray as xr
 
         data_vars, coords, attrs = self.representation.to_dataset(self.data)
@@ -152,11 +156,16 @@ class Solution:
                          "meanfield_version": _version()})
         ds["time"].attrs["long_name"] = "layer depth t"
         ds["energy"].attrs["long_name"] = "interaction energy E_beta (3.5)"
+        if grid:
+            from .gridded import add_grid
+
+            ds = add_grid(ds, self, grid_size)
         return ds
 
-    def save(self, path):
-        """Write the Solution as NetCDF-4 (readable by xarray, netCDF4, ncdump, ...)."""
-        ds = self.to_xarray()
+    def save(self, path, grid=False, grid_size=None):
+        """Write the Solution as NetCDF-4 (readable by xarray, netCDF4, ncdump, ...); ``grid=True``
+        adds the density on a CF-described grid for other tools (see `to_xarray`)."""
+        ds = self.to_xarray(grid=grid, grid_size=grid_size)
         ds.to_netcdf(path, engine="netcdf4")
         return path
 

@@ -31,6 +31,11 @@ or a bad value raises ValueError naming the key (``solver.modes``) and the accep
     name = "circle"         # file stem (default: the config file's stem)
     plot_times = [0, 5]     # times drawn on S^2 Mollweide maps
     checkpoint = true       # keep <name>.partial.nc up to date while running
+    grid = true             # also write the density on a CF grid (theta / lat-lon / UGRID) in <name>.nc
+    scale = "auto"          # colour scale of the picture: "auto", "linear", "log", "perturbation" (rho - 1)
+    dir = "out/circle"      # output directory (the command line's --out wins)
+    quick = false           # the command line's --quick
+    progress = true         # false: no progress bar (the command line's --no-progress)
 
 `load_config(path)` returns a `RunConfig`; `RunConfig.build()` turns it into a model, a solver, an
 initial density and the saved times.
@@ -133,6 +138,11 @@ class RunConfig:
     plot: bool = True
     plot_times: list = None
     checkpoint: bool = True
+    grid: bool = False
+    scale: str = "auto"
+    out_dir: str = None
+    quick_run: bool = False
+    progress: bool = None
     source: str = ""
     raw: dict = field(default_factory=dict)
 
@@ -261,7 +271,12 @@ def parse_config(raw, source="<dict>", name=None):
     if dims is not None and dim not in dims:
         raise ValueError(f"`solver.name`={key!r} needs `model.dim` in {list(dims)}, got {dim}.")
     lows = {"modes": 8, "lmax": 4, "refinement": 0, "n": 1}
-    resolution = _checked(check_int, s.pop(res_key, res_default), f"solver.{res_key}", low=lows[res_key])
+    resolution = s.pop(res_key, res_default)
+    if key in _AUTO_RESOLUTION and isinstance(resolution, str):
+        if resolution != "auto":
+            raise ValueError(f"`solver.{res_key}` must be an integer >= {lows[res_key]} or \"auto\", got {resolution!r}.")
+    else:
+        resolution = _checked(check_int, resolution, f"solver.{res_key}", low=lows[res_key])
     options = s.pop("options", {})
     if not isinstance(options, dict):
         raise ValueError("`solver.options` must be a table of extra keyword arguments for the solver.")
@@ -348,7 +363,26 @@ def parse_config(raw, source="<dict>", name=None):
     return RunConfig(solver=key, resolution=resolution, solver_options=solver_options,
                      solve_options=solve_options, particle_options=particle_options, model=model,
                      density_spec=init, t_eval=t_eval, name=out_name, plot=plot, plot_times=plot_times,
-                     checkpoint=checkpoint, source=source, raw=raw)
+                     checkpoint=checkpoint, source=source, raw=raw, **_output_options(o, key))
+
+
+def _output_options(o, solver):
+    """grid, scale, out_dir, quick_run, progress from the [output] table (checked)."""
+    from ..plotting import SCALES
+
+    grid = _bool(o.get("grid", False), "output.grid")
+    if grid and solver == "particles":
+        raise ValueError("`output.grid` = true writes a density on a grid; particles have none (their positions "
+                         "are in the file).")
+    scale = o.get("scale", "auto")
+    if scale not in SCALES:
+        raise ValueError(f"`output.scale` must be one of {', '.join(repr(v) for v in SCALES)}, got {scale!r}.")
+    out_dir = o.get("dir")
+    if out_dir is not None and (not isinstance(out_dir, str) or not out_dir):
+        raise ValueError(f"`output.dir` must be a directory path (a string), got {out_dir!r}.")
+    progress = o.get("progress")
+    return {"grid": grid, "scale": scale, "out_dir": out_dir, "quick_run": _bool(o.get("quick", False), "output.quick"),
+            "progress": None if progress is None else _bool(progress, "output.progress")}
 
 
 def load_config(path):

@@ -1,18 +1,22 @@
 """``meanfield run CONFIG.toml``: one simulation from a configuration file.
 
-Writes ``<name>.nc`` (the `Solution`, readable with `meanfield.load` and xarray), ``<name>.png``
-(its natural picture and the energy) and ``summary.json`` with the checks:
+Writes ``<name>.nc`` (the `Solution`, readable with `meanfield.load` and xarray; with
+``[output] grid = true`` also the density on a CF grid for other tools), ``<name>.png`` (its
+picture and the energy, a stop marked on the time axes) and ``summary.json`` with the status
+("finished", "stopped: <reason>", "interrupted"), the physics of the final state
+(`_report.final_state`) and the checks:
 
 * the run finished (no under-resolution, no interruption);
 * mass is conserved (PDE: |∫ρ dσ − 1| <= 1e-6; particles: the weights);
 * without noise, E_β is monotone — non-decreasing when attractive (V = I, (3.6) and Lemma 3.7),
-  non-increasing when repulsive (V = −I), up to a relative 1e-6 of the energy range.
+  non-increasing when repulsive (V = −I): the most negative step s·(E_β(t_{i+1}) − E_β(t_i)),
+  relative to the range of E_β over the run, must be >= −1e-6.
 """
 import numpy as np
 
 from ..energy import dirac_energy, uniform_energy
 from ..errors import Interrupted, SolverError
-from ._report import Report, show_progress
+from ._report import Report, final_state, show_progress
 from .config import RunConfig, load_config, parse_config
 
 
@@ -48,10 +52,12 @@ def run(config, out=None, *, quick=False, progress=None):
         cfg = parse_config(config)
     else:
         cfg = load_config(config)
-    if quick:
+    out = cfg.out_dir if out is None else out
+    progress = cfg.progress if progress is None else progress
+    if quick or cfg.quick_run:
         cfg = cfg.quick()
     solver = cfg.make_solver()            # resolution and model checks, before any work
-    report = Report("run", out, settings={"config": cfg.to_dict(), "quick": bool(quick)})
+    report = Report("run", out, settings={"config": cfg.to_dict(), "quick": bool(quick or cfg.quick_run)})
     report.write()
     name = cfg.name
     partial = report.path(f"{name}.partial.nc") if cfg.checkpoint else None
@@ -67,14 +73,18 @@ def run(config, out=None, *, quick=False, progress=None):
             sol, status, message = exc.solution, "stopped", f"{type(exc).__name__}: {exc}"
         report.solution = sol
         if sol is not None and len(sol.t):
-            report.save_dataset(sol, f"{name}.nc")
+            report.save_dataset(sol, f"{name}.nc", grid=cfg.grid)
             if partial is not None and partial.exists():
                 partial.unlink()
             _check_solution(report, cfg, sol)
             if cfg.plot and report.out is not None:
-                fig = sol.plot(times=cfg.plot_times)
+                fig = sol.plot(times=cfg.plot_times, scale=cfg.scale, t_end=float(cfg.t_eval[-1]))
                 report.save_figure(fig, f"{name}.png")
-        report.check("run finished", status == "finished", message or f"t = {cfg.t_eval[-1]:g} reached")
+        t_last = float(sol.t[-1]) if sol is not None and len(sol.t) else float(cfg.t_eval[0])
+        report.check("run finished", status == "finished",
+                     message or f"t = {cfg.t_eval[-1]:g} reached", compared=f"the last saved time "
+                     f"({t_last:.12g}) with the requested end t = {float(cfg.t_eval[-1]):.12g}",
+                     tolerance="reached, no solver error")
         if status == "interrupted":
             report.write(status="interrupted", message=message)
             raise KeyboardInterrupt(message)
@@ -87,20 +97,34 @@ def _check_solution(report, cfg, sol):
     mass = np.asarray(sol.mass, dtype=float)
     res = report.results
     res.update({"solver": sol.solver, "model": repr(cfg.model), "t_end": float(sol.t[-1]),
-                "saved_times": int(sol.t.size), "energy_initial": float(np.ravel(e[0])[0]),
-                "energy_final": float(np.ravel(e[-1])[0]), "mass_error": float(np.max(np.abs(mass - 1.0))),
-                "stats": sol.stats})
+                "t_requested": float(cfg.t_eval[-1]), "saved_times": int(sol.t.size),
+                "energy_initial": float(np.ravel(e[0])[0]), "energy_final": float(np.ravel(e[-1])[0]),
+                "mass_error": float(np.max(np.abs(mass - 1.0))), "stats": sol.stats})
     if "min_density" in sol.diagnostics:
         res["min_density"] = float(np.min(sol.diagnostics["min_density"]))
     report.note(f"{sol.solver}: {repr(cfg.model)}, {sol.t.size} saved times")
     report.note(f"E_β(t = {res['t_end']:g}) = {res['energy_final']:.10g}   (E_β(0) = {res['energy_initial']:.10g}; "
                 f"uniform a_0/2β = {uniform_energy(cfg.model.beta, cfg.model.dim):.6g}, "
                 f"Dirac e^β/2β = {dirac_energy(cfg.model.beta):.6g})")
-    report.check("mass conserved", res["mass_error"] <= 1e-6, f"max |mass − 1| = {res['mass_error']:.2e}")
+    res["final_state"] = final_state(sol)
+    fs = res["final_state"]
+    if fs["density"]["max"] is not None:
+        report.note(f"ρ(t = {fs['t']:g}) in [{fs['density']['min']:.4g}, {fs['density']['max']:.4g}] "
+                    f"({fs['density']['where']})")
+    cl = fs.get("clusters")
+    if cl is not None:
+        report.note(f"clusters: {cl['count']} with masses {', '.join(f'{m:.3g}' for m in cl['masses'])}"
+                    if cl["separated"] else "clusters: none counted (" + cl["reason"] + ")")
+    what = "the total weight" if not sol.representation.is_density else "∫ρ dσ"
+    report.check("mass conserved", res["mass_error"] <= 1e-6, f"max |mass − 1| = {res['mass_error']:.2e}",
+                 compared=f"max over the saved times of |{what} − 1|", tolerance="<= 1e-6")
     if cfg.model.noise == 0 and e.ndim == 1 and e.size > 1:
         s = np.sign(cfg.model.v)
         scale = max(float(np.ptp(e)), 1e-300) + 1e-12 * float(np.max(np.abs(e)))
         worst = float(np.min(s * np.diff(e)) / scale)
         res["energy_monotonicity"] = worst
         report.check("energy monotone (3.6)" + (" increasing" if s > 0 else " decreasing"), worst >= -1e-6,
-                     f"E_β from {e[0]:.6g} to {e[-1]:.6g}; worst relative step {worst:.1e}")
+                     f"E_β from {e[0]:.6g} to {e[-1]:.6g}; most negative step of "
+                     f"{'' if s > 0 else '−'}E_β between saved times, relative to the range of E_β: {worst:.1e}",
+                     compared="min over consecutive saved times of " + ("" if s > 0 else "−")
+                     + "(E_β(t_{i+1}) − E_β(t_i)), divided by max E_β − min E_β", tolerance=">= −1e-6")

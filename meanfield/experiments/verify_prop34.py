@@ -24,8 +24,9 @@ from .. import densities
 from ..energy import dirac_energy, uniform_energy
 from ..kernels import kernel_multipliers, linear_growth_rates
 from ..model import Model
+from ..plotting import suptitle
 from ..sampling import sample, uniform_points
-from ._report import Report, fit_exponential, pyplot, show_progress
+from ._report import Report, fit_exponential, show_progress
 
 EPS = np.finfo(float).eps
 
@@ -77,11 +78,15 @@ def _part_coefficients(report, betas, dims):
     ok = all(r["all_positive"] for r in rows)
     report.check("1. a_l(β) > 0 for l >= 1 (every β, d; up to underflow)", ok,
                  f"{len(rows)} (β, d) pairs, β in [{min(betas):g}, {max(betas):g}], d in {list(dims)}; "
-                 f"smallest resolved a_l/a_0 = {min(r['min_rel'] for r in rows):.2e}")
+                 f"smallest resolved a_l/a_0 = {min(r['min_rel'] for r in rows):.2e}",
+                 compared="the Gegenbauer coefficients a_l(β), l >= 1, of e^(β t) for every (β, d), until they underflow",
+                 tolerance="> 0 (the sign, exactly)")
     report.check("1. a_l(β) decreasing and log-concave in l", all(r["decreasing"] for r in rows)
                  and all(r["min_turan"] >= 1 - 1e-12 for r in rows),
                  f"min a_l/a_(l-1) = {min(r['min_ratio'] for r in rows):.2e}, "
-                 f"min a_l²/(a_(l-1)a_(l+1)) = {min(r['min_turan'] for r in rows):.6f}")
+                 f"min a_l²/(a_(l-1)a_(l+1)) = {min(r['min_turan'] for r in rows):.6f}",
+                 compared="a_l/a_(l−1) and the Turán ratio a_l²/(a_(l−1)a_(l+1)) over the resolved degrees",
+                 tolerance="a_l/a_(l−1) < 1; Turán ratio >= 1 − 1e-12")
     if report.out is not None:
         import xarray as xr
 
@@ -91,8 +96,9 @@ def _part_coefficients(report, betas, dims):
         ds = xr.Dataset({k: (("dim", "beta"), v) for k, v in grid.items()}, coords={"dim": D, "beta": B})
         ds.attrs["description"] = "Gegenbauer coefficients a_l(beta) of exp(beta t) on S^(d-1) (docs/mathematics.md sec. 3)"
         report.save_dataset(ds, "coefficients.nc")
-        plt = pyplot()
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        fig, axes = report.subplots(1, 2, figsize=(11, 4.4))
+        suptitle(fig, f"Proposition 3.4, part 1: Gegenbauer coefficients a_l(β) of e^(β t); β from {min(B):g} to "
+                      f"{max(B):g}, d in {list(D)}")
         for b in [1e-3, 0.1, 1, 10, 100, 500]:
             a = kernel_multipliers(b, 3, 1100, scaled=True)
             l = np.arange(a.size)
@@ -171,9 +177,11 @@ def _part_landscape(report, betas, dims, count, rng):
                                    "min_gap_below": min(r["gap_below"] for r in rows),
                                    "min_gap_above": min(r["gap_above"] for r in rows)}
     report.check("2. a_0/(2β) <= E_β[μ] for every random μ", below >= -1e-12,
-                 f"{len(rows)} energies; smallest (E − a_0/2β)/(e^β/2β − a_0/2β) = {below:.3e}")
+                 f"{len(rows)} energies; smallest (E − a_0/2β)/(e^β/2β − a_0/2β) = {below:.3e}",
+                 compared="(E_β[μ] − a_0/2β)/(e^β/2β − a_0/2β) over the random measures", tolerance=">= −1e-12")
     report.check("2. E_β[μ] <= e^β/(2β) for every random μ", above >= -1e-12,
-                 f"smallest (e^β/2β − E)/(e^β/2β − a_0/2β) = {above:.3e}")
+                 f"smallest (e^β/2β − E)/(e^β/2β − a_0/2β) = {above:.3e}",
+                 compared="(e^β/2β − E_β[μ])/(e^β/2β − a_0/2β) over the random measures", tolerance=">= −1e-12")
     if report.out is not None:
         import xarray as xr
 
@@ -181,8 +189,8 @@ def _part_landscape(report, betas, dims, count, rng):
                          ("dim", "beta", "gap_below", "gap_above", "position")})
         ds["kind"] = (("sample",), np.array([r["kind"] for r in rows], dtype=object).astype(str))
         report.save_dataset(ds, "landscape.nc")
-        plt = pyplot()
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig, ax = report.subplots(figsize=(7, 4.4))
+        suptitle(fig, f"Proposition 3.4, part 2: {len(rows)} random measures, d in {sorted(set(dims))}")
         markers = {"uniform": "s", "vmf": "o", "mixture": "^", "band": "d"}
         for kind, mk in markers.items():
             sel = [r for r in rows if r["kind"] == kind]
@@ -274,8 +282,11 @@ def attractive_flow(dim, beta=1.0, t_end=None, quick=False, progress=False):
 
 
 def _part_flows(report, dims, quick, progress):
-    plt = pyplot() if report.out is not None else None
-    fig, axes = (plt.subplots(1, 2, figsize=(11, 4)) if plt else (None, None))
+    fig, axes = report.subplots(1, 2, figsize=(11, 4.4)) if report.out is not None else (None, None)
+    if fig is not None:
+        suptitle(fig, f"Proposition 3.4, part 3: spectral flows on S^{min(dims) - 1}"
+                      + (f" and S^{max(dims) - 1}" if len(dims) > 1 else "") + "; repulsive (USA) β = 4, V = −I, ν = 0;"
+                      " attractive (SA) β = 1, V = I, ν = 0")
     res = report.results.setdefault("flows", {})
     for dim in dims:
         sol, r = repulsive_flow(dim, quick=quick, progress=progress)
@@ -284,10 +295,14 @@ def _part_flows(report, dims, quick, progress):
                                     "w1_final": r["w1"][-1], "fitted_rate": r["rate"], "exact_rate": r["exact_rate"]}
         conv = r["linf"][-1] <= 1e-2 * r["linf"][0] and r["w1"][-1] <= 1e-2 * r["w1"][0]
         report.check(f"3. repulsive flow on S^{dim - 1} converges to σ (L∞ and W1)", conv,
-                     f"L∞ {r['linf'][0]:.2e} → {r['linf'][-1]:.2e}, W1 {r['w1'][0]:.2e} → {r['w1'][-1]:.2e}")
+                     f"L∞ {r['linf'][0]:.2e} → {r['linf'][-1]:.2e}, W1 {r['w1'][0]:.2e} → {r['w1'][-1]:.2e}",
+                     compared="‖ρ − 1‖_∞ and W1(ρσ, σ) at the last saved time with their values at t = 0",
+                     tolerance="both <= 1e-2 times their initial value")
         report.check(f"3. repulsive flow on S^{dim - 1}: |∫x ρ dσ| decays at the exact rate |ς_1| (mathematics §5)",
                      abs(r["rate"] - r["exact_rate"]) <= 0.05 * r["exact_rate"],
-                     f"fitted {r['rate']:.4f}, exact {r['exact_rate']:.4f}")
+                     f"fitted {r['rate']:.4f}, exact {r['exact_rate']:.4f}",
+                     compared="the fitted exponential decay rate of |∫x ρ dσ| with the exact |ς_1|",
+                     tolerance="relative difference <= 5%")
         sol_a, ra = attractive_flow(dim, quick=quick, progress=progress)
         report.save_dataset(sol_a, f"flow_attractive_d{dim}.nc")
         e = ra["energy"]
@@ -297,7 +312,10 @@ def _part_flows(report, dims, quick, progress):
         report.check(f"3. attractive flow on S^{dim - 1}: E_β increases towards e^β/(2β)",
                      mono and ra["position"][-1] >= max(0.3, 3 * ra["position"][0]),
                      f"(E − E_unif)/(E_Dirac − E_unif) {ra['position'][0]:.3f} → {ra['position'][-1]:.3f} "
-                     f"at t = {ra['t'][-1]:.3g}; {ra['note']}")
+                     f"at t = {ra['t'][-1]:.3g}; {ra['note']}",
+                     compared="E_β between consecutive saved times, and its position (E − E_unif)/(E_Dirac − E_unif) "
+                              "at the end with the start", tolerance="steps >= −1e-10·|E_β|; final position >= "
+                                                                    "max(0.3, 3 × initial)")
         if axes is not None:
             axes[0].semilogy(r["t"], r["linf"], "-", label=fr"$S^{dim - 1}$: $\|\rho-1\|_\infty$")
             axes[0].semilogy(r["t"], r["w1"], "--", label=fr"$S^{dim - 1}$: $W_1(\rho,\sigma)$")
@@ -402,10 +420,12 @@ def _part_discrete(report, beta, starts, rng):
                      "design_strength": t, "moments": q.tolist()}
         report.check(f"4. n = {n}: the minimiser is the {name}", err <= 1e-6 and e > uniform_energy(beta, 3),
                      f"max |⟨x_i,x_j⟩ − {name}| = {err:.1e}; Q_1..Q_{t} = {np.max(np.abs(q[:t])):.1e}, "
-                     f"Q_{t + 1} = {q[t]:.3f}; E_β − a_0/2β = {e - uniform_energy(beta, 3):.4f} > 0")
+                     f"Q_{t + 1} = {q[t]:.3f}; E_β − a_0/2β = {e - uniform_energy(beta, 3):.4f} > 0",
+                     compared=f"the sorted inner products ⟨x_i, x_j⟩ of the computed minimiser with those of the {name}, "
+                              "and E_β with a_0/2β", tolerance="max difference <= 1e-6; E_β > a_0/2β")
     if report.out is not None:
-        plt = pyplot()
-        fig = plt.figure(figsize=(11, 3.8))
+        fig = report.figure(figsize=(11, 4.2))
+        suptitle(fig, f"Proposition 3.4, part 4: minimisers of the discrete E_β on S^2, β = {beta:g} (SA), V = I")
         for k, (n, name, x, e) in enumerate(rows):
             ax = fig.add_subplot(1, 3, k + 1, projection="3d")
             u, v = np.mgrid[0:2 * np.pi:30j, 0:np.pi:15j]
@@ -420,7 +440,7 @@ def _part_discrete(report, beta, starts, rng):
             ax.set_box_aspect((1, 1, 1))
             ax.set_axis_off()
             ax.set_title(f"n = {n}: {name}", y=0.95)
-        fig.subplots_adjust(left=0, right=1, bottom=0, top=0.95, wspace=0)
+        fig.subplots_adjust(left=0, right=1, bottom=0, top=0.88, wspace=0)
         report.save_figure(fig, "designs.png")
 
 
@@ -452,7 +472,8 @@ def verify_prop34(out=None, *, quick=False, progress=None, seed=0, parts=(1, 2, 
             try:
                 _part_flows(report, [2, 3], quick, progress)
             except (AttributeError, ImportError) as exc:
-                report.check("3. flows (spectral solvers)", False, f"solvers unavailable: {exc}")
+                report.check("3. flows (spectral solvers)", False, f"solvers unavailable: {exc}",
+                             compared="whether the spectral solvers import", tolerance="they import")
             report.write()
         if 4 in parts:
             _part_discrete(report, settings["discrete_beta"], settings["discrete_starts"], rng)

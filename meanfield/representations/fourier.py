@@ -72,7 +72,7 @@ class FourierSeries(Representation):
         n = max(4 * (2 * self.modes + 1), 512) if n is None else int(n)
         theta = trapezoid(n).angles
         da = xr.DataArray(self.grid_values(data, n), coords={"theta": theta}, dims=("theta",), name="rho")
-        da["theta"].attrs.update(units="radian", long_name="angle on the circle", axis="X")
+        da["theta"].attrs.update(units="radian", long_name="angle theta on the circle, x = (cos theta, sin theta)", axis="X")
         da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
         return da
 

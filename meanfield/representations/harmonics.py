@@ -144,8 +144,8 @@ class SphericalHarmonicSeries(Representation):
         values = self.grid_values(data, n, 2 * n)
         da = xr.DataArray(values, coords={"lat": 90 - np.degrees(theta), "lon": np.degrees(phi)}, dims=("lat", "lon"),
                           name="rho")
-        da["lat"].attrs.update(units="degrees_north", standard_name="latitude", axis="Y")
-        da["lon"].attrs.update(units="degrees_east", standard_name="longitude", axis="X")
+        da["lat"].attrs.update(units="degrees_north", standard_name="latitude", long_name="latitude", axis="Y")
+        da["lon"].attrs.update(units="degrees_east", standard_name="longitude", long_name="longitude", axis="X")
         da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
         return da
 

@@ -382,7 +382,7 @@ class LagrangianNodes(Representation):
             n = 1024 if n is None else int(n)
             theta = 2 * np.pi * (np.arange(n) + 0.5) / n
             da = xr.DataArray(self._evaluate_circle(data, theta), coords={"theta": theta}, dims=("theta",), name="rho")
-            da["theta"].attrs.update(units="radian", long_name="angle on the circle", axis="X")
+            da["theta"].attrs.update(units="radian", long_name="angle theta on the circle, x = (cos theta, sin theta)", axis="X")
         else:
             n = 64 if n is None else int(n)
             lat = 90 - 180 * (np.arange(n) + 0.5) / n
@@ -391,8 +391,8 @@ class LagrangianNodes(Representation):
             x = np.stack([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)], -1)
             da = xr.DataArray(self._evaluate_sphere(data, x), coords={"lat": lat, "lon": lon}, dims=("lat", "lon"),
                               name="rho")
-            da["lat"].attrs.update(units="degrees_north", standard_name="latitude", axis="Y")
-            da["lon"].attrs.update(units="degrees_east", standard_name="longitude", axis="X")
+            da["lat"].attrs.update(units="degrees_north", standard_name="latitude", long_name="latitude", axis="Y")
+            da["lon"].attrs.update(units="degrees_east", standard_name="longitude", long_name="longitude", axis="X")
         da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
         return da
 

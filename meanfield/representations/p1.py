@@ -152,6 +152,20 @@ class P1Field(Representation):
         w = w.ravel()
         return pts / np.linalg.norm(pts, axis=1, keepdims=True), w / w.sum()
 
+    def to_grid(self, data, n=None):
+        """The nodal values ρ_i as a DataArray over the vertices, with their coordinates (S^2: lat/lon
+        in degrees; S^1: θ in radians): the P1 field is its values at the vertices (``n`` is unused).
+        `Solution.save(grid=True)` adds the cells as a UGRID mesh (`meanfield.gridded`)."""
+        import xarray as xr
+
+        from ..gridded import ugrid_variables
+
+        coords = ugrid_variables(self)[1]
+        da = xr.DataArray(np.asarray(data, dtype=float), dims=("vertex",), name="rho",
+                          coords={k: (dims, v, a) for k, (dims, v, a) in coords.items()})
+        da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
+        return da
+
     def to_dataset(self, data_all):
         rho = np.asarray(data_all, dtype=float)
         data_vars = {"rho": (("time", "vertex"), rho),

@@ -1,0 +1,259 @@
+"""Files other tools read: the density on CF grids (UGRID for P1), and summary.json with the physics."""
+import json
+
+import netCDF4
+import numpy as np
+import pytest
+import xarray as xr
+
+import meanfield as mf
+import solvers
+from meanfield import densities as D
+from meanfield.experiments import run as run_experiment
+from meanfield.experiments._report import clusters_summary, final_state, tidy
+from meanfield.gridded import grid_points
+from meanfield.representations.p1 import P1Field
+from meanfield.representations.particles import ParticleCloud
+from solvers.meshes import icosphere, polygon
+
+# (variable, attribute, value) that CF requires of each kind of grid
+S1_ATTRS = [("theta", "units", "radian"), ("theta", "axis", "X")]
+S2_ATTRS = [("lat", "units", "degrees_north"), ("lat", "standard_name", "latitude"), ("lat", "axis", "Y"),
+            ("lon", "units", "degrees_east"), ("lon", "standard_name", "longitude"), ("lon", "axis", "X")]
+DENSITY_ATTRS = [("density", "units", "1"), ("time", "units", "1")]
+
+
+@pytest.fixture(scope="module")
+def circle():
+    return solvers.FourierCircle(mf.Model(beta=3.0, dim=2), modes=32).solve(
+        D.perturbed_uniform(0.2, 2), [0.0, 0.3, 0.6], progress=False)
+
+
+@pytest.fixture(scope="module")
+def sphere():
+    rho0 = D.mixture([D.von_mises_fisher([0, 0, 1.0], 1.0), D.von_mises_fisher([1.0, 0, 0], 1.0)], [0.6, 0.4])
+    return solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3), lmax=24).solve(rho0, [0.0, 0.5], progress=False)
+
+
+def _p1(dim):
+    v, c = polygon(24) if dim == 2 else icosphere(1)
+    rho = 1.0 + 0.5 * np.stack([v[:, 0], v[:, 0] ** 2 - 0.2])
+    return mf.Solution([0.0, 1.0], mf.Model(beta=1.0, dim=dim), P1Field(v, c), rho, solver="FiniteElements")
+
+
+def _open_both(path):
+    """The file through xarray's CF decoding and through netCDF4 (a second reader, no xarray)."""
+    ds = xr.decode_cf(xr.open_dataset(path, decode_cf=False))
+    nc = netCDF4.Dataset(path)
+    return ds, nc
+
+
+def _assert_attrs(ds, nc, required):
+    for var, key, value in required:
+        assert ds[var].attrs[key] == value, (var, key)
+        assert nc[var].getncattr(key) == value, (var, key)
+    for var in ("theta", "lat", "lon", "density", "time"):
+        if var in ds.variables:
+            assert ds[var].attrs.get("long_name") or ds[var].attrs.get("standard_name"), var
+            assert "_FillValue" not in nc[var].ncattrs() or var == "density", var     # CF 2.5.1 for coordinates
+
+
+def _assert_grid_values(sol, ds, tol=1e-12):
+    x = grid_points(ds)
+    for i in range(len(sol.t)):
+        err = np.max(np.abs(ds["density"].values[i] - sol.density(x, i)))
+        assert err <= tol, (i, err)
+
+
+@pytest.mark.parametrize("which", ["circle", "sphere"])
+def test_grid_is_cf_and_agrees_with_the_density(which, request, tmp_path):
+    sol = request.getfixturevalue(which)
+    path = sol.save(tmp_path / f"{which}.nc", grid=True)
+    ds, nc = _open_both(path)
+    with nc:
+        assert nc.getncattr("Conventions").startswith("CF-1.11")
+        _assert_attrs(ds, nc, (S1_ATTRS if which == "circle" else S2_ATTRS) + DENSITY_ATTRS)
+        dims = ("time", "theta") if which == "circle" else ("time", "lat", "lon")
+        assert nc["density"].dimensions == dims and ds["density"].dims == dims
+        assert np.array_equal(nc["density"][:].data, ds["density"].values)
+    _assert_grid_values(sol, ds)
+    if which == "sphere":
+        assert ds["lat"].min() > -90 and ds["lat"].max() < 90 and ds["lon"].min() >= 0 and ds["lon"].max() < 360
+    back = mf.load(path)                        # the coefficients still round-trip exactly
+    assert np.array_equal(back.data, sol.data) and np.array_equal(back.energy, sol.energy)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_p1_mesh_follows_ugrid(dim, tmp_path):
+    sol = _p1(dim)
+    path = sol.save(tmp_path / "p1.nc", grid=True)
+    ds, nc = _open_both(path)
+    with nc:
+        assert nc.getncattr("Conventions") == "CF-1.11 UGRID-1.0"
+        mesh = nc["mesh"]
+        assert mesh.getncattr("cf_role") == "mesh_topology" and mesh.getncattr("topology_dimension") == dim - 1
+        conn_key = "face_node_connectivity" if dim == 3 else "edge_node_connectivity"
+        conn = nc[mesh.getncattr(conn_key)]
+        assert conn.getncattr("cf_role") == conn_key and conn.getncattr("start_index") == 0
+        assert np.array_equal(conn[:], sol.representation.cells)
+        nodes = mesh.getncattr("node_coordinates").split()
+        assert nc["rho"].getncattr("mesh") == "mesh" and nc["rho"].getncattr("location") == "node"
+        assert sorted(nc["rho"].getncattr("coordinates").split()) == sorted(nodes)
+        for name in nodes:
+            assert nc[name].dimensions == ("vertex",) and nc[name].getncattr("units")
+        v = sol.representation.vertices
+        if dim == 3:
+            lon, lat = nc["mesh_node_lon"][:], nc["mesh_node_lat"][:]
+            assert nc["mesh_node_lat"].getncattr("standard_name") == "latitude"
+            la, lo = np.radians(lat), np.radians(lon)
+            x = np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], -1)
+        else:
+            th = nc["mesh_node_theta"][:]
+            assert nc["mesh_node_theta"].getncattr("units") == "radian"
+            x = np.stack([np.cos(th), np.sin(th)], -1)
+        assert np.max(np.abs(x - v)) <= 1e-15
+        for i in range(2):          # the data at the node coordinates are the density there
+            assert np.max(np.abs(nc["rho"][i] - sol.density(x, i))) <= 1e-12
+    assert np.array_equal(mf.load(path).data, sol.data)
+
+
+def test_zonal_and_lagrangian_grids(tmp_path):
+    d = 6
+    geg = solvers.Gegenbauer(mf.Model(beta=1.0, dim=d), 12).solve(D.von_mises_fisher([0.0] * (d - 1) + [1.0], 1.0),
+                                                                  [0.0, 0.2], progress=False)
+    ds, nc = _open_both(geg.save(tmp_path / "g.nc", grid=True))
+    with nc:
+        assert nc["density"].dimensions == ("time", "s") and nc["s"].getncattr("units") == "1"
+    s = ds["s"].values
+    np.testing.assert_allclose(ds["density"].values[1], geg.representation.profile(geg.data[1], s), rtol=0, atol=1e-12)
+    lag = solvers.Lagrangian(mf.Model(beta=2.0, dim=2), nodes=64).solve(D.perturbed_uniform(0.2, 2), [0.0, 0.5],
+                                                                       progress=False)
+    ds, nc = _open_both(lag.save(tmp_path / "l.nc", grid=True))
+    with nc:
+        _assert_attrs(ds, nc, S1_ATTRS + DENSITY_ATTRS)
+    _assert_grid_values(lag, ds)
+    assert np.array_equal(mf.load(tmp_path / "l.nc").data, lag.data)
+
+
+def test_particles_have_no_grid(tmp_path):
+    x = mf.sampling.uniform_points(10, 3, 0)[None]
+    sol = mf.Solution([0.0], mf.Model(beta=1.0, dim=3), ParticleCloud(np.full(10, 0.1), 3), x)
+    with pytest.raises(ValueError, match="`grid`"):
+        sol.save(tmp_path / "p.nc", grid=True)
+
+
+def test_compliance_checker(circle, sphere, tmp_path):
+    """The IOOS compliance checker (CF 1.11) finds nothing but what we state: a time without a
+    calendar (the dynamics' t is dimensionless), θ read as a longitude, and the UGRID roles that its
+    discrete-sampling check does not know (CF 1.11 admits them)."""
+    runner = pytest.importorskip("compliance_checker.runner")
+    suite = runner.CheckSuite()
+    suite.load_all_available_checkers()
+    known = ("should have standard_name='time'", "is not a valid cf_role value", "may only be one variable containing "
+             "the cf_role", "should define valid units for longitude")
+    for name, sol in [("circle", circle), ("sphere", sphere), ("p1", _p1(3))]:
+        path = sol.save(tmp_path / f"{name}.nc", grid=True)
+        results, errors = suite.run_all(suite.load_dataset(str(path)), ["cf:1.11"], skip_checks=[])["cf:1.11"]
+        assert not errors
+        failed = [m for r in results for m in r.msgs
+                  if (r.value is False or (isinstance(r.value, tuple) and r.value[0] < r.value[1]))]
+        assert failed and all(any(k in m for k in known) for m in failed), (name, failed)
+
+
+# -- summary.json ---------------------------------------------------------------------------------------
+def _config(**overrides):
+    cfg = {"solver": {"name": "fourier", "modes": 32}, "model": {"beta": 3.0, "dim": 2},
+           "initial": {"density": "perturbed_uniform", "amplitude": 0.2, "degree": 2},
+           "times": {"t_end": 1.0, "n_saves": 11}, "output": {"name": "c", "plot": False}}
+    for key, value in overrides.items():
+        cfg[key].update(value)
+    return cfg
+
+
+def _read(out):
+    return json.loads((out / "summary.json").read_text())
+
+
+def _assert_checks_state_what_and_tolerance(summary):
+    assert summary["checks"]
+    for c in summary["checks"]:
+        assert set(c) >= {"name", "passed", "compared", "tolerance", "detail"}
+        assert c["compared"] and c["tolerance"], c
+
+
+def test_run_summary_has_the_physics(tmp_path):
+    report = run_experiment(_config(output={"grid": True}), tmp_path, progress=False)
+    s = _read(tmp_path)
+    assert s["status"] == "finished" and s["passed"]
+    assert 0.3 in s["settings"]["config"]["t_eval"] and 0.30000000000000004 not in s["settings"]["config"]["t_eval"]
+    fs = s["results"]["final_state"]
+    sol = report.solution
+    assert fs["t"] == 1.0
+    grid = sol.state(-1).to_grid().values
+    assert fs["density"]["max"] == pytest.approx(grid.max(), rel=1e-11) and fs["density"]["min"] < 1
+    e = fs["energy"]
+    assert e["uniform_minimum"] == pytest.approx(mf.energy.uniform_energy(3.0, 2), rel=1e-11)
+    assert e["dirac_maximum"] == pytest.approx(np.exp(3.0) / 6, rel=1e-11)
+    assert e["uniform_minimum"] < e["value"] < e["dirac_maximum"]
+    assert 0 < fs["w1_to_uniform"]["value"] < fs["w1_to_dirac"]["value"] < np.pi
+    assert fs["clusters"]["separated"] is False and fs["clusters"]["count"] is None    # ρ(1) is still smooth
+    _assert_checks_state_what_and_tolerance(s)
+    assert "density" in xr.open_dataset(tmp_path / "c.nc")       # [output] grid = true
+
+
+def test_stopped_run_summary_and_picture(tmp_path):
+    cfg = _config(solver={"modes": 32}, model={"beta": 8.0}, times={"t_end": 12.0, "n_saves": 13},
+                  output={"plot": True})
+    run_experiment(cfg, tmp_path, progress=False)
+    s = _read(tmp_path)
+    assert s["status"].startswith("stopped: ") and "under-resolved" in s["status"] and not s["passed"]
+    assert s["results"]["t_end"] < s["results"]["t_requested"] == 12.0
+    assert [c["passed"] for c in s["checks"] if c["name"] == "run finished"] == [False]
+    assert (tmp_path / "c.png").stat().st_size > 5000
+
+
+def test_config_accepts_auto_and_the_command_line_options(tmp_path):
+    from meanfield.experiments.config import parse_config
+
+    cfg = parse_config(_config(solver={"modes": "auto"}, output={"dir": str(tmp_path), "quick": True,
+                                                                    "progress": False, "scale": "log"}))
+    assert cfg.resolution == "auto" and cfg.out_dir == str(tmp_path) and cfg.quick_run and cfg.progress is False
+    assert cfg.make_solver().auto
+    for bad, key in [({"solver": {"modes": "fine"}}, "solver.modes"), ({"output": {"scale": "loud"}}, "output.scale"),
+                     ({"output": {"quick": "yes"}}, "output.quick"), ({"output": {"dir": 3}}, "output.dir")]:
+        with pytest.raises(ValueError, match=f"`{key}`"):
+            parse_config(_config(**bad))
+    particles = {"solver": {"name": "particles", "n": 10}, "model": {"beta": 1.0, "dim": 3},
+                 "initial": {"density": "uniform"}, "times": {"t_end": 1.0}, "output": {"grid": True}}
+    with pytest.raises(ValueError, match="`output.grid`"):
+        parse_config(particles)
+
+
+def test_clusters_only_where_separated():
+    rng = np.random.default_rng(0)
+    for d in (2, 3):
+        x = mf.sampling.uniform_points(2000, d, 0)      # near uniform: no cluster count (not "1 cluster")
+        c = clusters_summary((x, np.full(2000, 1 / 2000)))
+        assert c["separated"] is False and c["count"] is None
+    centres = np.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, -1.0]])
+    x = np.repeat(centres, [500, 300, 200], axis=0) + 1e-4 * rng.standard_normal((1000, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    c = clusters_summary((x, np.full(1000, 1e-3)))
+    assert c["separated"] and c["count"] == 3 and c["linking_distance"] == 1e-3
+    np.testing.assert_allclose(c["masses"], [0.5, 0.3, 0.2], atol=1e-12)
+    got = np.array([p["x"] for p in c["positions"]])
+    assert np.max(np.abs(got - centres)) < 1e-4
+    assert c["positions"][2]["lat"] == pytest.approx(-90, abs=0.01)
+
+
+def test_final_state_of_particles_in_high_dimension():
+    x = mf.sampling.uniform_points(50, 16, 1)
+    sol = mf.Solution([0.0], mf.Model(beta=2.0, dim=16), ParticleCloud(np.full(50, 0.02), 16), x[None])
+    fs = final_state(sol)
+    assert fs["density"]["max"] is None and fs["w1_to_uniform"]["value"] is None
+    assert fs["energy"]["value"] == pytest.approx(sol.energy[0], rel=1e-11)
+    assert fs["clusters"]["count"] is None
+
+
+def test_tidy_rounds_float_noise_only():
+    assert tidy({"t": [0.1 * 3, 1e-17, 2.0 / 3], "n": 3}) == {"t": [0.3, 1e-17, 0.666666666667], "n": 3}
