@@ -222,7 +222,9 @@ def noise_transition(out=None, *, dims=(2, 3), betas=None, factors=(0.5, 2.0), n
             ref = bessel_beta_star(d)
             report.results[f"d{d}"] = res_d = {"beta_star": bs, "beta_star_bessel": ref, "beta": {}}
             report.check(f"S^{d - 1}: β_*(d) from the Landau coefficient = root of I_(d/2+1)/I_(d/2) = 1/d",
-                         abs(bs - ref) <= 1e-8, f"β_* = {bs:.10f}, Bessel root {ref:.10f}, |Δ| = {abs(bs - ref):.1e}")
+                         abs(bs - ref) <= 1e-8, f"β_* = {bs:.10f}, Bessel root {ref:.10f}, |Δ| = {abs(bs - ref):.1e}",
+                         compared="β_* where the Landau coefficient changes sign with the root of "
+                                  "I_(d/2+1)(β)/I_(d/2)(β) = 1/d", tolerance="|Δ| <= 1e-8")
             panels = []
             for beta in (betas if betas is not None else [f * bs for f in factors]):
                 panels.append(_usa_panel(report, res_d, stationary, d, beta, nus, particles, n, tau, quick, seed,
@@ -314,7 +316,10 @@ def _dynamics(report, where, d, beta, normalized, nu_c, runs, states, cluster, L
                      + (f"{tol:g}" if m == "pde" else "3·max(1/√n, sqrt(ν/(n(ν − ν_c))))") + ")"
                      + (f" ({len(mine) - len(judged)} runs near ν_c or cut at t = {cap:g}/ν_c not judged)"
                         if len(judged) < len(mine) else "")
-                     + (f"; {'modes' if d == 2 else 'lmax'} = {L}" if m == "pde" else ""))
+                     + (f"; {'modes' if d == 2 else 'lmax'} = {L}" if m == "pde" else ""),
+                     compared="the final order parameter r of each run with the stable branch of the diagram at its ν",
+                     tolerance=(f"|r − r_stable| <= {tol:g}" if m == "pde" else
+                                "|r − r_stable| <= 3·max(1/√n, sqrt(ν/(n(ν − ν_c))))"))
     return rows
 
 
@@ -346,11 +351,14 @@ def _usa_panel(report, res_d, stationary, d, beta, nus, particles, n, cap, quick
     where = f"S^{d - 1}, β = {beta:.4g}"
     err = abs(ds.attrs["nu_bifurcation"] - a1) / a1
     report.check(f"{where}: the branch bifurcates at ν_c = a_1/β", err <= 1e-9,
-                 f"ν_c = {a1:.12g}, branch extrapolated to r = 0: {ds.attrs['nu_bifurcation']:.12g} (rel. {err:.1e})")
+                 f"ν_c = {a1:.12g}, branch extrapolated to r = 0: {ds.attrs['nu_bifurcation']:.12g} (rel. {err:.1e})",
+                 compared="the branch's ν extrapolated to r = 0 with ν_c = a_1/β", tolerance="relative error <= 1e-9")
     cerr = abs(ds.attrs["landau_fit"] - c) / abs(c)
     report.check(f"{where}: Landau coefficient (exact, from a_1, a_2) = the branch's ν/ν_c − 1 ∝ r²",
                  cerr <= 1e-4 and (c > 0) == (beta > res_d["beta_star"]),
-                 f"c = {c:.8f}, fitted {ds.attrs['landau_fit']:.8f}: {ds.attrs['transition']}")
+                 f"c = {c:.8f}, fitted {ds.attrs['landau_fit']:.8f}: {ds.attrs['transition']}",
+                 compared="the exact Landau coefficient c with the fit ν/ν_c − 1 ≈ c r² on the branch, and the sign of c "
+                          "with β against β_*", tolerance="relative error <= 1e-4; sign as predicted")
     report.save_dataset(ds, f"branch_d{d}_beta{beta:.4g}.nc")
     f_fold = ds.attrs["nu_fold"] / nu_c if sub else 1.0
     if sub:
@@ -359,7 +367,9 @@ def _usa_panel(report, res_d, stationary, d, beta, nus, particles, n, cap, quick
         report.check(f"{where}: subcritical: fold at ν_fold > ν_c, branch unstable between ν_c and the fold",
                      f_fold > 1 and lower.any() and not st[lower].any() and st[r > 1.05 * ds.attrs["order_fold"]].all(),
                      f"ν_fold/ν_c = {f_fold:.6f}, r_fold = {ds.attrs['order_fold']:.4f}, "
-                     f"Maxwell point ν/ν_c = {ds.attrs['nu_maxwell'] / nu_c:.6f}")
+                     f"Maxwell point ν/ν_c = {ds.attrs['nu_maxwell'] / nu_c:.6f}",
+                     compared="ν_fold/ν_c, and the stability of the branch below and above the fold",
+                     tolerance="ν_fold > ν_c; unstable for r below r_fold, stable above 1.05 r_fold")
     if nus is not None:
         ratios = list(nus)
     elif sub:
@@ -416,7 +426,9 @@ def _hysteresis(report, res, d, beta, nu_c, f_fold, r_fold, L, n, quick, seed, p
         ok = low.size > 0 and high.size > 0 and np.all(low < max(thr, 0.5 * r_fold)) and np.all(high > 0.8 * r_fold)
         report.check(f"{where}: hysteresis ({m}): uniform on the way down, clustered on the way up, for ν_c < ν < ν_fold",
                      ok, f"down: r = {np.round(low, 3).tolist()}, up: r = {np.round(high, 3).tolist()} "
-                         f"(r_fold = {r_fold:.3f})")
+                         f"(r_fold = {r_fold:.3f})",
+                     compared="the order parameter r at each ν in (ν_c, ν_fold), sweeping ν down and then up",
+                     tolerance=f"down: r < max({thr:.3g}, r_fold/2); up: r > 0.8 r_fold")
     res["hysteresis"] = {"nu": nus, **{m: r for m, r in out.items()}}
     ds = xr.Dataset({f"order_{m}": ("stage", r) for m, r in out.items()} | {"nu": ("stage", nus)},
                     attrs={"beta": beta, "dim": d, "nu_c": nu_c, "stages_down": half})
@@ -440,7 +452,9 @@ def _sa_panel(report, res_d, stationary, d, beta, nus, cap, quick, tol, progress
     below = [row["order"] for row in rows if row["ratio"] < 1 and not row["capped"]]
     report.check(f"{where}: uniform above the linear threshold a_1/(β a_0), clustered below (PDE)",
                  bool(above) and bool(below) and max(above) <= tol and min(below) > 0.1,
-                 f"ν_c = {nu_c:.6g}; r above: {np.round(above, 4).tolist()}; r below: {np.round(below, 4).tolist()}")
+                 f"ν_c = {nu_c:.6g}; r above: {np.round(above, 4).tolist()}; r below: {np.round(below, 4).tolist()}",
+                 compared="the final order parameter r of the PDE runs above and below ν_c",
+                 tolerance=f"r <= {tol:g} above ν_c; r > 0.1 below")
     res_d["sa"] = {"beta": beta, "nu_c": nu_c, "landau_coefficient": ds.attrs["landau_coefficient"],
                    "nu_bifurcation": ds.attrs["nu_bifurcation"], "runs": rows}
     report.save_dataset(ds, f"branch_sa_d{d}_beta{beta:.4g}.nc")

@@ -706,9 +706,10 @@ def sweep(spec, out=None, *, workers=None, scheduler=None, quick=False, progress
                     f"{r['failed']} failed; cells in {out / 'cells'}; open them with "
                     f"meanfield.experiments.sweep.open_sweep({str(out)!r})")
         first = f" (cell {failed[0]['index']}: {failed[0]['error']})" if failed else ""
-        report.check("every cell computed", not failed, f"{len(failed)} of {n} cells failed{first}")
+        report.check("every cell computed", not failed, f"{len(failed)} of {n} cells failed{first}",
+                     compared="the cells of the sweep with a complete result", tolerance="all of them")
         report.check("every cell's checks pass", not unchecked, f"{len(unchecked)} of {n} cells have failing checks"
                      + (f" (cell {unchecked[0]['index']}: {', '.join(unchecked[0]['checks_failed'])})"
-                        if unchecked else ""))
+                        if unchecked else ""), compared="the checks of every cell's own summary", tolerance="all pass")
         report.finish()
     return report
