@@ -35,8 +35,8 @@ import copy
 
 import numpy as np
 
-from meanfield._checks import check_callable, check_density_values, check_int
-from meanfield.errors import SolverError
+from meanfield._checks import check_callable, check_density_values, check_int, check_real
+from meanfield.errors import SolverError, UnderResolved
 from meanfield.kernels import laplacian_eigenvalues, minimum_degree
 from meanfield.quadrature import gauss_gegenbauer
 from meanfield.representations.gegenbauer import (GegenbauerSeries, axis_vector, directions, gegenbauer_table,
@@ -50,6 +50,7 @@ MIN_LMAX = 4
 AUTO_START = 32          # lmax="auto": first degree (raised to the kernel's minimum if needed)
 AUTO_MAX_LMAX = 1024     # lmax="auto": default cap
 ZONAL_RTOL = 1e-8        # tolerance of the zonality check of a callable initial density
+MAX_NORM = 1e12          # ‖ρ‖_{L²(σ)} beyond which the coefficients lose more than 12 digits
 
 
 def node_count(lmax):
@@ -81,6 +82,11 @@ class Gegenbauer(Solver):
         Tolerance of the spectral tail (relative L²(σ) norm of the top third of the degrees), checked
         after every step. Default 1e-6.
     max_lmax : int, cap of ``lmax="auto"`` (default 1024).
+    max_norm : float > 1
+        The run stops with `UnderResolved` once ‖ρ‖_{L²(σ)} = |c| exceeds it (default 1e12): the
+        coefficients, and the density values, are then accurate only to about 1e-16·|c| in absolute
+        terms. In high dimension this is what limits a concentrating flow (docs/gegenbauer.md: a
+        density concentrated at ⟨x, e⟩ ≈ s̄ has ‖ρ‖ ≈ e^{d s̄²/2}).
 
     Notes
     -----
@@ -92,15 +98,17 @@ class Gegenbauer(Solver):
     Diagnostics at saved times (``sol.diagnostics``): ``mass``, ``min_density`` (at the nodes),
     ``spectral_tail``, ``energy_rate`` (exact derivative of the discrete energy),
     ``energy_rate_identity`` (docs/mathematics.md: v∫Z|X|²ρ dσ for (SA), (3.6); v∫|X|²ρ dσ for
-    (USA); plus the noise term), ``energy_rate_error`` and ``lmax``.
+    (USA); plus the noise term), ``energy_rate_error``, ``l2_norm`` (‖ρ‖_{L²(σ)}) and ``lmax``.
     """
 
     steppers = ("dopri5", "bs32")
     stepper_defaults = {}
 
-    def __init__(self, model, lmax=64, axis=None, *, tail_tol=DEFAULT_TAIL_TOL, max_lmax=AUTO_MAX_LMAX):
+    def __init__(self, model, lmax=64, axis=None, *, tail_tol=DEFAULT_TAIL_TOL, max_lmax=AUTO_MAX_LMAX,
+                 max_norm=MAX_NORM):
         Solver.__init__(self, model)
         self._require_zonal()
+        self.max_norm = check_real(max_norm, "max_norm", low=1.0, low_open=True)
         d = model.dim
         self.axis = axis_vector(axis, d)
         self.axis.setflags(write=False)
@@ -177,6 +185,13 @@ class Gegenbauer(Solver):
                                   "log(K*ρ) is undefined: the discrete density has large negative parts; "
                                   "increase `lmax`.")
         power = y * y
+        norm = float(np.sqrt(power.sum()))
+        if not norm <= self.max_norm:
+            raise UnderResolved(
+                f"ill-conditioned at t={t:.6g}: ‖ρ‖_L²(σ) = {norm:.3g} > max_norm={self.max_norm:g}, so the "
+                "coefficients carry only ~16 − log10‖ρ‖ digits. The density is concentrating where σ has little "
+                "mass (in high dimension ‖ρ‖ grows like e^{d s̄²/2} with s̄ = <x, e>); stop earlier.",
+                t=t, tail=float(spectral_tail(power)), tol=self.tail.tol)
         if self.auto and self.lmax < self.max_lmax:
             tail = float(spectral_tail(power))
             if not tail <= self.tail.tol:
@@ -195,7 +210,7 @@ class Gegenbauer(Solver):
         ident = m.v * float(self.weights @ integrand) + noise_dissipation(m.beta, m.dim, m.noise, power)
         out = energy_diagnostics(m.beta, m.dim, power, y * dy, ident)
         out.update({"mass": float(y[0]), "min_density": float(f.min()), "spectral_tail": float(spectral_tail(power)),
-                    "lmax": float(self.lmax)})
+                    "l2_norm": float(np.sqrt(power.sum())), "lmax": float(self.lmax)})
         return out
 
     # -- initial data ------------------------------------------------------------------------------

@@ -286,6 +286,15 @@ def test_under_resolved_and_continuation():
     assert np.allclose(rest.data[-1], whole.data[-1], rtol=1e-7, atol=1e-10)
 
 
+def test_ill_conditioned_state_stops_the_run():
+    """d = 128: as the cap moves towards the pole ‖ρ‖_{L²(σ)} grows like e^{d s̄²/2}; past max_norm the run stops."""
+    d = 128
+    with pytest.raises(mf.UnderResolved, match="max_norm") as info:
+        G(mf.Model(beta=2.0, dim=d), 128, max_norm=1e4).solve(D.von_mises_fisher(pole(d), 10.0), [0.0, 0.5, 3.0])
+    sol = info.value.solution
+    assert sol.diagnostics["l2_norm"][-1] < 1e4 and 0.5 < info.value.t < 3.0
+
+
 def test_initial_forms_agree():
     """A callable, a profile (`densities.zonal`) and coefficients give the same state; a rotated axis too."""
     d = 7
@@ -359,6 +368,8 @@ def test_bad_input():
         G(model, "fine")
     with pytest.raises(ValueError, match=r"`axis`"):
         G(model, 32, axis=np.ones(d + 1))
+    with pytest.raises(ValueError, match=r"`max_norm`"):
+        G(model, 32, max_norm=0.5)
     with pytest.raises(mf.UnsupportedModel):
         G(mf.Model(beta=1.0, dim=d, V=np.diag(np.arange(1.0, d + 1))), 32)
     with pytest.raises(ValueError, match=r"`initial`"):
