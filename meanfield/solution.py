@@ -23,7 +23,8 @@ class Solution:
     t : (T,) saved times.
     model : `Model`.
     representation : `Representation` (how ``data`` is to be read).
-    data : array (T, ...) — the state at each saved time.
+    data : array (T, ...) — the state at each saved time (for a run in several representations, an
+        object array of `representations.segments.Piece`; see ``segments``).
     diagnostics : dict name -> (T,) array (min density, spectral tail, dissipation identity, W1 ...).
     stats : dict of counters (nfev, nsteps, nrejected, wall time ...).
     status : 0 finished, 1 stopped early (see ``message``).
@@ -95,6 +96,14 @@ class Solution:
 
         j = self._index(i)
         return State(self.representation, self.data[j], t=float(self.t[j]), model=self.model)
+
+    @property
+    def segments(self):
+        """The run's segments as plain Solutions, in time order: ``[self]`` for a run in one
+        representation; for a spectral run handed over to `solvers.Lagrangian`, the spectral part
+        and the Lagrangian part (`meanfield.representations.segments`)."""
+        split = getattr(self.representation, "split", None)
+        return [self] if split is None else split(self)
 
     def concat(self, *others):
         """One Solution with the saved times of this run followed by those of its continuations
@@ -189,21 +198,44 @@ class Solution:
 def concat(*parts):
     """Join the Solutions of consecutive segments of one run (a refined or continued run). Each
     segment after the first starts from a state already saved (or from a refinement point), so its
-    first saved time is dropped. The data are carried into the last segment's representation."""
+    first saved time is dropped. Consecutive segments in one representation are carried into the
+    last one's layout (a refined run); segments in different representations (a spectral run handed
+    over to the characteristics) are kept side by side in a `representations.segments.Segments`."""
     if len(parts) == 1:
         return parts[0]
     last = parts[-1]
-    rep = last.representation
+    # (segment, its first slice is new) in time order; runs of one representation form a group
+    pieces = [(s, j == 0 or k > 0) for j, p in enumerate(parts) for k, s in enumerate(p.segments)]
+    pieces = [(s, new) for s, new in pieces if s.t.size > (0 if new else 1)]
+    groups = []
+    for s, new in pieces:
+        if groups and s.representation.name == groups[-1][-1][0].representation.name:
+            groups[-1].append((s, new))
+        else:
+            groups.append([(s, new)])
     ts, datas, diags = [], [], {}
     keys = set().union(*[set(p.diagnostics) for p in parts]) | {"energy"}
-    for j, p in enumerate(parts):
-        sl = slice(0 if j == 0 else 1, None)
-        ts.append(p.t[sl])
-        datas.append(rep.embed(p.data[sl], p.representation))
-        for key in keys:
-            vals = p._energy if key == "energy" else p.diagnostics.get(key)
-            vals = np.full(p.t.shape, np.nan) if vals is None else np.asarray(vals)
-            diags.setdefault(key, []).append(vals[sl])
+    for group in groups:
+        rep = group[-1][0].representation
+        chunk = []
+        for p, new in group:
+            sl = slice(0 if new else 1, None)
+            ts.append(p.t[sl])
+            chunk.append(rep.embed(p.data[sl], p.representation))
+            for key in keys:
+                vals = p._energy if key == "energy" else p.diagnostics.get(key)
+                vals = np.full(p.t.shape, np.nan) if vals is None else np.asarray(vals)
+                diags.setdefault(key, []).append(vals[sl])
+        datas.append(np.concatenate(chunk))
+    solver = last.solver
+    if len(groups) == 1:
+        rep, data = groups[0][-1][0].representation, datas[0]
+    else:
+        from .representations.segments import Segments
+
+        names = [g[-1][0].solver for g in groups]
+        rep, data = Segments.join([g[-1][0].representation for g in groups], datas, names)
+        solver = "+".join(names)
     stats = {}
     for p in parts:
         for key, val in p.stats.items():
@@ -215,8 +247,8 @@ def concat(*parts):
     diag_arrays = {k: np.concatenate(v) for k, v in diags.items() if any(np.size(a) for a in v)}
     if diag_arrays.get("energy") is not None and np.isnan(diag_arrays["energy"]).any():
         diag_arrays.pop("energy")
-    return Solution(np.concatenate(ts), last.model, rep, np.concatenate(datas), diag_arrays, stats,
-                    status=last.status, message=last.message, solver=last.solver)
+    return Solution(np.concatenate(ts), last.model, rep, data, diag_arrays, stats,
+                    status=last.status, message=last.message, solver=solver)
 
 
 def load(path):

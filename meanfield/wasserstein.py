@@ -184,7 +184,7 @@ def w1_to_dirac(measure):
     x, w = check_measure(measure)
 
     def cost(z):
-        return float(w @ np.arccos(np.clip(x @ z, -1.0, 1.0)))
+        return float(w @ geodesic_distance(x, z))       # accurate for small angles (arccos is not)
 
     m = w @ x
     cands = [x[int(np.argmax(w))]]
@@ -196,7 +196,7 @@ def w1_to_dirac(measure):
     best = min(cands, key=cost)
     z = best
     for _ in range(100):
-        ang = np.arccos(np.clip(x @ z, -1.0, 1.0))
+        ang = geodesic_distance(x, z)
         tangent = x - (x @ z)[:, None] * z
         norms = np.linalg.norm(tangent, axis=1)
         ok = norms > 1e-14

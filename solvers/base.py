@@ -41,7 +41,7 @@ import time
 import numpy as np
 
 from meanfield._checks import check_real, check_times
-from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnsupportedModel
+from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
 from meanfield.model import Model
 from meanfield.solution import Solution, concat
 
@@ -84,7 +84,11 @@ class Run:
         return self.solver._retract(self, y)
 
     def monitor(self, t, y):
-        return self.solver._monitor(self, t, y)
+        try:
+            return self.solver._monitor(self, t, y)
+        except UnderResolved as exc:
+            exc.state = y          # the state that failed the check: a hand-over continues from it
+            raise
 
     def diagnostics(self, t, y):
         return self.solver._diagnostics(self, t, y)
@@ -242,7 +246,14 @@ class Solver:
                 raise ValueError(f"`initial` (the initial density rho0) must be a density callable, a Solution or the "
                                  f"path of a saved one; there is no file {str(initial)!r}.")
             initial = load(initial)
+        if "on_underresolved" in opts:
+            opts["on_underresolved"] = self._handover_target(opts["on_underresolved"])
         if isinstance(initial, Solution):
+            initial = initial.segments[-1]          # a run in several representations continues its last one
+            target = opts.get("on_underresolved", "raise")
+            if target != "raise" and initial.representation.name == "lagrangian":
+                # a run already handed over (e.g. its checkpoint) goes on along the characteristics
+                return self._handover_solver(target, initial).start(initial, t_eval, method=method)
             if initial.model.dim != self.model.dim:
                 raise ValueError(f"`initial` lives on S^{initial.model.dim - 1}, this solver on S^{self.model.dim - 1}.")
             t_eval = check_times(t_eval, start=float(initial.t[-1]))
@@ -296,7 +307,9 @@ class Solver:
         Returns
         -------
         Solution. Raises `UnderResolved`, `NonFiniteState`, `Interrupted` (all `SolverError`) with
-        ``.solution`` holding the saved times before the failure.
+        ``.solution`` holding the saved times before the failure. A spectral solve with
+        ``on_underresolved="lagrangian"`` continues along the characteristics instead of raising
+        `UnderResolved` (`solvers.lagrangian.HandsOver`); the Solution then has two ``segments``.
         """
         if len(args) > len(self.positional_options):
             raise TypeError(f"{type(self).__name__}.solve takes at most {2 + len(self.positional_options)} "
@@ -307,7 +320,7 @@ class Solver:
             options[name] = value
         checkpoint_every = check_real(checkpoint_every, "checkpoint_every", low=0.0)
         run = self._discretisation().start(initial, t_eval, method=method, normalize=normalize, **options)
-        parts = []
+        parts, handover = [], None
         last_write = [time.perf_counter()]
 
         def saver(run):
@@ -334,8 +347,15 @@ class Solver:
                 run = run.derived(finer, y, np.concatenate([[res.error.t], rest]))
                 continue
             parts.append(part)
+            if res.status == 1 and isinstance(res.error, UnderResolved) and run.options.get("on_underresolved",
+                                                                                            "raise") != "raise":
+                handover = float(res.error.t)
+                run = _hand_over(run, res.error)
+                continue
             break
         sol = concat(*parts)
+        if handover is not None:
+            sol.stats["handover_t"] = handover
         if checkpoint is not None:
             sol.save(checkpoint)
         if res.status == 0:
@@ -353,6 +373,17 @@ class Solver:
         t_fail = float(res.message.split("t=")[1].split(",")[0].split(" ")[0]) if "t=" in res.message else None
         raise NonFiniteState(f"{name}: {res.message}. The saved times up to t={sol.t[-1]:.6g} are in "
                              "`exc.solution`.", sol, t=t_fail, step=res.nsteps + 1)
+
+
+def _hand_over(run, exc):
+    """The run of `solvers.Lagrangian` that continues ``run`` from the state that failed its resolution
+    check (at ``exc.t``), over the remaining saved times: its density at the labels is the new ρ_0."""
+    t = float(exc.t)
+    one = Solution([t], run.model, run.representation(), run.solver._to_data(run, exc.state)[None],
+                   solver=type(run.solver).__name__)
+    solver = run.solver._handover_solver(run.options["on_underresolved"], one)
+    t_rest = np.concatenate([[t], run.t_eval[run.t_eval > t]])
+    return solver.start(one, t_rest, method=run.method if run.method in solver.steppers else None)
 
 
 def _build(run, res, diags):

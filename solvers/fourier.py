@@ -38,6 +38,7 @@ from meanfield.quadrature import trapezoid
 from meanfield.representations.fourier import FourierSeries
 
 from .base import Refine, Solver
+from .lagrangian import HandsOver
 from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_coefficients, check_kernel_resolution,
                        energy_diagnostics, noise_dissipation, spectral_tail)
 
@@ -52,7 +53,7 @@ def padded_size(modes, dealias=1.5):
     return int(sfft.next_fast_len(int(np.ceil(dealias * 2 * int(modes))) + 1, real=True))
 
 
-class FourierCircle(Solver):
+class FourierCircle(HandsOver, Solver):
     """Fourier pseudo-spectral solver on S^1 (``model.dim == 2``, zonal models: Q^T K = I, V = v·I).
 
     Parameters
@@ -85,6 +86,11 @@ class FourierCircle(Solver):
     flow, exact derivative of the spectral energy), ``energy_rate_identity`` ((3.6): s∫Z|v|²ρ dσ
     for SA, s∫|v|²ρ dσ for USA, plus the noise term; docs/mathematics.md §4), ``energy_rate_error``
     (their relative difference), ``w1_to_uniform``, ``w1_to_dirac``, and ``modes`` (K in use).
+
+    Solve option ``on_underresolved``: "raise" (default: `UnderResolved`), "lagrangian" or a
+    `solvers.Lagrangian` (without noise: when the density is no longer resolved, the run hands over to
+    the characteristics from its last state and returns one Solution over all of ``t_eval``, its
+    ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
     """
 
     def __init__(self, model, modes=512, *, tail_tol=DEFAULT_TAIL_TOL, dealias=1.5, max_modes=AUTO_MAX_MODES,

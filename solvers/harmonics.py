@@ -40,6 +40,7 @@ from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cr
                                                  alm_to_real, real_to_alm)
 
 from .base import Refine, Solver
+from .lagrangian import HandsOver
 from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_coefficients, check_kernel_resolution,
                        energy_diagnostics, noise_dissipation, spectral_tail)
 
@@ -54,7 +55,7 @@ def _good_size(n):
     return int(good_size(int(n), True))
 
 
-class SphericalHarmonics(Solver):
+class SphericalHarmonics(HandsOver, Solver):
     """Spectral solver on S^2 (model.dim == 3, zonal models: Q^T K = I, V = v·I).
 
     Parameters
@@ -75,6 +76,11 @@ class SphericalHarmonics(Solver):
     -----
     Steppers "dopri5" (default) and "bs32". Initial states: a density callable, a harmonics
     Solution (continued), or real coefficients clm (2, L+1, L+1) with L <= lmax (as ``sol.data[i]``).
+
+    Solve option ``on_underresolved``: "raise" (default: `UnderResolved`), "lagrangian" or a
+    `solvers.Lagrangian` (without noise: when the density is no longer resolved, the run hands over to
+    the characteristics from its last state and returns one Solution over all of ``t_eval``, its
+    ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
     """
 
     def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL, max_lmax=AUTO_MAX_LMAX, w1=False,

@@ -11,6 +11,7 @@ _REGISTRY = {
     "sampled-particles": "meanfield.representations.sampled_particles:SampledParticleCloud",
     "lagrangian": "meanfield.representations.lagrangian:LagrangianNodes",
     "gegenbauer": "meanfield.representations.gegenbauer:GegenbauerSeries",
+    "segments": "meanfield.representations.segments:Segments",
 }
 
 
