@@ -8,14 +8,14 @@ __version__ = "0.1.0"
 from . import densities
 from .errors import Interrupted, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
 from .energy import dirac_energy, energy_from_spectrum, interaction_energy, uniform_energy
-from .kernels import kernel_multipliers, linear_growth_rates, velocity_multipliers
+from .kernels import fastest_mode, kernel_multipliers, linear_growth_rates, velocity_multipliers
 from .model import Model
 from .sampling import quadrature, sample
 from .solution import Solution, load
 from .wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
 
 __all__ = [
-    "Model", "kernel_multipliers", "velocity_multipliers", "linear_growth_rates", "interaction_energy",
+    "Model", "kernel_multipliers", "velocity_multipliers", "linear_growth_rates", "fastest_mode", "interaction_energy",
     "energy_from_spectrum", "uniform_energy", "dirac_energy", "densities", "sample", "quadrature",
     "wasserstein", "w1_to_dirac", "w1_to_uniform", "Solution", "load", "UnsupportedModel", "SolverError",
     "UnderResolved", "NonFiniteState", "Interrupted", "__version__",

@@ -5,8 +5,12 @@ Plain functions on arrays of points of shape (..., n, d): every leading axis is 
 ``positions.shape[:-2]`` (a plain float/int for a single configuration (n, d)). Average the result
 yourself when you want one number over a batch (e.g. ``clustered_pair_fraction(x, δ).mean()`` is
 the Figure 3 estimate of p_d(t, β) over realisations). Memory is O(chunk²) per batch element for
-large n. This module imports no solver.
+large n. `find_clusters` counts the clusters of one weighted measure (particles, Lagrangian nodes,
+a density's quadrature nodes) with masses and positions, and says when there are none to count.
+This module imports no solver.
 """
+from typing import NamedTuple, Optional
+
 import numpy as np
 
 from ._checks import check_int, check_real
@@ -122,3 +126,167 @@ def w1_to_nearest_dirac(positions, weights=None):
     flat = x.reshape(-1, n, x.shape[-1])
     out = np.array([w1_to_dirac((xi, w)) for xi in flat]).reshape(x.shape[:-2])
     return _scalar_or_array(out)
+
+
+class Clusters(NamedTuple):
+    """What `find_clusters` reports about one weighted measure (masses are fractions of its total).
+
+    count : the number of clusters, or None when the measure is not separated into clusters.
+    separated : at least a fraction 1 − ``stray`` of the mass lies within ``tol`` of the centre of
+        its own cluster (a component of mass >= ``min_mass``).
+    masses, positions, spread : per cluster, heaviest first: the component's mass, its centre (the
+        normalised weighted mean) and its mass-weighted RMS geodesic radius about the centre. Given
+        also when not separated (the heavy components found at ``tol``).
+    labels : (n,) the cluster index of each point in that order, −1 outside the clusters.
+    clustered_mass : the mass within ``tol`` of its cluster's centre; components : their number.
+    """
+    count: Optional[int]
+    separated: bool
+    masses: np.ndarray
+    positions: np.ndarray
+    spread: np.ndarray
+    labels: np.ndarray
+    clustered_mass: float
+    components: int
+
+
+def _geodesic(x, y):
+    """Geodesic distance 2 arcsin(|x − y|/2) between unit vectors (accurate at small angles)."""
+    return 2.0 * np.arcsin(np.clip(0.5 * np.linalg.norm(x - y, axis=-1), 0.0, 1.0))
+
+
+def _components_circle(x, tol):
+    """Components on S^1: runs of consecutive points (in angle) with gaps <= tol; O(n log n)."""
+    n = len(x)
+    theta = np.arctan2(x[:, 1], x[:, 0])
+    order = np.argsort(theta, kind="stable")
+    ts = theta[order]
+    gaps = np.diff(np.append(ts, ts[0] + 2 * np.pi))          # gap after each sorted point (cyclic)
+    cut = gaps > tol
+    lab = np.zeros(n, dtype=np.int64)
+    if cut.any():
+        lab[1:] = np.cumsum(cut[:-1])
+        if not cut[-1]:
+            lab[lab == lab[-1]] = 0                            # the last run wraps around to the first
+    out = np.empty(n, dtype=np.int64)
+    out[order] = np.unique(lab, return_inverse=True)[1]
+    return out
+
+
+def _cells_within(x, cell, size, pairs, chord, small=8, block=4096):
+    """For each pair (a, b) of cells: is some member of a within ``chord`` of some member of b?
+    Cells of at most ``small`` points are compared in padded blocks, larger ones by a k-d tree."""
+    from scipy.spatial import cKDTree
+
+    order = np.argsort(cell, kind="stable")
+    start = np.concatenate([[0], np.cumsum(size)[:-1]])
+    pad = np.full((len(size), small), -1)
+    little = size <= small
+    cols = np.arange(small)
+    idx = start[little, None] + cols
+    pad[little] = np.where(cols < size[little, None], order[np.minimum(idx, len(order) - 1)], -1)
+    xp = np.concatenate([x, np.full((1, x.shape[1]), np.nan)])     # index −1: a NaN point
+    out = np.zeros(len(pairs), dtype=bool)
+    both = np.nonzero(little[pairs[:, 0]] & little[pairs[:, 1]])[0]
+    for s in range(0, len(both), block):
+        k = both[s:s + block]
+        a, b = xp[pad[pairs[k, 0]]], xp[pad[pairs[k, 1]]]             # (m, small, d)
+        dist = np.linalg.norm(a[:, :, None, :] - b[:, None, :, :], axis=-1)
+        out[k] = np.any(dist <= chord, axis=(1, 2))                   # NaN compares False
+    for k in np.nonzero(~(little[pairs[:, 0]] & little[pairs[:, 1]]))[0]:
+        a = x[order[start[pairs[k, 0]]:start[pairs[k, 0]] + size[pairs[k, 0]]]]
+        b = x[order[start[pairs[k, 1]]:start[pairs[k, 1]] + size[pairs[k, 1]]]]
+        out[k] = cKDTree(a).query(b, distance_upper_bound=chord)[0].min() <= chord
+    return out
+
+
+def _components_sphere(x, tol):
+    """Components of the graph |x_i − x_j| <= chord(tol), exactly, without enumerating the pairs
+    inside dense clusters: points sharing a cell of diameter chord/8 are linked; cells are linked
+    through their first points (exact when those are within the chord, or when both cells hold one
+    point), and by an exact check of their members in the band chord < D <= chord + 2·cell."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial import cKDTree
+
+    n, d = x.shape
+    chord = 2.0 * np.sin(0.5 * tol)
+    diam = chord / 8.0
+    keys = np.floor(x / (diam / np.sqrt(d))).astype(np.int64)
+    _, first, cell = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    cell = cell.ravel()
+    reps = x[first]
+    size = np.bincount(cell)
+    pairs = cKDTree(reps).query_pairs(chord + 2 * diam, output_type="ndarray")
+    if len(pairs):
+        D = np.linalg.norm(reps[pairs[:, 0]] - reps[pairs[:, 1]], axis=1)
+        linked = D <= chord
+        unsure = np.nonzero(~linked & ((size[pairs[:, 0]] > 1) | (size[pairs[:, 1]] > 1)))[0]
+        if unsure.size:
+            linked[unsure] = _cells_within(x, cell, size, pairs[unsure], chord)
+        pairs = pairs[linked]
+    g = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(len(reps), len(reps)))
+    return connected_components(g, directed=False)[1][cell]
+
+
+def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05):
+    """Clusters of a weighted measure Σ_j w_j δ_{x_j} on S^{d-1}: particles, Lagrangian nodes, the
+    nodes of a density's quadrature (``sol.measure(i)`` of any solver) alike.
+
+    The components are the connected components of the graph x_i ~ x_j ⟺ d(x_i, x_j) <= ``tol``
+    (geodesic distance; single linkage). A *cluster* is a component of mass >= ``min_mass``, at its
+    centre c (the normalised weighted mean). The measure is *separated* when the mass within ``tol``
+    of the centre of its own cluster is at least 1 − ``stray``; only then is a count reported.
+    That gap criterion is measured on the mass, not on the points: a near-uniform cloud, which at a
+    large ``tol`` chains into one component (and at a small one falls apart into light ones), is
+    never counted as a cluster, and particles and a continuum discretised by any number of nodes
+    agree up to their difference in W1. Once the clusters are sharp (radius ≪ ``tol``) and their
+    distances ≫ ``tol``, the result does not depend on ``tol`` (e.g. over a factor 10). This is the
+    counting of metastable clusters (Section 6.3 and Figure 4 of the paper; docs/mathematics.md §7).
+
+    Parameters
+    ----------
+    measure : (points (n, d), weights (n,)) or points (n, d) with equal weights; the weights are
+        normalised to mass 1 and the points projected onto the sphere.
+    tol : linking distance and cluster radius, in radians, in [1e-12, π/4] (a ball of radius π/4
+        holds at most a quarter of the uniform measure, so no tolerance makes a uniform cloud separated).
+    min_mass : smallest mass of a cluster, in (0, 1].
+    stray : largest mass allowed outside the clusters' balls of radius ``tol``, in [0, 0.5).
+
+    Returns
+    -------
+    `Clusters` (count, separated, masses, positions, spread, labels, clustered_mass, components).
+    Cost O(n log n) on S^1 (sorted angles); on S^2 and beyond a k-d tree over cells of diameter tol/8
+    (pairs inside a dense cluster are never enumerated).
+    """
+    from ._checks import check_measure
+
+    if not (isinstance(measure, (tuple, list)) and len(measure) == 2):
+        measure = (_as_positions(measure, "measure"), None)
+        if measure[0].ndim != 2:
+            raise ValueError(f"`measure` must be points (n, d) or a pair (points, weights), got {measure[0].shape}.")
+        measure = (measure[0], np.full(measure[0].shape[0], 1.0 / measure[0].shape[0]))
+    x, w = check_measure(measure, "measure", normalize=True)
+    tol = check_real(tol, "tol", low=1e-12, high=np.pi / 4)
+    min_mass = check_real(min_mass, "min_mass", low=0.0, low_open=True, high=1.0)
+    stray = check_real(stray, "stray", low=0.0, high=0.5)
+    if stray >= 0.5:
+        raise ValueError(f"`stray` must be in [0, 0.5), got {stray!r}.")
+    lab = _components_circle(x, tol) if x.shape[1] == 2 else _components_sphere(x, tol)
+    ncomp = int(lab.max()) + 1
+    mass = np.bincount(lab, weights=w, minlength=ncomp)
+    centre = np.stack([np.bincount(lab, weights=w * x[:, i], minlength=ncomp) for i in range(x.shape[1])], -1)
+    norm = np.linalg.norm(centre, axis=1)
+    centre /= np.maximum(norm, 1e-300)[:, None]
+    dist = _geodesic(x, centre[lab])
+    dist[norm[lab] <= 1e-12 * mass[lab]] = np.pi                 # no centre (a balanced ring): not compact
+    spread = np.sqrt(np.bincount(lab, weights=w * dist ** 2, minlength=ncomp) / np.maximum(mass, 1e-300))
+    heavy = np.nonzero(mass >= min_mass)[0]
+    heavy = heavy[np.argsort(-mass[heavy], kind="stable")]
+    rank = np.full(ncomp, -1)
+    rank[heavy] = np.arange(len(heavy))
+    labels = rank[lab]
+    clustered = float(np.sum(w[(labels >= 0) & (dist <= tol)]))
+    separated = bool(len(heavy) and clustered >= 1.0 - stray - 1e-12)
+    return Clusters(len(heavy) if separated else None, separated, mass[heavy], centre[heavy], spread[heavy], labels,
+                    clustered, ncomp)

@@ -161,6 +161,21 @@ def linear_growth_rates(model, lmax):
     return model.v * lap * c - model.noise * lap
 
 
+def fastest_mode(model, lmax=None):
+    """(k*, ς_{k*}): the degree whose perturbations of the uniform state grow fastest, and its rate.
+
+    k* = argmax_{l >= 0} ς_l over the exact rates of `linear_growth_rates` (docs/mathematics.md §5;
+    smallest l on ties), the number of incipient clusters on S^1 (metastability, Section 6.3 and
+    Problem 1 of the paper). ``lmax`` defaults to `minimum_degree` (beyond it a_l/a_0 < 1e-14).
+    A linearly stable uniform state (every ς_l <= 0: repulsive, or strong noise) gives (0, 0.0).
+    """
+    if lmax is None:
+        lmax = max(minimum_degree(model.beta, model.dim), 2)
+    rates = linear_growth_rates(model, lmax)
+    k = int(np.argmax(rates))
+    return k, float(rates[k]) + 0.0          # ς_0 = v·0 may be −0.0
+
+
 def minimum_degree(beta, dim, tol=1e-14):
     """Smallest L with a_l(β)/a_0(β) < tol for every l >= L (resolution needed for the kernel).
 
