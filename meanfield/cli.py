@@ -4,6 +4,7 @@
     meanfield verify-prop34        Proposition 3.4: coefficients, landscape, flows, discrete designs
     meanfield mean-field-limit     particles against the PDE: W1 against N, rates, Wasserstein decay
     meanfield phase-diagram        the Figure 3 phase diagram with the curve Γ of (6.9)/(6.10)
+    meanfield metastability        the number of clusters: k*(beta), continuum and particles, Figure 4, staircase
     meanfield sweep SWEEP.toml     a grid of runs or experiments on dask workers, resumable
 
 Every subcommand takes ``--out DIR`` (NetCDF, PNG and summary.json go there) and ``--quick``
@@ -112,6 +113,31 @@ def build_parser():
     p.add_argument("--dt", type=float, default=0.1, help="step of --scheme euler-normalize (default 0.1)")
     p.add_argument("--no-clusters", dest="clusters", action="store_false", help="do not count clusters")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+    p = sub.add_parser("metastability", help="the number of clusters: prediction, continuum, particles, Figure 4",
+                       description="Metastability (Figure 4, Problem 1): the fastest linear degree k*(beta) against "
+                                   "the first cluster count of the continuum (Lagrangian solver) and of particles "
+                                   "(quasi and iid samples) from a seeded near-uniform density on S^1 and S^2, the "
+                                   "merge times, the mean number of clusters over (t, beta), and the n = 5, "
+                                   "beta = 4 energy staircase on the circle.")
+    _common(p, "meanfield-output/metastability")
+    _parallel(p, "in this process")
+    p.add_argument("--dims", type=_ints, default=[2, 3], metavar="LIST", help="ambient dimensions, among 2 and 3")
+    p.add_argument("--betas-circle", type=_floats, default=[2.0, 4.0, 8.0], metavar="LIST",
+                   help="beta values on S^1 (default 2, 4, 8)")
+    p.add_argument("--betas-sphere", type=_floats, default=[3.0], metavar="LIST", help="beta values on S^2 (default 3)")
+    p.add_argument("--epsilon", type=float, default=1e-4, help="amplitude of each seeded degree (default 1e-4)")
+    p.add_argument("--degrees", type=int, default=8, help="seeded degrees 1..L (default 8)")
+    p.add_argument("--seeds", type=int, default=5, help="seeds per beta (default 5; quick 2)")
+    p.add_argument("--t-end", type=float, default=200.0, help="last time on S^1 (default 200)")
+    p.add_argument("--tol", type=float, default=1e-3, help="cluster tolerance in radians (default 1e-3)")
+    p.add_argument("--quasi-ns", type=_ints, default=[250, 1000, 4000], metavar="LIST",
+                   help="particle numbers of the quasi samples (default 250, 1000, 4000)")
+    p.add_argument("--iid-ns", type=_ints, default=[64, 256, 1024], metavar="LIST",
+                   help="particle numbers of the iid samples (default 64, 256, 1024)")
+    p.add_argument("--iid-seeds", type=int, default=32, help="iid realisations per n (default 32)")
+    p.add_argument("--figure4-betas", type=_floats, default=None, metavar="LIST",
+                   help="beta values of the Figure 4 grid (default 1, 2, 3, 4, 5, 6, 8, 10)")
     return parser
 
 
@@ -147,6 +173,13 @@ def _dispatch(args):
                                          normalized=not args.usa, scheme=args.scheme, dt=args.dt,
                                          clusters=args.clusters, seed=args.seed, quick=args.quick,
                                          progress=args.progress, workers=args.workers, scheduler=args.scheduler)
+    if args.command == "metastability":
+        return experiments.metastability(out, dims=tuple(args.dims), betas_circle=args.betas_circle,
+                                         betas_sphere=args.betas_sphere, epsilon=args.epsilon, degrees=args.degrees,
+                                         seeds=args.seeds, t_end=args.t_end, tol=args.tol, quasi_ns=args.quasi_ns,
+                                         iid_ns=args.iid_ns, iid_seeds=args.iid_seeds,
+                                         figure4_betas=args.figure4_betas, quick=args.quick, progress=args.progress,
+                                         workers=args.workers, scheduler=args.scheduler)
     raise AssertionError(args.command)  # pragma: no cover
 
 
