@@ -342,11 +342,11 @@ def sphere_maps(fig, specs, cbar_spec, sol, idx, scale="auto", nlat=90):
 
 def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
     """Particles: angles θ_i(t) on S^1; trajectories on S^2; ⟨x_i(t), x_j(t)⟩ (i < j) in d >= 4."""
-    x = np.asarray(sol.data)
+    x = np.asarray(sol.positions)          # AttributeError naming the kept times if positions were not all kept
     which = ""
     if x.ndim == 4:
+        which = f" (realisation 1 of {x.shape[1]})"
         x = x[:, 0]
-        which = f" (realisation 1 of {sol.data.shape[1]})"
     T, n, d = x.shape
     t = np.asarray(sol.t, dtype=float)
     if d == 3:
