@@ -456,7 +456,7 @@ class HandsOver:
     `SphericalHarmonics`; `Solver.solve` acts on it).
 
     "raise" (default): `UnderResolved` when the spectral tail exceeds its tolerance. "lagrangian",
-    or a `Lagrangian` of the same model: the run continues along the characteristics from the state
+    a `Lagrangian` of the same model, or a dict of `Lagrangian` options (``{"panels": 32}``): the run continues along the characteristics from the state
     that failed the check (its density at the labels is the new ρ_0; "lagrangian" takes the labels of
     `continuation_solver`) over the remaining saved times, and `solve` returns one `Solution` whose
     ``segments`` are the spectral and the Lagrangian part (docs/lagrangian.md). Needs noise = 0.
@@ -465,7 +465,17 @@ class HandsOver:
     solve_options = {"on_underresolved": "raise"}
 
     def _handover_target(self, value):
-        """Check ``on_underresolved``: "raise", "lagrangian" or a `Lagrangian` of this model."""
+        """Check ``on_underresolved``: "raise", "lagrangian", a `Lagrangian` of this model or a dict of
+        `Lagrangian` options (``nodes``, ``panels``, ``order``, ``estimate``, ``cluster_tol``, ``min_mass``)."""
+        if isinstance(value, dict):
+            unknown = sorted(set(value) - {"nodes", "panels", "order", "estimate", "cluster_tol", "min_mass", "chunk"})
+            if unknown:
+                raise ValueError(f"`on_underresolved` as a dict holds options of solvers.Lagrangian; "
+                                 f"{unknown[0]!r} is not one.")
+            if self.model.noise > 0:
+                value = "lagrangian"          # refused below, with the reason
+            else:
+                value = Lagrangian(self.model, **value)
         if isinstance(value, Lagrangian):
             if value.model != self.model:
                 raise ValueError(f"`on_underresolved` is a Lagrangian solver of {value.model!r}, this run solves "

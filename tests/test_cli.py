@@ -156,7 +156,7 @@ def test_quick_subcommands_pass(tmp_path, cmd):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["circle", "sphere", "fem", "particles"])
+@pytest.mark.parametrize("name", ["circle", "sphere", "fem", "particles", "lagrangian", "handover"])
 def test_examples_run(tmp_path, name):
     import importlib.util
 

@@ -33,8 +33,53 @@ def test_examples_validate(path):
     assert abs(float(np.sum(w * rho(x))) - 1.0) < 1e-3      # a probability density (quadrature error)
 
 
-def test_examples_cover_the_four_solvers():
-    assert sorted(cfgmod.load_config(p).solver for p in EXAMPLES) == ["fem", "fourier", "harmonics", "particles"]
+def test_examples_cover_the_solvers():
+    solvers_used = {cfgmod.load_config(p).solver for p in EXAMPLES}
+    assert {"fem", "fourier", "harmonics", "particles", "lagrangian"} <= solvers_used
+    handover = cfgmod.load_config(ROOT / "examples" / "handover.toml")
+    assert handover.solve_options["on_underresolved"] == {"panels": 32}
+
+
+@pytest.mark.parametrize("solver, words", [
+    ({"name": "lagrangian", "nodes": 64, "panels": 8}, ["`solver`", "nodes", "panels"]),
+    ({"name": "lagrangian", "panels": [0.0]}, ["`solver.panels`", "panel edges"]),
+    ({"name": "lagrangian", "order": 1}, ["`solver.order`", ">= 2"]),
+    ({"name": "fourier", "modes": 64, "max_modes": 512}, ["`solver.max_modes`", '"auto"']),
+    ({"name": "fourier", "on_underresolved": "particles"}, ["`solver.on_underresolved`", "lagrangian"]),
+    ({"name": "fourier", "handover": {"nodes": 512}}, ["`solver.handover`", "on_underresolved"]),
+    ({"name": "fourier", "on_underresolved": "lagrangian", "handover": {"nodez": 5}},
+     ["`solver.handover.nodez`", "panels"]),
+])
+def test_bad_lagrangian_and_handover_keys(solver, words):
+    raw = _base()
+    raw["solver"] = solver
+    with pytest.raises(ValueError) as info:
+        cfgmod.parse_config(raw)
+    for w in words:
+        assert w in str(info.value), str(info.value)
+    raw["solver"] = {"name": "fourier", "on_underresolved": "lagrangian"}
+    raw["model"]["noise"] = 0.1
+    with pytest.raises(ValueError, match=r"`solver.handover`.*noise"):
+        cfgmod.parse_config(raw)
+
+
+def test_run_config_lagrangian_and_handover():
+    """`meanfield run` with solver.name = "lagrangian" (panels), and a Fourier run handed over to it."""
+    from meanfield.experiments import run
+
+    raw = _base()
+    raw["model"]["beta"] = 4.0
+    raw["times"] = {"t_end": 6.0, "n_saves": 7}
+    raw["solver"] = {"name": "lagrangian", "panels": 16}
+    report = run(raw, None, progress=False)
+    assert report.passed, report.checks
+    assert report.solution.solver == "Lagrangian" and report.results["mass_error"] <= 1e-13
+    raw["solver"] = {"name": "fourier", "modes": 24, "on_underresolved": "lagrangian", "handover": {"panels": 16}}
+    report = run(raw, None, progress=False)
+    assert report.passed, report.checks
+    sol = report.solution
+    assert [s.solver for s in sol.segments] == ["FourierCircle", "Lagrangian"] and sol.t[-1] == 6.0
+    assert sol.segments[1].representation.n == 128 and 0 < sol.stats["handover_t"] < 6.0
 
 
 @pytest.mark.parametrize("patch, words", [

@@ -9,6 +9,11 @@ or a bad value raises ValueError naming the key (``solver.modes``) and the accep
                             # fourier, harmonics, gegenbauer also take "auto" (refined as the density sharpens);
                             # particles: n (number of particles), sampling, seed, scheme, dt
     rtol = 1e-8             # adaptive solvers: rtol, atol, method ("dopri5" | "bs32")
+    # max_modes = 4096      # fourier (max_lmax: harmonics): the cap of modes = "auto" (lmax = "auto")
+    # on_underresolved = "lagrangian"   # fourier, harmonics (noise 0): when the density is no longer
+                            # resolved, go on along the characteristics (solvers.Lagrangian); the
+                            # labels: [solver.handover] nodes, panels, order, estimate, cluster_tol, min_mass
+    # name = "lagrangian"   # solvers.Lagrangian (S^1, S^2, noise 0): nodes, or panels (S^1) and order
 
     [model]                 # meanfield.Model
     beta = 4.0
@@ -57,26 +62,30 @@ SOLVERS = {
     "harmonics": ("SphericalHarmonics", "lmax", 63, (3,)),
     "fem": ("FiniteElements", "refinement", 4, (2, 3)),
     "particles": ("Particles", "n", 1000, None),
+    "gegenbauer": ("Gegenbauer", "lmax", 64, None),
+    "lagrangian": ("Lagrangian", "nodes", None, (2, 3)),      # nodes: the solver's default (1024 S^1, 2048 S^2)
 }
 _ALIASES = {cls.lower(): name for name, (cls, *_ ) in SOLVERS.items()}
 _ALIASES.update({"fouriercircle": "fourier", "sphericalharmonics": "harmonics", "finiteelements": "fem",
                  "spectral-circle": "fourier", "spectral-sphere": "harmonics"})
 
-    "gegenbauer": ("Gegenbauer", "lmax", 64, None),
 _ADAPTIVE_KEYS = {"rtol", "atol", "method"}
 # keys of [solver] besides `name`, per solver
 _SOLVER_KEYS = {
-    "fourier": {"modes", "options"} | _ADAPTIVE_KEYS,
-    "harmonics": {"lmax", "options"} | _ADAPTIVE_KEYS,
+    "fourier": {"modes", "max_modes", "on_underresolved", "handover", "options"} | _ADAPTIVE_KEYS,
+    "harmonics": {"lmax", "max_lmax", "on_underresolved", "handover", "options"} | _ADAPTIVE_KEYS,
     "fem": {"refinement", "vertices", "dt", "cfl", "options"},
     "particles": {"n", "sampling", "seed", "scheme", "dt", "options"} | _ADAPTIVE_KEYS,
+    "gegenbauer": {"lmax", "options"} | _ADAPTIVE_KEYS,
+    "lagrangian": {"nodes", "panels", "order", "options"} | _ADAPTIVE_KEYS,
 }
+_CAPS = {"fourier": "max_modes", "harmonics": "max_lmax"}       # the caps of an "auto" resolution
+_HANDOVER_KEYS = {"nodes", "panels", "order", "estimate", "cluster_tol", "min_mass"}   # of solvers.Lagrangian
 _MODEL_KEYS = {"beta", "dim", "normalized", "V", "noise"}
 _TIMES_KEYS = {"values", "t_end", "n_saves"}
 _OUTPUT_KEYS = {"name", "plot_times", "checkpoint", "plot", "grid", "scale", "dir", "quick", "progress"}
 _AUTO_RESOLUTION = {"fourier", "harmonics", "gegenbauer"}     # solvers whose resolution may be "auto"
 _SECTIONS = {"solver", "model", "initial", "times", "output"}
-    "gegenbauer": {"lmax", "options"} | _ADAPTIVE_KEYS,
 # densities by name: the callable and its parameters (rng is spelled `seed` in a config)
 _DENSITIES = {
     "uniform": _densities.uniform,
@@ -270,9 +279,11 @@ def parse_config(raw, source="<dict>", name=None):
     _unknown(s, _SOLVER_KEYS[key], "solver")
     if dims is not None and dim not in dims:
         raise ValueError(f"`solver.name`={key!r} needs `model.dim` in {list(dims)}, got {dim}.")
-    lows = {"modes": 8, "lmax": 4, "refinement": 0, "n": 1}
+    lows = {"modes": 8, "lmax": 4, "refinement": 0, "n": 1, "nodes": 8}
     resolution = s.pop(res_key, res_default)
-    if key in _AUTO_RESOLUTION and isinstance(resolution, str):
+    if resolution is None:                  # the solver's own default (Lagrangian: by dim, or the panels)
+        pass
+    elif key in _AUTO_RESOLUTION and isinstance(resolution, str):
         if resolution != "auto":
             raise ValueError(f"`solver.{res_key}` must be an integer >= {lows[res_key]} or \"auto\", got {resolution!r}.")
     else:
@@ -290,6 +301,10 @@ def parse_config(raw, source="<dict>", name=None):
         if method not in ("dopri5", "bs32"):
             raise ValueError(f"`solver.method` must be 'dopri5' or 'bs32', got {method!r}.")
         solve_options["method"] = method
+    if key in _CAPS:
+        solver_options.update(_spectral_keys(s, key, res_key, resolution, lows[res_key], model, solve_options))
+    if key == "lagrangian":
+        solver_options.update(_lagrangian_keys(s, "solver", model, resolution))
     if key == "fem":
         if "vertices" in s:
             if dim != 2:
@@ -383,6 +398,67 @@ def _output_options(o, solver):
     progress = o.get("progress")
     return {"grid": grid, "scale": scale, "out_dir": out_dir, "quick_run": _bool(o.get("quick", False), "output.quick"),
             "progress": None if progress is None else _bool(progress, "output.progress")}
+
+
+def _panels(value, name):
+    """A panel count (int >= 1) or the panel edges (an array of numbers) of `solvers.Lagrangian`."""
+    if isinstance(value, list):
+        if len(value) < 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            raise ValueError(f"`{name}` must be a panel count or an array of at least two panel edges (radians).")
+        return [float(v) for v in value]
+    return _checked(check_int, value, name, low=1)
+
+
+def _lagrangian_keys(table, where, model, nodes=None):
+    """The `solvers.Lagrangian` options of a config table: ``panels`` (S^1) and ``order``; noise must be 0."""
+    if model.noise > 0:
+        raise ValueError(f"`{where}`: solvers.Lagrangian needs `model.noise` = 0 (with diffusion the density is not "
+                         f"carried by characteristics), got {model.noise:g}.")
+    out = {}
+    if "panels" in table:
+        if model.dim != 2:
+            raise ValueError(f"`{where}.panels` applies on S^1 (model.dim = 2); on S^2 give `{where}.nodes`.")
+        if nodes is not None:
+            raise ValueError(f"`{where}`: give either `nodes` or `panels`, not both.")
+        out["panels"] = _panels(table.pop("panels"), f"{where}.panels")
+    if "order" in table:
+        out["order"] = _checked(check_int, table.pop("order"), f"{where}.order", low=2, high=64)
+    return out
+
+
+def _spectral_keys(s, key, res_key, resolution, low, model, solve_options):
+    """The cap of an "auto" resolution (``max_modes``, ``max_lmax``) and the hand-over to the
+    characteristics (``on_underresolved = "lagrangian"``, optional ``[solver.handover]`` table of
+    `solvers.Lagrangian` options: nodes, panels, order, estimate, cluster_tol, min_mass)."""
+    out = {}
+    cap = _CAPS[key]
+    if cap in s:
+        if resolution != "auto":
+            raise ValueError(f"`solver.{cap}` caps `solver.{res_key}` = \"auto\"; got {res_key} = {resolution!r}.")
+        out[cap] = _checked(check_int, s.pop(cap), f"solver.{cap}", low=low)
+    on = s.pop("on_underresolved", "raise")
+    if on not in ("raise", "lagrangian"):
+        raise ValueError(f"`solver.on_underresolved` must be \"raise\" or \"lagrangian\", got {on!r}.")
+    handover = s.pop("handover", None)
+    if handover is not None and on != "lagrangian":
+        raise ValueError("`solver.handover` configures the hand-over: set `solver.on_underresolved` = \"lagrangian\".")
+    if on == "lagrangian":
+        handover = dict(handover or {})
+        _unknown(handover, _HANDOVER_KEYS, "solver.handover")
+        nodes = handover.get("nodes")
+        if nodes is not None:
+            handover["nodes"] = _checked(check_int, nodes, "solver.handover.nodes", low=8)
+        options = _lagrangian_keys(handover, "solver.handover", model, nodes)
+        for k in ("cluster_tol", "min_mass"):
+            if k in handover:
+                options[k] = _checked(check_real, handover.pop(k), f"solver.handover.{k}", low=0.0, low_open=True)
+        if "estimate" in handover:
+            options["estimate"] = _bool(handover.pop("estimate"), "solver.handover.estimate")
+        if nodes is not None:
+            options["nodes"] = handover.pop("nodes")
+        # "lagrangian" (labels from the spectral resolution) or the Lagrangian's options
+        solve_options["on_underresolved"] = options or "lagrangian"
+    return out
 
 
 def load_config(path):

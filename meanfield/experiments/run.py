@@ -103,6 +103,9 @@ def _check_solution(report, cfg, sol):
     if "min_density" in sol.diagnostics:
         res["min_density"] = float(np.min(sol.diagnostics["min_density"]))
     report.note(f"{sol.solver}: {repr(cfg.model)}, {sol.t.size} saved times")
+    if "handover_t" in sol.stats:
+        report.note(f"handed over to the characteristics (solvers.Lagrangian) at t = {sol.stats['handover_t']:.4g}, "
+                    f"when the spectral tail exceeded its tolerance")
     report.note(f"E_β(t = {res['t_end']:g}) = {res['energy_final']:.10g}   (E_β(0) = {res['energy_initial']:.10g}; "
                 f"uniform a_0/2β = {uniform_energy(cfg.model.beta, cfg.model.dim):.6g}, "
                 f"Dirac e^β/2β = {dirac_energy(cfg.model.beta):.6g})")
