@@ -44,7 +44,7 @@ def run_figure(Particles):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from meanfield.plotting import plot_energy
+    from meanfield.plotting import save
 
     rho0 = mf.densities.band_limited(3, 4, rng=3, floor=0.2)
     model = mf.Model(beta=4.0, dim=3)
@@ -52,19 +52,16 @@ def run_figure(Particles):
     t0 = time.perf_counter()
     sol = solvers.SphericalHarmonics(model, lmax=127).solve(rho0, t, progress=False)
     print(f"PDE run: {time.perf_counter() - t0:.1f} s, {sol.stats}")
-    fig = plt.figure(figsize=(11, 6.5))
-    axes = sol.representation.plot_state(fig, sol.data, sol.t, times=[0.0, 1.5, 3.0])
+    fig = sol.plot(times=[0.0, 1.5, 3.0])           # the library's picture: maps, one colour bar, E_β(t)
+    axes = [ax for ax in fig.axes if ax.name == "mollweide"]
     if Particles is not None:
         x0, w0 = mf.sample(rho0, 3000, 3, method="quasi")
         t0 = time.perf_counter()
         sp = Particles(model).solve(x0, t, weights=w0, progress=False)
         print(f"particles: {time.perf_counter() - t0:.1f} s")
         overlay(axes, sp, [0, 6, 12], every=3)
-    ax = fig.add_subplot(1, 2, 2)
-    plot_energy(sol, ax)
-    fig.suptitle(r"(SA), $\beta = 4$, $\ell_{\max} = 127$" + (": density and weighted particles" if Particles else ""))
-    fig.tight_layout()
-    fig.savefig(IMG / "sphere_run.png", dpi=110)
+        axes[0].set_title("t = 0; cyan: 3000 weighted particles (every third)")
+    save(fig, IMG / "sphere_run.png")
     plt.close(fig)
 
 

@@ -31,7 +31,7 @@ from scipy import optimize, special
 from .._checks import check_int, check_real
 from ..errors import SolverError
 from ..model import Model
-from ._report import Report, pyplot
+from ._report import Report
 from .sweep import check_parallel, map_tasks
 
 
@@ -463,12 +463,15 @@ def _sa_panel(report, res_d, stationary, d, beta, nus, cap, quick, tol, progress
 
 
 def _figure(report, d, panels, sa_panel):
-    plt = pyplot()
+    from ..plotting import suptitle
+
     allp = panels + ([sa_panel] if sa_panel else [])
-    fig, axes = plt.subplots(1, len(allp), figsize=(4.6 * len(allp), 4.0), squeeze=False)
+    fig, axes = report.subplots(1, len(allp), figsize=(4.6 * len(allp), 4.3), squeeze=False)
     for ax, p in zip(axes[0], allp):
         _draw_panel(ax, p)
-    fig.suptitle(f"noise-driven transition on $S^{d - 1}$: order parameter $r = |\\int x\\,\\rho\\,d\\sigma|$")
+    betas = ", ".join(f"{p['beta']:.4g} ({p['kind']})" for p in allp)
+    suptitle(fig, f"noise-driven transition on $S^{d - 1}$, V = I, d = {d}, β = {betas}: order parameter "
+                  f"$r = |\\int x\\,\\rho\\,d\\sigma|$ against ν/ν_c")
     fig.tight_layout()
     report.save_figure(fig, f"noise_transition_d{d}.png")
 
