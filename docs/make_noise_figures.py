@@ -72,20 +72,21 @@ def hysteresis(plt, quick):
         ds = stationary.branch(beta, d, nu_min=0.6 * stationary.critical_noise(beta, d), sectors=(0, 1, 2))
         nu_c, f = ds.attrs["nu_c"], ds.attrs["nu_fold"] / ds.attrs["nu_c"]
         draw_branch(ax, ds, label="stationary states", color="C0")
-        down = np.linspace(f + 0.1, 0.8, 7 if quick else 9)
+        down = np.linspace(f + 0.1, 0.6, 7 if quick else 11)
         nus = np.concatenate([down, down[::-1][1:]]) * nu_c
         half = down.size
-        task = {"dim": d, "beta": beta, "normalized": False, "nus": nus, "t_stage": 6.0 / nu_c}
-        runs = [("particles", dict(task, method="particles", n=500 if quick else 1000, dt=0.01 / nu_c, seed=7))]
+        task = {"dim": d, "beta": beta, "normalized": False, "nus": nus}
+        runs = [("particles", dict(task, method="particles", n=500 if quick else 1000, dt=0.01 / nu_c, seed=7,
+                                   t_stage=6.0 / nu_c))]
         if d == 2:
-            runs.append(("PDE", dict(task, method="pde", resolution=64)))
+            runs.append(("PDE", dict(task, method="pde", resolution="auto", t_stage=10.0 / nu_c)))
         for (name, t), col in zip(runs, ("C2", "C3")):
             r = hysteresis_run(t)
             ax.plot(nus[:half] / nu_c, r[:half], "v-", color=col, ms=6, lw=1, label=f"{name}: ν down")
             ax.plot(nus[half - 1:] / nu_c, r[half - 1:], "^-", color=col, ms=6, lw=1, alpha=0.7, label=f"{name}: ν up")
         ax.axvline(1.0, color="grey", lw=0.8, ls=":")
         ax.axvline(f, color="grey", lw=0.8, ls="-.")
-        ax.set(xlabel=r"$\nu/\nu_c$", ylabel="r", ylim=(-0.02, 1), xlim=(0.75, f + 0.15),
+        ax.set(xlabel=r"$\nu/\nu_c$", ylabel="r", ylim=(-0.02, 1), xlim=(0.55, f + 0.15),
                title=f"hysteresis on $S^{d - 1}$, β = 2β_* = {beta:.3f}")
         ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()

@@ -68,7 +68,7 @@ from meanfield.kernels import kernel_multipliers, velocity_multipliers
 from meanfield.model import Model
 from meanfield.quadrature import gauss_gegenbauer
 from meanfield.representations import State
-from meanfield.representations.base import Representation
+from meanfield.representations.gegenbauer import GegenbauerSeries, axis_vector
 
 from .spectral import spectral_tail
 
@@ -345,39 +345,6 @@ class _Zonal:
 
 
 # -- representations of the states --------------------------------------------------------------------
-def _default_axis(dim):
-    e = np.zeros(dim)
-    e[-1] = 1.0
-    return e
-
-
-class _ZonalSeries(Representation):
-    """ρ(x) = Σ_{l=0}^{L} u_l G_l(⟨x, e⟩) on S^{d−1} (any d): ``data`` = (u_0, …, u_L), u_0 the mass."""
-
-    name = "stationary-zonal"
-
-    def __init__(self, dim, lmax, axis=None):
-        self.dim, self.lmax = dim, lmax
-        self.axis = _default_axis(dim) if axis is None else np.asarray(axis, dtype=float)
-        rule = gauss_gegenbauer(lmax + 1, dim)
-        self._basis = _Sector(dim, 0, lmax, np.asarray(rule.points), np.asarray(rule.weights), lowest=0)
-
-    def evaluate(self, data, x):
-        s = np.clip(np.asarray(x, dtype=float) @ self.axis, -1.0, 1.0)
-        return self._basis.values(s) @ np.asarray(data)
-
-    def mass(self, data):
-        return float(np.asarray(data)[0])
-
-    def power(self, data):
-        return np.asarray(data, dtype=float) ** 2
-
-    def energy(self, beta, data):
-        from meanfield.energy import energy_from_spectrum
-
-        return float(energy_from_spectrum(beta, self.dim, self.power(data)))
-
-
 def _fourier_from_zonal(u, axis):
     """c_k of FourierSeries for ρ = 1 + Σ u_k √2 cos(k(θ − θ_0)): c_k = u_k e^{−ikθ_0}/√2."""
     theta0 = np.arctan2(axis[1], axis[0])
@@ -405,7 +372,7 @@ class StationaryState(State):
     Attributes
     ----------
     representation, data (= ``coefficients``): `FourierSeries` on S^1, `SphericalHarmonicSeries`
-        on S^2, a zonal series in s = ⟨x, e⟩ for d >= 4.
+        on S^2, `GegenbauerSeries` (zonal, about e) for d >= 4.
     model : the `meanfield.Model` (ν is ``model.noise``).
     nu, order (r = |∫ x ρ dσ|), free_energy (F[ρ] − F[1], (USA)), residual (max-norm of (SC)).
     zonal : (axis e, u_0..u_L) when the state is zonal about e, else None.
@@ -457,8 +424,8 @@ class StationaryState(State):
     def stable(self):
         return self.leading_eigenvalue < 0
 
-    def spectrum(self, sectors=None):
-        """{sector m: eigenvalues} of the linearised operator (a zonal state; see the module docstring)."""
+    def linearised_spectrum(self, sectors=None):
+        """{sector m: eigenvalues} of the linearised McKean–Vlasov operator (a zonal state; module docstring)."""
         problem, u = self._zonal_problem()
         return problem.spectrum(u, self.nu / problem.nu_c, sectors)
 
@@ -509,8 +476,12 @@ def _zonal_part(state, tol=1e-7):
 
 # -- single states: self-consistency by Newton–Krylov ---------------------------------------------------
 def _newton_krylov(residual, y0, tol, maxiter, what):
+    r0 = residual(y0)
+    if np.all(np.isfinite(r0)) and np.max(np.abs(r0)) <= tol:
+        return y0                                      # the guess already solves it
     try:
-        y = optimize.newton_krylov(residual, y0, f_tol=tol, maxiter=maxiter, method="lgmres")
+        with np.errstate(invalid="ignore"):            # scipy's step test divides by x_rtol = inf
+            y = optimize.newton_krylov(residual, y0, f_tol=tol, maxiter=maxiter, method="lgmres")
     except optimize.NoConvergence as exc:
         y = np.asarray(exc.args[0]) if exc.args else y0
         r = residual(y)
@@ -653,12 +624,6 @@ def _check_model(model):
         raise ValueError("`model.V` must be nonzero (V = v·I with v != 0).")
 
 
-def _guess_values(guess, name="guess"):
-    if not callable(guess):
-        raise ValueError(f"`{name}` must be None, a density callable f(x), a StationaryState or coefficients.")
-    return guess
-
-
 def self_consistent(model, resolution=None, guess=None, *, zonal=None, axis=None, tol=1e-11, maxiter=200,
                     tail_tol=1e-9):
     """One stationary state at ν = ``model.noise``: a solution of ρ = e^{vΦ[ρ]/ν}/Z (module docstring).
@@ -689,7 +654,7 @@ def self_consistent(model, resolution=None, guess=None, *, zonal=None, axis=None
     zonal = (d >= 4) if zonal is None else bool(zonal)
     if d >= 4 and not zonal:
         raise ValueError(f"`zonal` must be True for dim={d}: non-zonal states are solved on S^1 and S^2 only.")
-    e = _default_axis(d) if axis is None else check_points(np.asarray(axis, dtype=float), "axis", dim=d,
+    e = axis_vector(None, d) if axis is None else check_points(np.asarray(axis, dtype=float), "axis", dim=d,
                                                                 normalize=True)
     nu_c = critical_noise(model.beta, d, model.normalized)
     t = nu / nu_c
@@ -791,7 +756,7 @@ def _zonal_state(problem, u, t, model, e, tail_tol):
 
         rep, data = SphericalHarmonicSeries(problem.lmax), _harmonics_from_zonal(u, e, problem.basis)
     else:
-        rep, data = _ZonalSeries(d, problem.lmax, e), coeffs
+        rep, data = GegenbauerSeries(problem.lmax, d, e), coeffs
     return StationaryState(rep, data, model, order=problem.order(u), free_energy=problem.free_energy(u, t),
                            residual=res, zonal=(e, coeffs), problem=problem)
 
@@ -894,7 +859,7 @@ def _refine_fold(problem, points, i, tol):
         guess[0], guess[1] = u, t
         return -t
 
-    res = optimize.minimize_scalar(neg_t, bounds=(lo[0], hi[0]), method="bounded",
+    res = optimize.minimize_scalar(neg_t, bounds=tuple(sorted((lo[0], hi[0]))), method="bounded",
                                    options={"xatol": 1e-10 * max(1.0, abs(points[i][0]))})
     return -float(res.fun), abs(float(res.x)) / np.sqrt(problem.dim)
 
@@ -966,7 +931,7 @@ def branch(beta, dim, normalized=False, resolution=None, nu_min=None, nu_max=Non
         if start.model.beta != beta or start.model.dim != dim or start.model.normalized != bool(normalized):
             raise ValueError("`start` must be a state of the same beta, dim and kind as the branch.")
         axis, u = start.zonal if start.zonal is not None else _zonal_part(start)
-        u = np.resize(u[1:], L) if u.size - 1 >= L else np.concatenate([u[1:], np.zeros(L + 1 - u.size)])
+        u = np.concatenate([u[1:L + 1], np.zeros(max(0, L + 1 - u.size))])
         u, _ = problem.newton(u, start.nu / nu_c, tol)
         X0 = np.concatenate([u, [start.nu / nu_c]])
         _, Ju, Jt = problem.jacobian(u, X0[-1])
@@ -1057,7 +1022,7 @@ def branch_state(ds, nu, *, stable=True, tol=1e-12):
     t = nu / problem.nu_c
     u, _ = problem.newton(u, t, tol)
     model = Model(beta=ds.attrs["beta"], dim=int(ds.attrs["dim"]), normalized=normalized, noise=nu)
-    return _zonal_state(problem, u, t, model, _default_axis(problem.dim), np.inf)
+    return _zonal_state(problem, u, t, model, axis_vector(None, problem.dim), np.inf)
 
 
 __all__ = ["critical_noise", "beta_star", "landau_coefficient", "fold_point", "branch", "branch_state",

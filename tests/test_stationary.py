@@ -150,6 +150,19 @@ def test_subcritical_branch_fold_and_stability(branches, d):
     assert nu_c < ds.attrs["nu_maxwell"] < nu_fold
 
 
+def test_branch_from_a_state_follows_the_fold(branches):
+    """Continuation started at a stable state (``start=``), towards larger ν, turns at the same fold and
+    comes back along the unstable part."""
+    ds = branches[2, "sub"]
+    nu_c = ds.attrs["nu_c"]
+    state = st.self_consistent(mf.Model(beta=ds.attrs["beta"], dim=2, normalized=False, noise=1.05 * nu_c), 64,
+                               zonal=True)
+    again = st.branch(ds.attrs["beta"], 2, start=state, direction=+1, nu_min=1.02 * nu_c, sectors=(0, 1))
+    assert again.attrs["nu_fold"] == pytest.approx(ds.attrs["nu_fold"], rel=1e-10)
+    assert bool(again["stable"][0]) and not bool(again["stable"][-1])
+    assert again["order"].values[-1] < again.attrs["order_fold"] < again["order"].values[0]
+
+
 def test_fold_point_matches_the_branch(branches):
     ds = branches[2, "sub"]
     fold = st.fold_point(ds.attrs["beta"], 2)
@@ -312,7 +325,7 @@ def test_noisy_pde_lands_on_the_branch(branches):
 def test_long_noisy_pde_lands_on_the_branch(branches, d, kind):
     """PDE runs started near stable states of both kinds of branch converge to them to 1e-6 in sup
     norm: to t = 200 at β_*/2 (ν = 0.8 ν_c), and at 2β_* (ν = 1.05 ν_c, a clustered state coexisting
-    with the stable uniform one) for 12 relaxation times 1/|λ| (λ the leading eigenvalue)."""
+    with the stable uniform one) for 16 relaxation times 1/|λ| (λ the leading eigenvalue)."""
     ds = branches[d, kind]
     state = st.branch_state(ds, (0.8 if kind == "super" else 1.05) * ds.attrs["nu_c"])
     L = 32 if kind == "super" else (64 if d == 2 else 48)
@@ -323,7 +336,7 @@ def test_long_noisy_pde_lands_on_the_branch(branches, d, kind):
         return state.density(x) * (1 + 0.1 * (x @ e))
 
     solver = solvers.FourierCircle(state.model, modes=L) if d == 2 else solvers.SphericalHarmonics(state.model, lmax=L)
-    t_end = 200.0 if kind == "super" else 12.0 / abs(state.leading_eigenvalue)
+    t_end = 200.0 if kind == "super" else 16.0 / abs(state.leading_eigenvalue)
     sol = solver.solve(rho0, np.array([0.0, t_end]), rtol=1e-9, atol=1e-12, progress=False, normalize=True)
     assert _sup_distance(sol, state, d, 0) > 1e-2
     assert _sup_distance(sol, state, d) <= 1e-6

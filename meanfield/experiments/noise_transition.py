@@ -31,6 +31,7 @@ from scipy import optimize, special
 from .._checks import check_int, check_real
 from ..errors import SolverError
 from ..model import Model
+from ..representations.gegenbauer import axis_vector
 from ._report import Report
 from .sweep import check_parallel, map_tasks
 
@@ -41,17 +42,11 @@ def bessel_beta_star(dim):
     return float(optimize.brentq(f, 1e-3, 100.0, xtol=1e-15, rtol=4 * np.finfo(float).eps))
 
 
-def _default_axis(dim):
-    e = np.zeros(dim)
-    e[-1] = 1.0
-    return e
-
-
 def _zonal_density(coefficients, dim, perturb=0.0):
-    """ρ(x) = Σ_l u_l G_l(⟨x, e_d⟩)·(1 + perturb·⟨x, e_d⟩²), for `solvers` (``normalize=True``)."""
-    from solvers.stationary import _ZonalSeries
+    """ρ(x) = Σ_l u_l p_l(⟨x, e_d⟩)·(1 + perturb·⟨x, e_d⟩²) (`GegenbauerSeries`), for `solvers` (``normalize=True``)."""
+    from ..representations.gegenbauer import GegenbauerSeries
 
-    rep = _ZonalSeries(dim, len(coefficients) - 1)
+    rep = GegenbauerSeries(len(coefficients) - 1, dim)
     u = np.asarray(coefficients, dtype=float)
     e = rep.axis
 
@@ -65,7 +60,7 @@ UNIFORM_AMPLITUDE = 0.01     # ρ0 = 1 + a·√d⟨x, e⟩: order parameter a/�
 
 
 def _uniform_perturbed(dim, amplitude=UNIFORM_AMPLITUDE):
-    e = _default_axis(dim)
+    e = axis_vector(None, dim)
     return lambda x: 1.0 + amplitude * np.sqrt(dim) * (np.asarray(x) @ e)
 
 
@@ -163,7 +158,7 @@ def hysteresis_run(task):
 
 def _seeded(sol, d, seed=1e-3):
     """The last state of a PDE run plus a small degree-1 seed (so that an unstable uniform state can leave)."""
-    e = _default_axis(d)
+    e = axis_vector(None, d)
     return lambda x: np.clip(sol.density(x, -1), 0.0, None) + seed * (1.0 + np.sqrt(d) * (np.asarray(x) @ e))
 
 
@@ -403,16 +398,17 @@ def _usa_panel(report, res_d, stationary, d, beta, nus, particles, n, cap, quick
 def _hysteresis(report, res, d, beta, nu_c, f_fold, r_fold, L, n, quick, seed, progress, workers, scheduler, where):
     import xarray as xr
 
-    k = 5 if quick else 8
-    top, bottom = f_fold + 0.08, 0.85
-    down = np.linspace(top, bottom, k)
+    # down to 0.7 ν_c: a deterministic PDE leaves the uniform state only after its degree-1 seed has
+    # grown by ∫(d−1)(ν_c − ν)dt, i.e. well below ν_c at a finite sweep rate (a delayed bifurcation)
+    k = 6 if quick else 9
+    down = np.linspace(f_fold + 0.08, 0.7, k)
     nus = np.concatenate([down, down[::-1][1:]]) * nu_c
     stage = (6.0 if quick else 10.0) / nu_c
     tasks = [{"dim": d, "beta": beta, "normalized": False, "nus": nus, "t_stage": stage, "method": "particles",
               "n": 2 * n, "dt": 0.01 / nu_c, "seed": seed + 1000}]
     if d == 2 and not quick:
         tasks.append({"dim": d, "beta": beta, "normalized": False, "nus": nus, "t_stage": stage, "method": "pde",
-                      "resolution": L})
+                      "resolution": "auto"})
     sweeps = map_tasks(hysteresis_run, tasks, workers=workers, scheduler=scheduler, progress=progress,
                        desc=f"hysteresis {where}")
     out = {}
