@@ -125,6 +125,20 @@ def test_representation_round_trip_grid_measure_and_embed(tmp_path):
     assert np.array_equal(fine.embed(sol.data, sol.representation)[:, :25], sol.data)
 
 
+def test_reliable_interval_bounds_the_effect_of_rounding():
+    """On [−s*, s*] a perturbation of 1e-16·‖c‖ per coefficient moves f by <= 1e-6·‖c‖; at the pole of
+    S^127 it would move f by more than ‖c‖ (p_l(1) = sqrt(dim H_l)), which is why grids stop at s*."""
+    assert GegenbauerSeries(128, 3).reliable_interval() == 1.0
+    rep = GegenbauerSeries(128, 128)
+    edge = rep.reliable_interval()
+    assert 0.5 < edge < 0.9
+    noise = 1e-16 * np.ones(129)
+    s = np.linspace(-edge, edge, 201)
+    assert np.abs(gegenbauer_sum(noise, 128, s)).max() <= 1e-6
+    assert abs(gegenbauer_sum(noise, 128, 1.0)) > 1.0
+    assert rep.to_grid(np.r_[1.0, np.zeros(128)], 5)["s"].values[-1] == edge
+
+
 # -- exact linear rates (docs/mathematics.md §5) ---------------------------------------------------
 @pytest.mark.parametrize("noise", [0.0, 0.002])
 @pytest.mark.parametrize("v", [1.0, -1.0])
