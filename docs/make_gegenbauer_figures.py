@@ -1,6 +1,6 @@
 """Pictures for docs/gegenbauer.md (run once; the PNG under docs/img/ is committed).
 
-    python docs/make_gegenbauer_figures.py [--particles N]
+    python docs/make_gegenbauer_figures.py [--particles N]      (the committed picture: N = 1500)
 
 gegenbauer_d128.png  d = 128, (SA) β = 2, a von Mises–Fisher cap κ = 10 about e = e_d (mean ⟨x, e⟩ ≈ 0.08),
                      solvers.Gegenbauer with lmax = 128 on t ∈ [0, 2]:
