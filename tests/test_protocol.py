@@ -43,6 +43,11 @@ def _cases():
                        [vmf2, mf.densities.perturbed_uniform(0.2, 2)], {}),
         "Lagrangian-S2": (lambda: solvers.Lagrangian(mf.Model(beta=2.0, dim=3), nodes=200),
                           [vmf3, mf.densities.perturbed_uniform(0.2, 2, order=1)], {}),
+        "Gegenbauer": (lambda: solvers.Gegenbauer(mf.Model(beta=2.0, dim=8), lmax=32),
+                       [mf.densities.von_mises_fisher(np.eye(8)[-1], 2.0), mf.densities.perturbed_uniform(0.05, 2, dim=8)],
+                       {}),
+        "Gegenbauer-auto": (lambda: solvers.Gegenbauer(mf.Model(beta=4.0, dim=4), lmax="auto", tail_tol=1e-10),
+                            [mf.densities.von_mises_fisher(np.eye(4)[-1], 4.0), mf.densities.uniform()], {}),
     }
 
 
