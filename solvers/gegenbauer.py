@@ -4,7 +4,7 @@ A zonal model (Q^T K = I, V = v·I) maps a zonal density ρ(x) = f(⟨x, e⟩) t
 s = ⟨x, e⟩, a zonal function g(s) has ∇g = g'(s)(e − s x), |∇g|² = (1 − s²)g'², and the
 divergence of a zonal field h(s)(e − s x) is (1 − s²)^{−(d−3)/2} ∂_s[(1 − s²)^{(d−1)/2} h], so the
 PDE ∂_tρ + div(ρX) = νΔρ with X = v∇Φ (Geshkovski, Letrouit, Polyanskiy, Rigollet, *A mathematical
-perspective on Transformers* (2023), (3.4), (3.10); docs/mathematics.md) becomes
+perspective on Transformers* (2023), (3.4), (3.10); docs/mathematics.md §2 and §10) becomes
 
     ∂_t f = −v (1 − s²)^{−(d−3)/2} ∂_s[(1 − s²)^{(d−1)/2} f ∂_sΦ] + ν Δf,
     (USA)  Φ = (K*ρ)/β,       (SA)  Φ = log(K*ρ)/β,
@@ -39,8 +39,7 @@ from meanfield._checks import check_callable, check_density_values, check_int, c
 from meanfield.errors import SolverError, UnderResolved
 from meanfield.kernels import laplacian_eigenvalues, minimum_degree
 from meanfield.quadrature import gauss_gegenbauer
-from meanfield.representations.gegenbauer import (GegenbauerSeries, axis_vector, directions, gegenbauer_table,
-                                                  lift, orthogonal_basis)
+from meanfield.representations.gegenbauer import GegenbauerSeries, axis_vector, gegenbauer_table, lift, orthogonal_basis
 
 from .base import Refine, Solver
 from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_kernel_resolution, energy_diagnostics,
@@ -103,6 +102,7 @@ class Gegenbauer(Solver):
 
     steppers = ("dopri5", "bs32")
     stepper_defaults = {}
+    auto_resolution = ("lmax", "max_lmax")
 
     def __init__(self, model, lmax=64, axis=None, *, tail_tol=DEFAULT_TAIL_TOL, max_lmax=AUTO_MAX_LMAX,
                  max_norm=MAX_NORM):
