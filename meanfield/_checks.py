@@ -4,11 +4,14 @@ Messages name the argument in backticks and state the accepted range, like
 ``scipy.integrate``'s ``check_arguments``.
 """
 import numbers
+import os
 
 import numpy as np
 
 SPHERE_TOL = 1e-10
 MASS_RTOL = 1e-6
+NORMALIZE_POINTS = "Pass normalize=True to project the points."
+NORMALIZE_WEIGHTS = "Pass normalize=True to rescale."
 
 
 def check_real(value, name, *, low=None, high=None, low_open=False, allow_inf=False):
@@ -53,11 +56,12 @@ def check_dim(dim, name="dim"):
     return check_int(dim, name, low=2)
 
 
-def check_points(x, name="x", *, dim=None, normalize=False, tol=SPHERE_TOL, min_ndim=1):
+def check_points(x, name="x", *, dim=None, normalize=False, tol=SPHERE_TOL, min_ndim=1, hint=""):
     """Points on S^{d-1} as a float array of shape (..., d).
 
     Raises ValueError for non-finite entries, a wrong last axis, or points off the unit sphere
-    by more than ``tol`` (unless ``normalize=True``, which projects them onto the sphere).
+    by more than ``tol`` (unless ``normalize=True``, which projects them onto the sphere). ``hint``
+    ends the off-sphere message: only callers that accept ``normalize`` pass `NORMALIZE_POINTS`.
     """
     try:
         x = np.asarray(x, dtype=float)
@@ -78,13 +82,14 @@ def check_points(x, name="x", *, dim=None, normalize=False, tol=SPHERE_TOL, min_
         return x / r
     err = float(np.max(np.abs(r - 1.0))) if r.size else 0.0
     if err > tol:
-        raise ValueError(f"`{name}` must lie on the unit sphere (| |x| - 1 | <= {tol:g}); the largest deviation is {err:.3g}. "
-                         "Pass normalize=True to project the points.")
+        raise ValueError(f"`{name}` must lie on the unit sphere (| |x| - 1 | <= {tol:g}); the largest deviation is "
+                         f"{err:.3g}." + (f" {hint}" if hint else ""))
     return x
 
 
-def check_weights(w, n, name="weights", *, normalize=False, rtol=1e-10):
-    """Non-negative finite weights of length n summing to 1 (within ``rtol``)."""
+def check_weights(w, n, name="weights", *, normalize=False, rtol=1e-10, hint=""):
+    """Non-negative finite weights of length n summing to 1 (within ``rtol``); ``hint`` ends the
+    message of a wrong sum (callers that accept ``normalize`` pass `NORMALIZE_WEIGHTS`)."""
     if w is None:
         return np.full(n, 1.0 / n)
     try:
@@ -103,7 +108,7 @@ def check_weights(w, n, name="weights", *, normalize=False, rtol=1e-10):
     if normalize:
         return w / s
     if abs(s - 1.0) > rtol:
-        raise ValueError(f"`{name}` must sum to 1 (within {rtol:g}), got {s!r}. Pass normalize=True to rescale.")
+        raise ValueError(f"`{name}` must sum to 1 (within {rtol:g}), got {s!r}." + (f" {hint}" if hint else ""))
     return w
 
 
@@ -165,7 +170,7 @@ def check_density_values(values, name="rho0", *, quadrature_weights=None, normal
     if quadrature_weights is not None:
         mass = float(np.sum(np.asarray(quadrature_weights) * v))
         if mass <= 0:
-            raise ValueError(f"`{name}` has zero mass.")
+            raise ValueError(f"`{name}` has zero mass: its values on the grid lie in [{vmin:.3g}, {float(v.max()):.3g}].")
         if normalize:
             v = v / mass
         elif abs(mass - 1.0) > rtol:
@@ -178,3 +183,32 @@ def check_callable(f, name):
     if not callable(f):
         raise ValueError(f"`{name}` must be a callable f(x) -> array of density values, got {type(f).__name__}.")
     return f
+
+
+def available_memory():
+    """The physical memory of this machine in bytes (os.sysconf), or None where it is unknown."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def format_bytes(nbytes):
+    """``nbytes`` in the largest binary unit below it: '1.5 GiB'."""
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{value:.3g} {unit}"
+        value /= 1024
+
+
+def check_memory(nbytes, name, value):
+    """Refuse, before any allocation, a resolution whose estimated working memory ``nbytes`` exceeds
+    the physical memory (`available_memory`): ValueError naming the argument (``value``: its value,
+    or a tuple: the shape of an array) and both sizes."""
+    total = available_memory()
+    if total is not None and nbytes > total:
+        what = f"`{name}` of shape {value}" if isinstance(value, tuple) else f"`{name}`={value!r}"
+        raise ValueError(f"{what} needs about {format_bytes(nbytes)} of memory (estimated), more than "
+                         f"the {format_bytes(total)} of this machine; use a smaller `{name}`.")
+    return nbytes

@@ -63,6 +63,9 @@ def build_parser():
                                    "<name>.png and summary.json.")
     p.add_argument("config", metavar="CONFIG.toml", help="the configuration file")
     _common(p, "meanfield-output/<name>")
+    p.add_argument("--resume", metavar="DIR", default=None,
+                   help="continue the interrupted run whose checkpoint (<name>.partial.nc, or a stopped <name>.nc) is "
+                        "in DIR to the configuration's end time, writing the same outputs (to DIR unless --out)")
 
     p = sub.add_parser("sweep", help="a grid of runs or experiments on dask workers, resumable",
                        description="Run every cell of a sweep file ([sweep] with a grid or a list of cells over the "
@@ -147,9 +150,9 @@ def _dispatch(args):
     out = args.out
     if args.command == "run":
         cfg = experiments.load_config(args.config)
-        out = out or cfg.out_dir or str(pathlib.Path("meanfield-output") / cfg.name)
+        out = out or args.resume or cfg.out_dir or str(pathlib.Path("meanfield-output") / cfg.name)
         args.out = out
-        return experiments.run(cfg, out, quick=args.quick, progress=args.progress)
+        return experiments.run(cfg, out, quick=args.quick, progress=args.progress, resume=args.resume)
     if args.command == "sweep":
         import importlib
 
@@ -194,8 +197,8 @@ def main(argv=None):
     except KeyboardInterrupt:
         print(f"meanfield {args.command}: interrupted; partial results are in {args.out}", file=sys.stderr)
         return 130
-    except ValueError as exc:
-        print(f"meanfield {args.command}: error: {exc}", file=sys.stderr)
+    except ValueError as exc:       # bad input (UnsupportedModel included): one line, no traceback
+        print(f"meanfield {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     print("\n".join(report.lines()))
     n_fail = sum(not c["passed"] for c in report.checks)

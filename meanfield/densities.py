@@ -5,7 +5,7 @@ same signature works too. Every density here integrates to exactly 1 against σ.
 """
 import numpy as np
 
-from ._checks import check_int, check_points, check_real
+from ._checks import NORMALIZE_POINTS, check_int, check_points, check_real
 from .kernels import kernel_multipliers
 from .quadrature import fibonacci, trapezoid
 
@@ -45,13 +45,14 @@ class VonMisesFisher(Density):
     """ρ(x) = e^{κ⟨μ,x⟩} / a_0(κ), with a_0(κ) = ∫ e^{κ⟨μ,y⟩} dσ(y) = Γ(d/2)(2/κ)^{(d-2)/2} I_{(d-2)/2}(κ).
 
     Evaluated as e^{κ(⟨μ,x⟩−1)} / (a_0(κ) e^{−κ}), stable for large κ. κ = 0 is the uniform density.
+    ``normalize=True`` takes the direction of a non-unit ``mean``.
     """
 
-    def __init__(self, mean, kappa):
+    def __init__(self, mean, kappa, normalize=False):
         mean = np.asarray(mean, dtype=float)
         if mean.ndim != 1:
             raise ValueError(f"`mean` must be a unit vector of shape (d,), got shape {mean.shape}.")
-        self.mean = check_points(mean, "mean")
+        self.mean = check_points(mean, "mean", normalize=normalize, hint=NORMALIZE_POINTS)
         self.kappa = check_real(kappa, "kappa", low=0.0)
         self.dim = self.mean.shape[0]
         self._log_norm = np.log(kernel_multipliers(self.kappa, self.dim, 0, scaled=True)[0])
@@ -63,9 +64,10 @@ class VonMisesFisher(Density):
         return f"von_mises_fisher(mean={self.mean.tolist()}, kappa={self.kappa:g})"
 
 
-def von_mises_fisher(mean, kappa):
-    """Von Mises–Fisher density with mean direction ``mean`` (unit vector) and concentration κ >= 0."""
-    return VonMisesFisher(mean, kappa)
+def von_mises_fisher(mean, kappa, normalize=False):
+    """Von Mises–Fisher density with mean direction ``mean`` (a unit vector; any non-zero vector with
+    ``normalize=True``) and concentration κ >= 0."""
+    return VonMisesFisher(mean, kappa, normalize=normalize)
 
 
 class Mixture(Density):
@@ -267,3 +269,111 @@ def zonal_profile(density, dim):
     if isinstance(density, Uniform):
         return (lambda s: np.ones(np.shape(s))), _last_axis(dim)
     return None
+
+
+class GridValues(Density):
+    """A density given by its values on a documented grid (see `on_grid`).
+
+    Attributes: ``values`` (the grid's shape), ``points`` (grid shape + (d,)), ``weights`` (the
+    grid's quadrature for σ, summing to 1), ``mass`` = Σ w·values, ``dim`` and ``grid``
+    ("midpoints" on S^1, "gauss-legendre" on S^2). Called on points, it is the interpolant that
+    keeps the values' sign: periodic linear in θ on S^1; on S^2 linear in φ along each ring, then
+    linear in z = cos θ between rings (and between the outer rings and the poles, whose value is
+    the ring's mean). The spectral solvers do not interpolate: they transform the values exactly.
+    """
+
+    def __init__(self, values, normalize=False):
+        from ._checks import check_density_values
+        from .quadrature import gauss_legendre_grid
+
+        try:
+            v = np.array(values, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError("`values` must be an array of density values on the grid.") from None
+        if v.ndim == 1 and v.size >= 2:
+            rule = trapezoid(v.size)
+            self.dim, self.grid, self.points, self.weights = 2, "midpoints", rule.points, rule.weights
+            self.theta = rule.angles
+        elif v.ndim == 2 and v.shape[0] >= 1 and v.shape[1] >= 2:
+            theta, phi, pts, w = gauss_legendre_grid(*v.shape)
+            self.dim, self.grid, self.points, self.weights = 3, "gauss-legendre", pts, w
+            self.theta, self.phi = theta, phi
+        else:
+            raise ValueError(f"`values` must have shape (n,) with n >= 2 (S^1: midpoints θ_j = 2π(j + 1/2)/n) or "
+                             f"(ntheta, nphi) with nphi >= 2 (S^2: the Gauss–Legendre grid), got shape {v.shape}.")
+        v, mass = check_density_values(v, "values", quadrature_weights=self.weights, rtol=np.inf)
+        self.mass = 1.0 if normalize else mass
+        self.values = v / mass if normalize else v
+        self.values.setflags(write=False)
+
+    @property
+    def shape(self):
+        return self.values.shape
+
+    def measure(self):
+        """The grid as a weighted discrete measure (points (n, d), weights w·values / mass)."""
+        w = (self.weights * self.values).ravel()
+        return self.points.reshape(-1, self.dim), w / w.sum()
+
+    def unit_mass(self, normalize, dim=None, name="initial"):
+        """This density with mass 1 (for a solver on S^{dim−1}): refused (ValueError naming the mass)
+        unless it is 1 within 1e-6 or ``normalize``; ValueError if the grid is not on S^{dim−1}."""
+        from ._checks import MASS_RTOL
+
+        if dim is not None and dim != self.dim:
+            raise ValueError(f"`{name}` holds values on a grid of S^{self.dim - 1}; the solver is on S^{dim - 1}.")
+        if abs(self.mass - 1.0) <= MASS_RTOL and not normalize:
+            return self
+        if not normalize:
+            raise ValueError(f"`{name}`: the grid values must have mass Σ w_j ρ_j = 1 (the grid's quadrature for σ) "
+                             f"within {MASS_RTOL:g}; they have {self.mass!r}. Pass normalize=True to rescale.")
+        return GridValues(self.values, normalize=True)
+
+    @staticmethod
+    def _periodic(v, u):
+        """Linear interpolation of periodic samples v[..., j] at fractional indices u (same leading shape)."""
+        n = v.shape[-1]
+        j = np.floor(u)
+        f = u - j
+        j = j.astype(np.int64) % n
+        return np.take_along_axis(v, j, -1) * (1 - f) + np.take_along_axis(v, (j + 1) % n, -1) * f
+
+    def _evaluate(self, x):
+        if self.dim == 2:
+            n = self.values.size
+            u = (np.arctan2(x[..., 1], x[..., 0]) % (2 * np.pi)) * (n / (2 * np.pi)) - 0.5
+            return self._periodic(np.broadcast_to(self.values, u.shape + (n,)), u[..., None])[..., 0]
+        nt, nphi = self.values.shape
+        flat = x.reshape(-1, 3)
+        u = (np.arctan2(flat[:, 1], flat[:, 0]) % (2 * np.pi)) * (nphi / (2 * np.pi))
+        # node values in z: north pole, the rings (north to south), south pole
+        z_nodes = np.concatenate([[1.0], np.cos(self.theta), [-1.0]])
+        z = np.clip(flat[:, 2], -1.0, 1.0)
+        k = np.clip(np.searchsorted(-z_nodes, -z, side="right") - 1, 0, nt)      # z_nodes[k] >= z >= z_nodes[k+1]
+        f = (z_nodes[k] - z) / (z_nodes[k] - z_nodes[k + 1])
+        ring = np.vstack([np.full((1, nphi), self.values[0].mean()), self.values,
+                          np.full((1, nphi), self.values[-1].mean())])
+        top = self._periodic(ring[k], u[:, None])[:, 0]
+        bottom = self._periodic(ring[k + 1], u[:, None])[:, 0]
+        return (top * (1 - f) + bottom * f).reshape(x.shape[:-1])
+
+    def __repr__(self):
+        return f"on_grid(<{self.grid} values of shape {self.values.shape}>, mass={self.mass:g})"
+
+
+def on_grid(values, normalize=False):
+    """A density given by its values on a documented grid; every solver accepts it as ``initial``.
+
+    * S^1: ``values`` of shape (n,) at the midpoints θ_j = 2π(j + ½)/n, x_j = (cos θ_j, sin θ_j)
+      (`meanfield.quadrature.trapezoid(n)`); mass Σ_j values_j / n.
+    * S^2: ``values`` of shape (ntheta, nphi) on the Gauss–Legendre grid
+      `meanfield.quadrature.gauss_legendre_grid(ntheta, nphi)` (rings θ_i from north to south with
+      cos θ_i the Gauss–Legendre nodes, φ_k = 2πk/nphi); mass Σ w_ik values_ik with its weights.
+
+    The values must be finite and non-negative with positive mass (ValueError naming the minimum);
+    ``normalize=True`` divides them by their mass. `solvers.FourierCircle` and
+    `solvers.SphericalHarmonics` take the exact discrete transform of the values (modes |k| < n/2,
+    resp. degrees <= min(ntheta − 1, (nphi − 1)/2)); `solvers.Particles` the weighted grid measure;
+    the other solvers the interpolant (`GridValues`), rescaled to the grid's mass.
+    """
+    return GridValues(values, normalize=normalize)

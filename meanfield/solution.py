@@ -174,8 +174,12 @@ class Solution:
     def save(self, path, grid=False, grid_size=None):
         """Write the Solution as NetCDF-4 (readable by xarray, netCDF4, ncdump, ...); ``grid=True``
         adds the density on a CF-described grid for other tools (see `to_xarray`)."""
+        import os
+
         ds = self.to_xarray(grid=grid, grid_size=grid_size)
-        ds.to_netcdf(path, engine="netcdf4")
+        tmp = f"{os.fspath(path)}.{os.getpid()}.tmp"      # written aside, then renamed: a killed run never
+        ds.to_netcdf(tmp, engine="netcdf4")                 # leaves a half-written file (checkpoints)
+        os.replace(tmp, path)
         return path
 
     @classmethod

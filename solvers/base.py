@@ -20,7 +20,9 @@ Contract for whoever adds a solver (like scipy's ``OdeSolver``):
    ``_initial_from_callable(run, rho0, normalize)``, ``_initial_from_data(run, data, normalize)``
    (an array in the solver's own representation: exactly what ``_to_data`` returns),
    ``_initial_from_solution(run, sol)`` (default: the last saved slice through
-   ``_initial_from_data``), ``_initial_from_measure(run, points, weights, normalize)``.
+   ``_initial_from_data``), ``_initial_from_measure(run, points, weights, normalize)``,
+   ``_initial_from_grid(run, grid, normalize)`` (`meanfield.densities.GridValues`; default: its
+   interpolant through ``_initial_from_callable``, rescaled to the grid's mass).
 4. The discretisation: ``_rhs(run, t, y)``; ``_linear(run)`` (a diagonal applied exactly by the
    integrating factor, or None); ``_retract(run, y)``; ``_representation(run)``; ``_to_data(run, y)``.
 5. Optional: ``_configure(run)`` (check solver options, before the initial state), ``_monitor(run, t, y)``
@@ -35,12 +37,14 @@ Contract for whoever adds a solver (like scipy's ``OdeSolver``):
    evaluations, draws the progress bar, writes checkpoints, refines automatic resolutions and turns
    failures into exceptions that carry the `Solution` computed so far.
 """
+import copy
 import os
 import time
 
 import numpy as np
 
 from meanfield._checks import check_real, check_times
+from meanfield.densities import GridValues
 from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
 from meanfield.model import Model
 from meanfield.solution import Solution, concat
@@ -164,6 +168,9 @@ class Solver:
         raise ValueError(f"`initial`: {type(self).__name__} cannot start from a (points, weights) pair; "
                          "pass a density callable or an array of its own representation.")
 
+    def _initial_from_grid(self, run, grid, normalize):
+        return self._initial_from_callable(run, grid.unit_mass(normalize, self.model.dim), True)
+
     def _initial_from_solution(self, run, sol):
         mine = self._representation(run)
         if sol.representation.name != mine.name:
@@ -207,9 +214,20 @@ class Solver:
         """Run facts recorded in ``Solution.stats`` besides the stepper's counters."""
         return {}
 
-    def _discretisation(self):
-        """The fixed-resolution solver a run starts on (an automatic resolution returns a coarse one)."""
-        return self
+    auto_resolution = None   # automatic resolutions: (resolution attribute, its cap), e.g. ("modes", "max_modes")
+
+    def _discretisation(self, initial=None):
+        """The fixed-resolution solver a run starts on: itself; for an automatic resolution that
+        continues a finer Solution, a copy at the Solution's resolution (``_setup``), up to the cap."""
+        if self.auto_resolution is None or not getattr(self, "auto", False) or not isinstance(initial, Solution):
+            return self
+        name, cap = self.auto_resolution
+        res = getattr(initial.representation, name, None)
+        if res is None or not getattr(self, name) < res <= getattr(self, cap):
+            return self
+        finer = copy.copy(self)
+        finer._setup(res)
+        return finer
 
     def _refine(self, run, t, y):
         raise NotImplementedError(f"{type(self).__name__} has no automatic resolution")
@@ -259,6 +277,8 @@ class Solver:
             t_eval = check_times(t_eval, start=float(initial.t[-1]))
             seed = opts.get("rng", None)
             seed = initial.stats.get("noise_seed") if seed is None else seed
+            if "dt" in opts and opts["dt"] is None and initial.stats.get("method") == method:
+                opts["dt"] = initial.stats.get("dt")      # the fixed step of the run it continues
         else:
             t_eval = check_times(t_eval)
             seed = opts.get("rng", None)
@@ -266,6 +286,8 @@ class Solver:
         self._configure(run)
         if isinstance(initial, Solution):
             y0 = self._initial_from_solution(run, initial)
+        elif isinstance(initial, GridValues):
+            y0 = self._initial_from_grid(run, initial, normalize)
         elif callable(initial):
             y0 = self._initial_from_callable(run, initial, normalize)
         elif isinstance(initial, tuple) and len(initial) == 2:
@@ -283,16 +305,18 @@ class Solver:
         return run
 
     def solve(self, initial, t_eval, *args, method=None, normalize=False, progress=None, checkpoint=None,
-              checkpoint_every=30.0, **options):
+              checkpoint_every=30.0, history=False, **options):
         """Evolve ``initial`` and save the state at the times ``t_eval``.
 
         Parameters
         ----------
-        initial : callable, Solution, path, array or (points, weights)
+        initial : callable, Solution, path, array, grid values or (points, weights)
             A σ-relative density callable f(x) on points (..., d) (finite, non-negative, mass 1 within
             1e-6 unless ``normalize=True``); a `Solution` or the path of a saved one, continued from
-            its last saved time; an array of the solver's own representation (as ``sol.data[i]``);
-            for particles, positions or a ``(points, weights)`` pair.
+            its last saved time (with its noise seed and, for fixed steps, its ``dt`` unless given);
+            an array of the solver's own representation (as ``sol.data[i]``); density values on a
+            documented grid, `meanfield.densities.on_grid`; for particles, positions or a
+            ``(points, weights)`` pair.
         t_eval : 1-D array, strictly increasing, starting at 0 (or at the last time of the continued
             Solution).
         method : the name of a stepper in ``self.steppers`` (default: the first).
@@ -300,6 +324,8 @@ class Solver:
         progress : bool or None (None: a tqdm bar when stderr is a terminal).
         checkpoint : path, optional; the partial Solution is written there (NetCDF) at most every
             ``checkpoint_every`` seconds and when the run stops. `solve` continues from it.
+        history : bool; with ``initial`` a Solution (or its path), return (and checkpoint) the whole
+            run: ``initial.concat(continuation)``, the saved times of both in order.
         **options : the stepper's options (``rtol``, ``atol``, ``max_step``, ``first_step`` for the
             adaptive pairs; ``dt`` for fixed steps; ``cfl`` for SSP-RK3) and the solver's own
             (``solve_options``). An option that does not apply raises ValueError naming it.
@@ -319,7 +345,17 @@ class Solver:
                 raise TypeError(f"{type(self).__name__}.solve got multiple values for `{name}`.")
             options[name] = value
         checkpoint_every = check_real(checkpoint_every, "checkpoint_every", low=0.0)
-        run = self._discretisation().start(initial, t_eval, method=method, normalize=normalize, **options)
+        if not isinstance(history, (bool, np.bool_)):
+            raise ValueError(f"`history` must be True or False, got {history!r}.")
+        if isinstance(initial, (str, os.PathLike)) and os.path.isfile(initial):
+            from meanfield.solution import load
+
+            initial = load(initial)
+        if history and not isinstance(initial, Solution):
+            raise ValueError("`history=True` continues a run: `initial` must be a Solution or the path of a saved one, "
+                             f"got {type(initial).__name__}.")
+        run = self._discretisation(initial).start(initial, t_eval, method=method, normalize=normalize, **options)
+        prefix = [initial] if history else []      # the run it continues, kept in the result
         parts, handover = [], None
         last_write = [time.perf_counter()]
 
@@ -330,7 +366,7 @@ class Solver:
                 diags.append(run.diagnostics(res.t[-1], res.y[-1]))
                 res.y[-1] = run.solver._keep(run, len(res.t) - 1, res.y[-1])
                 if checkpoint is not None and time.perf_counter() - last_write[0] > checkpoint_every:
-                    concat(*parts, _build(run, res, diags)).save(checkpoint)
+                    concat(*prefix, *parts, _build(run, res, diags)).save(checkpoint)
                     last_write[0] = time.perf_counter()
 
             return diags, on_save
@@ -353,7 +389,7 @@ class Solver:
                 run = _hand_over(run, res.error)
                 continue
             break
-        sol = concat(*parts)
+        sol = concat(*prefix, *parts)
         if handover is not None:
             sol.stats["handover_t"] = handover
         if checkpoint is not None:
@@ -398,6 +434,8 @@ def _build(run, res, diags):
     diag_arrays = {k: np.array([d.get(k, np.nan) for d in diags[:n]]) for k in keys}
     stats = res.stats()
     stats["method"] = run.method
+    if getattr(run, "dt", None) is not None:
+        stats["dt"] = float(run.dt)
     stats["t_requested"] = float(run.t_eval[-1])      # a stopped run's picture shows what was not reached
     stats.update(run.solver._stats(run))
     if run.model.noise > 0 and run.seed is not None:

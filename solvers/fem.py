@@ -44,7 +44,7 @@ when the density's width ℓ = (|S^{d-1}|·(∫ρ)²/∫ρ²)^{1/(d-1)} falls be
 """
 import numpy as np
 
-from meanfield._checks import check_callable, check_density_values, check_int, check_real
+from meanfield._checks import check_callable, check_density_values, check_int, check_memory, check_real
 from meanfield.errors import UnderResolved, UnsupportedModel
 from meanfield.representations.p1 import P1Field
 
@@ -77,6 +77,13 @@ def _reference_quadrature(dim, n):
     from meanfield.quadrature import gauss_legendre, trapezoid
 
     return trapezoid(2 * n) if dim == 2 else gauss_legendre(n, 2 * n)
+
+
+def memory_estimate(vertices, dim):
+    """Bytes a run on a mesh of ``vertices`` vertices needs (measured: dolfinx mesh, forms and CSR
+    matrices, SSP-RK3 stages, about 1 kB per vertex on S^1 and 2 kB on S^2, plus the 2^22-entry
+    blocks of the quadrature potential)."""
+    return (1000 if dim == 2 else 2000) * vertices + 8 * (dim + 2) * 2 ** 22
 
 
 def _rebuild(cls, args, kwargs):
@@ -142,14 +149,21 @@ class FiniteElements(Solver):
         d = model.dim
         if d == 2:
             if vertices is None:
-                refinement = check_int(refinement, "refinement", low=0, high=16)
+                refinement = check_int(refinement, "refinement", low=0)
+                check_memory(memory_estimate(16 * 2 ** min(refinement, 64), d), "refinement", refinement)
+                refinement = check_int(refinement, "refinement", high=16)
                 vertices = 16 * 2 ** refinement
+            else:
+                vertices = check_int(vertices, "vertices", low=8)
+                check_memory(memory_estimate(vertices, d), "vertices", vertices)
             self.refinement = refinement
             pts, cells = polygon(check_int(vertices, "vertices", low=8, high=2 ** 22))
             cell_name = "interval"
         else:
             if vertices is not None:
                 raise ValueError("`vertices` is for the circle (dim=2); on S^2 use `refinement`.")
+            refinement = check_int(refinement, "refinement", low=0)
+            check_memory(memory_estimate(10 * 4 ** min(refinement, 64) + 2, d), "refinement", refinement)
             self.refinement = check_int(refinement, "refinement", low=0, high=8)
             pts, cells = icosphere(self.refinement)
             cell_name = "triangle"

@@ -31,7 +31,7 @@ import copy
 import numpy as np
 import scipy.fft as sfft
 
-from meanfield._checks import check_callable, check_density_values, check_int, check_real
+from meanfield._checks import check_callable, check_density_values, check_int, check_memory, check_real
 from meanfield.errors import SolverError, UnsupportedModel
 from meanfield.kernels import minimum_degree
 from meanfield.quadrature import trapezoid
@@ -46,6 +46,13 @@ MIN_MODES = 8
 AUTO_START = 64          # modes="auto": first resolution (raised to the kernel's minimum if needed)
 AUTO_MAX_MODES = 16384   # modes="auto": default cap
 STABLE_CFL = 0.8         # |h·k·v| below the imaginary-axis stability limit of the adaptive pairs
+BYTES_PER_MODE = 800     # measured peak working memory of a run per mode (stages, padded grid, W1 measure)
+
+
+def midpoint_coefficients(values, J):
+    """c_0..c_J = (1/n) Σ_j ρ_j e^{−ikθ_j} of values at the midpoints θ_j = 2π(j + ½)/n (J < n/2)."""
+    n = values.shape[-1]
+    return sfft.rfft(values, norm="forward")[:J + 1] * np.exp(-1j * np.pi * np.arange(J + 1) / n)
 
 
 def padded_size(modes, dealias=1.5):
@@ -93,6 +100,8 @@ class FourierCircle(HandsOver, Solver):
     ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
     """
 
+    auto_resolution = ("modes", "max_modes")
+
     def __init__(self, model, modes=512, *, tail_tol=DEFAULT_TAIL_TOL, dealias=1.5, max_modes=AUTO_MAX_MODES,
                  w1=True):
         Solver.__init__(self, model)
@@ -116,7 +125,9 @@ class FourierCircle(HandsOver, Solver):
                                  f"kernel at beta={beta:g}.")
             K = start
         else:
-            K = check_int(modes, "modes", low=MIN_MODES, high=2 ** 26)
+            K = check_int(modes, "modes", low=MIN_MODES)
+            check_memory(BYTES_PER_MODE * K, "modes", K)
+            K = check_int(K, "modes", high=2 ** 26)
             check_kernel_resolution(beta, 2, K, "modes")
             self.max_modes = K
         self._setup(K)
@@ -181,9 +192,20 @@ class FourierCircle(HandsOver, Solver):
         if vals.shape != (N,):
             raise ValueError(f"`rho0` must return one value per point (shape ({N},)), got shape {vals.shape}.")
         vals, _ = check_density_values(vals, "rho0", quadrature_weights=q.weights, normalize=normalize)
-        c = sfft.rfft(vals, norm="forward")[:K + 1] * np.exp(-0.5j * self.k * (2 * np.pi / N))  # midpoint shift
+        c = midpoint_coefficients(vals, K)
         run.mass0 = float(c[0].real)
         return c[1:].copy()
+
+    def _initial_from_grid(self, run, grid, normalize):
+        """Values at the midpoints θ_j = 2π(j + ½)/n (`meanfield.densities.on_grid`): their exact discrete
+        Fourier coefficients c_k = (1/n) Σ_j ρ_j e^{−ikθ_j} for k < n/2 (and k <= modes), no interpolation."""
+        g = grid.unit_mass(normalize, 2)
+        J = min(self.modes, (g.values.size - 1) // 2)
+        c = midpoint_coefficients(g.values, J)
+        run.mass0 = float(c[0].real)
+        u = np.zeros(self.modes, dtype=complex)
+        u[:J] = c[1:]
+        return u
 
     def _initial_from_data(self, run, data, normalize):
         """Coefficients c_0..c_J (J <= K, complex, σ-relative): zero-padded to K modes."""

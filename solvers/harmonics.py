@@ -32,7 +32,7 @@ import copy
 
 import numpy as np
 
-from meanfield._checks import check_callable, check_density_values, check_int
+from meanfield._checks import check_callable, check_density_values, check_int, check_memory
 from meanfield.errors import UnsupportedModel
 from meanfield.kernels import minimum_degree
 from meanfield.quadrature import gauss_legendre_grid
@@ -47,6 +47,7 @@ from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_co
 MIN_LMAX = 4
 AUTO_START = 31          # lmax="auto": first degree (raised to the kernel's minimum if needed)
 AUTO_MAX_LMAX = 1023     # lmax="auto": default cap
+BYTES_PER_DEGREE2 = 800  # measured peak working memory of a run per lmax² (grids, stages, fine diagnostics grid)
 
 
 def _good_size(n):
@@ -83,6 +84,8 @@ class SphericalHarmonics(HandsOver, Solver):
     ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
     """
 
+    auto_resolution = ("lmax", "max_lmax")
+
     def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL, max_lmax=AUTO_MAX_LMAX, w1=False,
                  w1_points=512):
         Solver.__init__(self, model)
@@ -100,7 +103,9 @@ class SphericalHarmonics(HandsOver, Solver):
                 raise ValueError(f"`max_lmax`={self.max_lmax} is below the degree {L} needed to resolve the kernel "
                                  f"at beta={model.beta:g}.")
         else:
-            L = check_int(lmax, "lmax", low=MIN_LMAX, high=8191)
+            L = check_int(lmax, "lmax", low=MIN_LMAX)
+            check_memory(BYTES_PER_DEGREE2 * (L + 1) ** 2, "lmax", L)
+            L = check_int(L, "lmax", high=8191)
             check_kernel_resolution(model.beta, 3, L, "lmax")
             self.max_lmax = L
         self.nthreads = check_int(nthreads, "nthreads", low=1)
@@ -190,6 +195,19 @@ class SphericalHarmonics(HandsOver, Solver):
         alm = analysis_2d(map=vals[None], spin=0, lmax=L, geometry="GL", nthreads=self.nthreads)[0]
         alm[self._m0] = alm[self._m0].real
         return alm
+
+    def _initial_from_grid(self, run, grid, normalize):
+        """Values on the Gauss–Legendre grid (ntheta, nphi) (`meanfield.densities.on_grid`): their exact
+        discrete analysis (Gauss–Legendre quadrature in z, FFT in φ) up to degree
+        min(lmax, ntheta − 1, (nphi − 1)/2), no interpolation."""
+        from ducc0.sht import analysis_2d
+
+        g = grid.unit_mass(normalize, 3)
+        nt, nphi = g.shape
+        J = min(self.lmax, nt - 1, (nphi - 1) // 2)
+        alm = analysis_2d(map=g.values[None], spin=0, lmax=J, geometry="GL", nthreads=self.nthreads)[0]
+        given = SphericalHarmonicSeries(J)
+        return real_to_alm(self._representation(run).embed(alm_to_real(alm, J)[None], given)[0])
 
     def _initial_from_data(self, run, data, normalize):
         """Real σ-orthonormal coefficients clm (2, J+1, J+1), J <= lmax (as ``sol.data[i]``)."""

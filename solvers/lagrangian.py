@@ -40,7 +40,7 @@ import functools
 
 import numpy as np
 
-from meanfield._checks import check_callable, check_density_values, check_int, check_real
+from meanfield._checks import check_callable, check_density_values, check_int, check_memory, check_real
 from meanfield.errors import UnsupportedModel
 from meanfield.kernels import minimum_degree
 from meanfield.kernelsums import kernel_sums
@@ -50,6 +50,7 @@ from meanfield.representations.lagrangian import LagrangianNodes, monotone_lift
 from .base import Solver
 
 _SPAN_TOL = 1e-12
+BYTES_PER_NODE = 1000      # measured working memory of a run per label (state, stages, companion, kernel sums)
 
 
 def circle_panels(edges, order):
@@ -200,6 +201,7 @@ class Lagrangian(Solver):
             self.panels = None if panels is None else self._check_panels(panels)
             if self.panels is None:
                 n = check_int(1024 if nodes is None else nodes, "nodes", low=1)
+                check_memory(BYTES_PER_NODE * n, "nodes", n)
                 if n - 1 < need:
                     raise ValueError(f"`nodes`={n} is too few for beta={model.beta:g}: the trapezoid rule must "
                                      f"integrate the kernel's moments (degree {need}); use nodes >= {need + 1}.")
@@ -224,6 +226,7 @@ class Lagrangian(Solver):
             if panels is not None:
                 raise ValueError("`panels` applies on S^1 only (dim 2).")
             n = check_int(2048 if nodes is None else nodes, "nodes", low=8)
+            check_memory(BYTES_PER_NODE * n, "nodes", n)
             nt = max(2, int(round(np.sqrt(n / 2))))
             if 2 * nt - 1 < need:
                 raise ValueError(f"`nodes`={n} is too few for beta={model.beta:g}: Gauss–Legendre × trapezoid with "
@@ -336,6 +339,17 @@ class Lagrangian(Solver):
             raise ValueError(f"`initial`: the Solution's density is negative at the labels (min {vals.min():.3g}, "
                              f"max {top:.3g}); continue from an earlier, resolved time.")
         return np.clip(vals, 0.0, None)
+
+    def _initial_from_grid(self, run, grid, normalize):
+        """Grid values (`meanfield.densities.on_grid`) on exactly the labels (the midpoints with n = nodes on
+        S^1, the Gauss–Legendre grid (ntheta, 2·ntheta) on S^2) are the exact ρ_0 at the labels (the
+        companion's labels take the interpolant); other grids go through their interpolant."""
+        g = grid.unit_mass(normalize, self.model.dim)
+        points = g.points.reshape(-1, self.model.dim)
+        if points.shape != self.labels.shape or not np.allclose(points, self.labels, rtol=0, atol=1e-14):
+            return Solver._initial_from_grid(self, run, g, False)
+        coarse = g(self.coarse[0]) if self.estimate else None
+        return self._start_run(run, g.values.ravel(), coarse)
 
     def _initial_from_data(self, run, data, normalize):
         raise ValueError("`initial`: a Lagrangian state needs its labels and weights; pass the Solution "

@@ -26,7 +26,8 @@ with P_x y = y − ⟨x, y⟩x. Equal weights w_j = 1/n give (SA) and (USA) exac
 import numpy as np
 from scipy.linalg import expm
 
-from meanfield._checks import check_int, check_points, check_real, check_weights
+from meanfield._checks import (NORMALIZE_POINTS, NORMALIZE_WEIGHTS, check_int, check_memory, check_points, check_real,
+                               check_weights)
 from meanfield.diagnostics import count_clusters, w1_to_nearest_dirac
 from meanfield.energy import _discrete_energy
 from meanfield.errors import UnsupportedModel
@@ -116,6 +117,7 @@ class Particles(Solver):
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None):
         super().__init__(model)
         self.chunk = check_int(chunk, "chunk", low=1)
+        check_memory(32 * self.chunk ** 2, "chunk", self.chunk)
         self.diagnostics_level = self._check_diagnostics(diagnostics)
         self.delta = check_real(delta, "delta", low=0.0, low_open=True, high=2.0)
         self.cluster_delta = self.delta if cluster_delta is None else check_real(
@@ -338,12 +340,19 @@ class Particles(Solver):
         return xi
 
     # -- Solver contract -------------------------------------------------------------------------
+    def memory_estimate(self, n, batch=1):
+        """Bytes a run of ``batch`` realisations of ``n`` particles needs: about 16 copies of the
+        positions (the stages of the adaptive pair, the kernel sums' right-hand sides) and 4 blocks
+        of chunk² pairwise values per realisation."""
+        return 8 * batch * (16 * n * self.model.dim + 4 * min(self.chunk, n) ** 2)
+
     def _initial_from_data(self, run, x0, normalize, weights=None):
         x = self._check_x(x0, normalize, run.domain)
+        check_memory(self.memory_estimate(x.shape[-2], x.shape[0] if x.ndim == 3 else 1), "x0", x.shape)
         w = run.options["weights"] if weights is None else weights
         if weights is not None and run.options["weights"] is not None:
             raise ValueError("`weights` given twice: in the (points, weights) pair and as `weights`.")
-        run.weights = check_weights(w, x.shape[-2], normalize=normalize)
+        run.weights = check_weights(w, x.shape[-2], normalize=normalize, hint=NORMALIZE_WEIGHTS)
         run.batch = x.shape[0] if x.ndim == 3 else None
         save = run.save
         if isinstance(save, str) and save == "auto":
@@ -359,6 +368,11 @@ class Particles(Solver):
 
     def _initial_from_measure(self, run, points, weights, normalize):
         return self._initial_from_data(run, points, normalize, weights=np.asarray(weights, dtype=float))
+
+    def _initial_from_grid(self, run, grid, normalize):
+        """Density values on a grid (`meanfield.densities.on_grid`): the grid points with weights w_j ρ_j."""
+        points, weights = grid.unit_mass(normalize, self.model.dim).measure()
+        return self._initial_from_data(run, points, False, weights=weights)
 
     def _initial_from_callable(self, run, rho0, normalize):
         raise ValueError("`x0` must be particle positions (n, d) or (B, n, d), a (points, weights) pair or a particle "
@@ -452,7 +466,7 @@ class Particles(Solver):
         d = self.model.dim
         name = "x0"
         if domain == "sphere":
-            x = check_points(x0, name, dim=d, normalize=normalize, min_ndim=2)
+            x = check_points(x0, name, dim=d, normalize=normalize, min_ndim=2, hint=NORMALIZE_POINTS)
         else:
             try:
                 x = np.asarray(x0, dtype=float)

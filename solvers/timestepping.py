@@ -418,7 +418,8 @@ class _Fixed(Stepper):
 
     def integrate(self, run, y0, t_eval, *, callback=None, progress=None, desc=None):
         dt = run.options["dt"]
-        return integrate_fixed(self.step_function(run), y0, t_eval, self.default_dt(run, y0) if dt is None else dt,
+        run.dt = self.default_dt(run, y0) if dt is None else dt     # recorded: a continued run keeps it
+        return integrate_fixed(self.step_function(run), y0, t_eval, run.dt,
                                monitor=run.monitor, callback=callback, progress=progress, desc=desc)
 
     def default_dt(self, run, y0):

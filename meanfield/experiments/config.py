@@ -35,7 +35,8 @@ or a bad value raises ValueError naming the key (``solver.modes``) and the accep
     [output]                # all optional
     name = "circle"         # file stem (default: the config file's stem)
     plot_times = [0, 5]     # times drawn on S^2 Mollweide maps
-    checkpoint = true       # keep <name>.partial.nc up to date while running
+    checkpoint = true       # keep <name>.partial.nc up to date while running (`meanfield run --resume DIR`
+    checkpoint_every = 30.0 # continues from it): written at saved times, at most every this many seconds
     grid = true             # also write the density on a CF grid (theta / lat-lon / UGRID) in <name>.nc
     scale = "auto"          # colour scale of the picture: "auto", "linear", "log", "perturbation" (rho - 1)
     dir = "out/circle"      # output directory (the command line's --out wins)
@@ -53,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import densities as _densities
-from .._checks import check_int, check_real, check_times
+from .._checks import check_int, check_memory, check_real, check_times
 from ..model import Model
 
 # solver name -> (class in `solvers`, resolution key, its default, accepted dims or None for any)
@@ -83,7 +84,8 @@ _CAPS = {"fourier": "max_modes", "harmonics": "max_lmax"}       # the caps of an
 _HANDOVER_KEYS = {"nodes", "panels", "order", "estimate", "cluster_tol", "min_mass"}   # of solvers.Lagrangian
 _MODEL_KEYS = {"beta", "dim", "normalized", "V", "noise"}
 _TIMES_KEYS = {"values", "t_end", "n_saves"}
-_OUTPUT_KEYS = {"name", "plot_times", "checkpoint", "plot", "grid", "scale", "dir", "quick", "progress"}
+_OUTPUT_KEYS = {"name", "plot_times", "checkpoint", "checkpoint_every", "plot", "grid", "scale", "dir", "quick",
+                "progress"}
 _AUTO_RESOLUTION = {"fourier", "harmonics", "gegenbauer"}     # solvers whose resolution may be "auto"
 _SECTIONS = {"solver", "model", "initial", "times", "output"}
 # densities by name: the callable and its parameters (rng is spelled `seed` in a config)
@@ -147,6 +149,7 @@ class RunConfig:
     plot: bool = True
     plot_times: list = None
     checkpoint: bool = True
+    checkpoint_every: float = 30.0
     grid: bool = False
     scale: str = "auto"
     out_dir: str = None
@@ -173,10 +176,20 @@ class RunConfig:
             raise ValueError(f"`solver.name`={self.solver!r}: solvers.{self.solver_class_name} is not available "
                              f"({exc}).") from None
         kwargs = dict(self.solver_options)
+        res_key = SOLVERS[self.solver][1]
         if self.solver != "particles":
-            kwargs.setdefault(SOLVERS[self.solver][1], self.resolution)
+            kwargs.setdefault(res_key, self.resolution)
         _check_signature(cls.__init__, kwargs, "solver.options")
-        return cls(self.model, **kwargs)
+        try:
+            solver = cls(self.model, **kwargs)
+            if self.solver == "particles":
+                check_memory(solver.memory_estimate(self.resolution), "n", self.resolution)
+        except ValueError as exc:         # name the configuration's key: `solver.modes`, `solver.options.chunk`
+            arg = str(exc).split("`")[1] if str(exc).startswith("`") else None
+            if arg in (res_key, *kwargs):
+                raise _rename(exc, f"solver.{arg}" if arg == res_key else f"solver.options.{arg}") from None
+            raise
+        return solver
 
     def quick(self):
         """A reduced copy for ``--quick``: at most 11 saved times and 500 particles."""
@@ -341,8 +354,11 @@ def parse_config(raw, source="<dict>", name=None):
     from ..sampling import quadrature, uniform_points
     probe = quadrature(512, dim)[0] if dim in (2, 3) else uniform_points(512, dim, 0)
     vals = np.asarray(rho(probe), dtype=float)
-    if not np.all(np.isfinite(vals)) or np.any(vals < 0):
-        raise ValueError("`initial`: the density must be finite and non-negative.")
+    if not np.all(np.isfinite(vals)):
+        raise ValueError("`initial`: the density must be finite; it has NaN or inf values.")
+    if np.any(vals < 0):
+        raise ValueError(f"`initial`: the density must be non-negative; its minimum on {len(vals)} probe points is "
+                         f"{float(vals.min()):.3g}.")
     if key != "particles":
         solve_options["normalize"] = normalize
 
@@ -368,6 +384,7 @@ def parse_config(raw, source="<dict>", name=None):
         raise ValueError(f"`output.name` must be a plain file stem, got {out_name!r}.")
     plot = _bool(o.get("plot", True), "output.plot")
     checkpoint = _bool(o.get("checkpoint", True), "output.checkpoint")
+    checkpoint_every = _checked(check_real, o.get("checkpoint_every", 30.0), "output.checkpoint_every", low=0.0)
     plot_times = o.get("plot_times")
     if plot_times is not None:
         if not isinstance(plot_times, list) or not plot_times:
@@ -378,7 +395,7 @@ def parse_config(raw, source="<dict>", name=None):
     return RunConfig(solver=key, resolution=resolution, solver_options=solver_options,
                      solve_options=solve_options, particle_options=particle_options, model=model,
                      density_spec=init, t_eval=t_eval, name=out_name, plot=plot, plot_times=plot_times,
-                     checkpoint=checkpoint, source=source, raw=raw, **_output_options(o, key))
+                     checkpoint=checkpoint, checkpoint_every=checkpoint_every, source=source, raw=raw, **_output_options(o, key))
 
 
 def _output_options(o, solver):

@@ -28,10 +28,22 @@ def _initial_particles(cfg):
     return sample(rho, cfg.resolution, cfg.model.dim, rng=opts.get("seed", 0), method=opts.get("sampling", "iid"))
 
 
-def simulate(cfg, *, solver=None, progress=None, checkpoint=None):
-    """Run the configured solver; returns the `Solution` (raises `SolverError` subclasses with `.solution`)."""
+def simulate(cfg, *, solver=None, progress=None, checkpoint=None, resume=None):
+    """Run the configured solver; returns the `Solution` (raises `SolverError` subclasses with `.solution`).
+
+    ``resume``: a `Solution` of this configuration ended at one of its saved times (a checkpoint); the
+    run continues from it to the end time and the result carries the whole history."""
     solver = cfg.make_solver() if solver is None else solver
-    opts = dict(cfg.solve_options)
+    opts = dict(cfg.solve_options, checkpoint_every=cfg.checkpoint_every)
+    if resume is not None:
+        t_rest = cfg.t_eval[cfg.t_eval > resume.t[-1]]
+        if not t_rest.size:
+            return resume
+        if cfg.solver == "particles":           # the weights and the noise seed travel with the Solution
+            opts["rng"] = cfg.particle_options.get("seed", 0)
+        opts.pop("normalize", None)
+        return solver.solve(resume, np.concatenate([[resume.t[-1]], t_rest]), progress=progress,
+                            checkpoint=checkpoint, history=True, **opts)
     if cfg.solver == "particles":
         x0, w = _initial_particles(cfg)
         scheme = opts.pop("scheme", "adaptive")
@@ -41,9 +53,11 @@ def simulate(cfg, *, solver=None, progress=None, checkpoint=None):
     return solver.solve(cfg.density(), cfg.t_eval, progress=progress, checkpoint=checkpoint, **opts)
 
 
-def run(config, out=None, *, quick=False, progress=None):
+def run(config, out=None, *, quick=False, progress=None, resume=None):
     """Validate ``config`` (a path to a TOML file, a dict, or a `RunConfig`), run it, write the results.
 
+    ``resume``: the output directory of an interrupted run of this configuration; the run continues
+    from its checkpoint (`checkpoint_of`) and writes the same outputs (to ``out``, default that directory).
     Returns the `Report` (``report.passed``, ``report.results``, ``report.solution``).
     """
     if isinstance(config, RunConfig):
@@ -57,15 +71,20 @@ def run(config, out=None, *, quick=False, progress=None):
     if quick or cfg.quick_run:
         cfg = cfg.quick()
     solver = cfg.make_solver()            # resolution and model checks, before any work
+    if resume is not None:
+        out = resume if out is None else out
+        resume = checkpoint_of(cfg, resume)
     report = Report("run", out, settings={"config": cfg.to_dict(), "quick": bool(quick or cfg.quick_run)})
     report.write()
     name = cfg.name
     partial = report.path(f"{name}.partial.nc") if cfg.checkpoint else None
     progress = show_progress(progress)
+    if resume is not None:
+        report.note(f"resumed from t = {float(resume.t[-1]):g} ({resume.t.size} saved times in the checkpoint)")
     with report.guard():
         sol = None
         try:
-            sol = simulate(cfg, solver=solver, progress=progress, checkpoint=partial)
+            sol = simulate(cfg, solver=solver, progress=progress, checkpoint=partial, resume=resume)
             status, message = "finished", ""
         except Interrupted as exc:
             sol, status, message = exc.solution, "interrupted", str(exc)
@@ -76,6 +95,8 @@ def run(config, out=None, *, quick=False, progress=None):
             report.save_dataset(sol, f"{name}.nc", grid=cfg.grid)
             if partial is not None and partial.exists():
                 partial.unlink()
+            for stale in () if partial is None else partial.parent.glob(f"{partial.name}.*.tmp"):
+                stale.unlink()                    # a checkpoint being written when a run was killed
             _check_solution(report, cfg, sol)
             if cfg.plot and report.out is not None:
                 fig = sol.plot(times=cfg.plot_times, scale=cfg.scale, t_end=float(cfg.t_eval[-1]))
@@ -90,6 +111,33 @@ def run(config, out=None, *, quick=False, progress=None):
             raise KeyboardInterrupt(message)
         report.write(status=status, message=message)
     return report
+
+
+def checkpoint_of(cfg, directory):
+    """The `Solution` an interrupted ``meanfield run`` of ``cfg`` left in ``directory``: its checkpoint
+    ``<name>.partial.nc`` or, after Ctrl-C or a solver stop, ``<name>.nc``. ValueError naming `--resume`
+    when there is none, or when it is a run of another model or other saved times."""
+    import pathlib
+
+    from ..solution import load
+
+    d = pathlib.Path(directory)
+    paths = [p for p in (d / f"{cfg.name}.partial.nc", d / f"{cfg.name}.nc") if p.is_file()]
+    if not paths:
+        raise ValueError(f"`--resume`: {str(d)!r} holds no checkpoint of this configuration ({cfg.name}.partial.nc "
+                         f"or {cfg.name}.nc).")
+    try:
+        sol = load(paths[0])
+    except ValueError as exc:
+        raise ValueError(f"`--resume`: {exc}") from None
+    if sol.model.to_dict() != cfg.model.to_dict():
+        raise ValueError(f"`--resume`: {str(paths[0])!r} is a run of {sol.model!r}; the configuration asks for "
+                         f"{cfg.model!r}.")
+    n = sol.t.size
+    if n > cfg.t_eval.size or not np.allclose(sol.t, cfg.t_eval[:n], rtol=1e-12, atol=0):
+        raise ValueError(f"`--resume`: the saved times of {str(paths[0])!r} (up to t = {sol.t[-1]:g}) are not the "
+                         "configuration's first saved times.")
+    return sol
 
 
 def _check_solution(report, cfg, sol):
