@@ -277,7 +277,11 @@ def _circle_rows(sol, n=1024):
 
 def _segment_boundaries(sol):
     segs = getattr(sol, "segments", [sol])
-    return [(float(s.t[0]), s.solver or s.representation.name) for s in segs[1:] if s.t.size]
+    out = [(float(s.t[0]), s.solver or s.representation.name) for s in segs[1:] if s.t.size]
+    handover = sol.stats.get("handover_t")
+    if len(out) == 1 and handover is not None:      # the time the solver handed over, between saved times
+        out = [(float(handover), out[0][1])]
+    return out
 
 
 def space_time_panel(ax, sol, scale="auto", t_end=None, fig=None):
