@@ -257,3 +257,16 @@ def test_final_state_of_particles_in_high_dimension():
 
 def test_tidy_rounds_float_noise_only():
     assert tidy({"t": [0.1 * 3, 1e-17, 2.0 / 3], "n": 3}) == {"t": [0.3, 1e-17, 0.666666666667], "n": 3}
+
+
+def test_handed_over_run_has_one_grid_and_marks_the_hand_over(tmp_path):
+    sol = solvers.FourierCircle(mf.Model(beta=8.0, dim=2), modes=32).solve(
+        D.perturbed_uniform(0.05, 3), np.linspace(0, 6, 7), progress=False, on_underresolved="lagrangian")
+    assert len(sol.segments) == 2
+    ds, nc = _open_both(sol.save(tmp_path / "h.nc", grid=True))
+    nc.close()
+    _assert_grid_values(sol, ds)                    # spectral times and Lagrangian times on one θ grid
+    fig = sol.plot()
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "hand-over to Lagrangian" in texts
+    assert "K = 32 modes → " in fig._suptitle.get_text()
