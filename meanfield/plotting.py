@@ -46,8 +46,9 @@ def _pyplot():
 
     import matplotlib
 
-    if not (os.environ.get("DISPLAY") or os.environ.get("MPLBACKEND")):
-        matplotlib.use("Agg")
+    chosen = getattr(matplotlib.rcParams, "_get_backend_or_none", lambda: None)()
+    if chosen is None and not (os.environ.get("DISPLAY") or os.environ.get("MPLBACKEND")):
+        matplotlib.use("Agg")           # headless and no backend chosen (a notebook has chosen its own)
     import matplotlib.pyplot as plt
 
     return plt
@@ -93,10 +94,9 @@ def resolution_label(rep, data=None):
         return f"lmax = {rep.lmax}"
     if name == "p1":
         return f"P1 mesh of {len(rep.vertices)} vertices"
-    if name == "particles":
-        n = rep.weights.size
-        batch = "" if data is None or np.ndim(data) < 4 else f", {np.shape(data)[1]} realisations"
-        return f"n = {n} particles{batch}"
+    if name in ("particles", "sampled-particles"):
+        B = getattr(rep, "batch", None) or (np.shape(data)[1] if data is not None and np.ndim(data) == 4 else None)
+        return f"n = {rep.weights.size} particles" + (f", {B} realisations" if B else "")
     if name == "lagrangian":
         return f"{rep.n} moving nodes"
     if name == "segments":
@@ -345,13 +345,23 @@ def sphere_maps(fig, specs, cbar_spec, sol, idx, scale="auto", nlat=90):
 
 def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
     """Particles: angles θ_i(t) on S^1; trajectories on S^2; ⟨x_i(t), x_j(t)⟩ (i < j) in d >= 4."""
-    x = np.asarray(sol.positions)          # AttributeError naming the kept times if positions were not all kept
-    which = ""
-    if x.ndim == 4:
-        which = f" (realisation 1 of {x.shape[1]})"
-        x = x[:, 0]
-    T, n, d = x.shape
     t = np.asarray(sol.t, dtype=float)
+    which = ""
+    kept = [k for k, xk in enumerate(sol.data) if xk is not None]      # a run may keep some saved times only
+    if not kept:
+        ax = fig.add_subplot(spec)
+        ax.text(0.5, 0.5, "no positions kept (solve with save='positions')", ha="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return ax
+    if len(kept) < t.size:
+        which = f", positions kept at {len(kept)} of {t.size} saved times"
+    x, t = np.stack([np.asarray(sol.data[k]) for k in kept]), t[kept]
+    if x.ndim == 4:
+        which = f" (realisation 1 of {x.shape[1]}{which})"
+        x = x[:, 0]
+    elif which:
+        which = f" ({which[2:]})"
+    T, n, d = x.shape
     if d == 3:
         ax = fig.add_subplot(spec, projection="3d")
         u, v = np.mgrid[0:2 * np.pi:40j, 0:np.pi:20j]

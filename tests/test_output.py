@@ -270,3 +270,12 @@ def test_handed_over_run_has_one_grid_and_marks_the_hand_over(tmp_path):
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert "hand-over to Lagrangian" in texts
     assert "K = 32 modes → " in fig._suptitle.get_text()
+
+
+def test_particles_kept_at_some_times_only():
+    x0 = mf.sampling.uniform_points(64, 3, 0)
+    sol = solvers.Particles(mf.Model(beta=4.0, dim=3)).solve(x0, np.linspace(0, 2, 5), progress=False, save="ends")
+    fs = final_state(sol)                             # from the last kept positions
+    assert fs["t"] == 2.0 and fs["w1_to_dirac"]["value"] > 0
+    fig = sol.plot()
+    assert "positions kept at 2 of 5 saved times" in fig.axes[0].get_title()

@@ -212,9 +212,12 @@ _S2_REFERENCE_POINTS = 1000     # W1 to σ on S^2: exact transport to a Fibonacc
 
 
 def _last(sol):
-    """(representation, data) of the last saved time (of the last segment for a handed-over run)."""
+    """(representation, data, t) of the last saved state (of the last segment of a handed-over run;
+    for particles kept at some saved times only, the last kept one)."""
     seg = getattr(sol, "segments", [sol])[-1]
-    return seg.representation, np.asarray(seg.data[-1]) if seg.data.dtype != object else seg.data[-1]
+    k = max((j for j, d in enumerate(seg.data) if d is not None), default=len(seg.data) - 1)
+    data = seg.data[k]
+    return seg.representation, (np.asarray(data) if data is not None else None), float(seg.t[k])
 
 
 def density_extremes(rep, data):
@@ -331,9 +334,9 @@ def final_state(sol):
     measure and to the nearest Dirac mass (docs/mathematics.md §8), and the clusters."""
     from ..energy import dirac_energy, uniform_energy
 
-    rep, data = _last(sol)
+    rep, data, t = _last(sol)
     model = sol.model
-    out = {"t": float(sol.t[-1])}
+    out = {"t": t}
     if rep.is_density:
         low, high, where = density_extremes(rep, data)
         out["density"] = {"min": low, "max": high, "where": where}
@@ -346,7 +349,7 @@ def final_state(sol):
                      "position": (e_last - lo) / (hi - lo) if hi > lo and np.isfinite(e_last) else None}
     if e.ndim == 2:
         out["energy"]["over"] = f"mean over {e.shape[1]} realisations"
-    if getattr(rep, "domain", "sphere") != "sphere":
+    if getattr(rep, "domain", "sphere") != "sphere" or data is None:
         return out
     measure = _measure(sol, rep, data)
     if not rep.is_density and np.ndim(data) == 3:
