@@ -170,10 +170,9 @@ def cluster(workers=None, scheduler=None, log=_stderr):
             yield client
         return
     n = machine_workers() if workers == "auto" else workers
-    bokeh = importlib.util.find_spec("bokeh") is not None
-    with _worker_environment():
+    with _worker_environment():                   # dashboard on a free port (8787 may be taken)
         local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, silence_logs=logging.ERROR,
-                             dashboard_address=":0" if bokeh else None)
+                             dashboard_address=":0")
     with local, Client(local) as client:
         log(f"dask: LocalCluster of {n} worker processes x 1 thread; dashboard {_dashboard(client)}")
         yield client
