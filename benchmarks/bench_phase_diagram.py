@@ -1,11 +1,14 @@
 """The Figure 3 particle workload against the exp floor, its peak memory, and the adaptive run.
 
-    python benchmarks/bench_phase_diagram.py [--threads 1,2] [--betas K] [--adaptive] [--repeat R]
+    python benchmarks/bench_phase_diagram.py [--threads 1,2] [--betas K] [--adaptive] [--energy] [--repeat R]
+    python benchmarks/bench_phase_diagram.py --lag [-B 1024]
 
 The workload of the paper's Figure 3 (`meanfield.experiments.phase_diagram`): (SA), d = 3, n = 32
 particles, B = 1024 realisations, 16 values of β from 0.5 to 8, t ∈ [0, 30] with the authors'
-Euler-then-normalise step dt = 0.1 (300 steps, 4800 in all), the energy and the clustered-pair
-fraction (δ = 1e-3) at 201 saved times, ``save="diagnostics"`` (what the phase diagram keeps).
+Euler-then-normalise step dt = 0.1 (300 steps, 4800 in all), the clustered-pair fraction
+(δ = 1e-3) at 201 saved times, ``save="diagnostics"`` (what the phase diagram keeps). ``--energy``
+records the energy E_β at every saved time as well (free with euler-normalize: it comes from the
+denominators of the step's sums; one more evaluation per saved time between adaptive steps).
 
 Each configuration runs in a fresh subprocess (so that its peak resident memory, ru_maxrss, is its
 own) with ``OMP_NUM_THREADS`` set to the thread count, and prints
@@ -14,10 +17,16 @@ own) with ``OMP_NUM_THREADS`` set to the thread count, and prints
   float64 measured in the same subprocess before and after the run (minimum; ``np.exp`` runs on
   one thread whatever OMP_NUM_THREADS, so it is the single-thread floor in every configuration);
   targets: <= 4 with one thread, <= 2.5 with two;
+* the CPU time of the run and its ratio (on a loaded machine the wall time also counts the time the
+  process waits for a core; the CPU time does not);
 * the peak memory (target <= 0.5 GB, interpreter and libraries included);
 * with ``--adaptive``: the same workload with dopri5 at rtol 1e-6, atol 1e-9 (the phase diagram's
   default scheme), ``dense_output=True``, against the euler run of the same subprocess
   (target <= 2×), and the number of right-hand sides.
+
+``--lag`` prints, instead, how far the authors' step lags the ODE on this workload: for each β, the
+time t_1/2 at which p_d(t, β) reaches 1/2 and max_t |p_d − p_d^ODE| for euler-normalize with dt = 0.1,
+0.05, 0.025 and for dopri5 at rtol 1e-6, the ODE being dopri5 at rtol 1e-9 (docs/particles.md).
 
 ``--betas K`` runs K of the 16 values of β (spread over [0.5, 8]) and scales the time by 16/K
 (quick look; the acceptance figures are for 16). The machine may be shared: ``uptime`` is printed
@@ -48,7 +57,7 @@ def _floor(a, repeat=15):
     return best
 
 
-def _workload(betas, threads, scheme):
+def _workload(betas, threads, scheme, names):
     import meanfield as mf
     import solvers
 
@@ -58,31 +67,63 @@ def _workload(betas, threads, scheme):
     kw = {"dt": 0.1} if scheme == "euler-normalize" else {"rtol": 1e-6, "atol": 1e-9, "dense_output": True}
     method = "euler-normalize" if scheme == "euler-normalize" else "dopri5"
     wall, nfev, p_end = 0.0, 0, []
+    cpu0 = _cpu()
     for beta in betas:
-        solver = solvers.Particles(mf.Model(beta=float(beta), dim=D), delta=1e-3,
-                                   diagnostics=("energy", "clustered_fraction"))
+        solver = solvers.Particles(mf.Model(beta=float(beta), dim=D), delta=1e-3, diagnostics=names)
         t0 = time.perf_counter()
         sol = solver.solve(x0, T_EVAL, method=method, save="diagnostics", threads=threads, progress=False, **kw)
         wall += time.perf_counter() - t0
         nfev += sol.stats["nfev"]
         p_end.append(float(np.mean(sol.diagnostics["clustered_fraction"][-1])))
-    return wall, nfev, p_end
+    return wall, nfev, p_end, _cpu() - cpu0
 
 
-def child(threads, scheme, nbetas):
+def _cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def child(threads, scheme, nbetas, names):
     betas = BETAS[np.linspace(0, BETAS.size - 1, nbetas).round().astype(int)]
     a = np.random.default_rng(1).random(B * N * N)
     floor = _floor(a)
-    _workload(betas[:1], threads, "euler-normalize")              # warm-up (imports, first blocks)
+    _workload(betas[:1], threads, "euler-normalize", names)       # warm-up (imports, first blocks)
     out = {"threads": threads, "floor": floor}
-    wall, nfev, p = _workload(betas, threads, "euler-normalize")
-    out.update(euler=wall * BETAS.size / len(betas), euler_nfev=nfev, p_end=p)
+    wall, nfev, p, cpu = _workload(betas, threads, "euler-normalize", names)
+    scale = BETAS.size / len(betas)
+    out.update(euler=wall * scale, euler_cpu=cpu * scale, euler_nfev=nfev, p_end=p)
     if scheme == "adaptive":
-        wall, nfev, p = _workload(betas, threads, "adaptive")
-        out.update(adaptive=wall * BETAS.size / len(betas), adaptive_nfev=nfev, p_end_adaptive=p)
+        wall, nfev, p, cpu = _workload(betas, threads, "adaptive", names)
+        out.update(adaptive=wall * scale, adaptive_cpu=cpu * scale, adaptive_nfev=nfev, p_end_adaptive=p)
     out["floor"] = min(floor, _floor(a))
     out["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps(out))
+
+
+def lag(B_lag):
+    """The table of docs/particles.md: the Euler step's lag behind the ODE, β by β."""
+    import meanfield as mf
+    import solvers
+
+    x0 = mf.sampling.uniform_points(B_lag * N, D, np.random.default_rng(0)).reshape(B_lag, N, D)
+
+    def t_half(p):
+        k = int(np.argmax(p >= 0.5))
+        if not np.any(p >= 0.5):
+            return np.inf
+        return T_EVAL[0] if k == 0 else T_EVAL[k - 1] + (0.5 - p[k - 1]) / (p[k] - p[k - 1]) * (T_EVAL[k] - T_EVAL[k - 1])
+
+    runs = {"ode": dict(rtol=1e-9, atol=1e-11, dense_output=True), "dt 0.1": dict(method="euler-normalize", dt=0.1),
+            "dt 0.05": dict(method="euler-normalize", dt=0.05), "dt 0.025": dict(method="euler-normalize", dt=0.025),
+            "rtol 1e-6": dict(rtol=1e-6, atol=1e-9, dense_output=True)}
+    print(f"B = {B_lag}: t_1/2 (ODE, dt 0.1) and max_t |p_d - p_d^ODE| for " + ", ".join(list(runs)[1:]))
+    for beta in BETAS:
+        solver = solvers.Particles(mf.Model(beta=float(beta), dim=D), delta=1e-3, diagnostics=("clustered_fraction",))
+        p = {k: solver.solve(x0, T_EVAL, save="diagnostics", progress=False, **kw).diagnostics["clustered_fraction"]
+             .mean(axis=1) for k, kw in runs.items()}
+        errs = "  ".join(f"{np.abs(p[k] - p['ode']).max():.1e}" for k in list(runs)[1:])
+        print(f"  beta = {beta:4.1f}: t_1/2 {t_half(p['ode']):6.2f} {t_half(p['dt 0.1']):6.2f}; {errs}; "
+              f"p_d(30) {p['ode'][-1]:.3f} {p['dt 0.1'][-1]:.3f}", flush=True)
 
 
 def _uptime():
@@ -94,33 +135,39 @@ def _uptime():
 
 def main():
     args = sys.argv[1:]
+    if "--lag" in args:
+        return lag(int(args[args.index("-B") + 1]) if "-B" in args else B)
     if "--child" in args:
-        return child(int(args[args.index("--child") + 1]), args[args.index("--child") + 2], int(args[args.index("--child") + 3]))
+        k = args.index("--child")
+        return child(int(args[k + 1]), args[k + 2], int(args[k + 3]), tuple(args[k + 4].split(",")))
     threads = [int(k) for k in (args[args.index("--threads") + 1] if "--threads" in args else "1,2").split(",")]
     nbetas = int(args[args.index("--betas") + 1]) if "--betas" in args else BETAS.size
     repeat = int(args[args.index("--repeat") + 1]) if "--repeat" in args else 1
     scheme = "adaptive" if "--adaptive" in args else "euler"
+    names = "energy,clustered_fraction" if "--energy" in args else "clustered_fraction"
     print(f"Figure 3 workload: (SA), d={D}, n={N}, B={B}, {BETAS.size} betas in [0.5, 8], t in [0, 30], "
-          f"euler-normalize dt=0.1 ({STEPS} steps), energy + clustered fraction at {T_EVAL.size} saved times, "
+          f"euler-normalize dt=0.1 ({STEPS} steps), {names.replace(',', ' + ')} at {T_EVAL.size} saved times, "
           f"save='diagnostics'" + (f"; {nbetas} betas run, times scaled by {BETAS.size}/{nbetas}" if nbetas < 16 else ""))
     print(f"load average before: {' '.join(_uptime())}")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     for _ in range(repeat):
         for k in threads:
             env.update(OMP_NUM_THREADS=str(k), OPENBLAS_NUM_THREADS=str(k), MKL_NUM_THREADS=str(k))
-            res = subprocess.run([sys.executable, __file__, "--child", str(k), scheme, str(nbetas)], env=env,
+            res = subprocess.run([sys.executable, __file__, "--child", str(k), scheme, str(nbetas), names], env=env,
                                  capture_output=True, text=True, check=True)
             r = json.loads(res.stdout.strip().splitlines()[-1])
             ratio = r["euler"] / (STEPS * r["floor"])
             target = 4.0 if k == 1 else 2.5
             print(f"  threads={k}: exp floor {r['floor'] * 1e3:.3f} ms; "
-                  f"euler-normalize {r['euler']:.1f} s, ratio {ratio:.2f} (target <= {target}: "
+                  f"euler-normalize {r['euler']:.1f} s (CPU {r['euler_cpu']:.1f} s, CPU ratio "
+                  f"{r['euler_cpu'] / (STEPS * r['floor']):.2f}), ratio {ratio:.2f} (target <= {target}: "
                   f"{'OK' if ratio <= target else 'ABOVE'}); peak memory {r['maxrss'] / 2 ** 30:.3f} GB "
                   f"(target <= 0.5: {'OK' if r['maxrss'] <= 0.5 * 2 ** 30 else 'ABOVE'}); "
                   f"p_d(30, beta) = {', '.join(f'{p:.3f}' for p in r['p_end'])}")
             if "adaptive" in r:
                 rel = r["adaptive"] / r["euler"]
-                print(f"             dopri5 rtol 1e-6 (dense output): {r['adaptive']:.1f} s, {r['adaptive_nfev']} RHS "
+                print(f"             dopri5 rtol 1e-6 (dense output): {r['adaptive']:.1f} s (CPU {r['adaptive_cpu']:.1f} s, "
+                      f"{r['adaptive_cpu'] / r['euler_cpu']:.2f} x), {r['adaptive_nfev']} RHS "
                       f"(euler {r['euler_nfev']}), {rel:.2f} x euler-normalize (target <= 2: "
                       f"{'OK' if rel <= 2 else 'ABOVE'}); p_d(30, beta) = "
                       f"{', '.join(f'{p:.3f}' for p in r['p_end_adaptive'])}")
