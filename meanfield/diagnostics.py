@@ -173,70 +173,68 @@ def _components_circle(x, tol):
     return out
 
 
-def _cells_within(x, cell, size, pairs, chord, small=8, block=4096):
-    """For each pair (a, b) of cells: is some member of a within ``chord`` of some member of b?
-    Cells of at most ``small`` points are compared in padded blocks, larger ones by a k-d tree."""
-    from scipy.spatial import cKDTree
-
-    order = np.argsort(cell, kind="stable")
-    start = np.concatenate([[0], np.cumsum(size)[:-1]])
-    pad = np.full((len(size), small), -1)
-    little = size <= small
-    cols = np.arange(small)
-    idx = start[little, None] + cols
-    pad[little] = np.where(cols < size[little, None], order[np.minimum(idx, len(order) - 1)], -1)
-    xp = np.concatenate([x, np.full((1, x.shape[1]), np.nan)])     # index −1: a NaN point
-    out = np.zeros(len(pairs), dtype=bool)
-    both = np.nonzero(little[pairs[:, 0]] & little[pairs[:, 1]])[0]
-    for s in range(0, len(both), block):
-        k = both[s:s + block]
-        a, b = xp[pad[pairs[k, 0]]], xp[pad[pairs[k, 1]]]             # (m, small, d)
-        dist = np.linalg.norm(a[:, :, None, :] - b[:, None, :, :], axis=-1)
-        out[k] = np.any(dist <= chord, axis=(1, 2))                   # NaN compares False
-    for k in np.nonzero(~(little[pairs[:, 0]] & little[pairs[:, 1]]))[0]:
-        a = x[order[start[pairs[k, 0]]:start[pairs[k, 0]] + size[pairs[k, 0]]]]
-        b = x[order[start[pairs[k, 1]]:start[pairs[k, 1]] + size[pairs[k, 1]]]]
-        out[k] = cKDTree(a).query(b, distance_upper_bound=chord)[0].min() <= chord
-    return out
-
-
 def _components_sphere(x, tol):
     """Components of the graph |x_i − x_j| <= chord(tol), exactly, without enumerating the pairs
-    inside dense clusters: points sharing a cell of diameter chord/8 are linked; cells are linked
-    through their first points (exact when those are within the chord, or when both cells hold one
-    point), and by an exact check of their members in the band chord < D <= chord + 2·cell."""
+    inside dense clusters: points sharing a cell of diameter chord are linked; two cells are linked
+    at once when their first points are within the chord, and otherwise (first points within 3·chord)
+    by an exact check of their members, done only when they are not yet in one component."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
     from scipy.spatial import cKDTree
 
     n, d = x.shape
     chord = 2.0 * np.sin(0.5 * tol)
-    diam = chord / 8.0
-    keys = np.floor(x / (diam / np.sqrt(d))).astype(np.int64)
+    keys = np.floor(x / (chord / np.sqrt(d))).astype(np.int64)
     _, first, cell = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     cell = cell.ravel()
     reps = x[first]
-    size = np.bincount(cell)
-    pairs = cKDTree(reps).query_pairs(chord + 2 * diam, output_type="ndarray")
-    if len(pairs):
-        D = np.linalg.norm(reps[pairs[:, 0]] - reps[pairs[:, 1]], axis=1)
-        linked = D <= chord
-        unsure = np.nonzero(~linked & ((size[pairs[:, 0]] > 1) | (size[pairs[:, 1]] > 1)))[0]
-        if unsure.size:
-            linked[unsure] = _cells_within(x, cell, size, pairs[unsure], chord)
-        pairs = pairs[linked]
-    g = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(len(reps), len(reps)))
-    return connected_components(g, directed=False)[1][cell]
+    m = len(reps)
+    size = np.bincount(cell, minlength=m)
+    pairs = cKDTree(reps).query_pairs(3.0 * chord, output_type="ndarray").reshape(-1, 2)
+    dist = np.linalg.norm(reps[pairs[:, 0]] - reps[pairs[:, 1]], axis=1)
+    sure = dist <= chord
+    g = coo_matrix((np.ones(int(sure.sum())), (pairs[sure, 0], pairs[sure, 1])), shape=(m, m))
+    lab = connected_components(g, directed=False)[1]
+    # the other pairs can only link when one cell holds several points (else the first points decide)
+    unsure = ~sure & (lab[pairs[:, 0]] != lab[pairs[:, 1]]) & ((size[pairs[:, 0]] > 1) | (size[pairs[:, 1]] > 1))
+    if unsure.any():
+        order = np.argsort(cell, kind="stable")
+        start = np.concatenate([[0], np.cumsum(size)[:-1]])
+        parent = np.arange(lab.max() + 1)
+
+        def root(c):
+            while parent[c] != c:
+                parent[c] = parent[parent[c]]
+                c = parent[c]
+            return c
+
+        for k in np.nonzero(unsure)[0][np.argsort(dist[unsure], kind="stable")]:
+            a, b = pairs[k]
+            ra, rb = root(lab[a]), root(lab[b])
+            if ra == rb:
+                continue
+            pa = x[order[start[a]:start[a] + size[a]]]
+            pb = x[order[start[b]:start[b] + size[b]]]
+            if pa.shape[0] * pb.shape[0] <= 4096:
+                near = np.min(np.linalg.norm(pa[:, None, :] - pb[None, :, :], axis=-1)) <= chord
+            else:
+                near = cKDTree(pa).query(pb, distance_upper_bound=chord)[0].min() <= chord
+            if near:
+                parent[rb] = ra
+        lab = np.unique([root(c) for c in lab], return_inverse=True)[1].ravel()
+    return lab[cell]
 
 
-def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05):
+def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05, gap=5.0):
     """Clusters of a weighted measure Σ_j w_j δ_{x_j} on S^{d-1}: particles, Lagrangian nodes, the
     nodes of a density's quadrature (``sol.measure(i)`` of any solver) alike.
 
     The components are the connected components of the graph x_i ~ x_j ⟺ d(x_i, x_j) <= ``tol``
     (geodesic distance; single linkage). A *cluster* is a component of mass >= ``min_mass``, at its
     centre c (the normalised weighted mean). The measure is *separated* when the mass within ``tol``
-    of the centre of its own cluster is at least 1 − ``stray``; only then is a count reported.
+    of the centre of its own cluster is at least 1 − ``stray`` and distinct clusters are more than
+    ``gap``·``tol`` apart (a cluster and a satellite that has not yet fallen in are not two clusters
+    at this resolution); only then is a count reported.
     That gap criterion is measured on the mass, not on the points: a near-uniform cloud, which at a
     large ``tol`` chains into one component (and at a small one falls apart into light ones), is
     never counted as a cluster, and particles and a continuum discretised by any number of nodes
@@ -252,6 +250,7 @@ def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05):
         holds at most a quarter of the uniform measure, so no tolerance makes a uniform cloud separated).
     min_mass : smallest mass of a cluster, in (0, 1].
     stray : largest mass allowed outside the clusters' balls of radius ``tol``, in [0, 0.5).
+    gap : smallest distance between the centres of two clusters, in units of ``tol``, >= 1.
 
     Returns
     -------
@@ -272,6 +271,7 @@ def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05):
     stray = check_real(stray, "stray", low=0.0, high=0.5)
     if stray >= 0.5:
         raise ValueError(f"`stray` must be in [0, 0.5), got {stray!r}.")
+    gap = check_real(gap, "gap", low=1.0)
     lab = _components_circle(x, tol) if x.shape[1] == 2 else _components_sphere(x, tol)
     ncomp = int(lab.max()) + 1
     mass = np.bincount(lab, weights=w, minlength=ncomp)
@@ -287,6 +287,8 @@ def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05):
     rank[heavy] = np.arange(len(heavy))
     labels = rank[lab]
     clustered = float(np.sum(w[(labels >= 0) & (dist <= tol)]))
-    separated = bool(len(heavy) and clustered >= 1.0 - stray - 1e-12)
+    c = centre[heavy]
+    apart = len(heavy) < 2 or _geodesic(c[:, None, :], c[None, :, :])[np.triu_indices(len(heavy), 1)].min() > gap * tol
+    separated = bool(len(heavy) and clustered >= 1.0 - stray - 1e-12 and apart)
     return Clusters(len(heavy) if separated else None, separated, mass[heavy], centre[heavy], spread[heavy], labels,
                     clustered, ncomp)
