@@ -296,20 +296,24 @@ def _dynamics(report, where, d, beta, normalized, nu_c, runs, states, cluster, L
         mine = [row for row in rows if row["method"] == m]
         if not mine:
             continue
+        # a run is judged where the diagram has a stable state at its ν (not beyond the computed branch)
+        mine_ref = [row for row in mine if row["ratio"] > 1 or states[row["ratio"]] is not None]
         if m == "pde":
-            judged = mine
-            limits = [tol] * len(mine)
+            judged = mine_ref
+            limits = [tol] * len(judged)
         else:
             # finite n: |m| fluctuates by ~1/√n, and near the uniform state by the critical
             # fluctuation sqrt(ν/(n(ν − ν_c))); judged where the latter stays below 0.2
-            judged = [row for row in mine if not row["capped"] and particle_fluctuation(n, row["nu"], nu_c) < 0.2]
+            judged = [row for row in mine_ref
+                      if not row["capped"] and particle_fluctuation(n, row["nu"], nu_c) < 0.2]
             limits = [3 * max(1 / np.sqrt(n), particle_fluctuation(n, row["nu"], nu_c)) for row in judged]
         worst = max((row["distance"] / lim for row, lim in zip(judged, limits)), default=float("nan"))
         what = "the noisy PDE" if m == "pde" else f"noisy particles (n = {n})"
         report.check(f"{where}: {what} ends at a stable state of the diagram", bool(judged) and worst <= 1,
                      f"max |r − r_stable|/tolerance = {worst:.2g} over {len(judged)} runs (tolerance "
                      + (f"{tol:g}" if m == "pde" else "3·max(1/√n, sqrt(ν/(n(ν − ν_c))))") + ")"
-                     + (f" ({len(mine) - len(judged)} runs near ν_c or cut at t = {cap:g}/ν_c not judged)"
+                     + (f" ({len(mine) - len(judged)} runs near ν_c, beyond the branch or cut at t = {cap:g}/ν_c "
+                        "not judged)"
                         if len(judged) < len(mine) else "")
                      + (f"; {'modes' if d == 2 else 'lmax'} = {L}" if m == "pde" else ""),
                      compared="the final order parameter r of each run with the stable branch of the diagram at its ν",
@@ -335,7 +339,7 @@ def _usa_panel(report, res_d, stationary, d, beta, nus, particles, n, cap, quick
     nu_c = stationary.critical_noise(beta, d)
     c = stationary.landau_coefficient(beta, d)
     sub = c > 0
-    ds = stationary.branch(beta, d, nu_min=0.45 * nu_c,
+    ds = stationary.branch(beta, d, nu_min=0.45 * nu_c, resolution=96 if sub and not quick else None,
                            sectors=None if not quick else tuple(range(0, 2 if d == 2 else 5)))
     key = f"beta={beta:.6g}"
     a1 = float(ds.attrs["nu_c"])
