@@ -35,7 +35,7 @@ def overlay(axes, sol_p, idx_p, every=1):
         x = sol_p.positions[i]
         lon = np.arctan2(x[:, 1], x[:, 0])
         lat = np.arcsin(np.clip(x[:, 2], -1, 1))
-        ax.scatter(lon[::every], lat[::every], s=1.5e3 * w[::every], c="cyan", alpha=0.5, lw=0)
+        ax.scatter(lon[::every], lat[::every], s=5e3 * w[::every], c="cyan", alpha=0.6, lw=0)
 
 
 def run_figure(Particles):
@@ -60,7 +60,7 @@ def run_figure(Particles):
         sp = Particles(model).solve(x0, t, weights=w0, progress=False)
         print(f"particles: {time.perf_counter() - t0:.1f} s")
         overlay(axes, sp, [0, 6, 12], every=3)
-        axes[0].set_title("t = 0; cyan: 3000 weighted particles (every third)")
+        axes[0].set_title("t = 0 (cyan: every third of 3000 weighted particles)", fontsize="medium")
     save(fig, IMG / "sphere_run.png")
     plt.close(fig)
 
