@@ -6,7 +6,7 @@
 The workload of the paper's Figure 3 (`meanfield.experiments.phase_diagram`): (SA), d = 3, n = 32
 particles, B = 1024 realisations, 16 values of β from 0.5 to 8, t ∈ [0, 30] with the authors'
 Euler-then-normalise step dt = 0.1 (300 steps, 4800 in all), the clustered-pair fraction
-(δ = 1e-3) at 201 saved times, ``save="diagnostics"`` (what the phase diagram keeps). ``--energy``
+(δ = 1e-3) at 201 saved times on the step's grid (t = 0.1·round(1.5 k)), ``save="diagnostics"`` (what the phase diagram keeps). ``--energy``
 records the energy E_β at every saved time as well (free with euler-normalize: it comes from the
 denominators of the step's sums; one more evaluation per saved time between adaptive steps).
 
@@ -44,7 +44,9 @@ import numpy as np
 
 B, N, D = 1024, 32, 3
 BETAS = np.linspace(0.5, 8.0, 16)
-T_EVAL = np.linspace(0.0, 30.0, 201)
+# 201 saved times on the grid of the step dt = 0.1, so that the run is exactly 300 steps of 0.1 (saved
+# times off the grid, as linspace(0, 30, 201), would shorten the steps that land on them: 400 steps)
+T_EVAL = 0.1 * np.round(np.linspace(0.0, 300.0, 201))
 STEPS = 300 * BETAS.size
 
 
@@ -90,6 +92,7 @@ def child(threads, scheme, nbetas, names):
     _workload(betas[:1], threads, "euler-normalize", names)       # warm-up (imports, first blocks)
     out = {"threads": threads, "floor": floor}
     wall, nfev, p, cpu = _workload(betas, threads, "euler-normalize", names)
+    assert nfev == 300 * len(betas), nfev                       # the authors' steps, none shortened
     scale = BETAS.size / len(betas)
     out.update(euler=wall * scale, euler_cpu=cpu * scale, euler_nfev=nfev, p_end=p)
     if scheme == "adaptive":

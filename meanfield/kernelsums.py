@@ -68,12 +68,33 @@ _POOLS_LOCK = threading.Lock()
 _LOCAL = threading.local()
 
 
-def _pool(threads):
+def _pool(workers):
     with _POOLS_LOCK:
-        pool = _POOLS.get(threads)
+        pool = _POOLS.get(workers)
         if pool is None:
-            pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="kernelsums")
+            pool = _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="kernelsums")
         return pool
+
+
+def _share(work, parts, threads):
+    """work(part) for every part, on the calling thread and ``threads − 1`` pool threads, each taking
+    the next part when it is free (no thread waits idle for another while parts remain)."""
+    lock, queue = threading.Lock(), iter(parts)
+
+    def drain():
+        while True:
+            with lock:
+                part = next(queue, None)
+            if part is None:
+                return
+            work(part)
+
+    helpers = [_pool(threads - 1).submit(drain) for _ in range(threads - 1)]
+    try:
+        drain()
+    finally:
+        for h in helpers:
+            h.result()
 
 
 if hasattr(os, "register_at_fork"):                             # a forked child has none of the parent's threads
@@ -304,9 +325,7 @@ def _blocked(xq, y, values, kind, clamp, chunk, threads, threshold):
     else:
         nparts = min(len(tiles), 4 * threads)            # contiguous parts, a few per thread (load balance)
         bounds = np.linspace(0, len(tiles), nparts + 1).astype(int)
-        parts = [tiles[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-        for _ in _pool(threads).map(work, parts):
-            pass
+        _share(work, [tiles[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a], threads)
     return unflatten(S, c, counts)
 
 
