@@ -347,8 +347,10 @@ class Particles(Solver):
         return 8 * batch * (16 * n * self.model.dim + 4 * min(self.chunk, n) ** 2)
 
     def _initial_from_data(self, run, x0, normalize, weights=None):
+        shape = np.shape(x0)
+        if len(shape) in (2, 3):           # refused before anything is computed on the positions
+            check_memory(self.memory_estimate(shape[-2], shape[0] if len(shape) == 3 else 1), "x0", tuple(shape))
         x = self._check_x(x0, normalize, run.domain)
-        check_memory(self.memory_estimate(x.shape[-2], x.shape[0] if x.ndim == 3 else 1), "x0", x.shape)
         w = run.options["weights"] if weights is None else weights
         if weights is not None and run.options["weights"] is not None:
             raise ValueError("`weights` given twice: in the (points, weights) pair and as `weights`.")
@@ -431,18 +433,21 @@ class Particles(Solver):
             return out
         count = "clustered_fraction" in wanted
         hit = self._cached(run, y)
-        if hit is None and (count or ("energy" in wanted and self._energy_head(run.domain))):
-            # one evaluation of the field at y gives the energy and the counts, and the next step reuses it
+        if hit is None and (("energy" in wanted and self._energy_head(run.domain)) or (count and not run.adaptive)):
+            # one evaluation of the field at y gives the energy and the counts, and a fixed step from y
+            # reuses it (an adaptive step's last stage is the evaluation at its end, and a saved time
+            # between steps, from the interpolant, only needs the inner products for its counts)
             hit = self._evaluate(run, y, run.weights, run.domain, run.log_time_factor, count=count)
             run.workspace["evaluation"] = hit
         if "energy" in wanted:
             out["energy"] = (ParticleCloud(run.weights, self.model.dim).energy(self.model.beta, y)
                              if hit is None or hit["den"] is None else self._energy(hit, run.weights))
         if count:
-            counts = hit["counts"]
-            if counts is None:                   # the step's evaluation had no counts: inner products only
+            counts = None if hit is None else hit["counts"]
+            if counts is None:                   # no counts came with the sums: inner products only
                 counts = gram_counts(y, y, 1.0 - self.delta, chunk=self.chunk, threads=run.threads)
-                hit["counts"] = counts
+                if hit is not None:
+                    hit["counts"] = counts
             out["clustered_fraction"] = self._clustered_fraction(y, counts)
         if "clusters" in wanted:
             out["clusters"] = count_clusters(y, self.cluster_delta, chunk=self.chunk)
