@@ -187,11 +187,19 @@ def test_repulsive_flow_converges_at_exact_rate():
     assert abs(r["rate"] / r["exact_rate"] - 1) < 0.01
 
 
-def test_attractive_flow_energy_rises():
-    sol, r = vp.attractive_flow(2, quick=True)
+@pytest.mark.parametrize("dim, handover", [(2, 3.35), (3, 1.83)])
+def test_attractive_flow_reaches_its_limit_energy(dim, handover):
+    """(SA) β = 1 from a von Mises–Fisher density: one cluster, E_β within 1% of e^β/(2β) (measured 6e-4 on
+    S^1, 1e-5 on S^2 at t = 8), past where the spectral solver stops (it hands over to the characteristics)."""
+    sol, r = vp.attractive_flow(dim, quick=True)
     e = r["energy"]
     assert np.all(np.diff(e) >= -1e-10 * e[:-1])
-    assert r["position"][-1] > 0.5 > r["position"][0]
+    assert abs(r["handover_t"] - handover) < 0.05 and sol.t[-1] == 8.0
+    assert [s.solver for s in sol.segments][1] == "Lagrangian"
+    assert r["gap"][0] > 0.4 and r["gap"][-1] <= 0.01 and np.all(r["gap"] > 0)     # below e^β/(2β), within 1%
+    assert r["gap"][np.searchsorted(sol.t, handover)] > 0.05                      # not reached by the spectral run
+    assert r["n_clusters"] == 1 and r["largest_cluster"] > 0.95
+    assert abs(e[-1] - mf.dirac_energy(1.0)) <= 0.01 * mf.dirac_energy(1.0)
 
 
 def test_verify_prop34_parts_without_solvers(tmp_path):
@@ -259,6 +267,35 @@ def test_mean_field_limit_circle_quick(tmp_path):
     assert abs(res["rate_iid"][0] - 0.5) <= 0.15
     assert report.passed, [c for c in report.checks if not c["passed"]]
     assert mf.load(tmp_path / "pde_d2.nc").t.size == 2
+    # the PDE's own W1 decay to the Dirac mass, fitted where 1e-10 < W1 < 1e-3, is the predicted rate 1
+    fit = res["decay"]["fit_pde"]
+    assert abs(fit["rate"] - 1.0) <= 0.02 and fit["points"] >= 30            # measured 1.00001
+    assert 7 < fit["window"][0] < 8 and 23 < fit["window"][1] < 25
+    assert abs(fit["exponential"] - 0.966) < 0.01                          # the t·e^(−t) prefactor on S^1
+    assert len(mf.load(tmp_path / "pde_decay_d2.nc").segments) == 2
+
+
+def test_pde_decay_rate_on_the_sphere():
+    model = mf.Model(beta=1.0, dim=3)
+    rho0 = mf.densities.von_mises_fisher([0.0, 0.0, 1.0], 2.0)
+    dec = mfl.decay_study(3, model, rho0, 26.0, 200, quick=True)
+    fit = dec["fit_pde"]
+    assert abs(fit["rate"] - 1.0) <= 0.02 and fit["points"] >= 30            # measured 0.999997
+    assert fit["prefactor"] < 1e-6 and abs(fit["exponential"] - 1.0) <= 0.02  # a plain exponential on S^2
+    assert dec["handover_t"] < 2.0 and dec["w1_pde"][-1] < 1e-10
+
+
+def test_fit_decay_rate_and_graded_panels():
+    t = np.linspace(0.0, 30.0, 121)
+    w = (0.08 * t + 1.2) * np.exp(-t)
+    fit = mfl.fit_decay_rate(t, w)
+    assert abs(fit["rate"] - 1.0) < 1e-8 and fit["exponential"] < 0.98
+    fit = mfl.fit_decay_rate(t, 2.0 * np.exp(-1.3 * t))
+    assert abs(fit["rate"] - 1.3) < 1e-7 and fit["prefactor"] < 1e-7
+    assert np.isnan(mfl.fit_decay_rate(t[:3], w[:3])["rate"])
+    edges = mfl.graded_panels(1.0, panels=8, levels=30)
+    assert abs(edges[-1] - edges[0] - 2 * np.pi) < 1e-12 and np.all(np.diff(edges) > 0)
+    assert np.min(np.abs(edges - 1.0)) == 0.0 and np.sort(np.abs(edges - 1.0))[1] == pytest.approx(np.pi * 2.0 ** -30)
 
 
 # -- report helpers ----------------------------------------------------------------------------------
