@@ -145,6 +145,18 @@ def test_a_stray_fraction_decides_separation():
     assert c.count == 2 and 0.89 <= c.clustered_mass <= 0.91
 
 
+@pytest.mark.parametrize("dim", [2, 3])
+def test_a_satellite_closer_than_the_gap_is_not_a_second_cluster(dim):
+    rng = np.random.default_rng(1)
+    e = np.eye(dim)
+    for distance, count in [(3e-3, None), (4.9e-3, None), (5.1e-3, 2), (2e-2, 2)]:
+        satellite = np.cos(distance) * e[0] + np.sin(distance) * e[1]
+        x = _sharp_clusters(dim, [e[0], satellite], [300, 20], 1e-8, rng)
+        c = find_clusters(x, 1e-3)                     # gap = 5 tol
+        assert c.count == count and c.components == 2 and c.clustered_mass == pytest.approx(1.0)
+        assert find_clusters(x, 1e-3, gap=2.0).count == 2
+
+
 def test_lagrangian_nodes_give_the_clusters_of_the_representation():
     """The detector on the Lagrangian node measure against `LagrangianNodes.clusters` (run-length
     components on S^1, an independent code), three clusters at β = 5 (k* = 3)."""
@@ -168,7 +180,7 @@ def test_a_resolved_spectral_density_is_not_separated():
 
 
 @pytest.mark.parametrize("kw, name", [({"tol": 0.0}, "tol"), ({"tol": 1.0}, "tol"), ({"stray": 0.5}, "stray"),
-                                      ({"min_mass": 0.0}, "min_mass")])
+                                      ({"min_mass": 0.0}, "min_mass"), ({"gap": 0.5}, "gap")])
 def test_find_clusters_bad_input(kw, name):
     x = uniform_points(10, 2, 0)
     with pytest.raises(ValueError, match=rf"`{name}`"):

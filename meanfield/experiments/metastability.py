@@ -330,7 +330,7 @@ def continuum_run(task, *, epsilon, degrees, t_end, tol, min_mass, stray, panels
     rho0 = seeded_perturbation(dim, epsilon, degrees, seed)
     k, rate = fastest_mode(model)
     t = time_grid(2.5 * np.log(1.0 / epsilon) / rate + 5.0, t_end)
-    opts = dict(rtol=rtol, atol=rtol * 1e-2)
+    opts = dict(rtol=rtol, atol=rtol * 1e-2, dense_output=True)      # saved times do not cut the steps
     Trajectory = _trajectory_solver()
     w1, wall = np.nan, 0.0
     if dim == 2:
@@ -359,20 +359,21 @@ def particle_run(task, *, epsilon, degrees, tol, min_mass, stray, rtol, times):
     """One quasi-sampled particle run ``task = (dim, beta, seed, n, t_stop)``: cluster history and events.
 
     The particles are `meanfield.sample(ρ_0, n, dim, method="quasi")` (quadrature nodes weighted by ρ_0),
-    solved by `solvers.Particles` on the saved times ``times[(dim, beta, seed)]`` up to ``t_stop``.
+    solved by `solvers.Particles` on the saved times ``times[(dim, beta, seed)]`` up to ``t_stop``. A
+    run that stops early (a formation run) records no energy (it would cost one n×n sum per saved time).
     """
     import solvers
 
     dim, beta, seed, n, t_stop = task
     t = np.asarray(times[(dim, beta, seed)], dtype=float)
-    if t_stop < t[-1]:                                         # a formation run: every other saved time
-        t = t[::2][t[::2] <= t_stop + 1e-9]
+    full = t_stop >= t[-1]
+    t = t[t <= t_stop + 1e-9]
     rho0 = seeded_perturbation(dim, epsilon, degrees, seed)
     x, w = sample(rho0, int(n), dim, method="quasi")
     sol = solvers.Particles(Model(beta=float(beta), dim=dim), diagnostics="none").solve(
-        (x, w), t, rtol=rtol, atol=rtol * 1e-2)
+        (x, w), t, rtol=rtol, atol=rtol * 1e-2, dense_output=True)
     hist = cluster_history((sol.measure(i) for i in range(len(sol.t))), tol, min_mass, stray)
-    energy = np.asarray(sol.energy, dtype=float)
+    energy = np.asarray(sol.energy, dtype=float) if full else None
     return {"t": np.asarray(sol.t), "count": hist["count"], "energy": energy,
             "events": history_events(sol.t, hist["count"], energy),
             "wall_time": float(sol.stats.get("wall_time", np.nan))}
@@ -390,12 +391,11 @@ def iid_run(task, *, seeds, t_end, tol, min_mass, stray, rtol, seed0=0):
     x0 = uniform_points(seeds * n, dim, rng).reshape(seeds, n, dim)
     t = np.concatenate([[0.0], np.geomspace(0.25, t_end, int(np.ceil(np.log(4 * t_end) / np.log(1.05))) + 1)])
     sol = solvers.Particles(Model(beta=float(beta), dim=dim), diagnostics="none").solve(
-        x0, t, rtol=rtol, atol=rtol * 1e-2)
+        x0, t, rtol=rtol, atol=rtol * 1e-2, dense_output=True)
     X = np.asarray(sol.positions)                                  # (T, B, n, d)
     w = np.full(n, 1.0 / n)
     count = np.array([[_count(X[i, b], w, tol, min_mass, stray) for i in range(len(t))] for b in range(seeds)])
-    energy = np.asarray(sol.energy, dtype=float).reshape(len(t), seeds).T
-    events = [history_events(t, count[b], energy[b]) for b in range(seeds)]
+    events = [history_events(t, count[b]) for b in range(seeds)]
     return {"t": t, "count": count, "events": events, "wall_time": float(sol.stats.get("wall_time", np.nan))}
 
 
@@ -410,8 +410,8 @@ def staircase_run(seed, *, n, beta, t_end, tol, rtol):
 
     x0 = uniform_points(n, 2, seed)
     t = np.concatenate([[0.0], np.geomspace(1e-2, t_end, int(60 * np.log10(100 * t_end)) + 1)])
-    sol = solvers.Particles(Model(beta=float(beta), dim=2), diagnostics="none").solve(x0, t, rtol=rtol,
-                                                                                      atol=rtol * 1e-2)
+    sol = solvers.Particles(Model(beta=float(beta), dim=2), diagnostics="none").solve(
+        x0, t, rtol=rtol, atol=rtol * 1e-2, dense_output=True)
     w = np.full(n, 1.0 / n)
     count = np.array([_count(np.asarray(sol.positions[i]), w, tol, 1e-2, 0.05) for i in range(len(t))])
     energy = np.asarray(sol.energy, dtype=float)
@@ -772,8 +772,13 @@ def plot_prediction(pred, dims):
 
 
 def plot_continuum(runs, cases, seeds, particles, quasi_ns):
+    """Space–time density of one S^1 continuum run through clustering and merging; the cluster counts
+    of every run (continuum solid, particles dashed; seeds offset by 0.04); the energy staircases,
+    (E_β − E_β[σ])/(E_β[δ] − E_β[σ]) between the uniform minimum and the Dirac maximum (Proposition 3.4)."""
     plt = pyplot()
     from matplotlib.colors import LogNorm
+
+    from ..energy import dirac_energy, uniform_energy
 
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
     circle = [(d, b) for d, b in cases if d == 2]
@@ -781,35 +786,53 @@ def plot_continuum(runs, cases, seeds, particles, quasi_ns):
         d, b = circle[len(circle) // 2]
         r = runs[(d, b, 0)]
         theta, cells = r["space_time"]
-        axes[0].pcolormesh(theta, r["t"], np.clip(cells, 1e-3, None), shading="auto", cmap="magma",
-                           norm=LogNorm(vmin=1e-3, vmax=max(float(cells.max()), 10.0)))
-        axes[0].set(xlabel=r"$\theta$", ylabel="t", yscale="symlog", title=f"continuum S^1, β = {b:g}, seed 0")
-    for d, b in cases:
+        m = axes[0].pcolormesh(theta, r["t"], np.clip(cells, 1e-3, None), shading="auto", cmap="magma",
+                               norm=LogNorm(vmin=1e-3, vmax=max(float(cells.max()), 10.0)))
+        fig.colorbar(m, ax=axes[0], label="cell-averaged density")
+        axes[0].set(xlabel=r"$\theta$", ylabel="t", yscale="log", ylim=(5.0, r["t"][-1]),
+                    title=f"continuum on S^1, β = {b:g}, seed 0")
+    nmax = max(quasi_ns)
+    for c, (d, b) in enumerate(cases):
+        e_min, e_max = uniform_energy(b, d), dirac_energy(b)
         for s in range(seeds):
-            r = runs[(d, b, s)]
+            r, p = runs[(d, b, s)], particles[(d, b, s, nmax)]
             lab = f"S^{d - 1} β={b:g}" if s == 0 else None
-            axes[1].plot(r["t"], r["count"], "-", lw=1.2, label=lab, color=f"C{cases.index((d, b))}")
-            axes[2].plot(r["t"], r["energy"], "-", lw=1, color=f"C{cases.index((d, b))}", label=lab)
-            p = particles[(d, b, s, max(quasi_ns))]
-            axes[1].plot(p["t"], p["count"], ".", ms=2, color=f"C{cases.index((d, b))}")
-    axes[1].set(xscale="log", xlabel="t", ylabel="clusters", title="clusters (lines: continuum, dots: particles)")
-    axes[2].set(xscale="log", xlabel="t", ylabel=r"$E_\beta$", title="energy staircase (continuum)")
+            axes[1].step(r["t"], r["count"] + 0.04 * s, "-", where="post", lw=1.2, label=lab, color=f"C{c}")
+            axes[1].step(p["t"], p["count"] + 0.04 * s, "--", where="post", lw=0.8, color=f"C{c}")
+            axes[2].plot(r["t"], (r["energy"] - e_min) / (e_max - e_min), "-", lw=1, color=f"C{c}", label=lab)
+    axes[1].set(xscale="log", xlabel="t", ylabel="clusters",
+                title=f"clusters: continuum (solid), particles n = {nmax} (dashed)")
+    axes[2].set(xscale="log", xlabel="t", ylabel=r"$(E_\beta - E_\beta[\sigma]) / (E_\beta[\delta] - E_\beta[\sigma])$",
+                title="energy staircase (continuum)")
     axes[1].legend(fontsize=7)
+    axes[2].legend(fontsize=7)
     fig.tight_layout()
     return fig
 
 
 def plot_figure4(f4):
+    """The mean number of clusters over (t, β) (white: no realisation separated yet), with k*(β)
+    overlaid: dashed lines where k* changes, k* written between them; and the mean first count."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
+    fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.6))
     t, betas = np.asarray(f4["t"]), np.asarray(f4["beta"])
-    m = axes[0].pcolormesh(t, betas, f4["mean_clusters"], shading="nearest", cmap="viridis")
-    fig.colorbar(m, ax=axes[0], label="mean number of clusters (separated realisations)")
-    for b, k in zip(betas, f4["k_star"]):
-        axes[0].text(t[-1], b, f" k*={k}", va="center", fontsize=8)
-    axes[0].set(xscale="symlog", xlabel="t", ylabel=r"$\beta$", title="Figure 4 analogue: iid particles on S^1")
-    fine = np.linspace(betas.min(), betas.max(), 200)
-    axes[1].step(fine, [fastest_mode(Model(beta=b, dim=2))[0] for b in fine], "k-", where="mid", label=r"$k^*(\beta)$")
+    keep = t > 0
+    m = axes[0].pcolormesh(t[keep], betas, np.asarray(f4["mean_clusters"])[:, keep], shading="nearest",
+                           cmap="viridis")
+    fig.colorbar(m, ax=axes[0], label="mean number of clusters")
+    fine = np.linspace(betas.min() - 0.5, betas.max() + 0.5, 400)
+    kf = np.array([fastest_mode(Model(beta=b, dim=2))[0] for b in fine])
+    jumps = np.nonzero(np.diff(kf))[0]
+    for j in jumps:
+        axes[0].axhline(0.5 * (fine[j] + fine[j + 1]), color="w", ls="--", lw=1.2)
+    edges = np.concatenate([[fine[0]], 0.5 * (fine[jumps] + fine[jumps + 1]), [fine[-1]]])
+    for lo, hi, k in zip(edges[:-1], edges[1:], kf[np.concatenate([[0], jumps + 1])]):
+        mid = 0.5 * (max(lo, betas.min()) + min(hi, betas.max()))
+        if betas.min() <= mid <= betas.max():
+            axes[0].text(t[keep][0] * 1.1, mid, f"k* = {k}", color="w", va="center", fontsize=9)
+    axes[0].set(xscale="log", xlabel="t", ylabel=r"$\beta$", ylim=(betas.min() - 0.5, betas.max() + 0.5),
+                title="Figure 4 analogue: iid particles on S^1")
+    axes[1].step(fine, kf, "k-", where="mid", label=r"$k^*(\beta)$")
     axes[1].plot(betas, f4["first_count_mean"], "o", label="mean first count (particles)")
     axes[1].set(xlabel=r"$\beta$", ylabel="clusters", title="first cluster count against the linear theory")
     axes[1].legend()
