@@ -470,8 +470,8 @@ def _figure(report, d, panels, sa_panel):
     for ax, p in zip(axes[0], allp):
         _draw_panel(ax, p)
     betas = ", ".join(f"{p['beta']:.4g} ({p['kind']})" for p in allp)
-    suptitle(fig, f"noise-driven transition on $S^{d - 1}$, V = I, d = {d}, β = {betas}: order parameter "
-                  f"$r = |\\int x\\,\\rho\\,d\\sigma|$ against ν/ν_c")
+    suptitle(fig, f"noise-driven transition on $S^{d - 1}$: V = I, d = {d}, β = {betas}\n"
+                  f"order parameter $r = |\\int x\\,\\rho\\,d\\sigma|$ against ν/ν_c")
     fig.tight_layout()
     report.save_figure(fig, f"noise_transition_d{d}.png")
 
