@@ -50,6 +50,7 @@ from meanfield.representations.lagrangian import LagrangianNodes, monotone_lift
 from .base import Solver
 
 _SPAN_TOL = 1e-12
+MAX_DEFAULT_NODES = {2: 4100, 3: 4608}     # the cap of the labels chosen from a spectral resolution
 BYTES_PER_NODE = 1000      # measured working memory of a run per label (state, stages, companion, kernel sums)
 
 
@@ -456,9 +457,10 @@ def lagrangian_continuation(solution, t_eval, nodes=None, **options):
     The last saved density of ``solution`` is evaluated at the labels and becomes ρ_0 of the
     characteristics from ``t_eval[0]`` = ``solution.t[-1]`` on. ``nodes`` defaults to 4(2K + 1)
     trapezoid labels for a `FourierSeries` with K modes on S^1 (1024 otherwise) and to
-    2(lmax + 2)² Gauss–Legendre labels on S^2. Further ``options`` go to `Lagrangian` (``panels``,
-    ``order``, ``estimate``, ``cluster_tol``, ``min_mass``) or to `Lagrangian.solve` (``rtol``,
-    ``atol``, ``progress`` ...). Returns the Lagrangian Solution over ``t_eval``.
+    2(lmax + 2)² Gauss–Legendre labels on S^2, at most `MAX_DEFAULT_NODES` (a step costs O(n²)).
+    Further ``options`` go to `Lagrangian` (``panels``, ``order``, ``estimate``, ``cluster_tol``,
+    ``min_mass``) or to `Lagrangian.solve` (``rtol``, ``atol``, ``progress`` ...). Returns the
+    Lagrangian Solution over ``t_eval``.
     """
     ctor = {k: options.pop(k) for k in ("panels", "order", "estimate", "cluster_tol", "min_mass", "chunk")
             if k in options}
@@ -512,11 +514,13 @@ def continuation_solver(solution, nodes=None, **options):
     """The `Lagrangian` discretisation that continues ``solution``: ``nodes`` labels (default from the
     spectral resolution, see `lagrangian_continuation`) and the constructor ``options``."""
     rep = solution.segments[-1].representation
+    dim = solution.model.dim
     if nodes is None and "panels" not in options:
-        if solution.model.dim == 2:
+        if dim == 2:
             nodes = 4 * (2 * rep.modes + 1) if hasattr(rep, "modes") else 1024
         else:
             nodes = 2 * (rep.lmax + 2) ** 2 if hasattr(rep, "lmax") else 2048
+        nodes = min(nodes, MAX_DEFAULT_NODES[dim])
     return Lagrangian(solution.model, nodes, **options)
 
 

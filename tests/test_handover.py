@@ -146,3 +146,14 @@ def test_default_still_raises_and_bad_options():
         solvers.FourierCircle(CIRCLE, modes=48).solve(circle_density, t, on_underresolved=other)
     with pytest.raises(ValueError, match=r"`on_underresolved`"):
         solvers.Particles(CIRCLE).solve(mf.quadrature(64, 2)[0], t, on_underresolved="lagrangian")
+
+
+def test_default_labels_are_capped():
+    """"lagrangian" takes 4(2K + 1) labels (2(lmax + 2)² on S^2), at most 4100 (4608): a step costs O(n²)."""
+    from solvers.lagrangian import MAX_DEFAULT_NODES, continuation_solver
+
+    fine = solvers.FourierCircle(CIRCLE, modes=2048, w1=False).solve(circle_density, [0.0])
+    assert continuation_solver(fine).nodes == MAX_DEFAULT_NODES[2] == 4100
+    coarse = solvers.FourierCircle(CIRCLE, modes=48, w1=False).solve(circle_density, [0.0])
+    assert continuation_solver(coarse).nodes == 4 * 97
+    assert continuation_solver(coarse, panels=8).nodes == 64
