@@ -83,7 +83,8 @@ class SeededPerturbation(Density):
         return 1.0 + self.epsilon * sum(self.component(l, x) for l in range(1, self.degrees + 1))
 
     def __repr__(self):
-        return f"seeded_perturbation(dim={self.dim}, epsilon={self.epsilon:g}, degrees={self.degrees}, seed={self.seed})"
+        return (f"seeded_perturbation(dim={self.dim}, epsilon={self.epsilon:g}, degrees={self.degrees}, "
+                f"seed={self.seed})")
 
 
 def seeded_perturbation(dim, epsilon=1e-4, degrees=8, seed=0):
@@ -431,7 +432,8 @@ def metastability(out=None, *, dims=(2, 3), betas_circle=(2.0, 4.0, 8.0), betas_
                   epsilon=1e-4, degrees=8, seeds=5, t_end=200.0, t_end_sphere=60.0, tol=1e-3, min_mass=1e-2,
                   stray=0.05, quasi_ns=(250, 1000, 4000), n_long=1000, iid_ns=(64, 256, 1024), iid_seeds=32,
                   iid_betas=(4.0,), iid_t_end=200.0, figure4_betas=None, figure4_n=256, figure4_seeds=32,
-                  staircase_seeds=(0, 1, 2, 3), staircase_t_end=400.0, quick=False, progress=None, workers=None, scheduler=None):
+                  staircase_seeds=(0, 1, 2, 3), staircase_t_end=400.0, quick=False, progress=None, workers=None,
+                  scheduler=None):
     """Metastability and the number of clusters on S^1 and S^2 (Figure 4, Problem 1); returns the `Report`.
 
     Parameters
@@ -458,7 +460,12 @@ def metastability(out=None, *, dims=(2, 3), betas_circle=(2.0, 4.0, 8.0), betas_
     seeds = check_int(seeds, "seeds", low=1)
     t_end = check_real(t_end, "t_end", low=1.0)
     t_end_sphere = check_real(t_end_sphere, "t_end_sphere", low=1.0)
-    tol = check_real(tol, "tol", low=1e-12, high=np.pi / 4)
+    find_clusters(np.eye(2), tol, min_mass=min_mass, stray=stray)     # the detector checks its arguments
+    n_long = check_int(n_long, "n_long", low=1)
+    iid_t_end = check_real(iid_t_end, "iid_t_end", low=1.0)
+    staircase_t_end = check_real(staircase_t_end, "staircase_t_end", low=1.0)
+    figure4_n = check_int(figure4_n, "figure4_n", low=8)
+    figure4_seeds = check_int(figure4_seeds, "figure4_seeds", low=1)
     betas_circle = [check_real(b, "betas_circle", low=0.0, low_open=True) for b in np.atleast_1d(betas_circle)]
     betas_sphere = [check_real(b, "betas_sphere", low=0.0, low_open=True) for b in np.atleast_1d(betas_sphere)]
     quasi_ns = [check_int(n, "quasi_ns", low=16) for n in np.atleast_1d(quasi_ns)]
@@ -581,7 +588,8 @@ def _prediction(report, dims):
     known = {(2, 2.0): 2, (2, 4.0): 3, (2, 5.0): 3, (2, 8.0): 4, (3, 3.0): 2, (3, 5.0): 3, (3, 6.0): 3}
     got = {key: fastest_mode(Model(beta=key[1], dim=key[0]))[0] for key in known if key[0] in dims}
     report.check("k*(β): 2, 3, 3, 4 at β = 2, 4, 5, 8 on S^1; 2, 3, 3 at β = 3, 5, 6 on S^2",
-                 all(got[k] == known[k] for k in got), ", ".join(f"S^{d - 1} β={b:g}: {v}" for (d, b), v in got.items()))
+                 all(got[k] == known[k] for k in got),
+                 ", ".join(f"S^{d - 1} β={b:g}: {v}" for (d, b), v in got.items()))
 
 
 def _continuum_checks(report, cases, seeds, runs):
@@ -650,8 +658,9 @@ def _iid_results(report, iid):
             "white_noise_prediction": white_noise_prediction(b, d, n),
             "t_form_median": _finite(np.median, [e["t_form"] for e in r["events"]]),
             "plateau_durations": durations, "wall_time": r["wall_time"]}
-        report.note(f"iid S^{d - 1} β = {b:g} n = {n}: first counts {res[f'S{d - 1}_beta{b:g}_n{n}']['first_count_distribution']}"
-                    f" vs white-noise theory {_fmt(res[f'S{d - 1}_beta{b:g}_n{n}']['white_noise_prediction'])}")
+        entry = res[f"S{d - 1}_beta{b:g}_n{n}"]
+        report.note(f"iid S^{d - 1} β = {b:g} n = {n}: first counts {entry['first_count_distribution']} vs "
+                    f"white-noise theory {_fmt(entry['white_noise_prediction'])}")
 
 
 def _finite(stat, values):
@@ -669,7 +678,8 @@ def _figure4_results(report, ftasks, fig4):
     t = fig4[ftasks[0]]["t"]
     counts = [fig4[tk]["count"] for tk in ftasks]                  # (seeds, time) each, NaN: not separated
     separated = np.array([np.isfinite(c).sum(axis=0) for c in counts])
-    mean = np.array([np.where(np.isfinite(c), c, 0.0).sum(axis=0) for c in counts]) / np.where(separated, separated, np.nan)
+    total = np.array([np.where(np.isfinite(c), c, 0.0).sum(axis=0) for c in counts])
+    mean = total / np.where(separated > 0, separated, np.nan)
     separated = separated / np.array([[c.shape[0]] for c in counts])
     firsts = [[e["first_count"] for e in fig4[tk]["events"]] for tk in ftasks]
     report.results["figure4"] = {"beta": [tk[1] for tk in ftasks], "t": t, "mean_clusters": mean,
