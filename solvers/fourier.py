@@ -225,7 +225,7 @@ class FourierCircle(HandsOver, Solver):
     def _rhs(self, run, t, u):
         """∂_t c_k = −ik (ρv)_k, k = 1..K ((3.1); docs/mathematics.md §2); (ρv)_k from the padded grid."""
         rho, _, v = self._grid_fields(run, self._full(run, u))
-        run.workspace["vmax"] = float(np.max(np.abs(v)))
+        run.workspace["v"] = v          # the stability cap reads it once per step (`_stable_step`)
         if self.field.normalized and not run.workspace["zmin"] > 0:
             return np.full_like(u, np.nan)    # K*ρ <= 0 on the grid: reject the step (see _monitor)
         f = sfft.rfft(rho * v, norm="forward")[1:self.modes + 1]
@@ -238,10 +238,10 @@ class FourierCircle(HandsOver, Solver):
         return -self.model.noise * self.k[1:] ** 2
 
     def _stable_step(self, run, u):
-        vmax = run.workspace.get("vmax")
-        if vmax is None:
+        v = run.workspace.get("v")
+        if v is None:
             return np.inf
-        return STABLE_CFL / (self.modes * max(vmax, 1e-300))
+        return STABLE_CFL / (self.modes * max(float(v.max()), -float(v.min()), 1e-300))
 
     def _stats(self, run):
         return {"modes_final": self.modes}
