@@ -195,7 +195,7 @@ def available_memory():
 
 def format_bytes(nbytes):
     """``nbytes`` in the largest binary unit below it: '1.5 GiB'."""
-    value = float(nbytes)
+    value = float(min(nbytes, 2 ** 1000))
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if value < 1024 or unit == "PiB":
             return f"{value:.3g} {unit}"

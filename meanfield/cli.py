@@ -15,6 +15,7 @@ results stay in DIR).
 import argparse
 import pathlib
 import sys
+import warnings
 
 from . import __version__
 
@@ -193,7 +194,12 @@ def main(argv=None):
         parser.print_help()
         return 0
     try:
-        report = _dispatch(args)
+        with warnings.catch_warnings():
+            # NaN and overflow are reported by the solvers (NonFiniteState) and the checks: numpy's own
+            # floating-point warnings would only repeat them
+            warnings.filterwarnings("ignore", r"(overflow|invalid value|divide by zero|underflow) encountered",
+                                    RuntimeWarning)
+            report = _dispatch(args)
     except KeyboardInterrupt:
         print(f"meanfield {args.command}: interrupted; partial results are in {args.out}", file=sys.stderr)
         return 130

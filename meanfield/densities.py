@@ -186,7 +186,7 @@ class BandLimited(Density):
 
     def __init__(self, dim, lmax, rng=None, scale=1.0, floor=0.05):
         self.dim = check_int(dim, "dim", low=2, high=3)
-        self.lmax = check_int(lmax, "lmax", low=1)
+        self.lmax = check_int(lmax, "lmax", low=1, high=1024 if self.dim == 2 else 32)   # its terms are summed on a grid
         rng = np.random.default_rng(rng)
         if self.dim == 2:
             self.terms = [(k, o, rng.standard_normal() / k) for k in range(1, self.lmax + 1) for o in (0, -1)]

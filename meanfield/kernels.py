@@ -56,6 +56,9 @@ def kernel_multipliers(beta, dim, lmax, scaled=False):
     orders = np.arange(lmax + 1) + lam
     with np.errstate(under="ignore", divide="ignore"):
         ive = special.ive(orders, beta)
+        if not np.all(np.isfinite(ive)):
+            raise ValueError(f"`beta`={beta:g} is beyond the range where the kernel multipliers a_l(β) can be "
+                             f"evaluated (scipy.special.ive is finite up to about beta = 1e9).")
         log_a = _log_prefactor(beta, dim) + np.log(ive)
         low = ~(ive > 1e-280)
         if np.any(low):
@@ -82,8 +85,11 @@ def _log_scaled_multipliers_series(beta, dim, ls):
     nu = ls + 0.5 * dim
     q = 0.25 * beta * beta
     kmax = int(np.ceil(0.5 * beta + 12 * np.sqrt(0.5 * beta + 1) + 40))
+    if kmax * ls.size > 2 ** 26:
+        raise ValueError(f"`beta`={beta:g}: the power series of a_l(β) for the {ls.size} degrees where I_ν(β) "
+                         "underflows would need more than 2^26 terms; use a smaller beta or degree.")
     k = np.arange(kmax + 1, dtype=float)[:, None]
-    log_terms = k * np.log(q) - special.gammaln(k + 1) - (special.gammaln(nu + k) - special.gammaln(nu))
+    log_terms = special.xlogy(k, q) - special.gammaln(k + 1) - (special.gammaln(nu + k) - special.gammaln(nu))
     return (special.gammaln(0.5 * dim) - special.gammaln(nu) + ls * np.log(0.5 * beta)
             + special.logsumexp(log_terms, axis=0) - beta)
 

@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 
-from ._checks import check_beta, check_dim, check_real
+from ._checks import check_beta, check_dim, check_memory, check_real
 
 _ZONAL_TOL = 1e-12
 
@@ -54,6 +54,7 @@ class Model:
     def __init__(self, beta, dim, normalized=True, V=1.0, Q=None, K=None, heads=None, noise=0.0):
         self.beta = check_beta(beta)
         self.dim = check_dim(dim)
+        check_memory(24 * self.dim ** 2, "dim", self.dim)      # the d×d matrices Q, K, V of a head
         if not isinstance(normalized, (bool, np.bool_)):
             raise ValueError(f"`normalized` must be True (SA) or False (USA), got {normalized!r}.")
         self.normalized = bool(normalized)

@@ -171,7 +171,7 @@ class FiniteElements(Solver):
         beta = model.beta
         if beta > 0 and self.kernel_cells * self.h * np.sqrt(beta) > 1.0:
             raise ValueError(
-                f"the mesh is too coarse for beta={beta:g}: the kernel width 1/sqrt(beta) = {1 / np.sqrt(beta):.3g} "
+                f"the mesh is too coarse for `beta`={beta:g}: the kernel width 1/sqrt(beta) = {1 / np.sqrt(beta):.3g} "
                 f"is below kernel_cells={self.kernel_cells:g} mesh sizes (h = {self.h:.3g}); increase `refinement` "
                 f"(need h <= {1 / (self.kernel_cells * np.sqrt(beta)):.3g}).")
         if beta > 700 and not model.normalized:
@@ -484,7 +484,8 @@ class FiniteElements(Solver):
     def width(self, rho):
         """Width ℓ = (|S^{d-1}|·(∫ρ dσ)²/∫ρ² dσ)^{1/(d-1)} of the density (2π resp. √(4π) when uniform)."""
         r = np.clip(rho, 0.0, None)
-        frac = float(self.w @ r) ** 2 / float(self.w @ (r * r))
+        square = float(self.w @ (r * r))
+        frac = float(self.w @ r) ** 2 / square if square > 0 else np.nan     # ρ ≡ 0: no width
         return frac * 2 * np.pi if self.model.dim == 2 else np.sqrt(frac * 4 * np.pi)
 
     def _monitor(self, run, t, state):

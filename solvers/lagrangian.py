@@ -199,6 +199,9 @@ class Lagrangian(Solver):
         need = minimum_degree(model.beta, d) + 2
         self.panels = None
         if d == 2:
+            if panels is not None and np.ndim(panels) == 0:
+                P = check_int(panels, "panels", low=1)
+                check_memory(BYTES_PER_NODE * self.order * P, "panels", P)
             self.panels = None if panels is None else self._check_panels(panels)
             if self.panels is None:
                 n = check_int(1024 if nodes is None else nodes, "nodes", low=1)

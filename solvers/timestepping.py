@@ -126,6 +126,8 @@ def _select_initial_step(fun, t0, y0, f0, order, rtol, atol, span):
     """Hairer–Nørsett–Wanner's starting step (as in scipy.integrate)."""
     scale = atol + np.abs(y0) * rtol
     d0, d1 = _rms(y0 / scale), _rms(f0 / scale)
+    if not (np.isfinite(d0) and np.isfinite(d1)):
+        return 1e-6 * span            # an overflowing field: the first step reports the non-finite state
     h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
     h0 = min(h0, span)
     y1 = y0 + h0 * f0

@@ -108,7 +108,7 @@ def test_bad_inputs():
         D.perturbed_uniform(0.1, 0)
     with pytest.raises(ValueError, match="amplitude"):
         D.perturbed_uniform(np.nan, 2)
-    with pytest.raises(ValueError, match="x"):
+    with pytest.raises(ValueError, match=r"`x` must lie on the unit sphere"):
         D.von_mises_fisher([0, 0, 1], 1.0)(np.array([[1.0, 1.0, 0.0]]))
     with pytest.raises(ValueError, match="dim"):
         D.von_mises_fisher([0, 0, 1], 1.0)(np.array([[1.0, 0.0]]))

@@ -389,7 +389,7 @@ def test_legendre_zonal_rejects_bad_input():
         legendre_zonal(-1.0, lambda z: 1 + 0 * z, 1.0)
     with pytest.raises(ValueError, match="t_end"):
         legendre_zonal(1.0, lambda z: 1 + 0 * z, 0.0)
-    with pytest.raises(ValueError, match="L"):
+    with pytest.raises(ValueError, match=r"`L` must be >= 4"):
         legendre_zonal(1.0, lambda z: 1 + 0 * z, 1.0, L=2)
     sharp = mf.densities.von_mises_fisher([0, 0, 1.0], 30.0)
     with pytest.raises(ValueError, match="raise `L`"):

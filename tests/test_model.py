@@ -56,6 +56,6 @@ def test_bad_input(kwargs, match):
 
 
 def test_v_of_non_scalar_V_raises():
-    with pytest.raises(ValueError, match="V"):
+    with pytest.raises(ValueError, match=r"`V` is not a scalar multiple"):
         mf.Model(beta=1.0, dim=3, V=np.diag([1.0, 2.0, 3.0])).v
     assert issubclass(mf.UnsupportedModel, ValueError)

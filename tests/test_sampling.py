@@ -64,7 +64,7 @@ def test_reproducible_and_bad_inputs():
     assert np.array_equal(a, b)
     with pytest.raises(ValueError, match="method"):
         mf.sample(rho, 10, 2, method="sobol")
-    with pytest.raises(ValueError, match="n"):
+    with pytest.raises(ValueError, match=r"`n` must be >= 1"):
         mf.sample(rho, 0, 2)
     with pytest.raises(ValueError, match="dim"):
         mf.sample(rho, 10, 1)

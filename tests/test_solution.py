@@ -32,9 +32,9 @@ def test_fourier_solution_fields():
     assert sol.energy[1] < sol.energy[0]
     with pytest.raises(AttributeError):
         sol.positions
-    with pytest.raises(ValueError, match="i"):
+    with pytest.raises(ValueError, match=r"`i` must be an integer index"):
         sol.density(x, 5)
-    with pytest.raises(ValueError, match="x"):
+    with pytest.raises(ValueError, match=r"`x` must lie on the unit sphere"):
         sol.density(2 * x, 0)
 
 

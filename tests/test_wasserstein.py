@@ -123,7 +123,7 @@ def test_w1_to_dirac():
 
 def test_bad_inputs():
     x, w = mf.quadrature(10, 2)
-    with pytest.raises(ValueError, match="b"):
+    with pytest.raises(ValueError, match=r"`b\[0\] \(points\)` must have last axis of length dim=2"):
         mf.wasserstein((x, w), mf.quadrature(10, 3))
     with pytest.raises(ValueError, match="sum to 1"):
         mf.wasserstein((x, w * 2), (x, w))
@@ -131,7 +131,7 @@ def test_bad_inputs():
         mf.wasserstein((x * 1.01, w), (x, w))
     with pytest.raises(ValueError, match="NaN"):
         mf.wasserstein((x, np.full(10, np.nan)), (x, w))
-    with pytest.raises(ValueError, match="p"):
+    with pytest.raises(ValueError, match=r"`p` must be >= 1"):
         mf.wasserstein((x, w), (x, w), p=0.5)
     y, v = mf.quadrature(10, 3)
     with pytest.raises(ValueError, match="method"):

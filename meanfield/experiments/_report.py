@@ -312,7 +312,7 @@ def clusters_summary(measure, tolerances=CLUSTER_TOLERANCES):
     if finder is None:     # pragma: no cover - the detector lives in meanfield.diagnostics
         return {"separated": False, "count": None, "reason": "no cluster detector in meanfield.diagnostics"}
     best = None
-    min_mass = max(0.01, 1.5 / len(measure[1]))      # a lone particle is not a cluster
+    min_mass = min(1.0, max(0.01, 1.5 / len(measure[1])))      # a lone particle is not a cluster (unless n = 1)
     for tol in tolerances:
         c = finder(measure, tol, min_mass=min_mass)
         if c.separated:

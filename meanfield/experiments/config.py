@@ -224,7 +224,7 @@ def build_density(spec, dim, where="initial"):
     if not isinstance(spec, dict):
         raise ValueError(f"`{where}` must be a table with a `density` key, got {spec!r}.")
     name = _require(spec, "density", where)
-    if name not in _DENSITIES:
+    if not isinstance(name, str) or name not in _DENSITIES:
         raise ValueError(f"`{where}.density`={name!r} is not a known density; accepted: "
                          f"{', '.join(sorted(_DENSITIES))}.")
     params = {k: v for k, v in spec.items() if k != "density"}
@@ -345,6 +345,10 @@ def parse_config(raw, source="<dict>", name=None):
             solve_options["dt"] = _checked(check_real, s.pop("dt"), "solver.dt", low=0.0, low_open=True)
         elif scheme == "euler-normalize":
             solve_options["dt"] = 0.1
+        adaptive = [k for k in ("rtol", "atol", "method") if k in solve_options]
+        if noise > 0 and adaptive:
+            raise ValueError(f"`solver.{adaptive[0]}` belongs to the adaptive scheme, which particles use without noise "
+                             f"only; with `model.noise`={noise:g} they take Euler–Maruyama steps of `solver.dt`.")
 
     # [initial]
     init = dict(raw["initial"])
@@ -434,7 +438,7 @@ def _lagrangian_keys(table, where, model, nodes=None):
     out = {}
     if "panels" in table:
         if model.dim != 2:
-            raise ValueError(f"`{where}.panels` applies on S^1 (model.dim = 2); on S^2 give `{where}.nodes`.")
+            raise ValueError(f"`{where}.panels` applies on S^1 (`model.dim` = 2); on S^2 give `{where}.nodes`.")
         if nodes is not None:
             raise ValueError(f"`{where}`: give either `nodes` or `panels`, not both.")
         out["panels"] = _panels(table.pop("panels"), f"{where}.panels")
@@ -457,6 +461,8 @@ def _spectral_keys(s, key, res_key, resolution, low, model, solve_options):
     if on not in ("raise", "lagrangian"):
         raise ValueError(f"`solver.on_underresolved` must be \"raise\" or \"lagrangian\", got {on!r}.")
     handover = s.pop("handover", None)
+    if handover is not None and not isinstance(handover, dict):
+        raise ValueError(f"`solver.handover` must be a table of solvers.Lagrangian options, got {handover!r}.")
     if handover is not None and on != "lagrangian":
         raise ValueError("`solver.handover` configures the hand-over: set `solver.on_underresolved` = \"lagrangian\".")
     if on == "lagrangian":

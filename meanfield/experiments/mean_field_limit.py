@@ -316,15 +316,12 @@ def mean_field_limit(out=None, *, dims=(2, 3), beta=1.0, normalized=True, V=1.0,
                          f"W1 ratio quasi/iid at the largest N: {w1['quasi'][0][-1] / w1['iid'][0][-1]:.3f}",
                          compared="W1 to the PDE of quasi and of iid samples at each N (t = 0)",
                          tolerance="quasi < iid at every N")
+            # Dobrushin's bound with the crude L(β) holds by orders of magnitude: drawn, not counted as a check
             L = dobrushin_constant(beta)
-            fin = [np.isfinite(w1["iid"][i]) for i in range(times.size)]
-            ok = all(np.all(w1["iid"][i][fin[i]] <= np.exp(L * t) * w1["iid"][0][fin[i]] + 1e-3)
-                     for i, t in enumerate(times))
-            report.check(f"S^{dim - 1}: Dobrushin bound W1(t) <= e^(Lt) W1(0)", ok,
-                         f"measured growth W1(t)/W1(0) = {', '.join(f'{g:.2f}' for g in growth)}; "
-                         f"e^(Lt) = {', '.join(f'{np.exp(L * t):.3g}' for t in times)}",
-                         compared="W1(t) of iid particles against e^(Lt) W1(0), at each N and saved time",
-                         tolerance="W1(t) <= e^(Lt) W1(0) + 1e-3")
+            res["dobrushin_bound"] = [float(np.exp(L * t)) for t in times]
+            report.note(f"S^{dim - 1}: measured growth W1(t)/W1(0) = {', '.join(f'{g:.2f}' for g in growth)} "
+                        f"(largest over N) against Dobrushin's e^(Lt) = "
+                        f"{', '.join(f'{np.exp(L * t):.3g}' for t in times)}, L = {L:.3g} (figure)")
             report.write()
 
             dec = decay_study(dim, model, rho0, decay_t_end, 1000 if dim == 2 else 600, quick=quick, progress=progress)

@@ -1,0 +1,32 @@
+"""Hypothesis profiles: "default" (deterministic, few examples: the property tests stay under a
+minute) and "slow" (many random examples), which ``pytest -m slow`` selects together with every
+property test. ``MEANFIELD_HYPOTHESIS_PROFILE`` or hypothesis' own ``--hypothesis-profile`` choose
+a profile explicitly."""
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("default", max_examples=12, derandomize=True, database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("slow", max_examples=200, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _slow_selected(config):
+    expr = config.getoption("markexpr", "") or ""
+    return "slow" in expr and "not slow" not in expr
+
+
+def pytest_configure(config):
+    chosen = os.environ.get("MEANFIELD_HYPOTHESIS_PROFILE") or config.getoption("hypothesis_profile", None)
+    settings.load_profile(chosen or ("slow" if _slow_selected(config) else "default"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under ``-m slow`` the property tests run too (with the slow profile)."""
+    if _slow_selected(config):
+        for item in items:
+            if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+                item.add_marker(pytest.mark.slow)
