@@ -4,6 +4,7 @@
     meanfield verify-prop34        Proposition 3.4: coefficients, landscape, flows, discrete designs
     meanfield mean-field-limit     particles against the PDE: W1 against N, rates, Wasserstein decay
     meanfield phase-diagram        the Figure 3 phase diagram with the curve Γ of (6.9)/(6.10)
+    meanfield noise-transition     the transition with noise: stationary branches, dynamics, hysteresis
     meanfield metastability        the number of clusters: k*(beta), continuum and particles, Figure 4, staircase
     meanfield sweep SWEEP.toml     a grid of runs or experiments on dask workers, resumable
 
@@ -118,6 +119,27 @@ def build_parser():
     p.add_argument("--no-clusters", dest="clusters", action="store_false", help="do not count clusters")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
+    p = sub.add_parser("noise-transition", help="the phase transition with noise: branches, dynamics, hysteresis",
+                       description="Stationary states of the noisy dynamics on S^1 and S^2: the bifurcation diagram "
+                                   "r(nu) (stable solid, unstable dashed) from the self-consistency equation, the "
+                                   "Landau classification (continuous below beta_*, discontinuous above), noisy PDE "
+                                   "and particle runs overlaid, hysteresis sweeps, and (SA) with its linear threshold.")
+    _common(p, "meanfield-output/noise-transition")
+    _parallel(p, "in this process")
+    p.add_argument("--dims", type=_ints, default=[2, 3], metavar="LIST", help="ambient dimensions, among 2 and 3")
+    p.add_argument("--betas", type=_floats, default=None, metavar="LIST",
+                   help="beta values on every sphere (default: --factors times beta_*(d))")
+    p.add_argument("--factors", type=_floats, default=[0.5, 2.0], metavar="LIST",
+                   help="multiples of beta_*(d) used without --betas (default 0.5, 2)")
+    p.add_argument("--nus", type=_floats, default=None, metavar="LIST",
+                   help="nu/nu_c at which the dynamics run (default: chosen from each branch)")
+    p.add_argument("--no-sa", dest="sa", action="store_false", help="skip the (SA) dynamics")
+    p.add_argument("--no-particles", dest="particles", action="store_false", help="skip the particle runs")
+    p.add_argument("-n", "--particles", dest="n_particles", type=int, default=None,
+                   help="particles per run (default 500; quick 250)")
+    p.add_argument("--tau", type=float, default=None, help="longest run in units of 1/nu_c (default 40; quick 20)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
     p = sub.add_parser("metastability", help="the number of clusters: prediction, continuum, particles, Figure 4",
                        description="Metastability (Figure 4, Problem 1): the fastest linear degree k*(beta) against "
                                    "the first cluster count of the continuum (Lagrangian solver) and of particles "
@@ -177,6 +199,12 @@ def _dispatch(args):
                                          normalized=not args.usa, scheme=args.scheme, dt=args.dt,
                                          clusters=args.clusters, seed=args.seed, quick=args.quick,
                                          progress=args.progress, workers=args.workers, scheduler=args.scheduler)
+    if args.command == "noise-transition":
+        return experiments.noise_transition(out, dims=tuple(args.dims), betas=args.betas, factors=args.factors,
+                                            nus=args.nus, sa=args.sa, particles=args.particles,
+                                            n_particles=args.n_particles, tau=args.tau, quick=args.quick,
+                                            seed=args.seed, progress=args.progress, workers=args.workers,
+                                            scheduler=args.scheduler)
     if args.command == "metastability":
         return experiments.metastability(out, dims=tuple(args.dims), betas_circle=args.betas_circle,
                                          betas_sphere=args.betas_sphere, epsilon=args.epsilon, degrees=args.degrees,
