@@ -1,6 +1,6 @@
 """Pictures for docs/metastability.md (run once; the PNGs under docs/img/ are committed).
 
-    python docs/make_metastability_figures.py [--from DIR] [--workers N]
+    python docs/make_metastability_figures.py [--from DIR [--replot]] [--workers N]
 
 Runs ``meanfield metastability`` with its default settings (or reads the output directory DIR of
 such a run) and copies its figures to docs/img/metastability_*.png:
@@ -13,6 +13,7 @@ such a run) and copies its figures to docs/img/metastability_*.png:
 * metastability_prediction.png: ς_l(β) and k*(β) on S^1 and S^2;
 * metastability_iid.png: the first cluster count of iid particles against the white-noise theory.
 
+``--replot`` redraws the Figure 4 analogue from DIR/summary.json with the current plotting code.
 Prints the figures quoted in the page (from summary.json).
 """
 import json
@@ -35,10 +36,16 @@ def main(argv):
         workers = int(argv[argv.index("--workers") + 1]) if "--workers" in argv else None
         out = pathlib.Path(tempfile.mkdtemp(prefix="metastability-"))
         metastability(out, progress=True, workers=workers)
-    for src, dst in FIGURES.items():
-        shutil.copy(out / f"{src}.png", IMG / f"metastability_{dst}.png")
     summary = json.loads((out / "summary.json").read_text())
     res = summary["results"]
+    for src, dst in FIGURES.items():
+        shutil.copy(out / f"{src}.png", IMG / f"metastability_{dst}.png")
+    if "--replot" in argv:                         # the figures drawn from summary.json, with today's code
+        from meanfield.experiments._report import pyplot
+        from meanfield.experiments.metastability import plot_figure4
+
+        plot_figure4(res["figure4"]).savefig(IMG / "metastability_figure4.png", dpi=110)
+        pyplot().close("all")
     print(f"wall time {summary['wall_time']:.0f} s; checks passed: {summary['passed']}")
     for c in summary["checks"]:
         print(f"  [{'PASS' if c['passed'] else 'FAIL'}] {c['name']}: {c['detail']}")

@@ -822,28 +822,28 @@ def plot_continuum(runs, cases, seeds, particles, quasi_ns):
 
 def plot_figure4(f4):
     """The mean number of clusters over (t, β) (white: no realisation separated yet), with k*(β)
-    overlaid: dashed lines where k* changes, k* written between them; and the mean first count."""
+    overlaid: red dashed lines where k* changes, k* written between them; and the mean first count."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.6))
-    t, betas = np.asarray(f4["t"]), np.asarray(f4["beta"])
+    t, betas = np.asarray(f4["t"], dtype=float), np.asarray(f4["beta"], dtype=float)
     keep = t > 0
-    m = axes[0].pcolormesh(t[keep], betas, np.asarray(f4["mean_clusters"])[:, keep], shading="nearest",
+    m = axes[0].pcolormesh(t[keep], betas, np.asarray(f4["mean_clusters"], dtype=float)[:, keep], shading="nearest",
                            cmap="viridis")
     fig.colorbar(m, ax=axes[0], label="mean number of clusters")
     fine = np.linspace(betas.min() - 0.5, betas.max() + 0.5, 400)
     kf = np.array([fastest_mode(Model(beta=b, dim=2))[0] for b in fine])
     jumps = np.nonzero(np.diff(kf))[0]
     for j in jumps:
-        axes[0].axhline(0.5 * (fine[j] + fine[j + 1]), color="w", ls="--", lw=1.2)
+        axes[0].axhline(0.5 * (fine[j] + fine[j + 1]), color="r", ls="--", lw=1.2)
     edges = np.concatenate([[fine[0]], 0.5 * (fine[jumps] + fine[jumps + 1]), [fine[-1]]])
     for lo, hi, k in zip(edges[:-1], edges[1:], kf[np.concatenate([[0], jumps + 1])]):
         mid = 0.5 * (max(lo, betas.min()) + min(hi, betas.max()))
         if betas.min() <= mid <= betas.max():
-            axes[0].text(t[keep][0] * 1.1, mid, f"k* = {k}", color="w", va="center", fontsize=9)
+            axes[0].text(t[keep][0] * 1.1, mid, f"k* = {k}", color="k", va="center", fontsize=9)
     axes[0].set(xscale="log", xlabel="t", ylabel=r"$\beta$", ylim=(betas.min() - 0.5, betas.max() + 0.5),
                 title="Figure 4 analogue: iid particles on S^1")
     axes[1].step(fine, kf, "k-", where="mid", label=r"$k^*(\beta)$")
-    axes[1].plot(betas, f4["first_count_mean"], "o", label="mean first count (particles)")
+    axes[1].plot(betas, np.asarray(f4["first_count_mean"], dtype=float), "o", label="mean first count (particles)")
     axes[1].set(xlabel=r"$\beta$", ylabel="clusters", title="first cluster count against the linear theory")
     axes[1].legend()
     fig.tight_layout()
