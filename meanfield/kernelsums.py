@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ._checks import check_beta, check_int, check_real
+from ._compiled import add_row_counts
 
 NO_SHIFT_MAX = 300.0          # |β⟨x, M y⟩| below this: e^L is a normal float without a shift
 EXP_FLOOR = -700.0            # shifted exponents are clamped here when they can be lower (e^-700 ~ 1e-304)
@@ -339,7 +340,7 @@ def _tile(xq, yt, values, kind, clamp, cols, threshold, S, c, counts):
         b = min(a + cols, m)
         L = buf[:G * r * (b - a)].reshape(G, r, b - a)
         np.matmul(xq, yt[:, :, a:b], out=L)
-        if counts is not None:
+        if counts is not None and not add_row_counts(L, threshold, counts):
             counts += _row_counts(L, threshold)
         if kind == "count":
             continue

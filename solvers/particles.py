@@ -26,6 +26,7 @@ with P_x y = y − ⟨x, y⟩x. Equal weights w_j = 1/n give (SA) and (USA) exac
 import numpy as np
 from scipy.linalg import expm
 
+from meanfield import _compiled
 from meanfield._checks import (NORMALIZE_POINTS, NORMALIZE_WEIGHTS, check_int, check_memory, check_points, check_real,
                                check_weights)
 from meanfield.diagnostics import count_clusters, w1_to_nearest_dirac
@@ -43,18 +44,6 @@ _EYE_TOL = 1e-14
 DIAGNOSTICS = ("energy", "clustered_fraction", "clusters", "w1_to_dirac")
 SAVE = ("auto", "positions", "ends", "diagnostics")
 AUTO_SAVE_BYTES = 1 << 28  # save="auto" keeps every position up to 256 MB of them, else the first and last
-
-
-def _normalise(y):
-    """y/|y| row by row: the value of ``y / np.linalg.norm(y, axis=-1, keepdims=True)`` bit for bit
-    (for d < 8 numpy adds the squares in order), without the slow reduction over a short axis."""
-    d = y.shape[-1]
-    if d >= 8:
-        return y / np.linalg.norm(y, axis=-1, keepdims=True)
-    r2 = y[..., 0] * y[..., 0]
-    for k in range(1, d):
-        r2 += y[..., k] * y[..., k]
-    return y / np.sqrt(r2)[..., None]
 
 
 class Particles(Solver):
@@ -147,11 +136,10 @@ class Particles(Solver):
         """S_i = Σ_j w_j e^{β⟨x_i, M x_j⟩ − c_i} [V x_j, 1] and the shift c_i (0-d if fixed), in blocks
         of the shared kernel-sum engine (with the counts of ⟨x_i, M x_j⟩ >= count_at if given)."""
         M, V, v = head["M"], head["V"], head["v"]
-        d = x.shape[-1]
-        vals = x if v == 1.0 else x * v if v is not None else x @ V.T
-        rhs = np.empty(x.shape[:-1] + (d + 1,))
-        np.multiply(vals, w[:, None], out=rhs[..., :d])
-        rhs[..., d] = w
+        if v is None:
+            rhs = _compiled.weighted(x @ V.T, w)
+        else:
+            rhs = _compiled.weighted(x, w, None if v == 1.0 else v)
         return kernel_sums(x, x, rhs, self.model.beta, M=M, shift=self._shift_kind(head, x, domain), chunk=self.chunk,
                            threads=threads, count_at=count_at, unit=domain == "sphere")
 
@@ -171,7 +159,7 @@ class Particles(Solver):
             res = self._attention_sums(x, head, w, domain, threads, 1.0 - self.delta if count and free else None)
             acc, c = res[0], res[1]
             if self.model.normalized:
-                y = acc[..., :d] / acc[..., d:]
+                y = _compiled.ratio(acc)
             else:
                 scale = np.exp(np.asarray(c) - log_time_factor)
                 y = acc[..., :d] * (scale[..., None] if np.ndim(scale) else scale)
@@ -200,7 +188,7 @@ class Particles(Solver):
 
     @staticmethod
     def _project(x, out):
-        return out - np.einsum("...d,...d->...", x, out)[..., None] * x
+        return _compiled.project(x, out)
 
     @staticmethod
     def _cached(run, y):
@@ -312,7 +300,7 @@ class Particles(Solver):
         w, domain = run.weights, run.domain
         if domain == "sphere":
             if run.adaptive:                     # X(y/|y|): unchanged by the retraction (retract_invariant)
-                y = _normalise(y)
+                y = _compiled.normalise(y)
             hit = self._cached(run, y)
             if hit is None:                      # kept: the last stage is the next saved state's (FSAL)
                 hit = run.workspace["evaluation"] = self._evaluate(run, y, w, domain, run.log_time_factor)
@@ -405,7 +393,7 @@ class Particles(Solver):
         return slot(np.array(y, copy=True))     # a state that reached the Solution without `_keep`: kept
 
     def _retract(self, run, y):
-        return _normalise(y)
+        return _compiled.normalise(y)      # y / np.linalg.norm(y, axis=-1, keepdims=True), bit for bit
 
     def _wanted(self, run, y):
         """The diagnostics recorded for this run (see ``diagnostics``)."""
