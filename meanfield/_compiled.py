@@ -6,7 +6,9 @@ values [w_j x_j, w_j] of a step take ~0.3 ms each for 32 768 points, as long as 
 1024 × 32 × 32 block. The compiled loops below do the same IEEE operations in the same order (no
 fused multiply-add, sums of squares from the first coordinate on, as numpy adds d < 8 terms), so
 they give the same bits as their numpy twins, which run when numba is missing or ``ENABLED`` is
-False (tests/test_particles.py compares both). Each takes C-contiguous float64 arrays.
+False (tests/test_compiled.py compares both). Each takes C-contiguous float64 arrays. The
+benchmark: one euler-normalize step of B = 1024 clouds of n = 32 points on S^2 takes 1.9 ms with
+them and 3.0 ms without (benchmarks/bench_phase_diagram.py; the exp floor is 0.76 ms).
 """
 import os
 
@@ -22,7 +24,7 @@ def _kernels():
     if _KERNELS is None:
         try:
             from numba import njit
-        except ImportError:                                     # pragma: no cover - numba is a dependency
+        except ImportError:                                     # numba is optional (the `speed` extra)
             _KERNELS = False
             return None
         # flat arrays, the common d = 3 written out so that LLVM vectorises it; error_model="numpy":

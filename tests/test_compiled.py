@@ -7,6 +7,7 @@ from meanfield import _compiled
 
 @pytest.mark.parametrize("d", [2, 3, 5, 9])
 def test_compiled_loops_equal_numpy_bit_for_bit(d, monkeypatch):
+    pytest.importorskip("numba")
     rng = np.random.default_rng(d)
     x = rng.standard_normal((7, 33, d)) * rng.random((7, 33, 1)) * 3
     f = rng.standard_normal((7, 33, d))
