@@ -326,9 +326,9 @@ def test_bad_input():
         FE(mf.Model(beta=1.0, dim=3, V=np.diag([1.0, 2.0, 3.0])), refinement=2)
     with pytest.raises(mf.UnsupportedModel, match="dim"):
         FE(mf.Model(beta=1.0, dim=4), refinement=2)
-    with pytest.raises(ValueError, match="too coarse for beta"):
+    with pytest.raises(ValueError, match=r"too coarse for `beta`"):
         FE(mf.Model(beta=50.0, dim=3), refinement=3)
-    with pytest.raises(ValueError, match="too coarse for beta"):
+    with pytest.raises(ValueError, match=r"too coarse for `beta`"):
         FE(mf.Model(beta=400.0, dim=2), vertices=128)
     with pytest.raises(ValueError, match="`refinement`"):
         FE(mf.Model(beta=1.0, dim=3), refinement=-1)
