@@ -5,7 +5,7 @@ import importlib
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from scipy.sparse.csgraph import connected_components
 from scipy.special import ive
@@ -32,7 +32,6 @@ def test_fastest_mode_degree_and_closed_form_rate(dim, beta, k):
     assert rate == pytest.approx(k * (k + dim - 2) * ive(k + nu, beta) / (beta * ive(nu, beta)), rel=1e-13)
 
 
-@settings(max_examples=40, deadline=None)
 @given(beta=st.floats(0.05, 40.0), dim=st.sampled_from([2, 3, 5]), normalized=st.booleans())
 def test_fastest_mode_is_the_argmax_over_many_more_degrees(beta, dim, normalized):
     model = mf.Model(beta=beta, dim=dim, normalized=normalized)
@@ -66,7 +65,6 @@ def _separated_centres(dim, k, rng, min_angle=0.3):
             return c
 
 
-@settings(max_examples=25, deadline=None)
 @given(dim=st.sampled_from([2, 3]), k=st.integers(1, 6), seed=st.integers(0, 2 ** 31),
        log_tol=st.floats(-4.0, -2.5), log_width=st.floats(-9.0, -6.0))
 def test_sharp_clusters_do_not_depend_on_a_tenfold_change_of_tolerance(dim, k, seed, log_tol, log_width):
