@@ -196,6 +196,10 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
     errstate.__enter__()
     try:
         k1 = fun(t, y)
+        # without a linear part each stage, the new state, the error and an interpolant are one product
+        # of coefficients with the rows [y; k_1; ...; k_s] of KY (one pass over the stages, not two per term)
+        KY = None if L is not None else np.empty((nstages + 1, np.size(y)), dtype=np.result_type(y, k1))
+        last_is_new = fsal and c[-1] == 1 and np.array_equal(A[-1], b[:len(A[-1])])   # last stage at u_{n+1}
         if first_step is not None:
             h = float(first_step)
         else:
@@ -214,30 +218,42 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
             expcache.clear()
             ks = [k1]
             finite = np.all(np.isfinite(k1))
+            if KY is not None:
+                KY[0] = np.reshape(y, -1)
+                KY[1] = np.reshape(k1, -1)
             for i in range(1, nstages if finite else 0):
-                incr = 0
-                for j, a in enumerate(A[i]):
-                    if a != 0:
-                        kj = ks[j] if L is None else E((c[i] - c[j]) * h_try) * ks[j]
-                        incr = incr + a * kj
-                base = y if L is None else E(c[i] * h_try) * y
-                Ui = base + h_try * incr
+                if KY is not None:
+                    Ui = (np.concatenate(([1.0], h_try * A[i])) @ KY[:i + 1]).reshape(np.shape(y))
+                else:
+                    incr = 0
+                    for j, a in enumerate(A[i]):
+                        if a != 0:
+                            incr = incr + a * (E((c[i] - c[j]) * h_try) * ks[j])
+                    Ui = E(c[i] * h_try) * y + h_try * incr
                 ki = fun(t + c[i] * h_try, Ui)
                 if not np.all(np.isfinite(ki)):
                     finite = False
                     break
+                if KY is not None:
+                    KY[i + 1] = np.reshape(ki, -1)
+                    ki = KY[i + 1].reshape(np.shape(y))
                 ks.append(ki)
             if finite:
-                acc, err = 0, 0
-                for j in range(nstages):
-                    kj = ks[j] if L is None else E((1 - c[j]) * h_try) * ks[j]
-                    if b[j] != 0:
-                        acc = acc + b[j] * kj
-                    if b[j] != b_hat[j]:
-                        err = err + (b[j] - b_hat[j]) * kj
-                y_new = (y if L is None else E(h_try) * y) + h_try * acc
+                if KY is not None:
+                    y_new = Ui if last_is_new else (np.concatenate(([1.0], h_try * b)) @ KY).reshape(np.shape(y))
+                    err = (h_try * (b - b_hat)) @ KY[1:]
+                else:
+                    acc, err = 0, 0
+                    for j in range(nstages):
+                        kj = E((1 - c[j]) * h_try) * ks[j]
+                        if b[j] != 0:
+                            acc = acc + b[j] * kj
+                        if b[j] != b_hat[j]:
+                            err = err + (b[j] - b_hat[j]) * kj
+                    y_new = E(h_try) * y + h_try * acc
+                    err = h_try * err
                 scale = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
-                err_norm = _rms(h_try * err / scale)
+                err_norm = _rms(np.reshape(err, np.shape(y_new)) / scale)
                 finite = np.isfinite(err_norm) and np.all(np.isfinite(y_new))
             if not finite:
                 rejections += 1
@@ -262,11 +278,11 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
             rejections = 0
             res.nsteps += 1
             t_new = target if lands else t + h_try
-            reuse = fsal and c[-1] == 1 and np.array_equal(A[-1], b[:len(A[-1])])
+            reuse = last_is_new
             while dense and next_index < t_eval.size - 1 and t_eval[next_index] <= t_new:
                 theta = (t_eval[next_index] - t) / h_try          # interior saved time: interpolate
                 coef = P[:len(ks)] @ np.cumprod(np.full(P.shape[1], theta))
-                y_mid = y + h_try * sum(cf * kj for cf, kj in zip(coef, ks) if cf != 0)
+                y_mid = (np.concatenate(([1.0], h_try * coef)) @ KY[:len(ks) + 1]).reshape(np.shape(y))
                 res.t.append(float(t_eval[next_index]))
                 res.y.append(y_mid if retract is None else retract(y_mid))
                 next_index += 1
@@ -274,9 +290,9 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
                     callback(res)
             if retract is not None:
                 y_new = retract(y_new)
-                k1 = ks[-1] if reuse and retract_invariant else fun(t_new, y_new)
+                k1 = ks[-1].copy() if reuse and retract_invariant else fun(t_new, y_new)
             else:
-                k1 = ks[-1] if reuse else fun(t_new, y_new)
+                k1 = ks[-1].copy() if reuse else fun(t_new, y_new)       # a copy: the rows of KY are reused
             if bar is not None:
                 bar.update(t_new - t)
             t, y = t_new, y_new
