@@ -11,7 +11,9 @@ records the energy E_β at every saved time as well (free with euler-normalize: 
 denominators of the step's sums; one more evaluation per saved time between adaptive steps).
 
 Each configuration runs in a fresh subprocess (so that its peak resident memory, ru_maxrss, is its
-own) with ``OMP_NUM_THREADS`` set to the thread count, and prints
+own) with ``OMP_NUM_THREADS`` set to the thread count (the kernel sums' threads) and BLAS on one
+thread (OPENBLAS_NUM_THREADS=1: OpenBLAS threads on top of them would oversubscribe two cores, and
+they spin while they wait), and prints
 
 * ratio = wall time / (4800 × the exp floor), the exp floor being ``np.exp`` over B·n² = 2^20
   float64 measured in the same subprocess before and after the run (minimum; ``np.exp`` runs on
@@ -155,7 +157,7 @@ def main():
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     for _ in range(repeat):
         for k in threads:
-            env.update(OMP_NUM_THREADS=str(k), OPENBLAS_NUM_THREADS=str(k), MKL_NUM_THREADS=str(k))
+            env.update(OMP_NUM_THREADS=str(k), OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
             res = subprocess.run([sys.executable, __file__, "--child", str(k), scheme, str(nbetas), names], env=env,
                                  capture_output=True, text=True, check=True)
             r = json.loads(res.stdout.strip().splitlines()[-1])
