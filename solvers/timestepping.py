@@ -200,6 +200,7 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
         # of coefficients with the rows [y; k_1; ...; k_s] of KY (one pass over the stages, not two per term)
         KY = None if L is not None else np.empty((nstages + 1, np.size(y)), dtype=np.result_type(y, k1))
         last_is_new = fsal and c[-1] == 1 and np.array_equal(A[-1], b[:len(A[-1])])   # last stage at u_{n+1}
+        work = None
         if first_step is not None:
             h = float(first_step)
         else:
@@ -252,8 +253,19 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
                             err = err + (b[j] - b_hat[j]) * kj
                     y_new = E(h_try) * y + h_try * acc
                     err = h_try * err
-                scale = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
-                err_norm = _rms(np.reshape(err, np.shape(y_new)) / scale)
+                # ‖err / (atol + rtol·max(|y|, |y_new|))‖_rms, in place (two work arrays, no temporaries)
+                if work is None or work[0].shape != np.shape(y_new):
+                    work = (np.empty(np.shape(y_new)), np.empty(np.shape(y_new)))
+                scale, ratio = work
+                np.abs(y, out=scale)
+                np.maximum(scale, np.abs(y_new, out=ratio), out=scale)
+                scale *= rtol
+                scale += atol
+                if np.isrealobj(err):
+                    r = np.divide(np.reshape(err, np.shape(y_new)), scale, out=ratio)
+                else:
+                    r = np.reshape(err, np.shape(y_new)) / scale
+                err_norm = float(np.sqrt(np.vdot(r, r).real / max(r.size, 1)))
                 finite = np.isfinite(err_norm) and np.all(np.isfinite(y_new))
             if not finite:
                 rejections += 1
