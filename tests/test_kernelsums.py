@@ -267,3 +267,34 @@ def test_thread_count_from_the_environment(monkeypatch):
         kernel_sums(_sphere(4, 3, 0), _sphere(4, 3, 0), np.ones((4, 1)), 1.0, threads=1.5)
     with pytest.raises(ValueError, match=r"`count_at`"):
         kernel_sums(_sphere(4, 3, 0), _sphere(4, 3, 0), np.ones((4, 1)), 1.0, count_at="x")
+
+
+def test_blas_is_single_threaded_under_the_sums_threads_and_restored(monkeypatch):
+    """While the blocks are shared among threads, BLAS runs on one thread (a threaded BLAS under each
+    would oversubscribe the cores); its own setting comes back afterwards, also after nested uses."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads():
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    seen = []
+    tile = kernelsums._tile
+
+    def spy(*args):
+        seen.append(max(blas_threads(), default=1))
+        return tile(*args)
+
+    monkeypatch.setattr(kernelsums, "_tile", spy)
+    monkeypatch.setattr(kernelsums, "_PARALLEL_MIN", 0)
+    x = _sphere(300, 8, 30)
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        with kernelsums._blas_single_threaded():
+            S2, _ = kernel_sums(x, x, np.ones((300, 1)), 2.0, chunk=64, threads=2)
+            assert max(blas_threads(), default=1) == 1
+        assert blas_threads() == before
+        assert seen and max(seen) == 1
+        seen.clear()
+        S1, _ = kernel_sums(x, x, np.ones((300, 1)), 2.0, chunk=64, threads=1)
+        assert blas_threads() == before and seen and max(seen) == max(before, default=1)
+    np.testing.assert_array_equal(S1, S2)
