@@ -158,10 +158,19 @@ def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, 
                 bar.update(1)
 
         parallel = bool(workers) or scheduler is not None
+        checked = (float(betas[0]), float(betas[-1]))                  # β of the equiangular check
+        eq_errors = []
         try:
-            if parallel:                                               # one task per β
-                map_tasks(beta_rows, [float(b) for b in betas], workers=workers, scheduler=scheduler,
-                          shared=task, progress=False, on_result=fill)
+            if parallel:                     # one task per β, then the two equiangular checks beside them
+
+                def collect(k, result):
+                    if k < betas.size:
+                        fill(k, result)
+                    else:
+                        eq_errors.append(result)
+
+                map_tasks(phase_task, [float(b) for b in betas] + [("equiangular", b) for b in checked],
+                          workers=workers, scheduler=scheduler, shared=task, progress=False, on_result=collect)
             for k, beta in enumerate(() if parallel else betas):
                 try:
                     sol = _solve_beta(beta, x0, t, dim, normalized, scheme, dt, delta, clusters, cluster_delta)
@@ -192,8 +201,8 @@ def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, 
         report.check(f"the smallest β = {betas[0]:g} clusters by t = {t_end:g}", p[0, -1] >= 0.9,
                      f"p_d(t_end, β_min) = {p[0, -1]:.3f}", compared="p_d(t_end, β) at the smallest β",
                      tolerance=">= 0.9")
-        eq_err = max(equiangular_check(b, n=min(n, 6), normalized=normalized, progress=False)
-                     for b in (betas[0], betas[-1]))
+        eq_err = max(eq_errors) if eq_errors else max(
+            equiangular_check(b, n=min(n, 6), normalized=normalized, progress=False) for b in checked)
         res["equiangular_max_error"] = eq_err
         report.check("orthonormal particles follow γ_β of (6.9)/(6.10) (Theorem 6.8)", eq_err <= 1e-6,
                      f"max |⟨x_i,x_j⟩ − γ_β| = {eq_err:.1e} for n = d = {min(n, 6)}, "
@@ -233,6 +242,15 @@ def _rows(sol):
 def beta_rows(beta, *, x0, t, dim, normalized, scheme, dt, delta, clusters, cluster_delta):
     """One β of the phase diagram (a task of `map_tasks`): p_d(t, β) and the mean number of clusters."""
     return _rows(_solve_beta(beta, x0, t, dim, normalized, scheme, dt, delta, clusters, cluster_delta))
+
+
+def phase_task(item, **shared):
+    """A task of the distributed phase diagram: a β (`beta_rows`), or ``("equiangular", β)``, the
+    check of Theorem 6.8 (`equiangular_check` with n = min(n, 6)), which then runs beside the β tasks
+    instead of after them."""
+    if isinstance(item, tuple):
+        return equiangular_check(item[1], n=min(shared["x0"].shape[-2], 6), normalized=shared["normalized"])
+    return beta_rows(item, **shared)
 
 
 def _save(report, betas, t, p, ncl, gammas, t_star, delta, n, dim, B, kind="SA"):
