@@ -260,3 +260,40 @@ def test_bad_experiment_sweeps_and_arguments(tmp_path, capsys):
     assert "`scheduler`" in capsys.readouterr().err
     with pytest.raises(ValueError, match=r"`errors`"):
         sw.map_tasks(abs, [1], errors="ignore")
+
+
+def test_metastability_and_noise_transition_on_two_workers_equal_serial(client, tmp_path):
+    """The two experiments whose runs come in several batches: on one cluster (every batch on it), the
+    same numbers as in one process."""
+    from meanfield.experiments import metastability, noise_transition
+
+    kw = dict(dims=(2,), betas_circle=(8.0,), seeds=1, t_end=24.0, quasi_ns=(64,), iid_ns=(16,), iid_seeds=2,
+              iid_betas=(8.0,), iid_t_end=5.0, figure4_betas=(8.0,), figure4_n=16, figure4_seeds=2,
+              staircase_seeds=(0,), staircase_t_end=5.0, progress=False)
+    a = metastability(tmp_path / "serial", **kw).results
+    b = metastability(tmp_path / "dask", scheduler=client, **kw).results
+    assert a["continuum"]["S1_beta8"]["first_count"] == [4.0]
+    for key in ("continuum", "particles_quasi", "figure4"):
+        _assert_same(a[key], b[key])
+    kw = dict(dims=(2,), factors=(0.5,), sa=False, quick=True, n_particles=60, tau=5.0, progress=False)
+    a = noise_transition(tmp_path / "nt-serial", **kw).results["d2"]
+    b = noise_transition(tmp_path / "nt-dask", scheduler=client, **kw).results["d2"]
+    (key, ra), = a["beta"].items()
+    rb = b["beta"][key]
+    assert len(ra["runs"]) > 0
+    _assert_same(ra, rb)
+
+
+def _assert_same(a, b, path="results"):
+    """Equal element for element, through nested dicts and lists (NaN equal to NaN); wall times aside."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), path
+        for k in set(a) - {"wall_time"}:
+            _assert_same(a[k], b[k], f"{path}[{k!r}]")
+    elif isinstance(a, (list, tuple)) and not all(np.isscalar(v) for v in a):
+        assert len(a) == len(b), path
+        for i, (u, v) in enumerate(zip(a, b)):
+            _assert_same(u, v, f"{path}[{i}]")
+    else:
+        x, y = np.asarray(a), np.asarray(b)
+        assert x.shape == y.shape and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), (path, x, y)

@@ -38,7 +38,7 @@ from ..model import Model
 from ..quadrature import fibonacci
 from ..sampling import sample, uniform_points
 from ._report import Report, pyplot, show_progress
-from .sweep import check_parallel, map_tasks
+from .sweep import check_parallel, cluster, map_tasks
 
 # --------------------------------------------------------------------------------------------------
 # initial data and the linear prediction
@@ -491,10 +491,10 @@ def metastability(out=None, *, dims=(2, 3), betas_circle=(2.0, 4.0, 8.0), betas_
                 "staircase_seeds": list(staircase_seeds), "staircase_t_end": staircase_t_end, "quick": quick}
     report = Report("metastability", out, settings)
     report.write()
-    par = dict(workers=workers, scheduler=scheduler, progress=progress)
     detector = dict(tol=tol, min_mass=min_mass, stray=stray)
     res = report.results
-    with report.guard():
+    with report.guard(), cluster(workers, scheduler) as client:     # one cluster for every batch of tasks
+        par = dict(scheduler=client, progress=progress)
         _prediction(report, dims)
         report.write()
 

@@ -33,7 +33,7 @@ from ..errors import SolverError
 from ..model import Model
 from ..representations.gegenbauer import axis_vector
 from ._report import Report
-from .sweep import check_parallel, map_tasks
+from .sweep import check_parallel, cluster, map_tasks
 
 
 def bessel_beta_star(dim):
@@ -205,13 +205,14 @@ def noise_transition(out=None, *, dims=(2, 3), betas=None, factors=(0.5, 2.0), n
         nus = [check_real(x, "nus", low=0.0, low_open=True) for x in np.atleast_1d(nus)]
     n = check_int(n_particles if n_particles is not None else (250 if quick else 500), "n_particles", low=10)
     tau = check_real(tau if tau is not None else (20.0 if quick else 40.0), "tau", low=0.0, low_open=True)
-    check_parallel(workers, scheduler)
+    workers, scheduler = check_parallel(workers, scheduler)
     settings = {"dims": dims, "betas": betas, "factors": factors, "nus": nus, "sa": sa, "particles": particles,
                 "n_particles": n, "tau": tau, "quick": quick, "seed": seed}
     report = Report("noise-transition", out, settings)
     report.write()
     pde_tol = 0.05 if quick else 0.01
-    with report.guard():
+    with report.guard(), cluster(workers, scheduler) as client:     # one cluster for every batch of runs
+        workers, scheduler = None, client
         for d in dims:
             bs = stationary.beta_star(d)
             ref = bessel_beta_star(d)
