@@ -2,6 +2,7 @@
 
     python benchmarks/bench_sweep.py            # the full default: 10 β, B = 1024, n = 32, d = 3, t ∈ [0, 30]
     python benchmarks/bench_sweep.py --quick    # 5 β, B = 128
+    python benchmarks/bench_sweep.py --figure3  # the 16 β of the paper's Figure 3 grid (0.5, 1, ..., 8)
 
 Each measurement runs in a fresh process with the BLAS/OpenMP thread pools pinned to one thread
 (the variables `meanfield.experiments.sweep.THREAD_VARIABLES`), as the workers of the local cluster
@@ -20,7 +21,7 @@ import time
 import numpy as np
 
 
-def measure(workers, quick, running):
+def measure(workers, quick, running, figure3=False):
     """Run the phase diagram here; print the wall time and p_d as JSON (the child process). With
     ``running``, the local cluster is started (and its workers warmed up) before the clock starts and
     passed as ``scheduler``, as a user with a running cluster does."""
@@ -31,9 +32,10 @@ def measure(workers, quick, running):
         if client is not None:
             client.run(__import__, "solvers")
             phase_diagram(None, quick=True, betas=[1.0, 2.0], realisations=4, progress=False, scheduler=client)
+        betas = np.linspace(0.5, 8.0, 16) if figure3 else None
         start = time.perf_counter()
-        report = phase_diagram(None, quick=quick, progress=False, workers=(workers or None) if client is None else None,
-                               scheduler=client)
+        report = phase_diagram(None, quick=quick, betas=betas, progress=False,
+                               workers=(workers or None) if client is None else None, scheduler=client)
         elapsed = time.perf_counter() - start
     print(json.dumps({"time": elapsed, "p": report.results["p"].tolist()}))
 
@@ -43,7 +45,7 @@ def child(workers, quick, running=False):
 
     env = {**os.environ, **{k: "1" for k in THREAD_VARIABLES}}
     cmd = ([sys.executable, __file__, "--child", str(workers)] + (["--quick"] if quick else [])
-           + (["--running"] if running else []))
+           + (["--running"] if running else []) + (["--figure3"] if "--figure3" in sys.argv else []))
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"the run with {workers} workers failed:\n{proc.stderr}")
@@ -52,7 +54,8 @@ def child(workers, quick, running=False):
 
 def main():
     quick = "--quick" in sys.argv
-    print(f"phase diagram ({'quick' if quick else 'full default'}); load average before: "
+    what = "16 β of Figure 3" if "--figure3" in sys.argv else "quick" if quick else "full default"
+    print(f"phase diagram ({what}); load average before: "
           f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     serial = child(0, quick)
     print(f"  serial (1 thread):            {serial['time']:7.1f} s")
@@ -70,6 +73,7 @@ def main():
 
 if __name__ == "__main__":
     if "--child" in sys.argv:
-        measure(int(sys.argv[sys.argv.index("--child") + 1]), "--quick" in sys.argv, "--running" in sys.argv)
+        measure(int(sys.argv[sys.argv.index("--child") + 1]), "--quick" in sys.argv, "--running" in sys.argv,
+                "--figure3" in sys.argv)
     else:
         main()
