@@ -1,6 +1,6 @@
 """The Figure 3 particle workload against the exp floor, its peak memory, and the adaptive run.
 
-    python benchmarks/bench_phase_diagram.py [--threads 1,2] [--betas K] [--adaptive] [--energy] [--repeat R]
+    python benchmarks/bench_phase_diagram.py [--threads 1,2] [--workers 2] [--betas K] [--adaptive] [--energy] [--repeat R]
     python benchmarks/bench_phase_diagram.py --lag [-B 1024]
 
 The workload of the paper's Figure 3 (`meanfield.experiments.phase_diagram`): (SA), d = 3, n = 32
@@ -25,6 +25,11 @@ they spin while they wait), and prints
 * with ``--adaptive``: the same workload with dopri5 at rtol 1e-6, atol 1e-9 (the phase diagram's
   default scheme), ``dense_output=True``, against the euler run of the same subprocess
   (target <= 2×), and the number of right-hand sides.
+
+``--workers W`` adds the same workload with its β runs as tasks on a local dask cluster of W
+single-threaded worker processes (`meanfield.experiments.sweep.map_tasks`, what ``meanfield
+phase-diagram --workers W`` does), timed from the cluster's start to the last result; its ratio is
+counted against the same single-thread floor (target <= 2.5 on two cores).
 
 ``--lag`` prints, instead, how far the authors' step lags the ODE on this workload: for each β, the
 time t_1/2 at which p_d(t, β) reaches 1/2 and max_t |p_d − p_d^ODE| for euler-normalize with dt = 0.1,
@@ -61,25 +66,37 @@ def _floor(a, repeat=15):
     return best
 
 
-def _workload(betas, threads, scheme, names):
+def _beta_run(beta, *, x0, threads, scheme, names):
+    """One β of the workload: (wall time of the solve, RHS evaluations, p_d at t = 30)."""
     import meanfield as mf
     import solvers
 
+    kw = {"dt": 0.1} if scheme == "euler-normalize" else {"rtol": 1e-6, "atol": 1e-9, "dense_output": True}
+    method = "euler-normalize" if scheme == "euler-normalize" else "dopri5"
+    solver = solvers.Particles(mf.Model(beta=float(beta), dim=D), delta=1e-3, diagnostics=names)
+    t0 = time.perf_counter()
+    sol = solver.solve(x0, T_EVAL, method=method, save="diagnostics", threads=threads, progress=False, **kw)
+    return time.perf_counter() - t0, sol.stats["nfev"], float(np.mean(sol.diagnostics["clustered_fraction"][-1]))
+
+
+def _workload(betas, threads, scheme, names, workers=0):
+    """The β runs one after the other on ``threads`` threads, or (``workers`` > 0) as tasks on a local
+    dask cluster of that many single-threaded worker processes, started inside the timing."""
     rng = np.random.default_rng(0)
     x0 = rng.standard_normal((B, N, D))
     x0 /= np.linalg.norm(x0, axis=-1, keepdims=True)
-    kw = {"dt": 0.1} if scheme == "euler-normalize" else {"rtol": 1e-6, "atol": 1e-9, "dense_output": True}
-    method = "euler-normalize" if scheme == "euler-normalize" else "dopri5"
-    wall, nfev, p_end = 0.0, 0, []
+    shared = dict(x0=x0, threads=threads, scheme=scheme, names=names)
     cpu0 = _cpu()
-    for beta in betas:
-        solver = solvers.Particles(mf.Model(beta=float(beta), dim=D), delta=1e-3, diagnostics=names)
+    if workers:
+        from meanfield.experiments.sweep import map_tasks
+
         t0 = time.perf_counter()
-        sol = solver.solve(x0, T_EVAL, method=method, save="diagnostics", threads=threads, progress=False, **kw)
-        wall += time.perf_counter() - t0
-        nfev += sol.stats["nfev"]
-        p_end.append(float(np.mean(sol.diagnostics["clustered_fraction"][-1])))
-    return wall, nfev, p_end, _cpu() - cpu0
+        runs = map_tasks(_beta_run, [float(b) for b in betas], workers=workers, shared=shared, progress=False, log=None)
+        wall = time.perf_counter() - t0
+    else:
+        runs = [_beta_run(beta, **shared) for beta in betas]
+        wall = sum(r[0] for r in runs)
+    return wall, sum(r[1] for r in runs), [r[2] for r in runs], _cpu() - cpu0
 
 
 def _cpu():
@@ -87,21 +104,23 @@ def _cpu():
     return r.ru_utime + r.ru_stime
 
 
-def child(threads, scheme, nbetas, names):
+def child(threads, scheme, nbetas, names, workers=0):
     betas = BETAS[np.linspace(0, BETAS.size - 1, nbetas).round().astype(int)]
     a = np.random.default_rng(1).random(B * N * N)
     floor = _floor(a)
-    _workload(betas[:1], threads, "euler-normalize", names)       # warm-up (imports, first blocks)
+    if not workers:
+        _workload(betas[:1], threads, "euler-normalize", names)   # warm-up (imports, first blocks)
     out = {"threads": threads, "floor": floor}
-    wall, nfev, p, cpu = _workload(betas, threads, "euler-normalize", names)
+    wall, nfev, p, cpu = _workload(betas, threads, "euler-normalize", names, workers)
     assert nfev == 300 * len(betas), nfev                       # the authors' steps, none shortened
     scale = BETAS.size / len(betas)
     out.update(euler=wall * scale, euler_cpu=cpu * scale, euler_nfev=nfev, p_end=p)
     if scheme == "adaptive":
-        wall, nfev, p, cpu = _workload(betas, threads, "adaptive", names)
+        wall, nfev, p, cpu = _workload(betas, threads, "adaptive", names, workers)
         out.update(adaptive=wall * scale, adaptive_cpu=cpu * scale, adaptive_nfev=nfev, p_end_adaptive=p)
     out["floor"] = min(floor, _floor(a))
     out["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out["maxrss_workers"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024   # the largest worker
     print(json.dumps(out))
 
 
@@ -144,7 +163,8 @@ def main():
         return lag(int(args[args.index("-B") + 1]) if "-B" in args else B)
     if "--child" in args:
         k = args.index("--child")
-        return child(int(args[k + 1]), args[k + 2], int(args[k + 3]), tuple(args[k + 4].split(",")))
+        return child(int(args[k + 1]), args[k + 2], int(args[k + 3]), tuple(args[k + 4].split(",")),
+                     int(args[k + 5]) if len(args) > k + 5 else 0)
     threads = [int(k) for k in (args[args.index("--threads") + 1] if "--threads" in args else "1,2").split(",")]
     nbetas = int(args[args.index("--betas") + 1]) if "--betas" in args else BETAS.size
     repeat = int(args[args.index("--repeat") + 1]) if "--repeat" in args else 1
@@ -155,19 +175,24 @@ def main():
           f"save='diagnostics'" + (f"; {nbetas} betas run, times scaled by {BETAS.size}/{nbetas}" if nbetas < 16 else ""))
     print(f"load average before: {' '.join(_uptime())}")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    workers = int(args[args.index("--workers") + 1]) if "--workers" in args else 0
+    configs = [(k, 0) for k in threads] + ([(1, workers)] if workers else [])
     for _ in range(repeat):
-        for k in threads:
+        for k, w in configs:
             env.update(OMP_NUM_THREADS=str(k), OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-            res = subprocess.run([sys.executable, __file__, "--child", str(k), scheme, str(nbetas), names], env=env,
-                                 capture_output=True, text=True, check=True)
+            res = subprocess.run([sys.executable, __file__, "--child", str(k), scheme, str(nbetas), names, str(w)],
+                                 env=env, capture_output=True, text=True, check=True)
             r = json.loads(res.stdout.strip().splitlines()[-1])
             ratio = r["euler"] / (STEPS * r["floor"])
-            target = 4.0 if k == 1 else 2.5
-            print(f"  threads={k}: exp floor {r['floor'] * 1e3:.3f} ms; "
-                  f"euler-normalize {r['euler']:.1f} s (CPU {r['euler_cpu']:.1f} s, CPU ratio "
-                  f"{r['euler_cpu'] / (STEPS * r['floor']):.2f}), ratio {ratio:.2f} (target <= {target}: "
-                  f"{'OK' if ratio <= target else 'ABOVE'}); peak memory {r['maxrss'] / 2 ** 30:.3f} GB "
-                  f"(target <= 0.5: {'OK' if r['maxrss'] <= 0.5 * 2 ** 30 else 'ABOVE'}); "
+            target = 4.0 if k == 1 and not w else 2.5
+            label = f"workers={w} x 1 thread (the cluster's start included)" if w else f"threads={k}"
+            memory = r["maxrss"] + (r["maxrss_workers"] if w else 0)
+            print(f"  {label}: exp floor {r['floor'] * 1e3:.3f} ms; "
+                  f"euler-normalize {r['euler']:.1f} s (CPU {'of this process ' if w else ''}{r['euler_cpu']:.1f} s, "
+                  f"CPU ratio {r['euler_cpu'] / (STEPS * r['floor']):.2f}), ratio {ratio:.2f} (target <= {target}: "
+                  f"{'OK' if ratio <= target else 'ABOVE'}); peak memory {memory / 2 ** 30:.3f} GB"
+                  f"{' (this process + its largest worker)' if w else ''} "
+                  f"(target <= 0.5: {'OK' if memory <= 0.5 * 2 ** 30 else 'ABOVE'}); "
                   f"p_d(30, beta) = {', '.join(f'{p:.3f}' for p in r['p_end'])}")
             if "adaptive" in r:
                 rel = r["adaptive"] / r["euler"]
