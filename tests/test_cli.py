@@ -156,7 +156,7 @@ def test_quick_subcommands_pass(tmp_path, cmd):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["circle", "sphere", "fem", "particles", "lagrangian", "handover"])
+@pytest.mark.parametrize("name", ["circle", "sphere", "fem", "particles", "lagrangian", "handover", "gegenbauer"])
 def test_examples_run(tmp_path, name):
     import importlib.util
 
@@ -167,6 +167,33 @@ def test_examples_run(tmp_path, name):
     sol = mf.load(out / f"{name}.nc")
     assert sol.t.size >= 11
     _assert_png(out / f"{name}.png")
+
+
+def test_gegenbauer_example_is_the_solver_run(tmp_path):
+    """`meanfield run` with the Gegenbauer solver in d = 128 (`mean = "pole"`) saves what
+    `solvers.Gegenbauer` computes: the same coefficients, the cap contracting (the mean of s grows)."""
+    import solvers
+
+    out = tmp_path / "gg"
+    assert main(["run", str(ROOT / "examples" / "gegenbauer.toml"), "--out", str(out), "--no-progress"]) == 0
+    saved = mf.load(out / "gegenbauer.nc")
+    e = np.eye(128)[-1]
+    direct = solvers.Gegenbauer(mf.Model(beta=2.0, dim=128), 128).solve(mf.densities.von_mises_fisher(e, 10.0),
+                                                                       np.linspace(0.0, 2.0, 21))
+    np.testing.assert_allclose(saved.data, direct.data, rtol=0, atol=1e-12 * np.abs(direct.data).max())
+    rep = direct.representation
+    mean_s = [rep.marginal_cdf(c, np.array([1.0]))[0] - np.trapezoid(rep.marginal_cdf(c, np.linspace(-1, 1, 4001)),
+                                                                   np.linspace(-1, 1, 4001)) for c in direct.data]
+    assert mean_s[0] == pytest.approx(0.078, abs=2e-3) and mean_s[-1] > 2 * mean_s[0]
+    assert np.all(np.diff(saved.energy) > 0)
+
+
+def test_config_direction_pole_and_bad_direction(tmp_path, capsys):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text((ROOT / "examples" / "gegenbauer.toml").read_text().replace('mean = "pole"', 'mean = "north"'))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "`initial.mean`" in err and "pole" in err and len(err.strip().splitlines()) == 1
 
 
 def test_sigint_during_phase_diagram(tmp_path):

@@ -208,6 +208,7 @@ class Report:
 
 # -- the physics of a final state -------------------------------------------------------------------
 CLUSTER_TOLERANCES = (1e-3, 1e-2, 1e-1)      # radians: linking distances tried, smallest first
+CLUSTER_BUDGET = 1e6     # points × dimension above which a run report in d > 3 does not look for clusters
 _S2_REFERENCE_POINTS = 1000     # W1 to σ on S^2: exact transport to a Fibonacci rule of 1000 points
 
 
@@ -311,6 +312,11 @@ def clusters_summary(measure, tolerances=CLUSTER_TOLERANCES):
     finder = getattr(diagnostics, "find_clusters", None)
     if finder is None:     # pragma: no cover - the detector lives in meanfield.diagnostics
         return {"separated": False, "count": None, "reason": "no cluster detector in meanfield.diagnostics"}
+    n, d = np.shape(measure[0])
+    if d > 3 and n * d > CLUSTER_BUDGET:
+        return {"separated": False, "count": None,
+                "reason": f"{n} points in dimension {d}, above the run report's budget of {CLUSTER_BUDGET:.0e} "
+                          "coordinates; call meanfield.diagnostics.find_clusters(sol.measure(i)) yourself"}
     best = None
     min_mass = min(1.0, max(0.01, 1.5 / len(measure[1])))      # a lone particle is not a cluster (unless n = 1)
     for tol in tolerances:

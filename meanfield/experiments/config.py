@@ -27,6 +27,7 @@ or a bad value raises ValueError naming the key (``solver.modes``) and the accep
     amplitude = 0.1
     degree = 3
     # density = "mixture" takes  components = [{density = "von_mises_fisher", ...}, ...]  and  weights
+    # a direction (`mean`, `axis`) may be given as "pole": e_d = (0, ..., 0, 1)
 
     [times]                 # either  values = [0, 0.5, 1]  or  t_end (and n_saves, default 21)
     t_end = 5.0
@@ -245,6 +246,12 @@ def build_density(spec, dim, where="initial"):
     _unknown(params, allowed, where)
     if "seed" in params:
         params["rng"] = params.pop("seed")
+    for key in ("mean", "axis"):                     # "pole": e_d, the default axis of the zonal solvers
+        if isinstance(params.get(key), str):
+            if params[key] != "pole":
+                raise ValueError(f"`{where}.{key}` must be a vector of {dim} numbers or \"pole\" (e_{dim}), "
+                                 f"got {params[key]!r}.")
+            params[key] = np.eye(dim)[-1]
     if "dim" in sig:
         params["dim"] = dim
     try:
