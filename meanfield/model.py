@@ -24,6 +24,18 @@ def _as_matrix(value, name, rows=None, cols=None):
     return a
 
 
+def _scaled_identity(A, v):
+    """Whether the square matrix A is v·I to within _ZONAL_TOL, in O(d²) without a d × d temporary."""
+    d = A.shape[0]
+    diagonal = np.diagonal(A)
+    if A.shape != (d, d) or not np.all(np.abs(diagonal - v) <= _ZONAL_TOL):
+        return False
+    if np.count_nonzero(A) == np.count_nonzero(diagonal):      # nothing off the diagonal
+        return True
+    off = A.ravel()[:-1].reshape(d - 1, d + 1)[:, 1:]           # the entries off the diagonal, row by row
+    return bool(np.abs(off).max() <= _ZONAL_TOL)
+
+
 class Model:
     """Self-attention dynamics on the sphere S^{dim-1}.
 
@@ -75,8 +87,11 @@ class Model:
             Q, K, V = head
         except (TypeError, ValueError):
             raise ValueError(f"`heads[{index}]` must be a triple (Q, K, V).") from None
-        Q = np.eye(d) if Q is None else _as_matrix(Q, f"{where}Q", cols=d)
-        K = np.eye(d) if K is None else _as_matrix(K, f"{where}K", cols=d)
+        if Q is None or K is None:                     # one read-only identity for both (d² doubles each)
+            eye = np.eye(d)
+            eye.flags.writeable = False
+        Q = eye if Q is None else _as_matrix(Q, f"{where}Q", cols=d)
+        K = eye if K is None else _as_matrix(K, f"{where}K", cols=d)
         if Q.shape[0] != K.shape[0]:
             raise ValueError(f"`{where}Q` and `{where}K` must have the same number of rows (m x {d}), "
                              f"got {Q.shape} and {K.shape}.")
@@ -105,15 +120,17 @@ class Model:
         if len(self.heads) != 1:
             return False
         Q, K, V = self.heads[0]
-        eye = np.eye(self.dim)
-        return bool(np.allclose(Q.T @ K, eye, rtol=0, atol=_ZONAL_TOL)
-                    and np.allclose(V, V[0, 0] * eye, rtol=0, atol=_ZONAL_TOL))
+        if not _scaled_identity(V, V[0, 0]):
+            return False
+        if _scaled_identity(Q, 1.0) and _scaled_identity(K, 1.0):     # the default heads: no d^3 product
+            return True
+        return bool(np.allclose(Q.T @ K, np.eye(self.dim), rtol=0, atol=_ZONAL_TOL))
 
     @property
     def v(self):
         """The scalar v of V = v·I (the sign s = v of docs/mathematics.md §1); ValueError if V is not a multiple of I."""
         V = self.V
-        if len(self.heads) != 1 or not np.allclose(V, V[0, 0] * np.eye(self.dim), rtol=0, atol=_ZONAL_TOL):
+        if len(self.heads) != 1 or not _scaled_identity(V, V[0, 0]):
             raise ValueError("`V` is not a scalar multiple of the identity, so the model has no scalar v.")
         return float(V[0, 0])
 

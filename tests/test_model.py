@@ -1,6 +1,8 @@
 """Model validation and serialisation (the public `mf.Model` contract; docs/mathematics.md §1–§2)."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import meanfield as mf
 
@@ -59,3 +61,27 @@ def test_v_of_non_scalar_V_raises():
     with pytest.raises(ValueError, match=r"`V` is not a scalar multiple"):
         mf.Model(beta=1.0, dim=3, V=np.diag([1.0, 2.0, 3.0])).v
     assert issubclass(mf.UnsupportedModel, ValueError)
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.integers(2, 7), i=st.integers(0, 6), j=st.integers(0, 6), eps=st.sampled_from([0.0, 1e-14, 1e-9, -1e-6]),
+       v=st.sampled_from([1.0, -1.0, 2.5]))
+def test_is_zonal_is_the_identity_check(d, i, j, eps, v):
+    """`is_zonal` (Q^T K = I, V = v·I to 1e-12) without the d × d product for the default heads:
+    a perturbation eps at any entry of V, Q or K is accepted exactly when |eps| <= 1e-12."""
+    i, j = i % d, j % d
+    E = np.zeros((d, d))
+    E[i, j] = eps
+    ok = abs(eps) <= 1e-12
+    assert mf.Model(beta=1.0, dim=d, V=v * np.eye(d) + E).is_zonal == ok
+    assert mf.Model(beta=1.0, dim=d, Q=np.eye(d) + E).is_zonal == ok
+    assert mf.Model(beta=1.0, dim=d, K=np.eye(d) + E).is_zonal == ok
+
+
+def test_default_heads_share_a_read_only_identity():
+    m = mf.Model(beta=1.0, dim=64)
+    assert m.Q is m.K and not m.Q.flags.writeable and np.array_equal(m.Q, np.eye(64))
+    assert m.is_zonal and m.v == 1.0
+    R = np.linalg.qr(np.random.default_rng(0).standard_normal((5, 5)))[0]
+    assert mf.Model(beta=1.0, dim=5, Q=R, K=R).is_zonal                  # Q^T K = I with Q, K not I
+    assert not mf.Model(beta=1.0, dim=5, Q=R).is_zonal
