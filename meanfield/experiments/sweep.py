@@ -264,26 +264,55 @@ def map_tasks(fn, tasks, *, workers=None, scheduler=None, shared=None, progress=
     return results
 
 
+@contextlib.contextmanager
+def _deferred_interrupt():
+    """Ctrl-C (SIGINT) sets the yielded event instead of raising KeyboardInterrupt wherever the main
+    thread happens to be: inside distributed's client calls, an interrupt leaves its event loop in a
+    state where closing the cluster can hang. The caller raises at a safe point. Outside the main
+    thread the handler cannot be changed and the event is never set."""
+    import signal
+    import threading
+
+    flag = threading.Event()
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: flag.set())
+    except ValueError:                            # not the main thread
+        yield flag
+        return
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _run_distributed(client, fn, tasks, shared, retries, errors, done):
     from distributed import as_completed
 
-    # the shared arguments as one task (not scattered data): a worker that dies with them is recomputed
-    sent = client.submit(_identity, shared, pure=False) if shared else {}
-    futures = [client.submit(_apply, fn, task, sent, pure=False, retries=retries) for task in tasks]
-    index = {f.key: i for i, f in enumerate(futures)}
-    try:
-        for fut in as_completed(futures):
-            try:
-                result = fut.result()
-            except Exception as exc:
-                if errors == "raise":
-                    raise
-                result = TaskError.from_exception(exc)
-            fut.release()
-            done(index[fut.key], result)
-    except BaseException:
-        client.cancel(futures)
-        raise
+    with _deferred_interrupt() as interrupted:
+        # the shared arguments as one task (not scattered data): a worker that dies with them is recomputed
+        sent = client.submit(_identity, shared, pure=False) if shared else {}
+        futures = [client.submit(_apply, fn, task, sent, pure=False, retries=retries) for task in tasks]
+        index = {f.key: i for i, f in enumerate(futures)}
+        pending = as_completed(futures)
+        try:
+            while not pending.is_empty():
+                if interrupted.is_set():
+                    raise KeyboardInterrupt
+                if not pending.has_ready():
+                    time.sleep(0.02)
+                    continue
+                for fut in pending.next_batch(block=False):
+                    try:
+                        result = fut.result()
+                    except Exception as exc:
+                        if errors == "raise":
+                            raise
+                        result = TaskError.from_exception(exc)
+                    fut.release()
+                    done(index[fut.key], result)
+        except BaseException:
+            client.cancel(futures)
+            raise
 
 
 # -- the sweep file ---------------------------------------------------------------------------------------
