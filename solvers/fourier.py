@@ -37,7 +37,7 @@ from meanfield.kernels import minimum_degree
 from meanfield.quadrature import trapezoid
 from meanfield.representations.fourier import FourierSeries
 
-from .base import Refine, Solver
+from .base import Solver
 from .lagrangian import HandsOver
 from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_coefficients, check_kernel_resolution,
                        energy_diagnostics, noise_dissipation, spectral_tail)
@@ -262,12 +262,7 @@ class FourierCircle(HandsOver, Solver):
             raise SolverError(f"K*ρ is not positive on the grid at t={t:.6g} (min {run.workspace['zmin']:.3g}), so "
                               "log(K*ρ) is undefined: the discrete density has large negative parts; "
                               "increase `modes`.")
-        if self.auto and self.modes < self.max_modes:
-            tail = float(spectral_tail(self._power(run, u)))
-            if not tail <= self.tail.tol:
-                raise Refine(t, u.copy(), f"spectral tail {tail:.3g}")
-            return
-        self.tail.check(t, self._power(run, u), self.modes)
+        self.tail.check_or_refine(t, u, self._power(run, u), self.modes, self.auto and self.modes < self.max_modes)
 
     def _diagnostics(self, run, t, u):
         """Mass, E_β, min ρ, tail, dE/dt (discrete) vs the identity (3.6), W1 to σ and to δ."""

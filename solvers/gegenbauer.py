@@ -41,7 +41,7 @@ from meanfield.kernels import laplacian_eigenvalues, minimum_degree
 from meanfield.quadrature import gauss_gegenbauer
 from meanfield.representations.gegenbauer import GegenbauerSeries, axis_vector, gegenbauer_table, lift, orthogonal_basis
 
-from .base import Refine, Solver
+from .base import Solver
 from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_kernel_resolution, energy_diagnostics,
                        noise_dissipation, spectral_tail)
 
@@ -192,12 +192,7 @@ class Gegenbauer(Solver):
                 "coefficients carry only ~16 − log10‖ρ‖ digits. The density is concentrating where σ has little "
                 "mass (in high dimension ‖ρ‖ grows like e^{d s̄²/2} with s̄ = <x, e>); stop earlier.",
                 t=t, tail=float(spectral_tail(power)), tol=self.tail.tol)
-        if self.auto and self.lmax < self.max_lmax:
-            tail = float(spectral_tail(power))
-            if not tail <= self.tail.tol:
-                raise Refine(t, y.copy(), f"spectral tail {tail:.3g} > {self.tail.tol:g} at lmax={self.lmax}")
-            return
-        self.tail.check(t, power, self.lmax)
+        self.tail.check_or_refine(t, y, power, self.lmax, self.auto and self.lmax < self.max_lmax)
 
     def _diagnostics(self, run, t, y):
         """Mass, E_β, min f at the nodes, tail, dE/dt of the discrete flow vs the identity."""

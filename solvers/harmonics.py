@@ -39,7 +39,7 @@ from meanfield.quadrature import gauss_legendre_grid
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_degrees, alm_power,
                                                  alm_to_real, real_to_alm)
 
-from .base import Refine, Solver
+from .base import Solver
 from .lagrangian import HandsOver
 from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_coefficients, check_kernel_resolution,
                        energy_diagnostics, noise_dissipation, spectral_tail)
@@ -241,13 +241,7 @@ class SphericalHarmonics(HandsOver, Solver):
         return alm_to_real(alm, self.lmax)
 
     def _monitor(self, run, t, alm):
-        power = alm_power(alm, self.lmax)
-        if self.auto and self.lmax < self.max_lmax:
-            tail = float(spectral_tail(power))
-            if not tail <= self.tail.tol:
-                raise Refine(t, alm.copy(), f"spectral tail {tail:.3g}")
-            return
-        self.tail.check(t, power, self.lmax)
+        self.tail.check_or_refine(t, alm, alm_power(alm, self.lmax), self.lmax, self.auto and self.lmax < self.max_lmax)
 
     def velocity(self, alm):
         """The velocity X = s∇Φ ((3.7)/(3.10)) on the dealiasing grid (``self.points``) for ducc0

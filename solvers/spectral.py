@@ -50,6 +50,18 @@ class TailMonitor:
                 t=t, tail=tail, tol=self.tol)
         return tail
 
+    def check_or_refine(self, t, y, power, resolution, refine):
+        """`check`, or with ``refine`` (automatic resolution below its cap) `solvers.base.Refine`
+        carrying a copy of the state y, so that the run restarts from t at twice the resolution."""
+        if not refine:
+            return self.check(t, power, resolution)
+        tail = float(spectral_tail(power))
+        if not tail <= self.tol:
+            from .base import Refine
+
+            raise Refine(t, y.copy(), f"spectral tail {tail:.3g} > {self.tol:g} at {self.resolution_name}={resolution}")
+        return tail
+
 
 def noise_dissipation(beta, dim, noise, power):
     """−ν Σ_{l>=1} l(l+d−2)·(a_l/β)·‖ρ_l‖²: the noise term of dE_β/dt (docs/mathematics.md §4), from degree powers."""
