@@ -103,6 +103,9 @@ def _kernels():
 
         _KERNELS = {"ratio": ratio, "weighted": weighted, "normalise": normalise, "project": project,
                     "row_counts": row_counts}
+        from . import _fused
+
+        _KERNELS.update(exp_sums4=_fused.exp_sums4, gram_counts4=_fused.gram_counts4)
     return _KERNELS or None
 
 
@@ -179,3 +182,32 @@ def add_row_counts(L, threshold, out):
         return False
     k["row_counts"](L.reshape(-1), L.shape[-1], float(threshold), out.reshape(-1))
     return True
+
+
+def fused(width, p):
+    """Whether the fused kernel sums apply: numba present and enabled, points with ``width`` <= 4
+    coordinates (the operands of the inner products, the shift's included) and ``p`` <= 4 values."""
+    return ENABLED and width <= 4 and p <= 4 and _kernels() is not None
+
+
+def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attention=None):
+    """S (G, r, p) = Σ_j e^{⟨x̃_i, ỹ_j⟩} values_j for x (G, r, k), y (G, m, k) and values (G, m, p),
+    k, p <= 4 (with ``last``: x̃_i = [scale·x_i, last[0]], ỹ_j = [y_j, last[1]], k <= 3; else x̃_i =
+    scale·x_i, ỹ_j = y_j), the exponents raised to EXP_LOW (<= 300 by the caller's shift); with
+    ``attention`` = (w, v), w (m,), the values are [v·w_j y_j, w_j] (p = k + 1, v None for 1, the
+    bits of `weighted`) and ``values`` is not read. counts (G, r) += #{j : ⟨x̃_i, ỹ_j⟩ >= threshold}
+    unless ``counts`` is None. One compiled pass without the GIL (`meanfield._fused`); the columns
+    are added in order, so a row's sums do not depend on how the rows are split among calls or
+    threads. All arrays C-contiguous float64 (counts int64)."""
+    count = counts is not None
+    extra = last is not None
+    xlast, ylast = (float(last[0]), float(last[1])) if extra else (0.0, 0.0)
+    w, v = attention if attention is not None else (None, None)
+    _kernels()["exp_sums4"](x, float(scale), y, extra, xlast, ylast, values, w, 1.0 if v is None else float(v),
+                            v is not None, float(threshold) if count else 0.0, count, S,
+                            counts if count else np.empty((x.shape[0], 0), dtype=np.int64), np.empty((8, x.shape[1])))
+
+
+def gram_counts4(x, y, threshold, counts):
+    """counts (G, r) += #{j : ⟨x_i, y_j⟩ >= threshold} for x (G, r, k), y (G, m, k), k <= 4."""
+    _kernels()["gram_counts4"](x, y, float(threshold), counts, np.empty((4, x.shape[1])))

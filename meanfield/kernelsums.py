@@ -27,6 +27,15 @@ The shift c keeps e^{β⟨x_i, M y_j⟩ − c_i} a normal float (docs/mathematic
 * ``"auto"``: none if allowed, else fixed when M is None and the points are unit (to within 1/β),
   else running.
 
+Many small problems in d <= 3 (n <= ``FUSED_ROWS`` rows, shifts "none" and "fixed", at most 4 values:
+the particle steps of Figure 3) take instead one compiled pass, `meanfield._fused.exp_sums4`, when
+numba is present: for each column it forms the inner products of a block of rows, their
+exponentials (a vectorised polynomial within 1 ulp of np.exp) and the sums, so that nothing of size
+n·m is stored and a part of the problems is one call without the GIL (two threads: 1.8–1.9× the
+speed of one, against 1.1–1.3× for the numpy blocks). `attention_sums` forms the values [v w_j y_j,
+w_j] there too. The fused sums differ from the numpy ones by rounding only (<= 1e-13 of each row's
+size, tests/test_kernelsums.py); both are bit-for-bit independent of the number of threads.
+
 The same blocks also count, when asked (``count_at=τ``), the columns with ⟨x_i, M y_j⟩ >= τ in
 every row: the clustered pairs of Figure 3 of the paper (docs/mathematics.md §7) come with the
 sums at no extra exponential; `gram_counts` counts without the sums.
@@ -39,6 +48,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ._checks import check_beta, check_int, check_real
+from . import _compiled
 from ._compiled import add_row_counts
 
 NO_SHIFT_MAX = 300.0          # |β⟨x, M y⟩| below this: e^L is a normal float without a shift
@@ -46,6 +56,7 @@ EXP_FLOOR = -700.0            # shifted exponents are clamped here when they can
 SHIFTS = ("auto", "none", "fixed", "running")
 BLOCK = 1 << 16               # entries of one block (512 KB of float64; bench_kernelsums: fastest of 2^13..2^20)
 _PARALLEL_MIN = 1 << 17       # fewer pairs than this: one thread (a thread hand-off costs more)
+FUSED_ROWS = 256              # problems of at most this many rows use the fused sums (larger ones: BLAS)
 
 
 def default_threads():
@@ -229,32 +240,58 @@ def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512, threads=
     slower on arguments below −708 (subnormal results), and the change is at most
     m·e^{−700}·max|F| ≈ 1e-304·m·max|F| in each S_i.
     """
+    values = np.asarray(values, dtype=float)
+    if values.ndim < 2 or values.shape[-2] != np.shape(y)[-2]:
+        raise ValueError(f"`values` must have shape (..., m, p) with m = {np.shape(y)[-2]} (the points y), got {values.shape}.")
+    return _sums(x, y, values, None, beta, M, shift, chunk, threads, count_at, unit)
+
+
+def attention_sums(x, y, w, beta, *, v=None, M=None, shift="auto", chunk=512, threads=None, count_at=None, unit=False):
+    """`kernel_sums` with the values of the attention field, [v·w_j y_j, w_j]: the numerators and
+    the denominators Σ_j w_j e^{β⟨x_i, M y_j⟩ − c_i} [v y_j, 1] of (2.3) for V = v·I (docs/mathematics.md
+    §2), ``v`` None for 1. ``w`` (m,) weights of the columns. Same returns as `kernel_sums`; the
+    values are formed inside the fused pass when it applies (d <= 3), else by
+    `meanfield._compiled.weighted`, with the same bits."""
+    w = np.ascontiguousarray(w, dtype=float)
+    if w.ndim != 1 or w.shape[0] != np.shape(y)[-2]:
+        raise ValueError(f"`w` must have shape (m,) with m = {np.shape(y)[-2]} (the points y), got {w.shape}.")
+    return _sums(x, y, None, (w, v), beta, M, shift, chunk, threads, count_at, unit)
+
+
+def _sums(x, y, values, attention, beta, M, shift, chunk, threads, count_at, unit):
+    """`kernel_sums` (values given) or `attention_sums` (values [v w_j y_j, w_j] from ``attention`` = (w, v))."""
     beta = check_beta(beta)
     chunk = check_int(chunk, "chunk", low=1)
     threads = check_threads(threads)
     x, y, M = _check_pair(x, y, M)
-    values = np.asarray(values, dtype=float)
-    if values.ndim < 2 or values.shape[-2] != y.shape[-2]:
-        raise ValueError(f"`values` must have shape (..., m, p) with m = {y.shape[-2]} (the points y), got {values.shape}.")
     if count_at is not None:
         count_at = check_real(count_at, "count_at")
     kind, clamp = shift_kind(beta, x, y, M, shift, unit)
     xq = x if M is None else x @ M                      # row i: (M^T x_i)^T, so xq_i · y_j = ⟨x_i, M y_j⟩
-    if beta != 1.0:
-        xq = beta * xq
     threshold = None
     if count_at is not None and beta > 0:
         threshold = beta * count_at - (beta if kind == "fixed" else 0.0)
-    if kind == "fixed":         # the shift rides in the matmul: [β x_i, −β]·[y_j, 1] = β(⟨x_i, y_j⟩ − 1)
-        xq = np.concatenate([xq, np.full(xq.shape[:-1] + (1,), -beta)], axis=-1)
-        y = np.concatenate([y, np.ones(y.shape[:-1] + (1,))], axis=-1)
-    S, c, counts = _blocked(xq, y, values, kind, clamp, chunk, threads, threshold)
+    fixed = kind == "fixed"     # the shift rides in the inner product: [β x_i, −β]·[y_j, 1] = β(⟨x_i, y_j⟩ − 1)
+    out = None
+    if kind != "running" and xq.shape[-2] <= FUSED_ROWS:
+        out = _fused_blocked(xq, y, values, beta, (-beta, 1.0) if fixed else None, threads, threshold, attention)
+    if out is None:
+        if attention is not None:
+            values = _compiled.weighted(np.ascontiguousarray(y), attention[0], attention[1])
+        yq = y
+        if beta != 1.0:
+            xq = beta * xq
+        if fixed:
+            xq = np.concatenate([xq, np.full(xq.shape[:-1] + (1,), -beta)], axis=-1)
+            yq = np.concatenate([y, np.ones(y.shape[:-1] + (1,))], axis=-1)
+        out = _blocked(xq, yq, values, kind, clamp, chunk, threads, threshold)
+    S, c, counts = out
     if kind != "running":
         c = np.float64(beta if kind == "fixed" else 0.0)
     if count_at is None:
         return S, c
     if threshold is None:                               # β = 0: the exponents carry no inner products
-        counts = gram_counts(x, y if kind != "fixed" else y[..., :-1], count_at, M=M, chunk=chunk, threads=threads)
+        counts = gram_counts(x, y, count_at, M=M, chunk=chunk, threads=threads)
         counts = np.broadcast_to(counts, S.shape[:-1]).copy()
     return S, c, counts
 
@@ -269,7 +306,8 @@ def gram_counts(x, y, threshold, *, M=None, chunk=512, threads=None):
     x, y, M = _check_pair(x, y, M)
     xq = x if M is None else x @ M
     empty = np.empty(y.shape[:-1] + (0,))
-    return _blocked(xq, y, empty, "count", False, chunk, threads, threshold)[2]
+    out = _fused_blocked(xq, y, None, 1.0, None, threads, threshold)
+    return (out if out is not None else _blocked(xq, y, empty, "count", False, chunk, threads, threshold))[2]
 
 
 def _flatten(xq, y, values):
@@ -348,14 +386,69 @@ def _blocked(xq, y, values, kind, clamp, chunk, threads, threshold):
         S[...] = 0.0
         if c is not None:
             c[...] = -np.inf
-    elif threads == 1 or len(tiles) == 1 or K * n * m < _PARALLEL_MIN:
-        work(tiles)
     else:
-        nparts = min(len(tiles), 4 * threads)            # contiguous parts, a few per thread (load balance)
-        bounds = np.linspace(0, len(tiles), nparts + 1).astype(int)
-        with _blas_single_threaded():
-            _share(work, [tiles[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a], threads)
+        _run(work, tiles, threads, K * n * m)
     return unflatten(S, c, counts)
+
+
+def _run(work, tiles, threads, pairs):
+    """work(part) over contiguous parts of the tiles, a few per thread (load balance), on ``threads``
+    threads with BLAS held to one; on the calling thread alone for one thread, one tile or few pairs."""
+    if threads == 1 or len(tiles) == 1 or pairs < _PARALLEL_MIN:
+        return work(tiles)
+    nparts = min(len(tiles), 4 * threads)
+    bounds = np.linspace(0, len(tiles), nparts + 1).astype(int)
+    with _blas_single_threaded():
+        _share(work, [tiles[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a], threads)
+
+
+def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=None):
+    """The sums (S, None, counts or None) of `kernel_sums` for the shifts "none" and "fixed" (exponents
+    ⟨x̃_i, ỹ_j⟩ with x̃_i = [scale·xq_i, last[0]], ỹ_j = [y_j, last[1]]), or, with ``values`` None, the
+    counts (None, None, counts) of `gram_counts`, by the fused compiled pass
+    (`meanfield._compiled.exp_sums4`): one call per part of the problems (or of the rows of one
+    problem) forms the inner products, the counts, the exponentials (a vectorised polynomial within 1
+    ulp of np.exp) and the sums together, column by column; with ``attention`` = (w, v) the values
+    [v w_j y_j, w_j] are formed there too. None where it does not apply (no numba, more than 4
+    coordinates or values, no points)."""
+    vals = np.empty(y.shape[:-2] + (y.shape[-2], 0)) if values is None else values
+    xf, yf, vf, unflatten = _flatten(xq, y, vals)
+    K, n, m = xf.shape[0], xf.shape[1], yf.shape[1]
+    P = yf.shape[-1] + 1 if attention is not None else vf.shape[-1]
+    if not n * m or not _compiled.fused(xf.shape[-1] + (last is not None), P):
+        return None
+    xf, yf, vf = (np.ascontiguousarray(a, dtype=float) for a in (xf, yf, vf))
+    counts = np.zeros((K, n), dtype=np.int64) if threshold is not None else None
+    parts = 1 if threads == 1 or K * n * m < _PARALLEL_MIN else 4 * threads      # a few per thread (load balance)
+    if K >= parts:                                       # whole problems
+        tiles = [(a, b, 0, n) for a, b in _spans(K, parts)]
+    else:                                                # rows of each problem
+        tiles = [(k, k + 1, a, b) for k in range(K) for a, b in _spans(n, -(-parts // K))]
+    if values is None and attention is None:
+        def work(part):
+            for b0, b1, r0, r1 in part:
+                _compiled.gram_counts4(xf[b0:b1, r0:r1], yf[b0:b1], threshold, counts[b0:b1, r0:r1])
+
+        _run(work, tiles, threads, K * n * m)
+        return unflatten(np.empty((K, n, 0)), None, counts)
+    S = np.empty((K, n, P))
+
+    def work(part):
+        for b0, b1, r0, r1 in part:
+            _compiled.exp_sums4(xf[b0:b1, r0:r1], yf[b0:b1], vf[b0:b1], threshold, S[b0:b1, r0:r1],
+                                None if counts is None else counts[b0:b1, r0:r1], scale, last, attention)
+
+    _run(work, tiles, threads, K * n * m)
+    if attention is not None:                            # no axes of values to restore: those of x and y
+        lead = np.broadcast_shapes(xq.shape[:-2], y.shape[:-2])
+        return S.reshape(lead + (n, P)), None, None if counts is None else counts.reshape(lead + (n,))
+    return unflatten(S, None, counts)
+
+
+def _spans(size, parts):
+    """``parts`` contiguous (start, stop) ranges covering range(size), as even as possible (none empty)."""
+    parts = min(parts, size)
+    return [(k * size // parts, (k + 1) * size // parts) for k in range(parts)]
 
 
 def _tile(xq, yt, values, kind, clamp, cols, threshold, S, c, counts):

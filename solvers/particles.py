@@ -32,7 +32,7 @@ from meanfield._checks import (NORMALIZE_POINTS, NORMALIZE_WEIGHTS, check_int, c
 from meanfield.diagnostics import count_clusters, w1_to_nearest_dirac
 from meanfield.energy import _discrete_energy
 from meanfield.errors import UnsupportedModel
-from meanfield.kernelsums import check_threads, gram_counts, kernel_sums
+from meanfield.kernelsums import attention_sums, check_threads, gram_counts, kernel_sums
 from meanfield.representations.particles import ParticleCloud
 from meanfield.representations.sampled_particles import SampledParticleCloud, slot
 
@@ -136,12 +136,11 @@ class Particles(Solver):
         """S_i = Σ_j w_j e^{β⟨x_i, M x_j⟩ − c_i} [V x_j, 1] and the shift c_i (0-d if fixed), in blocks
         of the shared kernel-sum engine (with the counts of ⟨x_i, M x_j⟩ >= count_at if given)."""
         M, V, v = head["M"], head["V"], head["v"]
+        options = dict(M=M, shift=self._shift_kind(head, x, domain), chunk=self.chunk, threads=threads,
+                       count_at=count_at, unit=domain == "sphere")
         if v is None:
-            rhs = _compiled.weighted(x @ V.T, w)
-        else:
-            rhs = _compiled.weighted(x, w, None if v == 1.0 else v)
-        return kernel_sums(x, x, rhs, self.model.beta, M=M, shift=self._shift_kind(head, x, domain), chunk=self.chunk,
-                           threads=threads, count_at=count_at, unit=domain == "sphere")
+            return kernel_sums(x, x, _compiled.weighted(x @ V.T, w), self.model.beta, **options)
+        return attention_sums(x, x, w, self.model.beta, v=None if v == 1.0 else v, **options)
 
     def _energy_head(self, domain):
         """Whether the denominators Σ_j w_j e^{β⟨x_i, x_j⟩} of the field give the energy (3.5)."""

@@ -3,14 +3,16 @@
 The reference forms L_ij = β⟨x_i, M y_j⟩ in one piece, m_i = max_j L_ij, and R_i = Σ_j e^{L_ij − m_i} F_j;
 the engine's (S, c) must satisfy e^{c_i − m_i} S_i = R_i, i.e. the same unshifted sums e^{c_i} S_i.
 """
+import contextlib
+
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from meanfield import kernelsums
-from meanfield.kernelsums import (_row_counts, check_threads, default_threads, gram_counts, kernel_energy,
-                                  kernel_sums, shift_kind)
+from meanfield import _compiled, kernelsums
+from meanfield.kernelsums import (_row_counts, attention_sums, check_threads, default_threads, gram_counts,
+                                  kernel_energy, kernel_sums, shift_kind)
 
 
 def _sphere(shape, d, seed):
@@ -298,3 +300,66 @@ def test_blas_is_single_threaded_under_the_sums_threads_and_restored(monkeypatch
         S1, _ = kernel_sums(x, x, np.ones((300, 1)), 2.0, chunk=64, threads=1)
         assert blas_threads() == before and seen and max(seen) == max(before, default=1)
     np.testing.assert_array_equal(S1, S2)
+
+
+# -- the fused pass (d <= 3 with the shifts none/fixed, numba) against the blocked numpy pass ------------
+class _numpy_path:
+    """Within it, the kernel sums take the blocked numpy/BLAS pass (the fused one is compiled)."""
+
+    def __enter__(self):
+        self.saved, _compiled.ENABLED = _compiled.ENABLED, False
+
+    def __exit__(self, *exc):
+        _compiled.ENABLED = self.saved
+
+
+@settings(max_examples=60, deadline=None)
+@given(B=st.integers(1, 5), n=st.integers(1, 40), m=st.integers(1, 45), d=st.integers(1, 3), p=st.integers(1, 4),
+       shift=st.sampled_from(["none", "fixed"]), beta=st.floats(0.0, 60.0), tau=st.floats(-1.0, 1.0),
+       seed=st.integers(0, 2 ** 16))
+def test_fused_sums_agree_with_the_blocked_numpy_sums(B, n, m, d, p, shift, beta, tau, seed):
+    """Same sums to 1e-13 of each row's size (the exponentials differ by at most an ulp), the same
+    counts (τ away from every inner product), for any batch, sizes, dimension <= 3, values <= 4."""
+    pytest.importorskip("numba")
+    x, y = _sphere((B, n), d, seed), _sphere((B, m), d, seed + 1)
+    F = np.random.default_rng(seed + 2).standard_normal((B, m, p))
+    g = np.einsum("bid,bjd->bij", x, y)
+    assume(np.abs(g - tau).min() > 1e-9)
+    S, c, counts = kernel_sums(x, y, F, beta, shift=shift, count_at=tau)
+    with _numpy_path():
+        S0, c0, counts0 = kernel_sums(x, y, F, beta, shift=shift, count_at=tau)
+    assert float(c) == float(c0)
+    scale = np.abs(np.exp(beta * g - float(c))) @ np.abs(F)              # Σ_j |e^{L_ij} F_j|, row by row
+    assert np.all(np.abs(S - S0) <= 1e-13 * scale)
+    np.testing.assert_array_equal(counts, counts0)
+    np.testing.assert_array_equal(counts, (g >= tau).sum(-1))
+
+
+@pytest.mark.parametrize("v", [None, -0.7])
+@pytest.mark.parametrize("d", [1, 2, 3, 5])
+def test_attention_sums_are_the_kernel_sums_of_the_weighted_values(d, v):
+    """attention_sums(x, y, w) = kernel_sums(x, y, [v w_j y_j, w_j]) bit for bit, whichever pass runs
+    (the values are formed inside the fused pass, by `weighted` otherwise)."""
+    x, y = _sphere((6, 25), d, 30), _sphere((6, 33), d, 31)
+    w = np.random.default_rng(32).random(33)
+    F = _compiled.weighted(y, w, v)
+    for path in (contextlib.nullcontext, _numpy_path):
+        with path():
+            for beta, kw in ((3.0, {}), (500.0, {}), (3.0, {"count_at": 0.2})):
+                got, want = attention_sums(x, y, w, beta, v=v, **kw), kernel_sums(x, y, F, beta, **kw)
+                for a, b in zip(got, want):
+                    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(ValueError, match="`w` must have shape"):
+        attention_sums(x, y, w[:-1], 1.0)
+
+
+def test_the_fused_pass_splits_rows_of_one_problem_among_threads_bit_for_bit(monkeypatch):
+    """One problem of up to FUSED_ROWS rows is split by rows among the threads: the same bits."""
+    pytest.importorskip("numba")
+    monkeypatch.setattr(kernelsums, "_PARALLEL_MIN", 0)
+    x = _sphere(kernelsums.FUSED_ROWS, 3, 33)
+    w = np.random.default_rng(34).random(x.shape[0])
+    one = attention_sums(x, x, w, 5.0, threads=1, count_at=0.9)
+    for threads in (2, 3):
+        for a, b in zip(attention_sums(x, x, w, 5.0, threads=threads, count_at=0.9), one):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

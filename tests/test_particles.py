@@ -427,13 +427,15 @@ def _counting(monkeypatch):
     from solvers import particles
 
     calls = [0]
-    inner = particles.kernel_sums
 
-    def counted(*args, **kwargs):
-        calls[0] += 1
-        return inner(*args, **kwargs)
+    def counting(inner):
+        def counted(*args, **kwargs):
+            calls[0] += 1
+            return inner(*args, **kwargs)
+        return counted
 
-    monkeypatch.setattr(particles, "kernel_sums", counted)
+    for name in ("kernel_sums", "attention_sums"):
+        monkeypatch.setattr(particles, name, counting(getattr(particles, name)))
     return calls
 
 

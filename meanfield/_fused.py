@@ -1,0 +1,159 @@
+"""The fused kernel sums for points of at most 4 coordinates, compiled with numba (imported by
+`meanfield._compiled` only when numba is present).
+
+One pass over the columns j forms, for a block of rows i at once, the inner products ⟨x̃_i, ỹ_j⟩,
+the counts of those >= a threshold, the exponentials and the weighted sums Σ_j e^{⟨x̃_i, ỹ_j⟩} F_j
+(`meanfield.kernelsums`, docs/mathematics.md §11): a block is one call that holds no GIL, so that
+two threads run at nearly twice the speed of one, and nothing of size n·m is written to memory.
+The functions are module-level (not closures) so that numba's on-disk cache finds them again.
+"""
+import numpy as np
+from numba import njit
+
+# e^z for z >= EXP_LOW (raised to it below): z = k ln 2 + r with k = round(z/ln 2) and ln 2 split into
+# ln2_hi + ln2_lo (Cody–Waite: k·ln2_hi is exact), |r| <= ln 2/2, e^r by its minimax polynomial of
+# degree 11 on [−ln 2/2, ln 2/2] (mpmath.chebyfit; error 3.2e-18), then 2^k by adding k to the
+# exponent bits. Within 1 ulp of the correctly rounded e^z on [−700, 300] (tests/test_compiled.py),
+# as np.exp is. No branches, so LLVM vectorises it. The callers keep z <= 300.
+EXP_LOW = -700.0
+_LOG2E, _LN2_HI, _LN2_LO = 1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10
+_ROUND = 6755399441055744.0                                   # 1.5·2^52: (z + _ROUND) − _ROUND rounds z
+P11, P10, P9, P8, P7, P6, P5, P4, P3, P2, P1, P0 = (
+    2.5110037605963777e-08, 2.763263963904103e-07, 2.755724091857897e-06, 2.4801485482328494e-05,
+    0.00019841269890047113, 0.0013888888952314775, 0.008333333333319601, 0.0416666666664881,
+    0.1666666666666668, 0.5000000000000019, 1.0, 1.0)     # highest degree first
+
+# no bounds checks; x/0 as in numpy; a·b + c may be one fused multiply-add (the same in every call)
+_OPTS = dict(nogil=True, boundscheck=False, error_model="numpy", fastmath={"contract"})
+_INLINE = dict(inline="always", **_OPTS)
+
+
+@njit(**_INLINE)
+def expo(z):
+    z = max(z, EXP_LOW)
+    k = (z * _LOG2E + _ROUND) - _ROUND
+    r = (z - k * _LN2_HI) - k * _LN2_LO
+    q = P11 * r + P10
+    q = q * r + P9
+    q = q * r + P8
+    q = q * r + P7
+    q = q * r + P6
+    q = q * r + P5
+    q = q * r + P4
+    q = q * r + P3
+    q = q * r + P2
+    q = q * r + P1
+    q = q * r + P0
+    return q * np.int64((np.int64(k) + 1023) << 52).view(np.float64)
+
+
+@njit(**_INLINE)
+def _dot4(xt, i, p):
+    return ((xt[0, i] * p[0] + xt[1, i] * p[1]) + xt[2, i] * p[2]) + xt[3, i] * p[3]
+
+
+@njit(**_INLINE)
+def _point4(a, g, j, k, extra, last):
+    """a[g, j] (k <= 4 coordinates) as 4: then ``last`` if ``extra``, then zeros."""
+    return (a[g, j, 0],
+            a[g, j, 1] if k > 1 else (last if extra else 0.0),
+            a[g, j, 2] if k > 2 else (last if extra and k == 2 else 0.0),
+            a[g, j, 3] if k > 3 else (last if extra and k == 3 else 0.0))
+
+
+@njit(**_INLINE)
+def _values4(values, y, g, j, ky, w, v, scaled):
+    """values[g, j] as 4 (zeros appended) or, with weights w, [v·w_j y[g, j], w_j] (y·v·w in the
+    order of `meanfield._compiled.weighted`); ``w is None`` is resolved when the kernel is compiled."""
+    if w is None:
+        return _point4(values, g, j, values.shape[2], False, 0.0)
+    wj = w[j]
+    return ((y[g, j, 0] * v if scaled else y[g, j, 0]) * wj,
+            (y[g, j, 1] * v if scaled else y[g, j, 1]) * wj if ky > 1 else wj,
+            (y[g, j, 2] * v if scaled else y[g, j, 2]) * wj if ky > 2 else (wj if ky == 2 else 0.0),
+            wj if ky == 3 else 0.0)
+
+
+@njit(**_INLINE)
+def _rows4(x, g, scale, extra, last, xt):
+    """xt[:, i] = [scale·x[g, i], last if extra, 0, …] (the rows, transposed, as 4 coordinates)."""
+    k = x.shape[2]
+    for c in range(4):
+        for i in range(x.shape[1]):
+            xt[c, i] = x[g, i, c] * scale if c < k else (last if extra and c == k else 0.0)
+
+
+@njit(cache=True, **_OPTS)
+def exp_sums4(x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, S, counts, scratch):
+    """S[g, i] = Σ_j e^{⟨x̃_i, ỹ_j⟩} F_j with x̃_i = [scale·x[g, i], xlast], ỹ_j = [y[g, j], ylast]
+    (the last coordinates if ``extra``; zeros up to 4) and F_j = values[g, j], or [v·w_j y[g, j], w_j]
+    when the weights ``w`` are given (v if ``scaled``); the columns are added in order, four at a
+    time. counts[g, i] += #{j : ⟨x̃_i, ỹ_j⟩ >= threshold} if ``count``. Each column's coordinates
+    and values are read into locals before the loop over the rows i, which LLVM vectorises (it could
+    not hoist loads that the stores to the scratch rows might alias)."""
+    G, r, m, ky = x.shape[0], x.shape[1], y.shape[1], y.shape[2]
+    P = S.shape[2]
+    xt, a0, a1, a2, a3 = scratch[:4], scratch[4], scratch[5], scratch[6], scratch[7]
+    for g in range(G):
+        _rows4(x, g, scale, extra, xlast, xt)
+        a0[:r] = 0.0
+        a1[:r] = 0.0
+        a2[:r] = 0.0
+        a3[:r] = 0.0
+        cnt = counts[g]
+        j = 0
+        while j + 3 < m:
+            p, q, s, t = (_point4(y, g, j, ky, extra, ylast), _point4(y, g, j + 1, ky, extra, ylast),
+                          _point4(y, g, j + 2, ky, extra, ylast), _point4(y, g, j + 3, ky, extra, ylast))
+            u0, u1, u2, u3 = _values4(values, y, g, j, ky, w, v, scaled)
+            w0, w1, w2, w3 = _values4(values, y, g, j + 1, ky, w, v, scaled)
+            h0, h1, h2, h3 = _values4(values, y, g, j + 2, ky, w, v, scaled)
+            k0, k1, k2, k3 = _values4(values, y, g, j + 3, ky, w, v, scaled)
+            for i in range(r):
+                La, Lb, Lc, Ld = _dot4(xt, i, p), _dot4(xt, i, q), _dot4(xt, i, s), _dot4(xt, i, t)
+                if count:
+                    cnt[i] += ((La >= threshold) + (Lb >= threshold)) + ((Lc >= threshold) + (Ld >= threshold))
+                Ea, Eb, Ec, Ed = expo(La), expo(Lb), expo(Lc), expo(Ld)
+                a0[i] = (((a0[i] + Ea * u0) + Eb * w0) + Ec * h0) + Ed * k0
+                a1[i] = (((a1[i] + Ea * u1) + Eb * w1) + Ec * h1) + Ed * k1
+                a2[i] = (((a2[i] + Ea * u2) + Eb * w2) + Ec * h2) + Ed * k2
+                a3[i] = (((a3[i] + Ea * u3) + Eb * w3) + Ec * h3) + Ed * k3
+            j += 4
+        while j < m:
+            p = _point4(y, g, j, ky, extra, ylast)
+            u0, u1, u2, u3 = _values4(values, y, g, j, ky, w, v, scaled)
+            for i in range(r):
+                La = _dot4(xt, i, p)
+                if count:
+                    cnt[i] += La >= threshold
+                Ea = expo(La)
+                a0[i] += Ea * u0
+                a1[i] += Ea * u1
+                a2[i] += Ea * u2
+                a3[i] += Ea * u3
+            j += 1
+        for i in range(r):
+            total = (a0[i], a1[i], a2[i], a3[i])
+            for c in range(P):
+                S[g, i, c] = total[c]
+
+
+@njit(cache=True, **_OPTS)
+def gram_counts4(x, y, threshold, counts, scratch):
+    """counts[g, i] += #{j : ⟨x[g, i], y[g, j]⟩ >= threshold}, the inner products as in exp_sums4."""
+    G, r, m, ky = x.shape[0], x.shape[1], y.shape[1], y.shape[2]
+    xt = scratch[:4]
+    for g in range(G):
+        _rows4(x, g, 1.0, False, 0.0, xt)
+        cnt = counts[g]
+        for j in range(m):
+            p = _point4(y, g, j, ky, False, 0.0)
+            for i in range(r):
+                cnt[i] += _dot4(xt, i, p) >= threshold
+
+
+@njit(cache=True, **_OPTS)
+def exp_values(z, out):
+    """out = expo(z) elementwise (the exponential of the fused sums, for its test against np.exp)."""
+    for i in range(z.shape[0]):
+        out[i] = expo(z[i])
