@@ -24,7 +24,7 @@ def _kernels():
     if _KERNELS is None:
         try:
             from numba import njit
-        except ImportError:                                     # numba is optional (the `speed` extra)
+        except ImportError:                                     # numba missing: the numpy twins run
             _KERNELS = False
             return None
         # flat arrays, the common d = 3 written out so that LLVM vectorises it; error_model="numpy":
@@ -190,10 +190,11 @@ def fused(width, p):
     return ENABLED and width <= 4 and p <= 4 and _kernels() is not None
 
 
-def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attention=None):
+def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attention=None, clamp=True):
     """S (G, r, p) = Σ_j e^{⟨x̃_i, ỹ_j⟩} values_j for x (G, r, k), y (G, m, k) and values (G, m, p),
     k, p <= 4 (with ``last``: x̃_i = [scale·x_i, last[0]], ỹ_j = [y_j, last[1]], k <= 3; else x̃_i =
-    scale·x_i, ỹ_j = y_j), the exponents raised to EXP_LOW (<= 300 by the caller's shift); with
+    scale·x_i, ỹ_j = y_j), the exponents raised to EXP_LOW if ``clamp`` (they must be <= 300, and
+    >= EXP_LOW without ``clamp``: the caller's shift); with
     ``attention`` = (w, v), w (m,), the values are [v·w_j y_j, w_j] (p = k + 1, v None for 1, the
     bits of `weighted`) and ``values`` is not read. counts (G, r) += #{j : ⟨x̃_i, ỹ_j⟩ >= threshold}
     unless ``counts`` is None. One compiled pass without the GIL (`meanfield._fused`); the columns
@@ -204,7 +205,7 @@ def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attentio
     xlast, ylast = (float(last[0]), float(last[1])) if extra else (0.0, 0.0)
     w, v = attention if attention is not None else (None, None)
     _kernels()["exp_sums4"](x, float(scale), y, extra, xlast, ylast, values, w, 1.0 if v is None else float(v),
-                            v is not None, float(threshold) if count else 0.0, count, S,
+                            v is not None, float(threshold) if count else 0.0, count, bool(clamp), S,
                             counts if count else np.empty((x.shape[0], 0), dtype=np.int64), np.empty((8, x.shape[1])))
 
 

@@ -10,14 +10,15 @@ The functions are module-level (not closures) so that numba's on-disk cache find
 import numpy as np
 from numba import njit
 
-# e^z for z >= EXP_LOW (raised to it below): z = k ln 2 + r with k = round(z/ln 2) and ln 2 split into
+# e^z for EXP_LOW <= z <= 300 (the callers raise z to EXP_LOW when it can be lower): z = k ln 2 + r with k = round(z/ln 2) and ln 2 split into
 # ln2_hi + ln2_lo (Cody–Waite: k·ln2_hi is exact), |r| <= ln 2/2, e^r by its minimax polynomial of
 # degree 11 on [−ln 2/2, ln 2/2] (mpmath.chebyfit; error 3.2e-18), then 2^k by adding k to the
-# exponent bits. Within 1 ulp of the correctly rounded e^z on [−700, 300] (tests/test_compiled.py),
+# exponent bits of 1.0. Within 1 ulp of the correctly rounded e^z on [−700, 300] (tests/test_compiled.py),
 # as np.exp is. No branches, so LLVM vectorises it. The callers keep z <= 300.
 EXP_LOW = -700.0
 _LOG2E, _LN2_HI, _LN2_LO = 1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10
 _ROUND = 6755399441055744.0                                   # 1.5·2^52: (z + _ROUND) − _ROUND rounds z
+_ONE_BITS = np.int64(1023 << 52)                              # the bits of 1.0: (k << 52) + these are 2^k's
 P11, P10, P9, P8, P7, P6, P5, P4, P3, P2, P1, P0 = (
     2.5110037605963777e-08, 2.763263963904103e-07, 2.755724091857897e-06, 2.4801485482328494e-05,
     0.00019841269890047113, 0.0013888888952314775, 0.008333333333319601, 0.0416666666664881,
@@ -30,8 +31,8 @@ _INLINE = dict(inline="always", **_OPTS)
 
 @njit(**_INLINE)
 def expo(z):
-    z = max(z, EXP_LOW)
-    k = (z * _LOG2E + _ROUND) - _ROUND
+    t = z * _LOG2E + _ROUND                  # = _ROUND + k exactly: k sits in the low bits of t
+    k = t - _ROUND
     r = (z - k * _LN2_HI) - k * _LN2_LO
     q = P11 * r + P10
     q = q * r + P9
@@ -44,7 +45,8 @@ def expo(z):
     q = q * r + P2
     q = q * r + P1
     q = q * r + P0
-    return q * np.int64((np.int64(k) + 1023) << 52).view(np.float64)
+    scale = np.int64((np.float64(t).view(np.int64) << 52) + _ONE_BITS)                  # the bits of 2^k
+    return q * scale.view(np.float64)
 
 
 @njit(**_INLINE)
@@ -84,11 +86,12 @@ def _rows4(x, g, scale, extra, last, xt):
 
 
 @njit(cache=True, **_OPTS)
-def exp_sums4(x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, S, counts, scratch):
+def exp_sums4(x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts, scratch):
     """S[g, i] = Σ_j e^{⟨x̃_i, ỹ_j⟩} F_j with x̃_i = [scale·x[g, i], xlast], ỹ_j = [y[g, j], ylast]
     (the last coordinates if ``extra``; zeros up to 4) and F_j = values[g, j], or [v·w_j y[g, j], w_j]
     when the weights ``w`` are given (v if ``scaled``); the columns are added in order, four at a
-    time. counts[g, i] += #{j : ⟨x̃_i, ỹ_j⟩ >= threshold} if ``count``. Each column's coordinates
+    time, the exponents raised to EXP_LOW if ``clamp``. counts[g, i] += #{j : ⟨x̃_i, ỹ_j⟩ >= threshold}
+    if ``count``. Each column's coordinates
     and values are read into locals before the loop over the rows i, which LLVM vectorises (it could
     not hoist loads that the stores to the scratch rows might alias)."""
     G, r, m, ky = x.shape[0], x.shape[1], y.shape[1], y.shape[2]
@@ -113,6 +116,8 @@ def exp_sums4(x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold,
                 La, Lb, Lc, Ld = _dot4(xt, i, p), _dot4(xt, i, q), _dot4(xt, i, s), _dot4(xt, i, t)
                 if count:
                     cnt[i] += ((La >= threshold) + (Lb >= threshold)) + ((Lc >= threshold) + (Ld >= threshold))
+                if clamp:
+                    La, Lb, Lc, Ld = max(La, EXP_LOW), max(Lb, EXP_LOW), max(Lc, EXP_LOW), max(Ld, EXP_LOW)
                 Ea, Eb, Ec, Ed = expo(La), expo(Lb), expo(Lc), expo(Ld)
                 a0[i] = (((a0[i] + Ea * u0) + Eb * w0) + Ec * h0) + Ed * k0
                 a1[i] = (((a1[i] + Ea * u1) + Eb * w1) + Ec * h1) + Ed * k1
@@ -126,7 +131,7 @@ def exp_sums4(x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold,
                 La = _dot4(xt, i, p)
                 if count:
                     cnt[i] += La >= threshold
-                Ea = expo(La)
+                Ea = expo(max(La, EXP_LOW) if clamp else La)
                 a0[i] += Ea * u0
                 a1[i] += Ea * u1
                 a2[i] += Ea * u2
@@ -154,6 +159,6 @@ def gram_counts4(x, y, threshold, counts, scratch):
 
 @njit(cache=True, **_OPTS)
 def exp_values(z, out):
-    """out = expo(z) elementwise (the exponential of the fused sums, for its test against np.exp)."""
+    """out = expo(max(z, EXP_LOW)) elementwise (the exponential of the fused sums, for its test)."""
     for i in range(z.shape[0]):
-        out[i] = expo(z[i])
+        out[i] = expo(max(z[i], EXP_LOW))

@@ -33,8 +33,9 @@ numba is present: for each column it forms the inner products of a block of rows
 exponentials (a vectorised polynomial within 1 ulp of np.exp) and the sums, so that nothing of size
 n·m is stored and a part of the problems is one call without the GIL (two threads: 1.8–1.9× the
 speed of one, against 1.1–1.3× for the numpy blocks). `attention_sums` forms the values [v w_j y_j,
-w_j] there too. The fused sums differ from the numpy ones by rounding only (<= 1e-13 of each row's
-size, tests/test_kernelsums.py); both are bit-for-bit independent of the number of threads.
+w_j] there too. The fused sums differ from the numpy ones by rounding only (the exponentials by an
+ulp, the exponents by their own rounding: (10 + max|L|)·1e-15 of each row's size,
+tests/test_kernelsums.py); both are bit-for-bit independent of the number of threads.
 
 The same blocks also count, when asked (``count_at=τ``), the columns with ⟨x_i, M y_j⟩ >= τ in
 every row: the clustered pairs of Figure 3 of the paper (docs/mathematics.md §7) come with the
@@ -180,6 +181,11 @@ def _extent(beta, x, y, M, unit=False):
 def shift_kind(beta, x, y, M=None, shift="auto", unit=False):
     """The strategy ``shift`` resolves to for these points, and whether the shifted exponents can
     fall below EXP_FLOOR (then `kernel_sums` clamps them there)."""
+    return _shift(beta, x, y, M, shift, unit)[:2]
+
+
+def _shift(beta, x, y, M, shift, unit):
+    """`shift_kind` and a bound on the largest shifted exponent."""
     if shift not in SHIFTS:
         raise ValueError(f"`shift` must be one of {SHIFTS}, got {shift!r}.")
     scale, deviation = _extent(beta, x, y, M, unit)
@@ -187,7 +193,8 @@ def shift_kind(beta, x, y, M=None, shift="auto", unit=False):
     if shift == "auto":
         kind = "none" if scale <= NO_SHIFT_MAX else "fixed" if M is None and beta * deviation <= 1.0 else "running"
     lowest = {"none": -scale, "fixed": -scale - beta, "running": -2 * scale}[kind]
-    return kind, lowest < EXP_FLOOR
+    highest = {"none": scale, "fixed": scale - beta, "running": 0.0}[kind]
+    return kind, lowest < EXP_FLOOR, highest
 
 
 def _check_pair(x, y, M):
@@ -266,15 +273,15 @@ def _sums(x, y, values, attention, beta, M, shift, chunk, threads, count_at, uni
     x, y, M = _check_pair(x, y, M)
     if count_at is not None:
         count_at = check_real(count_at, "count_at")
-    kind, clamp = shift_kind(beta, x, y, M, shift, unit)
+    kind, clamp, highest = _shift(beta, x, y, M, shift, unit)
     xq = x if M is None else x @ M                      # row i: (M^T x_i)^T, so xq_i · y_j = ⟨x_i, M y_j⟩
     threshold = None
     if count_at is not None and beta > 0:
         threshold = beta * count_at - (beta if kind == "fixed" else 0.0)
     fixed = kind == "fixed"     # the shift rides in the inner product: [β x_i, −β]·[y_j, 1] = β(⟨x_i, y_j⟩ − 1)
     out = None
-    if kind != "running" and xq.shape[-2] <= FUSED_ROWS:
-        out = _fused_blocked(xq, y, values, beta, (-beta, 1.0) if fixed else None, threads, threshold, attention)
+    if kind != "running" and highest <= NO_SHIFT_MAX and xq.shape[-2] <= FUSED_ROWS:
+        out = _fused_blocked(xq, y, values, beta, (-beta, 1.0) if fixed else None, threads, threshold, attention, clamp)
     if out is None:
         if attention is not None:
             values = _compiled.weighted(np.ascontiguousarray(y), attention[0], attention[1])
@@ -402,7 +409,7 @@ def _run(work, tiles, threads, pairs):
         _share(work, [tiles[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a], threads)
 
 
-def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=None):
+def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=None, clamp=True):
     """The sums (S, None, counts or None) of `kernel_sums` for the shifts "none" and "fixed" (exponents
     ⟨x̃_i, ỹ_j⟩ with x̃_i = [scale·xq_i, last[0]], ỹ_j = [y_j, last[1]]), or, with ``values`` None, the
     counts (None, None, counts) of `gram_counts`, by the fused compiled pass
@@ -436,7 +443,7 @@ def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=Non
     def work(part):
         for b0, b1, r0, r1 in part:
             _compiled.exp_sums4(xf[b0:b1, r0:r1], yf[b0:b1], vf[b0:b1], threshold, S[b0:b1, r0:r1],
-                                None if counts is None else counts[b0:b1, r0:r1], scale, last, attention)
+                                None if counts is None else counts[b0:b1, r0:r1], scale, last, attention, clamp)
 
     _run(work, tiles, threads, K * n * m)
     if attention is not None:                            # no axes of values to restore: those of x and y
