@@ -105,7 +105,8 @@ def _kernels():
                     "row_counts": row_counts}
         from . import _fused
 
-        _KERNELS.update(exp_sums4=_fused.exp_sums4, gram_counts4=_fused.gram_counts4)
+        _KERNELS.update(exp_sums4=_fused.exp_sums4, exp_sums4_parallel=_fused.exp_sums4_parallel,
+                        gram_counts4=_fused.gram_counts4)
     return _KERNELS or None
 
 
@@ -190,23 +191,32 @@ def fused(width, p):
     return ENABLED and width <= 4 and p <= 4 and _kernels() is not None
 
 
-def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attention=None, clamp=True):
+def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attention=None, clamp=True, threads=1):
     """S (G, r, p) = Σ_j e^{⟨x̃_i, ỹ_j⟩} values_j for x (G, r, k), y (G, m, k) and values (G, m, p),
     k, p <= 4 (with ``last``: x̃_i = [scale·x_i, last[0]], ỹ_j = [y_j, last[1]], k <= 3; else x̃_i =
     scale·x_i, ỹ_j = y_j), the exponents raised to EXP_LOW if ``clamp`` (they must be <= 300, and
     >= EXP_LOW without ``clamp``: the caller's shift); with
     ``attention`` = (w, v), w (m,), the values are [v·w_j y_j, w_j] (p = k + 1, v None for 1, the
     bits of `weighted`) and ``values`` is not read. counts (G, r) += #{j : ⟨x̃_i, ỹ_j⟩ >= threshold}
-    unless ``counts`` is None. One compiled pass without the GIL (`meanfield._fused`); the columns
-    are added in order, so a row's sums do not depend on how the rows are split among calls or
-    threads. All arrays C-contiguous float64 (counts int64)."""
+    unless ``counts`` is None. One compiled pass without the GIL (`meanfield._fused`), the problems
+    shared among ``threads`` of numba's threads; the columns are added in order, so a row's sums do
+    not depend on how the rows are split among calls or threads. All arrays C-contiguous float64
+    (counts int64)."""
     count = counts is not None
     extra = last is not None
     xlast, ylast = (float(last[0]), float(last[1])) if extra else (0.0, 0.0)
     w, v = attention if attention is not None else (None, None)
-    _kernels()["exp_sums4"](x, float(scale), y, extra, xlast, ylast, values, w, 1.0 if v is None else float(v),
-                            v is not None, float(threshold) if count else 0.0, count, bool(clamp), S,
-                            counts if count else np.empty((x.shape[0], 0), dtype=np.int64), np.empty((8, x.shape[1])))
+    args = (x, float(scale), y, extra, xlast, ylast, values, w, 1.0 if v is None else float(v), v is not None,
+            float(threshold) if count else 0.0, count, bool(clamp), S,
+            counts if count else np.empty((x.shape[0], 0), dtype=np.int64))
+    if threads > 1 and x.shape[0] > 1:
+        import numba
+
+        threads = min(threads, numba.config.NUMBA_NUM_THREADS, x.shape[0])
+        numba.set_num_threads(threads)
+        _kernels()["exp_sums4_parallel"](*args, min(x.shape[0], 4 * threads))
+    else:
+        _kernels()["exp_sums4"](*args, np.empty((8, x.shape[1])))
 
 
 def gram_counts4(x, y, threshold, counts):

@@ -8,7 +8,7 @@ two threads run at nearly twice the speed of one, and nothing of size n·m is wr
 The functions are module-level (not closures) so that numba's on-disk cache finds them again.
 """
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 # e^z for EXP_LOW <= z <= 300 (the callers raise z to EXP_LOW when it can be lower): z = k ln 2 + r with k = round(z/ln 2) and ln 2 split into
 # ln2_hi + ln2_lo (Cody–Waite: k·ln2_hi is exact), |r| <= ln 2/2, e^r by its minimax polynomial of
@@ -85,62 +85,81 @@ def _rows4(x, g, scale, extra, last, xt):
             xt[c, i] = x[g, i, c] * scale if c < k else (last if extra and c == k else 0.0)
 
 
+@njit(**_OPTS)                # not inlined in numba's IR (the parallel pass's array analysis fails on it)
+def _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts, scratch):
+    """The sums and counts of problem g (see `exp_sums4`)."""
+    r, m, ky = x.shape[1], y.shape[1], y.shape[2]
+    P = S.shape[2]
+    xt, a0, a1, a2, a3 = scratch[:4], scratch[4], scratch[5], scratch[6], scratch[7]
+    _rows4(x, g, scale, extra, xlast, xt)
+    a0[:r] = 0.0
+    a1[:r] = 0.0
+    a2[:r] = 0.0
+    a3[:r] = 0.0
+    cnt = counts[g]
+    j = 0
+    while j + 3 < m:
+        p, q, s, t = (_point4(y, g, j, ky, extra, ylast), _point4(y, g, j + 1, ky, extra, ylast),
+                      _point4(y, g, j + 2, ky, extra, ylast), _point4(y, g, j + 3, ky, extra, ylast))
+        u0, u1, u2, u3 = _values4(values, y, g, j, ky, w, v, scaled)
+        w0, w1, w2, w3 = _values4(values, y, g, j + 1, ky, w, v, scaled)
+        h0, h1, h2, h3 = _values4(values, y, g, j + 2, ky, w, v, scaled)
+        k0, k1, k2, k3 = _values4(values, y, g, j + 3, ky, w, v, scaled)
+        for i in range(r):
+            La, Lb, Lc, Ld = _dot4(xt, i, p), _dot4(xt, i, q), _dot4(xt, i, s), _dot4(xt, i, t)
+            if count:
+                cnt[i] += ((La >= threshold) + (Lb >= threshold)) + ((Lc >= threshold) + (Ld >= threshold))
+            if clamp:
+                La, Lb, Lc, Ld = max(La, EXP_LOW), max(Lb, EXP_LOW), max(Lc, EXP_LOW), max(Ld, EXP_LOW)
+            Ea, Eb, Ec, Ed = expo(La), expo(Lb), expo(Lc), expo(Ld)
+            a0[i] = (((a0[i] + Ea * u0) + Eb * w0) + Ec * h0) + Ed * k0
+            a1[i] = (((a1[i] + Ea * u1) + Eb * w1) + Ec * h1) + Ed * k1
+            a2[i] = (((a2[i] + Ea * u2) + Eb * w2) + Ec * h2) + Ed * k2
+            a3[i] = (((a3[i] + Ea * u3) + Eb * w3) + Ec * h3) + Ed * k3
+        j += 4
+    while j < m:
+        p = _point4(y, g, j, ky, extra, ylast)
+        u0, u1, u2, u3 = _values4(values, y, g, j, ky, w, v, scaled)
+        for i in range(r):
+            La = _dot4(xt, i, p)
+            if count:
+                cnt[i] += La >= threshold
+            Ea = expo(max(La, EXP_LOW) if clamp else La)
+            a0[i] += Ea * u0
+            a1[i] += Ea * u1
+            a2[i] += Ea * u2
+            a3[i] += Ea * u3
+        j += 1
+    for i in range(r):
+        total = (a0[i], a1[i], a2[i], a3[i])
+        for c in range(P):
+            S[g, i, c] = total[c]
+
+
 @njit(cache=True, **_OPTS)
 def exp_sums4(x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts, scratch):
     """S[g, i] = Σ_j e^{⟨x̃_i, ỹ_j⟩} F_j with x̃_i = [scale·x[g, i], xlast], ỹ_j = [y[g, j], ylast]
     (the last coordinates if ``extra``; zeros up to 4) and F_j = values[g, j], or [v·w_j y[g, j], w_j]
     when the weights ``w`` are given (v if ``scaled``); the columns are added in order, four at a
     time, the exponents raised to EXP_LOW if ``clamp``. counts[g, i] += #{j : ⟨x̃_i, ỹ_j⟩ >= threshold}
-    if ``count``. Each column's coordinates
-    and values are read into locals before the loop over the rows i, which LLVM vectorises (it could
-    not hoist loads that the stores to the scratch rows might alias)."""
-    G, r, m, ky = x.shape[0], x.shape[1], y.shape[1], y.shape[2]
-    P = S.shape[2]
-    xt, a0, a1, a2, a3 = scratch[:4], scratch[4], scratch[5], scratch[6], scratch[7]
-    for g in range(G):
-        _rows4(x, g, scale, extra, xlast, xt)
-        a0[:r] = 0.0
-        a1[:r] = 0.0
-        a2[:r] = 0.0
-        a3[:r] = 0.0
-        cnt = counts[g]
-        j = 0
-        while j + 3 < m:
-            p, q, s, t = (_point4(y, g, j, ky, extra, ylast), _point4(y, g, j + 1, ky, extra, ylast),
-                          _point4(y, g, j + 2, ky, extra, ylast), _point4(y, g, j + 3, ky, extra, ylast))
-            u0, u1, u2, u3 = _values4(values, y, g, j, ky, w, v, scaled)
-            w0, w1, w2, w3 = _values4(values, y, g, j + 1, ky, w, v, scaled)
-            h0, h1, h2, h3 = _values4(values, y, g, j + 2, ky, w, v, scaled)
-            k0, k1, k2, k3 = _values4(values, y, g, j + 3, ky, w, v, scaled)
-            for i in range(r):
-                La, Lb, Lc, Ld = _dot4(xt, i, p), _dot4(xt, i, q), _dot4(xt, i, s), _dot4(xt, i, t)
-                if count:
-                    cnt[i] += ((La >= threshold) + (Lb >= threshold)) + ((Lc >= threshold) + (Ld >= threshold))
-                if clamp:
-                    La, Lb, Lc, Ld = max(La, EXP_LOW), max(Lb, EXP_LOW), max(Lc, EXP_LOW), max(Ld, EXP_LOW)
-                Ea, Eb, Ec, Ed = expo(La), expo(Lb), expo(Lc), expo(Ld)
-                a0[i] = (((a0[i] + Ea * u0) + Eb * w0) + Ec * h0) + Ed * k0
-                a1[i] = (((a1[i] + Ea * u1) + Eb * w1) + Ec * h1) + Ed * k1
-                a2[i] = (((a2[i] + Ea * u2) + Eb * w2) + Ec * h2) + Ed * k2
-                a3[i] = (((a3[i] + Ea * u3) + Eb * w3) + Ec * h3) + Ed * k3
-            j += 4
-        while j < m:
-            p = _point4(y, g, j, ky, extra, ylast)
-            u0, u1, u2, u3 = _values4(values, y, g, j, ky, w, v, scaled)
-            for i in range(r):
-                La = _dot4(xt, i, p)
-                if count:
-                    cnt[i] += La >= threshold
-                Ea = expo(max(La, EXP_LOW) if clamp else La)
-                a0[i] += Ea * u0
-                a1[i] += Ea * u1
-                a2[i] += Ea * u2
-                a3[i] += Ea * u3
-            j += 1
-        for i in range(r):
-            total = (a0[i], a1[i], a2[i], a3[i])
-            for c in range(P):
-                S[g, i, c] = total[c]
+    if ``count``. Each column's coordinates and values are read into locals before the loop over the
+    rows i, which LLVM vectorises (it could not hoist loads that the stores to the scratch rows might
+    alias). ``scratch``: (8, r)."""
+    for g in range(x.shape[0]):
+        _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts, scratch)
+
+
+@njit(cache=True, parallel=True, **_OPTS)
+def exp_sums4_parallel(x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts,
+                       parts):
+    """`exp_sums4` with the problems in ``parts`` contiguous parts shared among numba's threads (the
+    same operations for every problem: the bits do not depend on the threads)."""
+    G = x.shape[0]
+    for k in prange(parts):
+        scratch = np.empty((8, x.shape[1]))
+        for g in range(k * G // parts, (k + 1) * G // parts):
+            _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts,
+                     scratch)
 
 
 @njit(cache=True, **_OPTS)

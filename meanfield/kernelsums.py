@@ -31,8 +31,10 @@ Many small problems in d <= 3 (n <= ``FUSED_ROWS`` rows, shifts "none" and "fixe
 the particle steps of Figure 3) take instead one compiled pass, `meanfield._fused.exp_sums4`, when
 numba is present: for each column it forms the inner products of a block of rows, their
 exponentials (a vectorised polynomial within 1 ulp of np.exp) and the sums, so that nothing of size
-n·m is stored and a part of the problems is one call without the GIL (two threads: 1.8–1.9× the
-speed of one, against 1.1–1.3× for the numpy blocks). `attention_sums` forms the values [v w_j y_j,
+n·m is stored, and the problems are shared among numba's (OpenMP) threads inside that one call,
+without the GIL (two threads: 1.65× the speed of one within a particle step, where Python threads
+handing numpy blocks to each other gained 1.0–1.3×: on this machine a thread waits 70–90 µs to be
+woken). `attention_sums` forms the values [v w_j y_j,
 w_j] there too. The fused sums differ from the numpy ones by rounding only (the exponentials by an
 ulp, the exponents by their own rounding: (10 + max|L|)·1e-15 of each row's size,
 tests/test_kernelsums.py); both are bit-for-bit independent of the number of threads.
@@ -413,9 +415,9 @@ def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=Non
     """The sums (S, None, counts or None) of `kernel_sums` for the shifts "none" and "fixed" (exponents
     ⟨x̃_i, ỹ_j⟩ with x̃_i = [scale·xq_i, last[0]], ỹ_j = [y_j, last[1]]), or, with ``values`` None, the
     counts (None, None, counts) of `gram_counts`, by the fused compiled pass
-    (`meanfield._compiled.exp_sums4`): one call per part of the problems (or of the rows of one
-    problem) forms the inner products, the counts, the exponentials (a vectorised polynomial within 1
-    ulp of np.exp) and the sums together, column by column; with ``attention`` = (w, v) the values
+    (`meanfield._compiled.exp_sums4`): one call, its problems shared among numba's threads, forms
+    the inner products, the counts, the exponentials (a vectorised polynomial within 1 ulp of
+    np.exp) and the sums together, column by column; with ``attention`` = (w, v) the values
     [v w_j y_j, w_j] are formed there too. None where it does not apply (no numba, more than 4
     coordinates or values, no points)."""
     vals = np.empty(y.shape[:-2] + (y.shape[-2], 0)) if values is None else values
@@ -426,26 +428,14 @@ def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=Non
         return None
     xf, yf, vf = (np.ascontiguousarray(a, dtype=float) for a in (xf, yf, vf))
     counts = np.zeros((K, n), dtype=np.int64) if threshold is not None else None
-    parts = 1 if threads == 1 or K * n * m < _PARALLEL_MIN else 4 * threads      # a few per thread (load balance)
-    if K >= parts:                                       # whole problems
-        tiles = [(a, b, 0, n) for a, b in _spans(K, parts)]
-    else:                                                # rows of each problem
-        tiles = [(k, k + 1, a, b) for k in range(K) for a, b in _spans(n, -(-parts // K))]
+    threads = 1 if K * n * m < _PARALLEL_MIN else threads
     if values is None and attention is None:
-        def work(part):
-            for b0, b1, r0, r1 in part:
-                _compiled.gram_counts4(xf[b0:b1, r0:r1], yf[b0:b1], threshold, counts[b0:b1, r0:r1])
-
-        _run(work, tiles, threads, K * n * m)
+        tiles = [(a, b) for a, b in _spans(K, 1 if threads == 1 else 4 * threads)]
+        _run(lambda part: [_compiled.gram_counts4(xf[a:b], yf[a:b], threshold, counts[a:b]) for a, b in part],
+             tiles, threads, K * n * m)
         return unflatten(np.empty((K, n, 0)), None, counts)
     S = np.empty((K, n, P))
-
-    def work(part):
-        for b0, b1, r0, r1 in part:
-            _compiled.exp_sums4(xf[b0:b1, r0:r1], yf[b0:b1], vf[b0:b1], threshold, S[b0:b1, r0:r1],
-                                None if counts is None else counts[b0:b1, r0:r1], scale, last, attention, clamp)
-
-    _run(work, tiles, threads, K * n * m)
+    _compiled.exp_sums4(xf, yf, vf, threshold, S, counts, scale, last, attention, clamp, threads)
     if attention is not None:                            # no axes of values to restore: those of x and y
         lead = np.broadcast_shapes(xq.shape[:-2], y.shape[:-2])
         return S.reshape(lead + (n, P)), None, None if counts is None else counts.reshape(lead + (n,))
