@@ -75,6 +75,27 @@ def _kernels():
                         out[i * d + k] = y[i * d + k] / r
 
         @jit
+        def euler_normalise(y, f, h, d, out):
+            N = y.shape[0] // d
+            if d == 3:
+                for i in range(N):
+                    a, b, c = y[3 * i] + h * f[3 * i], y[3 * i + 1] + h * f[3 * i + 1], y[3 * i + 2] + h * f[3 * i + 2]
+                    r = np.sqrt(a * a + b * b + c * c)
+                    out[3 * i] = a / r
+                    out[3 * i + 1] = b / r
+                    out[3 * i + 2] = c / r
+            else:
+                for i in range(N):
+                    r2 = 0.0
+                    for k in range(d):
+                        u = y[i * d + k] + h * f[i * d + k]
+                        out[i * d + k] = u
+                        r2 = u * u if k == 0 else r2 + u * u
+                    r = np.sqrt(r2)
+                    for k in range(d):
+                        out[i * d + k] = out[i * d + k] / r
+
+        @jit
         def project(x, f, d, out):
             N = x.shape[0] // d
             if d == 3:
@@ -102,7 +123,7 @@ def _kernels():
                 out[i] += c
 
         _KERNELS = {"ratio": ratio, "weighted": weighted, "normalise": normalise, "project": project,
-                    "row_counts": row_counts}
+                    "row_counts": row_counts, "euler_normalise": euler_normalise}
         from . import _fused
 
         _KERNELS.update(exp_sums4=_fused.exp_sums4, exp_sums4_parallel=_fused.exp_sums4_parallel,
@@ -156,6 +177,18 @@ def normalise(y):
         return y / np.sqrt(r2)[..., None]
     out = np.empty_like(y)
     k["normalise"](y.reshape(-1), d, out.reshape(-1))
+    return out
+
+
+def euler_normalise(y, h, f):
+    """(y + h·f)/|y + h·f| row by row: the Euler update and the retraction onto the sphere in one
+    pass, the bits of ``normalise(y + h * f)``."""
+    d = y.shape[-1]
+    k = _use(y) if d < 8 and f.flags.c_contiguous and f.dtype == np.float64 and f.shape == y.shape else None
+    if k is None:
+        return normalise(y + h * f)
+    out = np.empty_like(y)
+    k["euler_normalise"](y.reshape(-1), f.reshape(-1), float(h), d, out.reshape(-1))
     return out
 
 

@@ -87,6 +87,9 @@ class Run:
     def retract(self, y):
         return self.solver._retract(self, y)
 
+    def retract_euler(self, y, h, f):
+        return self.solver._retract_euler(self, y, h, f)
+
     def monitor(self, t, y):
         try:
             return self.solver._monitor(self, t, y)
@@ -186,6 +189,10 @@ class Solver:
 
     def _retract(self, run, y):
         return y
+
+    def _retract_euler(self, run, y, h, f):
+        """The retraction of the Euler update y + h·f (one pass where a solver fuses them)."""
+        return self._retract(run, y + h * f)
 
     def _monitor(self, run, t, y):
         return None

@@ -394,6 +394,9 @@ class Particles(Solver):
     def _retract(self, run, y):
         return _compiled.normalise(y)      # y / np.linalg.norm(y, axis=-1, keepdims=True), bit for bit
 
+    def _retract_euler(self, run, y, h, f):
+        return _compiled.euler_normalise(y, h, f)         # normalise(y + h·f) in one pass, bit for bit
+
     def _wanted(self, run, y):
         """The diagnostics recorded for this run (see ``diagnostics``)."""
         level = run.diagnostics_choice

@@ -535,6 +535,8 @@ class EulerMaruyama(_Fixed):
 
         def step(t, y, h):
             with np.errstate(over="ignore", invalid="ignore"):
+                if amp == 0.0 and run.retracts:
+                    return run.retract_euler(y, h, drift(t, y))
                 y_new = y + h * drift(t, y)
             if amp > 0.0:
                 y_new += amp * np.sqrt(h) * solver._tangent_noise(run, y, run.noise(t, y.shape))

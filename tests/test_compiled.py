@@ -15,15 +15,16 @@ def test_compiled_loops_equal_numpy_bit_for_bit(d, monkeypatch):
     w = rng.random(33)
     L = rng.random((5, 6, 41))
     fast = [_compiled.ratio(acc), _compiled.weighted(x, w), _compiled.weighted(x, w, -0.7), _compiled.normalise(x),
-            _compiled.project(x, f)]
+            _compiled.project(x, f), _compiled.euler_normalise(x, 0.1, f)]
     monkeypatch.setattr(_compiled, "ENABLED", False)
     slow = [_compiled.ratio(acc), _compiled.weighted(x, w), _compiled.weighted(x, w, -0.7), _compiled.normalise(x),
-            _compiled.project(x, f)]
+            _compiled.project(x, f), _compiled.euler_normalise(x, 0.1, f)]
     for a, b in zip(fast, slow):
         np.testing.assert_array_equal(a, b)
     # the numpy forms they replace
     np.testing.assert_array_equal(fast[0], acc[..., :d] / acc[..., d:])
     np.testing.assert_array_equal(fast[3], x / np.linalg.norm(x, axis=-1, keepdims=True))
+    np.testing.assert_array_equal(fast[5], _compiled.normalise(x + 0.1 * f))
     ref = np.empty(x.shape[:-1] + (d + 1,))
     np.multiply(x * -0.7, w[:, None], out=ref[..., :d])
     ref[..., d] = w
