@@ -16,6 +16,11 @@ import numpy as np
 
 ENABLED = os.environ.get("MEANFIELD_NUMBA", "1") != "0"
 _KERNELS = None
+# numba's threads (OpenMP) are not usable in a child forked after the parent used them: GNU OpenMP
+# terminates it. A forked process runs the compiled passes on its own thread (the same bits).
+_THREADS_OK = [True]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _THREADS_OK.__setitem__(0, False))
 
 
 def _kernels():
@@ -242,7 +247,7 @@ def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attentio
     args = (x, float(scale), y, extra, xlast, ylast, values, w, 1.0 if v is None else float(v), v is not None,
             float(threshold) if count else 0.0, count, bool(clamp), S,
             counts if count else np.empty((x.shape[0], 0), dtype=np.int64))
-    if threads > 1 and x.shape[0] > 1:
+    if threads > 1 and x.shape[0] > 1 and _THREADS_OK[0]:
         import numba
 
         threads = min(threads, numba.config.NUMBA_NUM_THREADS, x.shape[0])

@@ -4,6 +4,8 @@ The reference forms L_ij = β⟨x_i, M y_j⟩ in one piece, m_i = max_j L_ij, an
 the engine's (S, c) must satisfy e^{c_i − m_i} S_i = R_i, i.e. the same unshifted sums e^{c_i} S_i.
 """
 import contextlib
+import multiprocessing
+import os
 
 import numpy as np
 import pytest
@@ -367,3 +369,26 @@ def test_the_fused_pass_splits_rows_of_one_problem_among_threads_bit_for_bit(mon
     for threads in (2, 3):
         for a, b in zip(attention_sums(x, x, w, 5.0, threads=threads, count_at=0.9), one):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
+def test_a_forked_child_runs_the_fused_sums_on_its_own_thread():
+    """GNU OpenMP terminates a child forked after the parent used its threads: the child runs the
+    compiled pass on one thread instead, with the same bits."""
+    pytest.importorskip("numba")
+    x = _sphere((256, 32), 3, 35)
+    w = np.full(32, 1 / 32)
+    S = attention_sums(x, x, w, 2.0, threads=2, count_at=0.9)[0]      # the parent uses numba's threads
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_sums, args=(x, w, queue))
+    child.start()
+    got = queue.get(timeout=60)                 # before join: the child's queue flushes as it exits
+    child.join(60)
+    assert child.exitcode == 0
+    np.testing.assert_array_equal(got, S)
+
+
+def _child_sums(x, w, queue):
+    queue.put(attention_sums(x, x, w, 2.0, threads=2, count_at=0.9)[0])
