@@ -61,30 +61,14 @@ def _kernels():
                 out[i * p + d] = wi
 
         @jit
-        def normalise(y, d, out):
+        def normalise(y, f, h, step, d, out):
+            """(y + h·f)/|y + h·f| if ``step``, else y/|y|, row by row."""
             N = y.shape[0] // d
             if d == 3:
                 for i in range(N):
                     a, b, c = y[3 * i], y[3 * i + 1], y[3 * i + 2]
-                    r = np.sqrt(a * a + b * b + c * c)
-                    out[3 * i] = a / r
-                    out[3 * i + 1] = b / r
-                    out[3 * i + 2] = c / r
-            else:
-                for i in range(N):
-                    r2 = y[i * d] * y[i * d]
-                    for k in range(1, d):
-                        r2 += y[i * d + k] * y[i * d + k]
-                    r = np.sqrt(r2)
-                    for k in range(d):
-                        out[i * d + k] = y[i * d + k] / r
-
-        @jit
-        def euler_normalise(y, f, h, d, out):
-            N = y.shape[0] // d
-            if d == 3:
-                for i in range(N):
-                    a, b, c = y[3 * i] + h * f[3 * i], y[3 * i + 1] + h * f[3 * i + 1], y[3 * i + 2] + h * f[3 * i + 2]
+                    if step:
+                        a, b, c = a + h * f[3 * i], b + h * f[3 * i + 1], c + h * f[3 * i + 2]
                     r = np.sqrt(a * a + b * b + c * c)
                     out[3 * i] = a / r
                     out[3 * i + 1] = b / r
@@ -93,7 +77,7 @@ def _kernels():
                 for i in range(N):
                     r2 = 0.0
                     for k in range(d):
-                        u = y[i * d + k] + h * f[i * d + k]
+                        u = y[i * d + k] + h * f[i * d + k] if step else y[i * d + k]
                         out[i * d + k] = u
                         r2 = u * u if k == 0 else r2 + u * u
                     r = np.sqrt(r2)
@@ -128,7 +112,7 @@ def _kernels():
                 out[i] += c
 
         _KERNELS = {"ratio": ratio, "weighted": weighted, "normalise": normalise, "project": project,
-                    "row_counts": row_counts, "euler_normalise": euler_normalise}
+                    "row_counts": row_counts}
         from . import _fused
 
         _KERNELS.update(exp_sums4=_fused.exp_sums4, exp_sums4_parallel=_fused.exp_sums4_parallel,
@@ -181,7 +165,8 @@ def normalise(y):
             r2 += y[..., j] * y[..., j]
         return y / np.sqrt(r2)[..., None]
     out = np.empty_like(y)
-    k["normalise"](y.reshape(-1), d, out.reshape(-1))
+    flat = y.reshape(-1)
+    k["normalise"](flat, flat, 0.0, False, d, out.reshape(-1))
     return out
 
 
@@ -193,7 +178,7 @@ def euler_normalise(y, h, f):
     if k is None:
         return normalise(y + h * f)
     out = np.empty_like(y)
-    k["euler_normalise"](y.reshape(-1), f.reshape(-1), float(h), d, out.reshape(-1))
+    k["normalise"](y.reshape(-1), f.reshape(-1), float(h), True, d, out.reshape(-1))
     return out
 
 

@@ -430,9 +430,11 @@ def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=Non
     counts = np.zeros((K, n), dtype=np.int64) if threshold is not None else None
     threads = 1 if K * n * m < _PARALLEL_MIN else threads
     if values is None and attention is None:
-        tiles = [(a, b) for a, b in _spans(K, 1 if threads == 1 else 4 * threads)]
-        _run(lambda part: [_compiled.gram_counts4(xf[a:b], yf[a:b], threshold, counts[a:b]) for a, b in part],
-             tiles, threads, K * n * m)
+        def count(part):
+            for a, b in part:
+                _compiled.gram_counts4(xf[a:b], yf[a:b], threshold, counts[a:b])
+
+        _run(count, _spans(K, 1 if threads == 1 else 4 * threads), threads, K * n * m)
         return unflatten(np.empty((K, n, 0)), None, counts)
     S = np.empty((K, n, P))
     _compiled.exp_sums4(xf, yf, vf, threshold, S, counts, scale, last, attention, clamp, threads)
