@@ -311,3 +311,76 @@ def test_ctrl_c_during_distributed_waits_for_a_safe_point():
             time.sleep(0.01)
         assert interrupted.is_set()
     assert signal.getsignal(signal.SIGINT) is before
+
+
+# -- local workers forked from a single-threaded process -------------------------------------------------
+FORKED = r'''
+import json, os, pathlib, sys, threading
+import meanfield.experiments.sweep as sw
+
+mode, tmp = (sys.argv[1], pathlib.Path(sys.argv[2])) if len(sys.argv) > 2 else (None, None)
+
+
+def square_and_parent(i):
+    return [i * i, os.getppid()]
+
+
+def die_once(i):
+    marker = tmp / "killed"
+    if i == 2 and not marker.exists():
+        marker.write_text("killed")
+        os._exit(1)
+    return [i * i, os.getppid()]
+
+
+def always_die(i):
+    os._exit(3)
+
+
+if __name__ == "__main__":
+    if mode == "threaded":                       # another Python thread: no fork, spawned workers
+        stop = threading.Event()
+        threading.Thread(target=stop.wait, daemon=True).start()
+    logs = []
+    fn = {"plain": square_and_parent, "threaded": square_and_parent, "die_once": die_once, "all_die": always_die}[mode]
+    try:
+        out = sw.map_tasks(fn, range(6), workers=2, progress=False, log=logs.append)
+        error = None
+    except RuntimeError as exc:
+        out, error = None, str(exc)
+    print(json.dumps({"out": out, "pid": os.getpid(), "log": logs, "error": error}))
+'''
+
+
+def _forked_run(tmp_path, mode):
+    script = _write(tmp_path / "forked.py", FORKED)
+    env = {**os.environ, **{k: "1" for k in sw.THREAD_VARIABLES}}
+    proc = subprocess.run([sys.executable, str(script), mode, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_local_workers_are_forked_from_a_single_threaded_process(tmp_path):
+    """The workers are children of this process (forked, not spawned by nannies), compute every task,
+    and a worker that dies mid-task loses nothing: the task is retried on the other one."""
+    res = _forked_run(tmp_path, "plain")
+    assert "forked from this process" in res["log"][0]
+    assert [r[0] for r in res["out"]] == [i * i for i in range(6)]
+    assert {r[1] for r in res["out"]} == {res["pid"]}
+    res = _forked_run(tmp_path, "die_once")
+    assert (tmp_path / "killed").read_text() == "killed"
+    assert [r[0] for r in res["out"]] == [i * i for i in range(6)] and "forked" in res["log"][0]
+
+
+def test_forked_workers_all_dead_is_an_error_not_a_hang(tmp_path):
+    res = _forked_run(tmp_path, "all_die")
+    assert res["out"] is None
+    assert "all 2 worker processes of the local cluster died" in res["error"] and "tasks were not computed" in res["error"]
+
+
+def test_a_process_with_threads_spawns_its_workers(tmp_path):
+    """Forking a process that runs other threads may deadlock the children: those workers are spawned."""
+    res = _forked_run(tmp_path, "threaded")
+    assert "spawned" in res["log"][0]
+    assert [r[0] for r in res["out"]] == [i * i for i in range(6)]

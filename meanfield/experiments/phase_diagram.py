@@ -23,7 +23,7 @@ from ..errors import Interrupted
 from ..model import Model
 from ..sampling import uniform_points
 from ._report import Report, show_progress
-from .sweep import check_parallel, map_tasks
+from .sweep import check_parallel, cluster, map_tasks
 
 
 def equiangular_rhs(beta, n, normalized=True):
@@ -132,7 +132,8 @@ def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, 
                 "quick": quick}
     report = Report("phase-diagram", out, settings)
     report.write()
-    with report.guard():
+    # the workers (if any) start first: they warm up while Γ is computed here
+    with report.guard(), cluster(workers, scheduler) as client:
 
         # Γ_∞,δ from the equiangular ODE (cheap; first, so an interrupted run still has it)
         t_star = np.array([gamma_crossing(b, n, delta, normalized) for b in betas])
@@ -157,7 +158,7 @@ def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, 
             if bar is not None:
                 bar.update(1)
 
-        parallel = bool(workers) or scheduler is not None
+        parallel = client is not None
         checked = (float(betas[0]), float(betas[-1]))                  # β of the equiangular check
         eq_errors = []
         try:
@@ -170,7 +171,7 @@ def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, 
                         eq_errors.append(result)
 
                 map_tasks(phase_task, [float(b) for b in betas] + [("equiangular", b) for b in checked],
-                          workers=workers, scheduler=scheduler, shared=task, progress=False, on_result=collect)
+                          scheduler=client, shared=task, progress=False, on_result=collect)
             for k, beta in enumerate(() if parallel else betas):
                 try:
                     sol = _solve_beta(beta, x0, t, dim, normalized, scheme, dt, delta, clusters, cluster_delta)

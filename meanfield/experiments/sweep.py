@@ -154,20 +154,22 @@ def cluster(workers=None, scheduler=None, log=_stderr):
     """A `distributed.Client` for ``map_tasks``, or None (serial: ``workers`` None or 0 and no scheduler).
 
     ``workers=N`` starts a `LocalCluster` of N worker processes with one thread each (BLAS/OpenMP
-    pinned to one thread); ``"auto"``: one per core. ``scheduler``: the address of a running dask
+    pinned to one thread); ``"auto"``: one per core. When this process runs no other thread, the
+    workers are forked from it (`_ForkedWorkers`: up in ~0.15 s with this process's imports, and
+    warmed up while the scheduler starts); otherwise dask's nannies spawn them (~1 s). ``scheduler``: the address of a running dask
     scheduler (``tcp://host:8786``), or a `Client`, used as it is. The dashboard address is logged.
     """
     workers, scheduler = check_parallel(workers, scheduler)
     if scheduler is None and not workers:
         yield None
         return
-    from distributed import Client, LocalCluster
-
     log = log or (lambda text: None)
     if scheduler is not None and not isinstance(scheduler, str):
         yield scheduler
         return
     if scheduler is not None:
+        from distributed import Client
+
         try:
             client = Client(scheduler, timeout="20s")
         except (OSError, TimeoutError) as exc:
@@ -178,12 +180,144 @@ def cluster(workers=None, scheduler=None, log=_stderr):
             yield client
         return
     n = machine_workers() if workers == "auto" else workers
-    with _worker_environment():                   # dashboard on a free port (8787 may be taken)
-        local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, silence_logs=logging.ERROR,
-                             dashboard_address=":0")
-    with local, Client(local) as client:
-        log(f"dask: LocalCluster of {n} worker processes x 1 thread; dashboard {_dashboard(client)}")
-        yield client
+    forked = None
+    try:
+        forked = _ForkedWorkers.start(n)          # first: before distributed is imported and starts its threads
+        from distributed import Client, LocalCluster
+
+        with _worker_environment():
+            # the scheduler (its dashboard on a free port: 8787 may be taken) and, unless forked, n spawned workers
+            local = LocalCluster(n_workers=0 if forked else n, threads_per_worker=1, processes=True,
+                                 silence_logs=logging.ERROR, dashboard_address=":0")
+        with local, Client(local) as client:
+            how = "spawned"
+            if forked:                            # they join while the caller goes on (tasks wait for them)
+                forked.connect(local.scheduler_address, client)
+                how = "forked from this process"
+            log(f"dask: LocalCluster of {n} worker processes x 1 thread ({how}); dashboard {_dashboard(client)}")
+            yield client
+    finally:
+        if forked:
+            forked.close()
+
+
+def _forked_worker(conn, log_level):
+    """A forked worker process: waits for the scheduler's address, then runs one single-threaded dask
+    Worker until the scheduler closes. Ctrl-C is left to the parent (which cancels and closes)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:                                          # Linux: SIGTERM when the parent dies, not an orphan
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)          # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+    os.environ.update({k: "1" for k in THREAD_VARIABLES})          # one thread (read by numba and the sums)
+    import asyncio                                # while the parent starts the scheduler
+
+    import dask
+    from threadpoolctl import threadpool_limits
+    from distributed import Worker
+
+    dask.config.set({"distributed.worker.profile.enabled": False, **_QUIET_MONITORS})   # as `_worker_environment`
+    _warm_up()
+    address = conn.recv()
+    conn.close()
+    if address is None:
+        return
+    logging.getLogger("distributed").setLevel(log_level)
+
+    async def run():
+        async with Worker(address, nthreads=1, death_timeout=30) as worker:
+            await worker.finished()
+
+    with threadpool_limits(1):                    # BLAS inherited from the parent: one thread here
+        asyncio.run(run())
+
+
+def _warm_up():
+    """What a worker's first task would otherwise pay (0.2-0.4 s), done while the parent starts the
+    scheduler: the solvers imported, and numba's compiled loops loaded from its cache by their first
+    calls, in a tiny adaptive particle run with the cluster diagnostics (those of the phase diagram)."""
+    try:
+        import solvers
+
+        from ..model import Model
+
+        x = np.broadcast_to(np.eye(3), (2, 3, 3)).copy()
+        solvers.Particles(Model(beta=1.0, dim=3), diagnostics=("clustered_fraction", "clusters")).solve(
+            x, [0.0, 0.1], save="diagnostics", progress=False)
+    except Exception:                             # pragma: no cover - a warm-up never stops a worker
+        pass
+
+
+class _ForkedWorkers:
+    """The processes of a local cluster forked from this process instead of spawned: they inherit its
+    imports (numpy, scipy, numba, distributed, meanfield), so they are up in ~0.15 s instead of ~1 s
+    each (docs/sweeps.md). Only while this process runs no other thread: `start` returns None when it
+    has Python threads, or when CPython warns that the fork happened in a multi-threaded process
+    (its DeprecationWarning; the children, which have done nothing but wait, are then killed and
+    the cluster spawns its workers). Without a nanny, a worker that dies is not replaced: its tasks
+    are retried on the others, and `alive` tells the wait loop when none is left."""
+
+    def __init__(self, processes, pipes):
+        self.processes, self.pipes = processes, pipes
+
+    @classmethod
+    def start(cls, n):
+        import multiprocessing
+        import threading
+        import warnings
+
+        if not hasattr(os, "fork") or sys.platform != "linux" or threading.active_count() != 1:
+            return None
+        ctx = multiprocessing.get_context("fork")
+        processes, pipes = [], []
+        level = logging.getLogger("distributed").getEffectiveLevel()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DeprecationWarning)
+            for _ in range(n):
+                ours, theirs = ctx.Pipe()
+                proc = ctx.Process(target=_forked_worker, args=(theirs, max(level, logging.ERROR)), daemon=True,
+                                   name="meanfield-dask-worker")
+                proc.start()
+                theirs.close()
+                processes.append(proc)
+                pipes.append(ours)
+        if any("multi-threaded" in str(w.message) for w in caught):
+            for proc in processes:
+                proc.kill()
+                proc.join()
+            return None
+        return cls(processes, pipes)
+
+    def connect(self, address, client):
+        """Send the scheduler's address; the workers join when ready (a dead one is seen by `alive`)."""
+        for pipe in self.pipes:
+            pipe.send(address)
+        _FORKED[id(client)] = self
+
+    def alive(self):
+        return sum(proc.is_alive() for proc in self.processes)
+
+    def close(self, timeout=10):
+        for pipe in self.pipes:
+            try:
+                pipe.send(None)                   # the ones still waiting for an address
+            except OSError:
+                pass
+            pipe.close()
+        for proc in self.processes:
+            proc.join(timeout)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout)
+        for key in [k for k, v in _FORKED.items() if v is self]:
+            del _FORKED[key]
+
+
+_FORKED = {}                                      # id(client) -> its _ForkedWorkers
 
 
 @dataclass
@@ -233,10 +367,6 @@ def map_tasks(fn, tasks, *, workers=None, scheduler=None, shared=None, progress=
     retries = check_int(retries, "retries", low=0)
     results = [None] * len(tasks)
     bar = None
-    if show_progress(progress) and tasks:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(tasks), desc=desc, unit="task")
 
     def done(i, result):
         results[i] = result
@@ -247,6 +377,10 @@ def map_tasks(fn, tasks, *, workers=None, scheduler=None, shared=None, progress=
 
     try:
         with cluster(workers, scheduler, log) as client:
+            if show_progress(progress) and tasks:    # after the start: tqdm's monitor is a thread (no fork then)
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=len(tasks), desc=desc, unit="task")
             if client is None:
                 for i, task in enumerate(tasks):
                     try:
@@ -294,11 +428,16 @@ def _run_distributed(client, fn, tasks, shared, retries, errors, done):
         futures = [client.submit(_apply, fn, task, sent, pure=False, retries=retries) for task in tasks]
         index = {f.key: i for i, f in enumerate(futures)}
         pending = as_completed(futures)
+        forked = _FORKED.get(id(client))
         try:
             while not pending.is_empty():
                 if interrupted.is_set():
                     raise KeyboardInterrupt
                 if not pending.has_ready():
+                    if forked is not None and not forked.alive():
+                        raise RuntimeError(f"all {len(forked.processes)} worker processes of the local cluster died "
+                                           f"(exit codes {[p.exitcode for p in forked.processes]}); "
+                                           f"{sum(not f.done() for f in futures)} tasks were not computed.")
                     time.sleep(0.02)
                     continue
                 for fut in pending.next_batch(block=False):
