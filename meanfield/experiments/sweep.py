@@ -156,8 +156,9 @@ def cluster(workers=None, scheduler=None, log=_stderr):
     ``workers=N`` starts a `LocalCluster` of N worker processes with one thread each (BLAS/OpenMP
     pinned to one thread); ``"auto"``: one per core. When this process runs no other thread, the
     workers are forked from it (`_ForkedWorkers`: up in ~0.15 s with this process's imports, and
-    warmed up while the scheduler starts); otherwise dask's nannies spawn them (~1 s). ``scheduler``: the address of a running dask
-    scheduler (``tcp://host:8786``), or a `Client`, used as it is. The dashboard address is logged.
+    warmed up while the scheduler starts); otherwise dask's nannies spawn them (~1 s).
+    ``scheduler``: the address of a running dask scheduler (``tcp://host:8786``), or a `Client`, used
+    as it is. The dashboard address is logged.
     """
     workers, scheduler = check_parallel(workers, scheduler)
     if scheduler is None and not workers:
@@ -222,7 +223,10 @@ def _forked_worker(conn, log_level):
 
     dask.config.set({"distributed.worker.profile.enabled": False, **_QUIET_MONITORS})   # as `_worker_environment`
     _warm_up()
-    address = conn.recv()
+    try:
+        address = conn.recv()
+    except EOFError:                              # the parent closed the pipe without an address
+        address = None
     conn.close()
     if address is None:
         return
