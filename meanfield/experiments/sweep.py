@@ -183,8 +183,9 @@ def cluster(workers=None, scheduler=None, log=_stderr):
     n = machine_workers() if workers == "auto" else workers
     forked = None
     try:
-        forked = _ForkedWorkers.start(n)          # first: before distributed is imported and starts its threads
-        from distributed import Client, LocalCluster
+        from distributed import Client, LocalCluster      # imported once here (no thread yet), for the forks too
+
+        forked = _ForkedWorkers.start(n)          # before the scheduler's event loop starts its thread
 
         with _worker_environment():
             # the scheduler (its dashboard on a free port: 8787 may be taken) and, unless forked, n spawned workers
