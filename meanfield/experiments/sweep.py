@@ -111,6 +111,8 @@ def check_parallel(workers=None, scheduler=None):
 # tasks on 2 workers add up to 19.3-19.6 s instead of 20.3-20.9 s (18.7 s in one process).
 _QUIET_MONITORS = {"distributed.admin.tick.interval": "1s", "distributed.admin.system-monitor.interval": "5s",
                    "distributed.worker.memory.monitor-interval": "1s"}
+# the dask settings of the local workers, spawned or forked: no statistical profiler, quieter monitors
+_WORKER_CONFIG = {"distributed.worker.profile.enabled": False, **_QUIET_MONITORS}
 
 
 @contextlib.contextmanager
@@ -127,9 +129,7 @@ def _worker_environment():
                if k != "MALLOC_TRIM_THRESHOLD_"}
     environ.update({k: 1 for k in THREAD_VARIABLES})
     try:
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": environ,
-                              "distributed.worker.profile.enabled": False,
-                              **_QUIET_MONITORS}):
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": environ, **_WORKER_CONFIG}):
             yield
     finally:
         for k, v in saved.items():
@@ -222,7 +222,7 @@ def _forked_worker(conn, log_level):
     from threadpoolctl import threadpool_limits
     from distributed import Worker
 
-    dask.config.set({"distributed.worker.profile.enabled": False, **_QUIET_MONITORS})   # as `_worker_environment`
+    dask.config.set(_WORKER_CONFIG)               # as the spawned workers of `_worker_environment`
     _warm_up()
     try:
         address = conn.recv()
@@ -267,7 +267,7 @@ class _ForkedWorkers:
     are retried on the others, and `alive` tells the wait loop when none is left."""
 
     def __init__(self, processes, pipes):
-        self.processes, self.pipes = processes, pipes
+        self.processes, self.pipes, self.key = processes, pipes, None
 
     @classmethod
     def start(cls, n):
@@ -301,7 +301,8 @@ class _ForkedWorkers:
         """Send the scheduler's address; the workers join when ready (a dead one is seen by `alive`)."""
         for pipe in self.pipes:
             pipe.send(address)
-        _FORKED[id(client)] = self
+        self.key = id(client)
+        _FORKED[self.key] = self
 
     def alive(self):
         return sum(proc.is_alive() for proc in self.processes)
@@ -318,8 +319,7 @@ class _ForkedWorkers:
             if proc.is_alive():
                 proc.terminate()
                 proc.join(timeout)
-        for key in [k for k, v in _FORKED.items() if v is self]:
-            del _FORKED[key]
+        _FORKED.pop(self.key, None)
 
 
 _FORKED = {}                                      # id(client) -> its _ForkedWorkers
