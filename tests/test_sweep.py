@@ -76,6 +76,10 @@ def _die_once(i, *, marker):
     return i * i
 
 
+def _square(i):
+    return i * i
+
+
 def _raise_once(i, *, marker):
     if i == 1 and not os.path.exists(marker):
         pathlib.Path(marker).write_text("raised")
@@ -311,6 +315,21 @@ def test_ctrl_c_during_distributed_waits_for_a_safe_point():
             time.sleep(0.01)
         assert interrupted.is_set()
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_ctrl_c_while_the_last_results_are_recorded_is_not_lost(client):
+    """A Ctrl-C that arrives while the results are recorded (a sweep writes each cell's files then)
+    stops the run at the next result, or after the last one: it is never swallowed."""
+    recorded = []
+
+    def record(i, result):
+        recorded.append(i)
+        if len(recorded) == 2:
+            os.kill(os.getpid(), signal.SIGINT)            # from the main thread: the flag is set at once
+
+    with pytest.raises(KeyboardInterrupt):
+        sw.map_tasks(_square, range(2), scheduler=client, progress=False, on_result=record)
+    assert len(recorded) == 2
 
 
 # -- local workers forked from a single-threaded process -------------------------------------------------

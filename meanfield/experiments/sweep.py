@@ -434,10 +434,13 @@ def _run_distributed(client, fn, tasks, shared, retries, errors, done):
         index = {f.key: i for i, f in enumerate(futures)}
         pending = as_completed(futures)
         forked = _FORKED.get(id(client))
+        def safe_point():                         # Ctrl-C is raised here, between two client calls
+            if interrupted.is_set():
+                raise KeyboardInterrupt
+
         try:
             while not pending.is_empty():
-                if interrupted.is_set():
-                    raise KeyboardInterrupt
+                safe_point()
                 if not pending.has_ready():
                     if forked is not None and not forked.alive():
                         raise RuntimeError(f"all {len(forked.processes)} worker processes of the local cluster died "
@@ -446,6 +449,7 @@ def _run_distributed(client, fn, tasks, shared, retries, errors, done):
                     time.sleep(0.02)
                     continue
                 for fut in pending.next_batch(block=False):
+                    safe_point()                  # also between the results of one batch (each is recorded)
                     try:
                         result = fut.result()
                     except Exception as exc:
@@ -454,6 +458,7 @@ def _run_distributed(client, fn, tasks, shared, retries, errors, done):
                         result = TaskError.from_exception(exc)
                     fut.release()
                     done(index[fut.key], result)
+            safe_point()                          # a Ctrl-C during the last results is not lost
         except BaseException:
             client.cancel(futures)
             raise
