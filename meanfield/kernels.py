@@ -17,9 +17,9 @@ from ._checks import check_beta, check_dim, check_int, check_real
 
 
 def _log_prefactor(beta, dim):
-    """log of Γ(d/2) (2/β)^{(d-2)/2}; only called with β > 0."""
+    """log of Γ(d/2) (2/β)^{(d-2)/2}; only called with β > 0 (log 2 − log β: 2/β overflows for subnormal β)."""
     lam = 0.5 * (dim - 2)
-    return special.gammaln(0.5 * dim) + lam * np.log(2.0 / beta)
+    return special.gammaln(0.5 * dim) + lam * (np.log(2.0) - np.log(beta))
 
 
 def kernel_multipliers(beta, dim, lmax, scaled=False):
@@ -90,7 +90,7 @@ def _log_scaled_multipliers_series(beta, dim, ls):
                          "underflows would need more than 2^26 terms; use a smaller beta or degree.")
     k = np.arange(kmax + 1, dtype=float)[:, None]
     log_terms = special.xlogy(k, q) - special.gammaln(k + 1) - (special.gammaln(nu + k) - special.gammaln(nu))
-    return (special.gammaln(0.5 * dim) - special.gammaln(nu) + ls * np.log(0.5 * beta)
+    return (special.gammaln(0.5 * dim) - special.gammaln(nu) + ls * (np.log(beta) - np.log(2.0))
             + special.logsumexp(log_terms, axis=0) - beta)
 
 
@@ -115,7 +115,7 @@ def velocity_multipliers(beta, dim, lmax, scaled=False):
         l = np.arange(1, lmax + 1)
         nu = l + 0.5 * dim
         with np.errstate(under="ignore"):
-            log_lead = special.gammaln(0.5 * dim) - special.gammaln(nu) + l * np.log(beta / 2) - np.log(beta)
+            log_lead = special.gammaln(0.5 * dim) - special.gammaln(nu) + l * (np.log(beta) - np.log(2.0)) - np.log(beta)
             q = (beta / 2) ** 2
             series = 1 + q / nu + q ** 2 / (2 * nu * (nu + 1)) + q ** 3 / (6 * nu * (nu + 1) * (nu + 2))
             c[1:] = np.exp(log_lead) * series
@@ -196,6 +196,8 @@ def minimum_degree(beta, dim, tol=1e-14):
     while True:
         a = kernel_multipliers(beta, dim, L, scaled=True)
         ratio = a / a[0]
+        if not np.all(np.isfinite(ratio)):
+            raise ValueError(f"`beta`={beta:g}: the kernel multipliers a_l(β) are not finite in dimension {dim}.")
         above = np.nonzero(ratio >= tol)[0]
         if above.size and above[-1] < L:
             return max(int(above[-1]) + 1, 2)

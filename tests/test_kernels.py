@@ -96,6 +96,18 @@ def test_velocity_multipliers_limit_beta_to_zero():
             assert abs(c[1] - 1 / dim) < 2 * beta
 
 
+@pytest.mark.parametrize("beta", [5e-324, 2.225073858507203e-309, 1e-300])
+@pytest.mark.parametrize("dim", [2, 3, 5, 40])
+def test_subnormal_and_tiny_beta(beta, dim):
+    """a_0 = 1, a_1 = β/d to rounding (the series' first terms), c_1 = 1/d and the minimum degree 2,
+    also where 2/β overflows and β/2 underflows (found by the slow hypothesis profile)."""
+    a = mf.kernel_multipliers(beta, dim, 3)
+    assert a[0] == pytest.approx(1.0, rel=1e-12) and a[2] == a[3] == 0.0
+    assert a[1] == pytest.approx(beta / dim, rel=1e-12, abs=5e-324)
+    assert velocity_multipliers(beta, dim, 3)[1] == pytest.approx(1 / dim, rel=1e-15)
+    assert minimum_degree(beta, dim) == 2
+
+
 def test_linear_growth_rates_formula():
     m = mf.Model(beta=2.0, dim=2)
     from scipy.special import iv
