@@ -76,6 +76,7 @@ class Run:
         self.seed = seed
         self.workspace = {}
         self.retracts = solver.retracts
+        self.magnitude = None      # the adaptive error control's size of the state (None: |y| componentwise)
         self.y0 = None
 
     def rhs(self, t, y):

@@ -46,6 +46,12 @@ SAVE = ("auto", "positions", "ends", "diagnostics")
 AUTO_SAVE_BYTES = 1 << 28  # save="auto" keeps every position up to 256 MB of them, else the first and last
 
 
+def point_norms(y):
+    """|y_i| (..., n, 1): the size of each point, what ``rtol`` is relative to in the adaptive error
+    control (one scale per point, so the control is invariant under rotations of R^d)."""
+    return np.sqrt(np.einsum("...d,...d->...", y, y))[..., None]
+
+
 class Particles(Solver):
     """Weighted particles on S^{d-1} (or in R^d) under (SA)/(USA), general Q, K, V, multi-head.
 
@@ -254,6 +260,7 @@ class Particles(Solver):
                                  f"beta > {_EXP_MAX:g}. Pass rescale_time=True to integrate in tau = e^beta t.")
         run.domain, run.rescaled = domain, bool(rescaled)
         run.retracts = domain == "sphere"
+        run.magnitude = point_norms
         run.adaptive = adaptive
         run.threads = check_threads(o["threads"])
         run.diagnostics_choice = self.diagnostics_level if o["diagnostics"] is None else self._check_diagnostics(o["diagnostics"])

@@ -544,12 +544,18 @@ def test_save_chooses_what_each_saved_time_keeps(tmp_path):
 
 def test_dense_output_agrees_with_landing_on_every_saved_time():
     """dopri5 with dense_output=True (saved times from the order-4 interpolant, retracted) agrees with
-    the run that lands on each of 161 saved times to the tolerance, in fewer right-hand sides."""
+    the run that lands on each of 161 saved times (whose short steps make it accurate to ~5e-11)
+    within 30·rtol, the error is proportional to rtol, and it takes fewer right-hand sides."""
     x0 = _sphere((8, 16), 3, 44)
     t = np.linspace(0.0, 8.0, 161)
     solver = Particles(mf.Model(beta=4.0, dim=3), diagnostics="none")
     land = solver.solve(x0, t, rtol=1e-7, atol=1e-9, progress=False)
+    errors = []
+    for rtol in (1e-6, 1e-7, 1e-8):
+        dense = solver.solve(x0, t, rtol=rtol, atol=1e-9, dense_output=True, progress=False)
+        errors.append(np.abs(dense.positions - land.positions).max())
+        assert errors[-1] < 30 * rtol
+    assert 5 < errors[0] / errors[1] < 20 and 5 < errors[1] / errors[2] < 20
     dense = solver.solve(x0, t, rtol=1e-7, atol=1e-9, dense_output=True, progress=False)
-    assert np.abs(dense.positions - land.positions).max() < 2e-6
     np.testing.assert_allclose(np.linalg.norm(dense.positions, axis=-1), 1.0, rtol=0, atol=1e-15)
     assert dense.stats["nfev"] < land.stats["nfev"] / 2

@@ -47,6 +47,22 @@ def test_retraction_keeps_the_sphere():
     assert np.allclose(res.y[-1], [np.cos(10.0), np.sin(10.0)], atol=1e-5)
 
 
+def test_error_relative_to_a_magnitude_makes_the_steps_rotation_invariant():
+    """u' = Ωu (a rotation of the plane): with rtol relative to |u| (``magnitude``) every rotated
+    start takes the same steps; relative to |u_k| component by component it does not, and the
+    component that passes near zero forces more steps."""
+    omega = np.array([[0, -1.0], [1.0, 0]])
+    fun = lambda t, y: y @ omega.T
+    counts, plain = set(), set()
+    for a in np.linspace(0.0, 1.5, 7):
+        u0 = np.array([np.cos(a), np.sin(a)])
+        res = ts.integrate(fun, u0, [0.0, 10.0], rtol=1e-6, atol=1e-12, magnitude=lambda y: np.linalg.norm(y))
+        assert np.allclose(res.y[-1], [np.cos(a + 10.0), np.sin(a + 10.0)], atol=1e-4)
+        counts.add(res.nfev)
+        plain.add(ts.integrate(fun, u0, [0.0, 10.0], rtol=1e-6, atol=1e-12).nfev)
+    assert len(counts) == 1 and len(plain) > 1 and min(plain) > counts.pop()
+
+
 def test_blow_up_is_reported_and_keeps_the_saved_times():
     res = ts.integrate(lambda t, y: y ** 2, np.array([1.0]), [0.0, 0.5, 0.9, 2.0], rtol=1e-8, atol=1e-12)
     assert res.status == -1 and "t=" in res.message and "non-finite" in res.message
