@@ -30,6 +30,7 @@ Contract for whoever adds a solver (like scipy's ``OdeSolver``):
    answers by ``_refine(run, t, y)`` -> (finer solver, its state)), ``_diagnostics(run, t, y)``,
    ``_stable_step(run, y)`` (stability limit of an explicit stepper), ``_keep(run, i, y)`` (what is
    kept of saved time i after its diagnostics, e.g. nothing for a run that saves diagnostics only),
+   ``_run_context(run)`` (a context held while the stepper runs, e.g. thread limits),
    and the hooks a stepper
    ``needs`` (``_euler``/``_cfl_rate``/``_split`` for SSP-RK3, ``_tangent_noise`` for Euler–Maruyama,
    ``_euler_velocity`` for Euler-then-normalise).
@@ -37,6 +38,7 @@ Contract for whoever adds a solver (like scipy's ``OdeSolver``):
    evaluations, draws the progress bar, writes checkpoints, refines automatic resolutions and turns
    failures into exceptions that carry the `Solution` computed so far.
 """
+import contextlib
 import copy
 import os
 import time
@@ -152,6 +154,11 @@ class Solver:
         if not isinstance(model, Model):
             raise ValueError(f"`model` must be a meanfield.Model, got {type(model).__name__}.")
         self.model = model
+
+    def _run_context(self, run):
+        """A context held while the stepper runs (default: none; `solvers.Particles`: BLAS on one
+        thread while the kernel sums run on several)."""
+        return contextlib.nullcontext()
 
     def _require_zonal(self):
         if not self.model.is_zonal:
@@ -382,7 +389,8 @@ class Solver:
         desc = f"{type(self).__name__} {self.model.kind} beta={self.model.beta:g}"
         while True:
             diags, on_save = saver(run)
-            res = run.stepper.integrate(run, run.y0, run.t_eval, callback=on_save, progress=progress, desc=desc)
+            with run.solver._run_context(run):
+                res = run.stepper.integrate(run, run.y0, run.t_eval, callback=on_save, progress=progress, desc=desc)
             part = _build(run, res, diags)
             if res.status == 1 and isinstance(res.error, Refine):
                 parts.append(part)

@@ -23,6 +23,8 @@ with P_x y = y − ⟨x, y⟩x. Equal weights w_j = 1/n give (SA) and (USA) exac
   so the law solves the Fokker–Planck equation of docs/mathematics.md §6 (weak order 1; for pure noise one step maps
   E⟨x, x0⟩ to r(h)E⟨x, x0⟩ exactly, r(h) = E(1 + 2νhχ²_{d−1})^{−1/2} = 1 − ν(d−1)h + O(h²)).
 """
+import contextlib
+
 import numpy as np
 from scipy.linalg import expm
 
@@ -32,7 +34,7 @@ from meanfield._checks import (NORMALIZE_POINTS, NORMALIZE_WEIGHTS, check_int, c
 from meanfield.diagnostics import count_clusters, w1_to_nearest_dirac
 from meanfield.energy import _discrete_energy
 from meanfield.errors import UnsupportedModel
-from meanfield.kernelsums import attention_sums, check_threads, gram_counts, kernel_sums
+from meanfield.kernelsums import _blas_single_threaded, attention_sums, check_threads, gram_counts, kernel_sums
 from meanfield.representations.particles import ParticleCloud
 from meanfield.representations.sampled_particles import SampledParticleCloud, slot
 
@@ -332,6 +334,12 @@ class Particles(Solver):
         if run.domain == "sphere":
             xi -= np.einsum("...d,...d->...", y, xi)[..., None] * y
         return xi
+
+    def _run_context(self, run):
+        """BLAS on one thread for the whole run when the kernel sums use several: numba's threads
+        spin between two sums while the integrator's BLAS calls wake their own threads, and on two
+        cores the two pools slow a phase-diagram β 3.6-fold (docs/particles.md, Performance)."""
+        return _blas_single_threaded() if run.threads > 1 else contextlib.nullcontext()
 
     # -- Solver contract -------------------------------------------------------------------------
     def memory_estimate(self, n, batch=1):

@@ -559,3 +559,32 @@ def test_dense_output_agrees_with_landing_on_every_saved_time():
     dense = solver.solve(x0, t, rtol=1e-7, atol=1e-9, dense_output=True, progress=False)
     np.testing.assert_allclose(np.linalg.norm(dense.positions, axis=-1), 1.0, rtol=0, atol=1e-15)
     assert dense.stats["nfev"] < land.stats["nfev"] / 2
+
+
+def test_blas_is_held_to_one_thread_while_the_sums_use_several():
+    """With ``threads`` > 1 the run holds BLAS to one thread (numba's threads and BLAS's would share
+    two cores) and gives it back afterwards; with one thread BLAS is left alone."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads():
+        return max((lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"), default=None)
+
+    seen = []
+
+    class Recording(Particles):
+        def _rhs(self, run, t, y):
+            seen.append((run.threads, blas_threads()))
+            return super()._rhs(run, t, y)
+
+    x0 = _sphere((4, 8), 3, 3)
+    with threadpool_limits(limits=2, user_api="blas"):
+        if blas_threads() != 2:
+            pytest.skip("no BLAS that can run two threads")
+        solver = Recording(mf.Model(beta=2.0, dim=3), diagnostics="none")
+        two = solver.solve(x0, [0.0, 0.5], threads=2, progress=False)
+        assert blas_threads() == 2
+        assert seen and all(s == (2, 1) for s in seen)
+        seen.clear()
+        one = solver.solve(x0, [0.0, 0.5], threads=1, progress=False)
+        assert seen and all(s == (1, 2) for s in seen)
+    np.testing.assert_allclose(two.positions, one.positions, rtol=0, atol=1e-12)
