@@ -116,7 +116,7 @@ def _kernels():
         from . import _fused
 
         _KERNELS.update(exp_sums4=_fused.exp_sums4, exp_sums4_parallel=_fused.exp_sums4_parallel,
-                        gram_counts4=_fused.gram_counts4)
+                        gram_counts4=_fused.gram_counts4, cluster_counts4=_fused.cluster_counts4)
     return _KERNELS or None
 
 
@@ -245,3 +245,12 @@ def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attentio
 def gram_counts4(x, y, threshold, counts):
     """counts (G, r) += #{j : ⟨x_i, y_j⟩ >= threshold} for x (G, r, k), y (G, m, k), k <= 4."""
     _kernels()["gram_counts4"](x, y, float(threshold), counts, np.empty((4, x.shape[1])))
+
+
+def cluster_counts4(x, threshold):
+    """The number of connected components of i ~ j ⟺ ⟨x_i, x_j⟩ >= threshold for each cloud of x
+    (G, n, k), k <= 4, C-contiguous float64: int64 (G,). One compiled pass per cloud, memory O(n)."""
+    G, n = x.shape[0], x.shape[1]
+    out = np.empty(G, dtype=np.int64)
+    _kernels()["cluster_counts4"](x, float(threshold), out, np.empty((5, max(n, 1))), np.empty(max(n, 1), np.int64))
+    return out

@@ -177,6 +177,37 @@ def gram_counts4(x, y, threshold, counts, scratch):
 
 
 @njit(cache=True, **_OPTS)
+def cluster_counts4(x, threshold, out, scratch, parent):
+    """out[g] = the number of connected components of the graph i ~ j ⟺ ⟨x[g, i], x[g, j]⟩ >= threshold
+    (the inner products as in `gram_counts4`), by union–find with path halving."""
+    G, n, k = x.shape[0], x.shape[1], x.shape[2]
+    xt, hit = scratch[:4], scratch[4]
+    for g in range(G):
+        _rows4(x, g, 1.0, False, 0.0, xt)
+        for i in range(n):
+            parent[i] = i
+        components = n
+        for j in range(1, n):
+            p = _point4(x, g, j, k, False, 0.0)
+            for i in range(j):                                # vectorised: the column's inner products
+                hit[i] = _dot4(xt, i, p)
+            b = j                                             # the root of j, kept as the unions go
+            while parent[b] != b:
+                b = parent[b]
+            for i in range(j):
+                if hit[i] >= threshold:
+                    a = i
+                    while parent[a] != a:
+                        parent[a] = parent[parent[a]]
+                        a = parent[a]
+                    if a != b:
+                        parent[max(a, b)] = min(a, b)
+                        b = min(a, b)
+                        components -= 1
+        out[g] = components
+
+
+@njit(cache=True, **_OPTS)
 def exp_values(z, out):
     """out = expo(max(z, EXP_LOW)) elementwise (the exponential of the fused sums, for its test)."""
     for i in range(z.shape[0]):

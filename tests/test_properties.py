@@ -9,6 +9,7 @@ Random models: β ∈ [0, 20], (SA) or (USA), V = ±I (docs/mathematics.md §2).
   adaptive particle run with rotations: the same steps, the rotated positions;
 * the PDE solvers conserve the mass ∫ρ dσ, and without noise E_β is monotone with the sign of V,
   at the rate of identity (3.6);
+* the number of clusters is the number of connected components of the δ-graph;
 * W1 is a metric: symmetric, zero on equal measures (also listed in another order), triangle inequality;
 * `Model.to_dict`/`from_dict` and `Solution.save`/`meanfield.load` are exact round trips;
 * ``meanfield run`` on random mutations of the example configurations either runs (a run longer than
@@ -122,6 +123,28 @@ def test_adaptive_particle_run_commutes_with_rotations(beta, v, seed, dim):
     turned = solver.solve(x @ R.T, t, rtol=1e-6, atol=1e-9, progress=False)
     assert turned.stats["nfev"] == sol.stats["nfev"] and turned.stats["nsteps"] == sol.stats["nsteps"]
     assert np.abs(turned.positions - sol.positions @ R.T).max() < 1e-12
+
+
+@given(seeds, st.integers(2, 4), st.integers(1, 60), st.integers(1, 6), st.floats(1e-4, 0.5))
+def test_cluster_counts_are_the_connected_components(seed, dim, n, centres, delta):
+    """The number of clusters (compiled union–find, and the numpy closure) is the number of connected
+    components of i ~ j ⟺ ⟨x_i, x_j⟩ >= 1 − δ, for points spread around a few centres."""
+    from scipy.sparse.csgraph import connected_components
+
+    from meanfield import _compiled
+    from meanfield.diagnostics import count_clusters
+
+    rng = np.random.default_rng(seed)
+    c = _sphere_points(rng, centres, dim)
+    x = c[rng.integers(0, centres, (5, n))] + rng.uniform(0, 0.2) * rng.standard_normal((5, n, dim))
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    exact = [connected_components(xi @ xi.T >= 1 - delta)[0] for xi in x]
+    assert np.array_equal(count_clusters(x, delta), exact)
+    _compiled.ENABLED = False
+    try:
+        assert np.array_equal(count_clusters(x, delta), exact)
+    finally:
+        _compiled.ENABLED = True
 
 
 # -- conservation and the energy identity ----------------------------------------------------------
