@@ -77,17 +77,16 @@ def count_clusters(positions, delta, *, chunk=_CHUNK, max_iter=10_000):
     For d <= 4 with numba: union–find over the pairs in one compiled pass per cloud (memory O(n));
     otherwise by transitive closure (n <= 256) or min-label propagation with pointer jumping,
     vectorised over the leading axes and in row blocks of ``chunk`` (memory O(chunk·n) per batch
-    element). Returns an int for (n, d)
-    input, else an int array of shape positions.shape[:-2].
+    element). Returns an int for (n, d) input, else an int array of shape positions.shape[:-2].
     """
     x = _as_positions(positions)
     delta = check_real(delta, "delta", low=0.0, low_open=True, high=2.0)
     chunk = check_int(chunk, "chunk", low=1)
     lead, (n, d) = x.shape[:-2], x.shape[-2:]
     xb = x.reshape(-1, n, d)
-    if _compiled.fused(d, 0) and n >= 1:
-        xb = np.ascontiguousarray(xb, dtype=np.float64)
-        return _scalar_or_array(_compiled.cluster_counts4(xb, 1.0 - delta).reshape(lead).astype(int))
+    if _compiled.fused(d, 0):
+        counts = _compiled.cluster_counts4(np.ascontiguousarray(xb, dtype=np.float64), 1.0 - delta)
+        return _scalar_or_array(counts.reshape(lead).astype(int))
     xt = np.swapaxes(xb, -1, -2)
     labels = np.broadcast_to(np.arange(n), xb.shape[:-1]).copy()
     if n <= 256:
