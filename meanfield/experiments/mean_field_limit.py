@@ -172,7 +172,7 @@ def sampling_study(dim, model, rho0, times, ns, methods, seeds, n_dynamic_max, q
     tasks = [(method, j, n, s) for method in methods for j, n in enumerate(ns)
              for s in range(seeds if method == "iid" else 1)]
     values = map_tasks(w1_sample, tasks, workers=workers, scheduler=scheduler, progress=progress,
-                       desc=f"W1 against N on S^{dim - 1}",
+                       desc=f"W1 against N on S^{dim - 1}", priority=[n for _, _, n, _ in tasks],   # largest N first
                        shared=dict(model=model, rho0=rho0, times=times, refs=refs, n_dynamic_max=n_dynamic_max))
     out = {}
     for method in methods:

@@ -350,7 +350,7 @@ def _identity(value):
 
 
 def map_tasks(fn, tasks, *, workers=None, scheduler=None, shared=None, progress=None, desc=None, retries=2,
-              errors="raise", on_result=None, log=_stderr):
+              errors="raise", on_result=None, priority=None, log=_stderr):
     """``[fn(task, **shared) for task in tasks]``, spread over dask workers; results in task order.
 
     Parameters
@@ -364,8 +364,15 @@ def map_tasks(fn, tasks, *, workers=None, scheduler=None, shared=None, progress=
     retries : re-runs of a task that raised (a task whose worker died is re-run by the scheduler).
     errors : "raise" (the first failure propagates) or "return" (a failed task's result is a `TaskError`).
     on_result : ``on_result(index, result)`` called in this process as each task completes (any order).
+    priority : on workers, a number per task: the larger start first (default: in list order). Give the
+        longest tasks the largest, so that the short ones fill the end. It changes no result.
     """
     tasks = list(tasks)
+    if priority is None:
+        priority = range(len(tasks), 0, -1)
+    priority = [float(p) for p in priority]
+    if len(priority) != len(tasks) or not all(np.isfinite(priority)):
+        raise ValueError(f"`priority` must hold one finite number per task ({len(tasks)}), got {len(priority)}.")
     shared = dict(shared or {})
     if errors not in ("raise", "return"):
         raise ValueError(f"`errors` must be 'raise' or 'return', got {errors!r}.")
@@ -396,7 +403,7 @@ def map_tasks(fn, tasks, *, workers=None, scheduler=None, shared=None, progress=
                         result = TaskError.from_exception(exc)
                     done(i, result)
             elif tasks:
-                _run_distributed(client, fn, tasks, shared, retries, errors, done)
+                _run_distributed(client, fn, tasks, shared, retries, errors, done, priority)
     finally:
         if bar is not None:
             bar.close()
@@ -424,13 +431,20 @@ def _deferred_interrupt():
         signal.signal(signal.SIGINT, previous)
 
 
-def _run_distributed(client, fn, tasks, shared, retries, errors, done):
+def _run_distributed(client, fn, tasks, shared, retries, errors, done, priority):
+    import dask
     from distributed import as_completed
 
     with _deferred_interrupt() as interrupted:
-        # the shared arguments as one task (not scattered data): a worker that dies with them is recomputed
-        sent = client.submit(_identity, shared, pure=False) if shared else {}
-        futures = [client.submit(_apply, fn, task, sent, pure=False, retries=retries) for task in tasks]
+        # one graph, sent at once, so that the priorities order all the tasks: they wait for the shared
+        # arguments (one task, not scattered data: a worker that dies with them is recomputed), then
+        # start by priority (submitted one by one, the first could start before the last is known)
+        sent = dask.delayed(_identity, pure=False)(shared) if shared else {}
+        graph = []
+        for task, p in zip(tasks, priority):
+            with dask.annotate(priority=p):
+                graph.append(dask.delayed(_apply, pure=False)(fn, task, sent))
+        futures = client.compute(graph, retries=retries, optimize_graph=False)
         index = {f.key: i for i, f in enumerate(futures)}
         pending = as_completed(futures)
         forked = _FORKED.get(id(client))
