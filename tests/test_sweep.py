@@ -1,4 +1,5 @@
 """Sweeps on dask.distributed: identical to the serial run, worker deaths retried, Ctrl-C resumable."""
+import dataclasses
 import importlib
 import json
 import os
@@ -166,6 +167,29 @@ def test_tasks_start_in_the_order_of_their_priority(client):
     for bad in ([1.0] * 11, [1.0] * 11 + [np.nan]):
         with pytest.raises(ValueError, match="`priority` must hold one finite number per task"):
             sw.map_tasks(_square, range(12), priority=bad)
+
+
+@dataclasses.dataclass
+class _Task:
+    a: int
+    b: list = dataclasses.field(default_factory=list)
+    c: int = dataclasses.field(init=False, default=7)
+
+
+def _repr(task):
+    return repr(task)
+
+
+def test_tasks_reach_the_function_as_they_are(client):
+    """The tasks travel inside one dask graph: a tuple that starts with a function, a dict of such
+    tuples, a dataclass with a field outside __init__, must arrive unchanged, not be run as tasks
+    or rebuilt."""
+    task = _Task(1, [2])
+    task.c = 99
+    tasks = [(len, "abc"), {"k": (sum, [1, 2])}, task, [len, 1]]
+    expected = [repr(t) for t in tasks]
+    assert sw.map_tasks(_repr, tasks, progress=False) == expected
+    assert sw.map_tasks(_repr, tasks, scheduler=client, progress=False) == expected
 
 
 def test_killed_worker_does_not_lose_a_task(client, tmp_path):
