@@ -164,7 +164,7 @@ def test_tasks_start_in_the_order_of_their_priority(client):
                                priority=[i % 3 for i in range(12)])          # 2, 5, 8, 11 first; 0, 3, 6, 9 last
         ranks = np.argsort(started)
         assert set(ranks[:6]) >= {2, 5, 8, 11} and set(ranks[-4:]) == {0, 3, 6, 9}
-    for bad in ([1.0] * 11, [1.0] * 11 + [np.nan]):
+    for bad in ([1.0] * 11, [1.0] * 11 + [np.nan], ["high"] * 12, 3.0, list(range(100))):
         with pytest.raises(ValueError, match="`priority` must hold one finite number per task"):
             sw.map_tasks(_square, range(12), priority=bad)
 

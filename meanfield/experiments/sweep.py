@@ -368,11 +368,15 @@ def map_tasks(fn, tasks, *, workers=None, scheduler=None, shared=None, progress=
         longest tasks the largest, so that the short ones fill the end. It changes no result.
     """
     tasks = list(tasks)
-    if priority is None:
-        priority = range(len(tasks), 0, -1)
-    priority = [float(p) for p in priority]
-    if len(priority) != len(tasks) or not all(np.isfinite(priority)):
-        raise ValueError(f"`priority` must hold one finite number per task ({len(tasks)}), got {len(priority)}.")
+    given = priority
+    try:
+        priority = [float(p) for p in (range(len(tasks), 0, -1) if given is None else given)]
+    except (TypeError, ValueError):
+        priority = None
+    if priority is None or len(priority) != len(tasks) or not all(np.isfinite(priority)):
+        text = (repr(given) if len(repr(given)) <= 60 else "values that are not numbers" if priority is None
+                else f"{len(priority)} values")
+        raise ValueError(f"`priority` must hold one finite number per task ({len(tasks)}), got {text}.")
     shared = dict(shared or {})
     if errors not in ("raise", "return"):
         raise ValueError(f"`errors` must be 'raise' or 'return', got {errors!r}.")
