@@ -368,15 +368,12 @@ def map_tasks(fn, tasks, *, workers=None, scheduler=None, shared=None, progress=
         longest tasks the largest, so that the short ones fill the end. It changes no result.
     """
     tasks = list(tasks)
-    given = priority
     try:
-        priority = [float(p) for p in (range(len(tasks), 0, -1) if given is None else given)]
-    except (TypeError, ValueError):
-        priority = None
-    if priority is None or len(priority) != len(tasks) or not all(np.isfinite(priority)):
-        text = (repr(given) if len(repr(given)) <= 60 else "values that are not numbers" if priority is None
-                else f"{len(priority)} values")
-        raise ValueError(f"`priority` must hold one finite number per task ({len(tasks)}), got {text}.")
+        priority = np.arange(len(tasks), 0, -1.0) if priority is None else np.asarray(priority, dtype=float)
+    except (TypeError, ValueError):                # not numbers
+        priority = np.empty(0)
+    if priority.shape != (len(tasks),) or not np.all(np.isfinite(priority)):
+        raise ValueError(f"`priority` must hold one finite number per task ({len(tasks)} tasks).")
     shared = dict(shared or {})
     if errors not in ("raise", "return"):
         raise ValueError(f"`errors` must be 'raise' or 'return', got {errors!r}.")
@@ -446,7 +443,7 @@ def _run_distributed(client, fn, tasks, shared, retries, errors, done, priority)
         sent = dask.delayed(_identity, pure=False)(shared) if shared else {}
         graph = []
         for task, p in zip(tasks, priority):
-            with dask.annotate(priority=p):
+            with dask.annotate(priority=float(p)):
                 graph.append(dask.delayed(_apply, pure=False)(fn, task, sent))
         futures = client.compute(graph, retries=retries, optimize_graph=False)
         index = {f.key: i for i, f in enumerate(futures)}
