@@ -86,13 +86,13 @@ def cost_per_step():
 
 def work_precision():
     import solvers
-    from solvers.fem import FiniteElements, _reference_quadrature
+    from solvers.fem import FiniteElements, reference_quadrature
 
     rho0 = mf.densities.mixture([mf.densities.von_mises_fisher([0, 0, 1], 1.0),
                                  mf.densities.von_mises_fisher([0, 0, -1], 1.0)], [0.6, 0.4])
     model = mf.Model(beta=2.0, dim=3)
     ref = legendre_zonal(2.0, lambda z: rho0(np.stack([np.sqrt(1 - z * z), 0 * z, z], -1)), 1.0)
-    xq, wq = _reference_quadrature(3, 64)
+    xq, wq = reference_quadrature(3, 64)
     rq = ref(xq[:, 2])
     print("== work-precision (SA, beta = 2, t = 1, sphere; L1 error vs exact zonal reference) ==")
     curves = {}

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import meanfield as mf  # noqa: E402
-from solvers.fem import FiniteElements, _reference_quadrature  # noqa: E402
+from solvers.fem import FiniteElements, reference_quadrature  # noqa: E402
 from solvers.references import fourier_collocation, legendre_zonal  # noqa: E402
 
 IMG = pathlib.Path(__file__).resolve().parent / "img"
@@ -41,8 +41,8 @@ def fig_convergence():
     M = 4096
     tf = 2 * np.pi * (np.arange(M) + 0.5) / M
     xf = np.stack([np.cos(tf), np.sin(tf)], -1)
-    xq, wq = _reference_quadrature(3, 64)
-    xg = mf.quadrature(1500, 3)[0]
+    xq, wq = reference_quadrature(3, 64)
+    xg = mf.sphere_quadrature(1500, 3)[0]
     for normalized, mk in ((True, "o"), (False, "s")):
         kind = "SA" if normalized else "USA"
         m = mf.Model(beta=2.0, dim=2, normalized=normalized)

@@ -41,7 +41,7 @@ def main(argv):
     for src, dst in FIGURES.items():
         shutil.copy(out / f"{src}.png", IMG / f"metastability_{dst}.png")
     if "--replot" in argv:                         # the figures drawn from summary.json, with today's code
-        from meanfield.experiments._report import pyplot
+        from meanfield.experiments.report import pyplot
         from meanfield.experiments.metastability import plot_figure4
 
         plot_figure4(res["figure4"]).savefig(IMG / "metastability_figure4.png", dpi=110)

@@ -10,13 +10,15 @@ from .errors import Interrupted, NonFiniteState, SolverError, UnderResolved, Uns
 from .energy import dirac_energy, energy_from_spectrum, interaction_energy, uniform_energy
 from .kernels import fastest_mode, kernel_multipliers, linear_growth_rates, velocity_multipliers
 from .model import Model
-from .sampling import quadrature, sample
+from . import quadrature
+from .quadrature import sphere_quadrature
+from .sampling import sample
 from .solution import Solution, load
 from .wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
 
 __all__ = [
     "Model", "kernel_multipliers", "velocity_multipliers", "linear_growth_rates", "fastest_mode", "interaction_energy",
-    "energy_from_spectrum", "uniform_energy", "dirac_energy", "densities", "sample", "quadrature",
+    "energy_from_spectrum", "uniform_energy", "dirac_energy", "densities", "sample", "sphere_quadrature", "quadrature",
     "wasserstein", "w1_to_dirac", "w1_to_uniform", "Solution", "load", "UnsupportedModel", "SolverError",
     "UnderResolved", "NonFiniteState", "Interrupted", "__version__",
 ]

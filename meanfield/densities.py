@@ -5,7 +5,7 @@ same signature works too. Every density here integrates to exactly 1 against σ.
 """
 import numpy as np
 
-from ._checks import NORMALIZE_POINTS, check_int, check_points, check_real
+from .validation import NORMALIZE_POINTS, check_int, check_points, check_real
 from .kernels import kernel_multipliers
 from .quadrature import fibonacci, trapezoid
 
@@ -82,7 +82,7 @@ class Mixture(Density):
                 raise ValueError(f"`components[{i}]` must be a density callable, got {type(c).__name__}.")
         if weights is None:
             weights = np.full(len(components), 1.0 / len(components))
-        from ._checks import check_weights
+        from .validation import check_weights
         self.weights = check_weights(weights, len(components), "weights")
         self.components = components
         dims = {c.dim for c in components if getattr(c, "dim", None) is not None}
@@ -102,7 +102,7 @@ def mixture(components, weights=None):
     return Mixture(components, weights)
 
 
-def _real_sh(l, m, x):
+def real_sh(l, m, x):
     """Real spherical harmonic of degree l, order m on S^2, orthonormal in L²(σ) ('4π' normalisation).
 
     m > 0: sqrt(2)·N P_l^m(cos θ) cos(mφ); m < 0: sqrt(2)·N P_l^|m|(cos θ) sin(|m|φ); m = 0: N P_l.
@@ -163,7 +163,7 @@ class PerturbedUniform(Density):
             theta = np.arctan2(x[..., 1], x[..., 0])
             y = np.cos(self.degree * (theta - self.phase)) if self.order >= 0 else np.sin(self.degree * (theta - self.phase))
         elif d == 3 and self.axis is None:
-            y = _real_sh(self.degree, self.order, x)
+            y = real_sh(self.degree, self.order, x)
         else:
             if self.order != 0:
                 raise ValueError("`order` must be 0 for perturbed_uniform on S^{d-1} with d >= 4 (zonal only) "
@@ -206,7 +206,7 @@ class BandLimited(Density):
                 theta = np.arctan2(x[..., 1], x[..., 0])
                 out += c * (np.cos(l * theta) if m == 0 else np.sin(l * theta))
             else:
-                out += c * _real_sh(l, m, x)
+                out += c * real_sh(l, m, x)
         return out
 
     def _evaluate(self, x):
@@ -283,7 +283,7 @@ class GridValues(Density):
     """
 
     def __init__(self, values, normalize=False):
-        from ._checks import check_density_values
+        from .validation import check_density_values
         from .quadrature import gauss_legendre_grid
 
         try:
@@ -318,7 +318,7 @@ class GridValues(Density):
     def unit_mass(self, normalize, dim=None, name="initial"):
         """This density with mass 1 (for a solver on S^{dim−1}): refused (ValueError naming the mass)
         unless it is 1 within 1e-6 or ``normalize``; ValueError if the grid is not on S^{dim−1}."""
-        from ._checks import MASS_RTOL
+        from .validation import MASS_RTOL
 
         if dim is not None and dim != self.dim:
             raise ValueError(f"`{name}` holds values on a grid of S^{self.dim - 1}; the solver is on S^{dim - 1}.")

@@ -13,8 +13,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from . import _compiled
-from ._checks import check_int, check_real
+from . import compiled
+from .validation import check_int, check_real
 
 _CHUNK = 2048
 
@@ -84,8 +84,8 @@ def count_clusters(positions, delta, *, chunk=_CHUNK, max_iter=10_000):
     chunk = check_int(chunk, "chunk", low=1)
     lead, (n, d) = x.shape[:-2], x.shape[-2:]
     xb = x.reshape(-1, n, d)
-    if _compiled.fused(d, 0):
-        counts = _compiled.cluster_counts4(np.ascontiguousarray(xb, dtype=np.float64), 1.0 - delta)
+    if compiled.fused(d, 0):
+        counts = compiled.cluster_counts4(np.ascontiguousarray(xb, dtype=np.float64), 1.0 - delta)
         return _scalar_or_array(counts.reshape(lead).astype(int))
     xt = np.swapaxes(xb, -1, -2)
     labels = np.broadcast_to(np.arange(n), xb.shape[:-1]).copy()
@@ -263,7 +263,7 @@ def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05, gap=5.0):
     Cost O(n log n) on S^1 (sorted angles); on S^2 and beyond a k-d tree over cells of diameter tol/8
     (pairs inside a dense cluster are never enumerated).
     """
-    from ._checks import check_measure
+    from .validation import check_measure
 
     if not (isinstance(measure, (tuple, list)) and len(measure) == 2):
         measure = (_as_positions(measure, "measure"), None)

@@ -1,14 +1,14 @@
 """Interaction energy E_β (3.5) for discrete measures, harmonic spectra and solutions (docs/mathematics.md §4)."""
 import numpy as np
 
-from ._checks import check_beta, check_dim, check_measure
+from .validation import check_beta, check_dim, check_measure
 from .kernels import kernel_multipliers, velocity_multipliers
 from .kernelsums import kernel_energy
 
 _CHUNK = 1024      # block size of the double sums (benchmarks/bench_kernelsums.py: fastest of 1024/2048/4096)
 
 
-def _discrete_energy(beta, x, w, chunk=_CHUNK, scaled=False):
+def discrete_energy(beta, x, w, chunk=_CHUNK, scaled=False):
     """(1/2β) Σ_ij w_i w_j e^{β⟨x_i,x_j⟩} (3.5), times e^{−β} if ``scaled``, with β = 0 → ½|Σ w_i x_i|².
 
     x (n, d) or (..., n, d) for a batch of measures (then an array of energies); the double sum is
@@ -91,7 +91,7 @@ def interaction_energy(beta, measure, scaled=False):
             e = e * np.exp(-beta)
         return float(e[0]) if e.size == 1 else e
     x, w = check_measure(measure)
-    return _discrete_energy(beta, x, w, scaled=scaled)
+    return discrete_energy(beta, x, w, scaled=scaled)
 
 
 def uniform_energy(beta, dim):

@@ -13,7 +13,7 @@ only on request, so β up to several thousand stays finite in scaled form.
 import numpy as np
 from scipy import special
 
-from ._checks import check_beta, check_dim, check_int, check_real
+from .validation import check_beta, check_dim, check_int, check_real
 
 
 def _log_prefactor(beta, dim):

@@ -50,9 +50,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ._checks import check_beta, check_int, check_real
-from . import _compiled
-from ._compiled import add_row_counts
+from .validation import check_beta, check_int, check_real
+from . import compiled
+from .compiled import add_row_counts
 
 NO_SHIFT_MAX = 300.0          # |β⟨x, M y⟩| below this: e^L is a normal float without a shift
 EXP_FLOOR = -700.0            # shifted exponents are clamped here when they can be lower (e^-700 ~ 1e-304)
@@ -120,7 +120,7 @@ _BLAS = {"controller": None, "users": 0, "saved": None}
 
 
 @contextmanager
-def _blas_single_threaded():
+def blas_single_threaded():
     """BLAS on one thread while the kernel sums run on their own threads: a threaded BLAS under each
     of them would oversubscribe the cores (d = 32, n = 20 000, 2 threads: 2.1 s per sum instead of
     0.9 s). Nested and concurrent uses share one limit, lifted when the last one ends."""
@@ -260,7 +260,7 @@ def attention_sums(x, y, w, beta, *, v=None, M=None, shift="auto", chunk=512, th
     the denominators Σ_j w_j e^{β⟨x_i, M y_j⟩ − c_i} [v y_j, 1] of (2.3) for V = v·I (docs/mathematics.md
     §2), ``v`` None for 1. ``w`` (m,) weights of the columns. Same returns as `kernel_sums`; the
     values are formed inside the fused pass when it applies (d <= 3), else by
-    `meanfield._compiled.weighted`, with the same bits."""
+    `meanfield.compiled.weighted`, with the same bits."""
     w = np.ascontiguousarray(w, dtype=float)
     if w.ndim != 1 or w.shape[0] != np.shape(y)[-2]:
         raise ValueError(f"`w` must have shape (m,) with m = {np.shape(y)[-2]} (the points y), got {w.shape}.")
@@ -286,7 +286,7 @@ def _sums(x, y, values, attention, beta, M, shift, chunk, threads, count_at, uni
         out = _fused_blocked(xq, y, values, beta, (-beta, 1.0) if fixed else None, threads, threshold, attention, clamp)
     if out is None:
         if attention is not None:
-            values = _compiled.weighted(np.ascontiguousarray(y), attention[0], attention[1])
+            values = compiled.weighted(np.ascontiguousarray(y), attention[0], attention[1])
         yq = y
         if beta != 1.0:
             xq = beta * xq
@@ -407,7 +407,7 @@ def _run(work, tiles, threads, pairs):
         return work(tiles)
     nparts = min(len(tiles), 4 * threads)
     bounds = np.linspace(0, len(tiles), nparts + 1).astype(int)
-    with _blas_single_threaded():
+    with blas_single_threaded():
         _share(work, [tiles[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a], threads)
 
 
@@ -415,7 +415,7 @@ def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=Non
     """The sums (S, None, counts or None) of `kernel_sums` for the shifts "none" and "fixed" (exponents
     ⟨x̃_i, ỹ_j⟩ with x̃_i = [scale·xq_i, last[0]], ỹ_j = [y_j, last[1]]), or, with ``values`` None, the
     counts (None, None, counts) of `gram_counts`, by the fused compiled pass
-    (`meanfield._compiled.exp_sums4`): one call, its problems shared among numba's threads, forms
+    (`meanfield.compiled.exp_sums4`): one call, its problems shared among numba's threads, forms
     the inner products, the counts, the exponentials (a vectorised polynomial within 1 ulp of
     np.exp) and the sums together, column by column; with ``attention`` = (w, v) the values
     [v w_j y_j, w_j] are formed there too. None where it does not apply (no numba, more than 4
@@ -424,7 +424,7 @@ def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=Non
     xf, yf, vf, unflatten = _flatten(xq, y, vals)
     K, n, m = xf.shape[0], xf.shape[1], yf.shape[1]
     P = yf.shape[-1] + 1 if attention is not None else vf.shape[-1]
-    if not n * m or not _compiled.fused(xf.shape[-1] + (last is not None), P):
+    if not n * m or not compiled.fused(xf.shape[-1] + (last is not None), P):
         return None
     xf, yf, vf = (np.ascontiguousarray(a, dtype=float) for a in (xf, yf, vf))
     counts = np.zeros((K, n), dtype=np.int64) if threshold is not None else None
@@ -432,12 +432,12 @@ def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=Non
     if values is None and attention is None:
         def count(part):
             for a, b in part:
-                _compiled.gram_counts4(xf[a:b], yf[a:b], threshold, counts[a:b])
+                compiled.gram_counts4(xf[a:b], yf[a:b], threshold, counts[a:b])
 
         _run(count, _spans(K, 1 if threads == 1 else 4 * threads), threads, K * n * m)
         return unflatten(np.empty((K, n, 0)), None, counts)
     S = np.empty((K, n, P))
-    _compiled.exp_sums4(xf, yf, vf, threshold, S, counts, scale, last, attention, clamp, threads)
+    compiled.exp_sums4(xf, yf, vf, threshold, S, counts, scale, last, attention, clamp, threads)
     if attention is not None:                            # no axes of values to restore: those of x and y
         lead = np.broadcast_shapes(xq.shape[:-2], y.shape[:-2])
         return S.reshape(lead + (n, P)), None, None if counts is None else counts.reshape(lead + (n,))

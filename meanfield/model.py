@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 
-from ._checks import check_beta, check_dim, check_memory, check_real
+from .validation import check_beta, check_dim, check_memory, check_real
 
 _ZONAL_TOL = 1e-12
 

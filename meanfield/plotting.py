@@ -41,7 +41,8 @@ _STOP_COLOUR = "C3"
 
 
 # -- style ------------------------------------------------------------------------------------------
-def _pyplot():
+def pyplot():
+    """matplotlib.pyplot with a non-interactive backend unless a display is configured."""
     import os
 
     import matplotlib
@@ -487,7 +488,7 @@ def plot_solution(sol, times=None, path=None, show_energy=True, scale="auto", t_
     scale = check_scale(scale)
     kind = picture_kind(sol)
     t_end = _requested_end(sol, t_end)
-    plt = _pyplot()
+    plt = pyplot()
     with style():
         if kind == "maps":
             idx = select_times(sol.t, times)

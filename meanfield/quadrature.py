@@ -10,9 +10,7 @@ harmonics, Fourier modes) it integrates exactly:
 * `fibonacci(n)` on S^2: the spherical Fibonacci lattice, equal weights; degree 0, W1 = O(n^{-1/2});
 * `gauss_gegenbauer(n, dim)` in s = ⟨x, e⟩ ∈ [−1, 1], for zonal integrands f(⟨x, e⟩) on S^{dim−1},
   any dim >= 2; degree 2n − 1;
-* `sphere_quadrature(n, dim)`: `trapezoid` on S^1, `fibonacci` on S^2. It is also the function
-  ``mf.quadrature`` (the package attribute, which therefore is not this module: import from it with
-  ``from meanfield.quadrature import ...``).
+* `sphere_quadrature(n, dim)`: `trapezoid` on S^1, `fibonacci` on S^2 (also ``mf.sphere_quadrature``).
 
 Gauss–Gegenbauer rests on the law of s = ⟨x, e⟩ under σ (Funk–Hecke):
 
@@ -26,7 +24,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from ._checks import check_dim, check_int, check_real
+from .validation import check_dim, check_int, check_real
 
 _GOLDEN = (1 + 5 ** 0.5) / 2
 
@@ -136,7 +134,7 @@ def sphere_quadrature(n, dim):
     raise ValueError(f"`dim` must be 2 or 3 for a deterministic quadrature, got {dim}.")
 
 
-def _jacobi_offdiagonal(n, lam):
+def jacobi_offdiagonal(n, lam):
     """b_k, k = 1..n, of the orthonormal recurrence s p_k = b_{k+1} p_{k+1} + b_k p_{k−1} for the
     probability weight ∝ (1 − s²)^{λ−1/2}: b_1² = 1/(2(1 + λ)), b_k² = k(k + 2λ − 1)/(4(k + λ)(k + λ − 1))."""
     k = np.arange(1, n + 1, dtype=float)
@@ -194,7 +192,7 @@ def gauss_gegenbauer(n, dim):
     from scipy.linalg import eigvalsh_tridiagonal
 
     lam = 0.5 * (dim - 2)
-    b = _jacobi_offdiagonal(n, lam)
+    b = jacobi_offdiagonal(n, lam)
     s = eigvalsh_tridiagonal(np.zeros(n), b[:-1]) if n > 1 else np.zeros(1)
     for _ in range(3):
         p, d, _ = _recurrence(s, b)

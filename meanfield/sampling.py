@@ -16,11 +16,9 @@
 """
 import numpy as np
 
-from ._checks import check_callable, check_dim, check_int
+from .validation import check_callable, check_dim, check_int
 from .densities import Uniform, VonMisesFisher
 from .quadrature import circle_points, sphere_quadrature, trapezoid
-
-quadrature = sphere_quadrature   # mf.quadrature(n, dim): midpoints on S^1, Fibonacci on S^2 (meanfield.quadrature)
 
 
 def uniform_points(n, dim, rng=None):
@@ -135,7 +133,7 @@ def sample(density, n, dim, rng=None, method="iid"):
     if method == "quasi":
         if dim not in (2, 3):
             raise ValueError(f"`method`='quasi' supports dim 2 and 3, got dim={dim}; use method='iid'.")
-        x, q = quadrature(n, dim)
+        x, q = sphere_quadrature(n, dim)
         v = _values(density, x) * q
         s = v.sum()
         if s <= 0:

@@ -10,7 +10,7 @@ import pathlib
 
 import numpy as np
 
-from ._checks import check_points
+from .validation import check_points
 from .model import Model
 from .representations import from_dataset
 
@@ -160,7 +160,7 @@ class Solution:
         ds.attrs.update(attrs)
         ds.attrs.update(self.model.to_attrs())
         ds.attrs.update({"solver": self.solver, "status": self.status, "message": self.message,
-                         "stats_json": json.dumps(_jsonable(self.stats)),
+                         "stats_json": json.dumps(jsonable(self.stats)),
                          "conventions": "densities relative to the uniform probability measure sigma (meanfield docs/mathematics.md section 2)",
                          "meanfield_version": _version()})
         ds["time"].attrs["long_name"] = "layer depth t"
@@ -279,15 +279,15 @@ def load(path):
             raise ValueError(f"`path` {str(path)!r} is a damaged meanfield Solution: {type(exc).__name__}: {exc}") from None
 
 
-def _jsonable(obj, strict=False):
+def jsonable(obj, strict=False):
     """Plain Python (dicts, lists, numbers) for json.dumps. ``strict``: also non-finite floats and
     paths become strings, so that the output is standard JSON (used by the experiment reports)."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v, strict) for k, v in obj.items()}
+        return {str(k): jsonable(v, strict) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v, strict) for v in obj]
+        return [jsonable(v, strict) for v in obj]
     if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist(), strict)
+        return jsonable(obj.tolist(), strict)
     if isinstance(obj, np.generic):
         obj = obj.item()
     if strict and isinstance(obj, float) and not math.isfinite(obj):

@@ -23,7 +23,7 @@ The cost is the angle d(x, y) = arccos⟨x, y⟩ ∈ [0, π]. W_p(a, b) = (min_�
 """
 import numpy as np
 
-from ._checks import check_int, check_measure, check_real
+from .validation import check_int, check_measure, check_real
 
 EXACT_MAX_SIZE = 25_000_000
 
@@ -88,9 +88,9 @@ def _binned(xa, wa, xb, wb, p, n_bins):
     from scipy.spatial import cKDTree
     import ot
 
-    from .sampling import quadrature
+    from .quadrature import sphere_quadrature
 
-    nodes = quadrature(n_bins, xa.shape[1])[0]
+    nodes = sphere_quadrature(n_bins, xa.shape[1])[0]
     tree = cKDTree(nodes)
     ma, ca = _bin(xa, wa, nodes, tree)
     mb, cb = _bin(xb, wb, nodes, tree)
@@ -223,16 +223,16 @@ def w1_to_dirac(measure):
 def w1_to_uniform(measure, n_reference=None):
     """W1(μ, σ). Exact on S^1 (σ as the continuous uniform law via 4096·n midpoints);
     on S^2 against a Fibonacci quadrature of σ (exact LP, error O(n_reference^{-1/2}))."""
-    from .sampling import quadrature
+    from .quadrature import sphere_quadrature
 
     x, w = check_measure(measure)
     d = x.shape[1]
     if d == 2:
         m = n_reference or max(1 << 16, 8 * len(w))
-        ref = quadrature(m, 2)
+        ref = sphere_quadrature(m, 2)
         return circle_w1(_angles(x), w, _angles(ref[0]), ref[1])
     m = n_reference or 2000
-    ref = quadrature(m, d)
+    ref = sphere_quadrature(m, d)
     return wasserstein((x, w), ref, method="exact" if len(w) * m <= EXACT_MAX_SIZE else "sinkhorn")
 
 

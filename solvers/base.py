@@ -45,7 +45,7 @@ import time
 
 import numpy as np
 
-from meanfield._checks import check_real, check_times
+from meanfield.validation import check_real, check_times
 from meanfield.densities import GridValues
 from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
 from meanfield.model import Model

@@ -44,7 +44,7 @@ when the density's width ℓ = (|S^{d-1}|·(∫ρ)²/∫ρ²)^{1/(d-1)} falls be
 """
 import numpy as np
 
-from meanfield._checks import check_callable, check_density_values, check_int, check_memory, check_real
+from meanfield.validation import check_callable, check_density_values, check_int, check_memory, check_real
 from meanfield.errors import UnderResolved, UnsupportedModel
 from meanfield.representations.p1 import P1Field
 
@@ -71,7 +71,7 @@ def _import_dolfinx():
     return MPI, basix, dolfinx, ufl, PETSc
 
 
-def _reference_quadrature(dim, n):
+def reference_quadrature(dim, n):
     """A spectrally accurate quadrature for σ used to validate ρ0: midpoints on S^1, Gauss–Legendre ×
     trapezoid on S^2 (n latitudes, 2n longitudes)."""
     from meanfield.quadrature import gauss_legendre, trapezoid
@@ -452,7 +452,7 @@ class FiniteElements(Solver):
     def _initial_from_callable(self, run, rho0, normalize):
         check_callable(rho0, "rho0")
         n = max(512, 2 * self.N) if self.model.dim == 2 else max(96, int(2 * np.sqrt(self.N)))
-        xq, wq = _reference_quadrature(self.model.dim, n)     # resolves ρ0 at least as well as the mesh
+        xq, wq = reference_quadrature(self.model.dim, n)     # resolves ρ0 at least as well as the mesh
         check_density_values(rho0(xq), "rho0", quadrature_weights=wq, normalize=normalize)
         vals, _ = check_density_values(rho0(self.x), "rho0")
         vals = np.array(vals, dtype=float).reshape(self.N)

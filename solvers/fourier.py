@@ -31,7 +31,7 @@ import copy
 import numpy as np
 import scipy.fft as sfft
 
-from meanfield._checks import check_callable, check_density_values, check_int, check_memory, check_real
+from meanfield.validation import check_callable, check_density_values, check_int, check_memory, check_real
 from meanfield.errors import SolverError, UnsupportedModel
 from meanfield.kernels import minimum_degree
 from meanfield.quadrature import trapezoid

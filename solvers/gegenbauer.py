@@ -35,7 +35,7 @@ import copy
 
 import numpy as np
 
-from meanfield._checks import check_callable, check_density_values, check_int, check_real
+from meanfield.validation import check_callable, check_density_values, check_int, check_real
 from meanfield.errors import SolverError, UnderResolved
 from meanfield.kernels import laplacian_eigenvalues, minimum_degree
 from meanfield.quadrature import gauss_gegenbauer

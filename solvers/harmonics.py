@@ -32,7 +32,7 @@ import copy
 
 import numpy as np
 
-from meanfield._checks import check_callable, check_density_values, check_int, check_memory
+from meanfield.validation import check_callable, check_density_values, check_int, check_memory
 from meanfield.errors import UnsupportedModel
 from meanfield.kernels import minimum_degree
 from meanfield.quadrature import gauss_legendre_grid

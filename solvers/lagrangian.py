@@ -40,7 +40,7 @@ import functools
 
 import numpy as np
 
-from meanfield._checks import check_callable, check_density_values, check_int, check_memory, check_real
+from meanfield.validation import check_callable, check_density_values, check_int, check_memory, check_real
 from meanfield.errors import UnsupportedModel
 from meanfield.kernels import minimum_degree
 from meanfield.kernelsums import kernel_sums

@@ -12,7 +12,7 @@ The discrete surface Γ_h is piecewise flat: its measure |Γ_h| differs from |S^
 """
 import numpy as np
 
-from meanfield._checks import check_int
+from meanfield.validation import check_int
 from meanfield.representations.p1 import lumped_weights  # noqa: F401  (shared with the P1 representation)
 
 

@@ -28,13 +28,13 @@ import contextlib
 import numpy as np
 from scipy.linalg import expm
 
-from meanfield import _compiled
-from meanfield._checks import (NORMALIZE_POINTS, NORMALIZE_WEIGHTS, check_int, check_memory, check_points, check_real,
+from meanfield import compiled
+from meanfield.validation import (NORMALIZE_POINTS, NORMALIZE_WEIGHTS, check_int, check_memory, check_points, check_real,
                                check_weights)
 from meanfield.diagnostics import count_clusters, w1_to_nearest_dirac
-from meanfield.energy import _discrete_energy
+from meanfield.energy import discrete_energy
 from meanfield.errors import UnsupportedModel
-from meanfield.kernelsums import _blas_single_threaded, attention_sums, check_threads, gram_counts, kernel_sums
+from meanfield.kernelsums import blas_single_threaded, attention_sums, check_threads, gram_counts, kernel_sums
 from meanfield.representations.particles import ParticleCloud
 from meanfield.representations.sampled_particles import SampledParticleCloud, slot
 
@@ -147,7 +147,7 @@ class Particles(Solver):
         options = dict(M=M, shift=self._shift_kind(head, x, domain), chunk=self.chunk, threads=threads,
                        count_at=count_at, unit=domain == "sphere")
         if v is None:
-            return kernel_sums(x, x, _compiled.weighted(x @ V.T, w), self.model.beta, **options)
+            return kernel_sums(x, x, compiled.weighted(x @ V.T, w), self.model.beta, **options)
         return attention_sums(x, x, w, self.model.beta, v=None if v == 1.0 else v, **options)
 
     def _energy_head(self, domain):
@@ -166,7 +166,7 @@ class Particles(Solver):
             res = self._attention_sums(x, head, w, domain, threads, 1.0 - self.delta if count and free else None)
             acc, c = res[0], res[1]
             if self.model.normalized:
-                y = _compiled.ratio(acc)
+                y = compiled.ratio(acc)
             else:
                 scale = np.exp(np.asarray(c) - log_time_factor)
                 y = acc[..., :d] * (scale[..., None] if np.ndim(scale) else scale)
@@ -181,7 +181,7 @@ class Particles(Solver):
         """E_β (3.5) = e^c Σ_i w_i den_i / 2β from an evaluation (one value per realisation)."""
         beta = self.model.beta
         if beta == 0:
-            return _discrete_energy(0.0, hit["x"], w)
+            return discrete_energy(0.0, hit["x"], w)
         total, c = np.einsum("...i,i->...", hit["den"], w), float(hit["c"])
         with np.errstate(divide="ignore", over="ignore"):
             e = total / (2 * beta) if c == 0 else (
@@ -195,7 +195,7 @@ class Particles(Solver):
 
     @staticmethod
     def _project(x, out):
-        return _compiled.project(x, out)
+        return compiled.project(x, out)
 
     @staticmethod
     def _cached(run, y):
@@ -308,7 +308,7 @@ class Particles(Solver):
         w, domain = run.weights, run.domain
         if domain == "sphere":
             if run.adaptive:                     # X(y/|y|): unchanged by the retraction (retract_invariant)
-                y = _compiled.normalise(y)
+                y = compiled.normalise(y)
             hit = self._cached(run, y)
             if hit is None:                      # kept: the last stage is the next saved state's (FSAL)
                 hit = run.workspace["evaluation"] = self._evaluate(run, y, w, domain, run.log_time_factor)
@@ -339,7 +339,7 @@ class Particles(Solver):
         """BLAS on one thread for the whole run when the kernel sums use several: numba's threads
         spin between two sums while the integrator's BLAS calls wake their own threads, and on two
         cores the two pools slow a phase-diagram β 3.6-fold (docs/particles.md, Performance)."""
-        return _blas_single_threaded() if run.threads > 1 else contextlib.nullcontext()
+        return blas_single_threaded() if run.threads > 1 else contextlib.nullcontext()
 
     # -- Solver contract -------------------------------------------------------------------------
     def memory_estimate(self, n, batch=1):
@@ -407,10 +407,10 @@ class Particles(Solver):
         return slot(np.array(y, copy=True))     # a state that reached the Solution without `_keep`: kept
 
     def _retract(self, run, y):
-        return _compiled.normalise(y)      # y / np.linalg.norm(y, axis=-1, keepdims=True), bit for bit
+        return compiled.normalise(y)      # y / np.linalg.norm(y, axis=-1, keepdims=True), bit for bit
 
     def _retract_euler(self, run, y, h, f):
-        return _compiled.euler_normalise(y, h, f)         # normalise(y + h·f) in one pass, bit for bit
+        return compiled.euler_normalise(y, h, f)         # normalise(y + h·f) in one pass, bit for bit
 
     def _wanted(self, run, y):
         """The diagnostics recorded for this run (see ``diagnostics``)."""

@@ -18,7 +18,7 @@ from numpy.polynomial import legendre as leg
 from scipy.integrate import solve_ivp
 from scipy.special import ive
 
-from meanfield._checks import check_callable, check_int, check_real
+from meanfield.validation import check_callable, check_int, check_real
 from meanfield.quadrature import gauss_gegenbauer
 
 

@@ -8,7 +8,7 @@
 """
 import numpy as np
 
-from meanfield._checks import check_real
+from meanfield.validation import check_real
 from meanfield.errors import UnderResolved
 from meanfield.kernels import minimum_degree
 

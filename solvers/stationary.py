@@ -62,7 +62,7 @@ import numpy as np
 from scipy import linalg, optimize
 from scipy.special import eval_jacobi
 
-from meanfield._checks import check_beta, check_dim, check_int, check_points, check_real
+from meanfield.validation import check_beta, check_dim, check_int, check_points, check_real
 from meanfield.errors import SolverError, UnderResolved, UnsupportedModel
 from meanfield.kernels import kernel_multipliers, velocity_multipliers
 from meanfield.model import Model

@@ -31,7 +31,7 @@ def test_beta(fn, beta):
     lambda d: mf.kernel_multipliers(1.0, d, 4), lambda d: mf.velocity_multipliers(1.0, d, 4),
     lambda d: mf.uniform_energy(1.0, d), lambda d: mf.energy_from_spectrum(1.0, d, [1.0]),
     lambda d: mf.Model(beta=1.0, dim=d), lambda d: mf.sample(mf.densities.uniform(), 5, d),
-    lambda d: mf.quadrature(5, d),
+    lambda d: mf.sphere_quadrature(5, d),
 ])
 @pytest.mark.parametrize("dim", [1, 0, -2, 2.5, np.nan])
 def test_dim(fn, dim):

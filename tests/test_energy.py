@@ -4,7 +4,7 @@ import pytest
 from scipy.special import roots_legendre
 
 import meanfield as mf
-from meanfield.energy import _discrete_energy
+from meanfield.energy import discrete_energy
 
 
 def gauss_sphere(L):
@@ -21,7 +21,7 @@ def gauss_sphere(L):
 @pytest.mark.parametrize("beta", [0.5, 4.0, 20.0])
 def test_uniform_and_dirac_values(beta):
     # circle: n equispaced points reproduce σ up to aliases I_{jn}(β), negligible for n = 128
-    x, w = mf.quadrature(128, 2)
+    x, w = mf.sphere_quadrature(128, 2)
     assert abs(mf.interaction_energy(beta, (x, w)) / mf.uniform_energy(beta, 2) - 1) < 1e-14
     assert abs(mf.uniform_energy(beta, 2) - mf.kernel_multipliers(beta, 2, 0)[0] / (2 * beta)) == 0
     # sphere: Gauss quadrature exact through degree 2L+1; a_l(20) for l > 61 is < 1e-40 relative
@@ -68,7 +68,7 @@ def test_chunked_equals_direct_and_scaled_form():
     w = np.full(3001, 1 / 3001)
     beta = 7.0
     direct = float(w @ np.exp(beta * x @ x.T) @ w) / (2 * beta)
-    assert _discrete_energy(beta, x, w, chunk=500) == pytest.approx(direct, rel=1e-13)
+    assert discrete_energy(beta, x, w, chunk=500) == pytest.approx(direct, rel=1e-13)
     assert mf.interaction_energy(beta, (x, w), scaled=True) == pytest.approx(direct * np.exp(-beta), rel=1e-13)
     # very large β: finite scaled form, consensus gives 1/(2β)
     y = np.repeat(x[:1], 10, axis=0)
@@ -79,7 +79,7 @@ def test_spectral_form_matches_discrete_quadrature():
     """E from degree powers (docs/mathematics.md §4) equals the double sum for a weighted quadrature of ρ."""
     beta = 3.0
     rho = mf.densities.von_mises_fisher([1.0, 0.0], 1.5)
-    x, q = mf.quadrature(256, 2)
+    x, q = mf.sphere_quadrature(256, 2)
     w = rho(x) * q
     theta = np.arctan2(x[:, 1], x[:, 0])
     c = np.array([np.sum(w * np.exp(-1j * k * theta)) for k in range(60)])

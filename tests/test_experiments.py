@@ -8,7 +8,7 @@ import pytest
 
 import meanfield as mf
 from meanfield.experiments import config as cfgmod
-from meanfield.experiments._report import Report, fit_exponential, fit_power_law
+from meanfield.experiments.report import Report, fit_exponential, fit_power_law
 
 pd = importlib.import_module("meanfield.experiments.phase_diagram")
 vp = importlib.import_module("meanfield.experiments.verify_prop34")
@@ -31,7 +31,7 @@ def test_examples_validate(path):
     rho = cfg.density()
     d = cfg.model.dim
     if d <= 3:
-        x, w = mf.quadrature(4000, d)
+        x, w = mf.sphere_quadrature(4000, d)
     else:                                               # a zonal density about e_d: Gauss–Gegenbauer in s
         from meanfield.quadrature import gauss_gegenbauer
 

@@ -102,7 +102,7 @@ def test_p1_evaluate_measure_and_io(dim, tmp_path):
     sol = solver.solve(mf.densities.von_mises_fisher([1.0] + [0.0] * (dim - 1), 1.0), [0, 0.1])
     sol.save(tmp_path / "fem.nc")
     back = mf.load(tmp_path / "fem.nc")
-    y = mf.quadrature(50, dim)[0]
+    y = mf.sphere_quadrature(50, dim)[0]
     np.testing.assert_array_equal(back.density(y), sol.density(y))
     np.testing.assert_allclose(back.energy, sol.energy, rtol=1e-14)
     fig = sol.plot()
@@ -248,10 +248,10 @@ def test_convergence_circle(normalized):
 @pytest.mark.parametrize("normalized", [True, False])
 def test_convergence_sphere(normalized):
     ref = legendre_reference(2.0, 1.0, normalized, lambda z: SPHERE_RHO0(np.stack([np.sqrt(1 - z * z), 0 * z, z], -1)), 1.0)
-    from solvers.fem import _reference_quadrature
+    from solvers.fem import reference_quadrature
 
-    xq, wq = _reference_quadrature(3, 48)
-    xg = mf.quadrature(1200, 3)[0]
+    xq, wq = reference_quadrature(3, 48)
+    xg = mf.sphere_quadrature(1200, 3)[0]
     rq, rg = ref(xq[:, 2]), ref(xg[:, 2])
     l1, w1 = [], []
     for sol in _sphere_runs(normalized):
@@ -286,10 +286,10 @@ def test_convergence_against_spherical_harmonics(normalized):
 
     m = mf.Model(beta=2.0, dim=3, normalized=normalized)
     ref = SphericalHarmonics(m, lmax=47).solve(SPHERE_RHO0, [0, 1.0])
-    from solvers.fem import _reference_quadrature
+    from solvers.fem import reference_quadrature
 
-    xq, wq = _reference_quadrature(3, 48)
-    xg = mf.quadrature(1200, 3)[0]
+    xq, wq = reference_quadrature(3, 48)
+    xg = mf.sphere_quadrature(1200, 3)[0]
     rq, rg = ref.density(xq), ref.density(xg)
     l1, w1 = [], []
     for sol in _sphere_runs(normalized):
@@ -303,9 +303,9 @@ def test_convergence_against_spherical_harmonics(normalized):
 def test_convergence_sphere_fine():
     m = mf.Model(beta=2.0, dim=3)
     ref = legendre_reference(2.0, 1.0, True, lambda z: SPHERE_RHO0(np.stack([np.sqrt(1 - z * z), 0 * z, z], -1)), 0.5)
-    from solvers.fem import _reference_quadrature
+    from solvers.fem import reference_quadrature
 
-    xq, wq = _reference_quadrature(3, 64)
+    xq, wq = reference_quadrature(3, 64)
     rq = ref(xq[:, 2])
     l1 = [wq @ np.abs(FE(m, refinement=r).solve(SPHERE_RHO0, [0, 0.5]).density(xq) - rq) for r in (3, 4, 5)]
     assert np.all(_orders(l1) >= 1.5)

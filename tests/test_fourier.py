@@ -248,7 +248,7 @@ def test_solution_round_trip(tmp_path):
     sol.save(tmp_path / "c.nc")
     back = mf.load(tmp_path / "c.nc")
     assert np.array_equal(back.data, sol.data) and np.allclose(back.energy, sol.energy, rtol=1e-15)
-    x = mf.quadrature(100, 2)[0]
+    x = mf.sphere_quadrature(100, 2)[0]
     assert np.allclose(sol.density(x, 0), RHO0(x), atol=1e-12)
 
 

@@ -108,7 +108,7 @@ def test_round_trip_and_continuation(tmp_path, circle_runs):
     assert all(isinstance(p, Piece) for p in back.data)
     np.testing.assert_array_equal(back.t, sol.t)
     np.testing.assert_array_equal(back.energy, sol.energy)
-    x = mf.quadrature(64, 2)[0]
+    x = mf.sphere_quadrature(64, 2)[0]
     for i in (0, 3, len(t) - 1):
         np.testing.assert_array_equal(back.density(x, i), sol.density(x, i))
         np.testing.assert_array_equal(back.measure(i)[0], sol.measure(i)[0])
@@ -145,7 +145,7 @@ def test_default_still_raises_and_bad_options():
         other = Lagrangian(mf.Model(beta=3.0, dim=2), nodes=256)
         solvers.FourierCircle(CIRCLE, modes=48).solve(circle_density, t, on_underresolved=other)
     with pytest.raises(ValueError, match=r"`on_underresolved`"):
-        solvers.Particles(CIRCLE).solve(mf.quadrature(64, 2)[0], t, on_underresolved="lagrangian")
+        solvers.Particles(CIRCLE).solve(mf.sphere_quadrature(64, 2)[0], t, on_underresolved="lagrangian")
 
 
 def test_default_labels_are_capped():

@@ -4,7 +4,7 @@ import pytest
 
 import meanfield as mf
 import solvers
-from meanfield.densities import _real_sh
+from meanfield.densities import real_sh
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_index, alm_to_real,
                                                  real_to_alm)
 
@@ -62,7 +62,7 @@ def test_projection_of_real_harmonic_is_exact(l, m):
     np.testing.assert_allclose(clm, expect, atol=1e-14)
     rep = SphericalHarmonicSeries(16)
     x = mf.sampling.uniform_points(50, 3, 1)
-    np.testing.assert_allclose(rep.evaluate(clm, x), 1 + eps * _real_sh(l, m, x), atol=1e-12)
+    np.testing.assert_allclose(rep.evaluate(clm, x), 1 + eps * real_sh(l, m, x), atol=1e-12)
     np.testing.assert_allclose(rep.power(clm)[l], eps ** 2, rtol=1e-13)
 
 
@@ -74,7 +74,7 @@ def test_measure_moments_and_energy():
     x, w = rep.measure(clm)
     assert abs(w.sum() - 1) < 1e-14
     for (l, m) in [(1, 0), (2, -1), (5, 3), (8, 8)]:
-        moment = float(w @ _real_sh(l, m, x))
+        moment = float(w @ real_sh(l, m, x))
         coef = clm[0 if m >= 0 else 1, l, abs(m)]
         assert abs(moment - coef) < 1e-13
     e_spec = rep.energy(2.0, clm)
@@ -326,7 +326,7 @@ def _ylm_moments(x, w, lmax):
     out = np.zeros((2, lmax + 1, lmax + 1))
     for l in range(lmax + 1):
         for m in range(-l, l + 1):
-            out[0 if m >= 0 else 1, l, abs(m)] = w @ _real_sh(l, m, x)
+            out[0 if m >= 0 else 1, l, abs(m)] = w @ real_sh(l, m, x)
     return out
 
 

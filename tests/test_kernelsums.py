@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from meanfield import _compiled, kernelsums
+from meanfield import compiled, kernelsums
 from meanfield.kernelsums import (_row_counts, attention_sums, check_threads, default_threads, gram_counts,
                                   kernel_energy, kernel_sums, shift_kind)
 
@@ -296,7 +296,7 @@ def test_blas_is_single_threaded_under_the_sums_threads_and_restored(monkeypatch
     x = _sphere(300, 8, 30)
     with threadpool_limits(limits=2, user_api="blas"):
         before = blas_threads()
-        with kernelsums._blas_single_threaded():
+        with kernelsums.blas_single_threaded():
             S2, _ = kernel_sums(x, x, np.ones((300, 1)), 2.0, chunk=64, threads=2)
             assert max(blas_threads(), default=1) == 1
         assert blas_threads() == before
@@ -312,10 +312,10 @@ class _numpy_path:
     """Within it, the kernel sums take the blocked numpy/BLAS pass (the fused one is compiled)."""
 
     def __enter__(self):
-        self.saved, _compiled.ENABLED = _compiled.ENABLED, False
+        self.saved, compiled.ENABLED = compiled.ENABLED, False
 
     def __exit__(self, *exc):
-        _compiled.ENABLED = self.saved
+        compiled.ENABLED = self.saved
 
 
 @settings(max_examples=60, deadline=None)
@@ -351,7 +351,7 @@ def test_attention_sums_are_the_kernel_sums_of_the_weighted_values(d, v):
     (the values are formed inside the fused pass, by `weighted` otherwise)."""
     x, y = _sphere((6, 25), d, 30), _sphere((6, 33), d, 31)
     w = np.random.default_rng(32).random(33)
-    F = _compiled.weighted(y, w, v)
+    F = compiled.weighted(y, w, v)
     for path in (contextlib.nullcontext, _numpy_path):
         with path():
             for beta, kw in ((3.0, {}), (500.0, {}), (3.0, {"count_at": 0.2})):

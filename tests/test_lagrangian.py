@@ -134,7 +134,7 @@ def test_agrees_with_spherical_harmonics(normalized, beta, v):
 def test_sphere_density_between_nodes():
     """Moving least squares of log ρ: exact at the nodes, O(h^4) between them (1.2e-3, 9e-5 at 512, 2048 nodes)."""
     model = mf.Model(2.0, 3)
-    q = mf.quadrature(2000, 3)[0]
+    q = mf.sphere_quadrature(2000, 3)[0]
     errs = []
     for n in (512, 2048):
         sol = Lagrangian(model, nodes=n, estimate=False).solve(sphere_density, [0.0])

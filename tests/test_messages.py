@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-import meanfield._checks as checks
+import meanfield.validation as checks
 import solvers
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]

@@ -198,7 +198,7 @@ def test_find_clusters_bad_measure():
 @pytest.mark.parametrize("dim", [2, 3])
 def test_seeded_perturbation_mass_and_equal_amplitudes(dim):
     rho = M.seeded_perturbation(dim, 1e-3, 6, seed=4)
-    x, q = mf.quadrature(64, 2) if dim == 2 else _gauss(16)      # exact for the degrees involved
+    x, q = mf.sphere_quadrature(64, 2) if dim == 2 else _gauss(16)      # exact for the degrees involved
     assert np.sum(q * rho(x)) == pytest.approx(1.0, abs=1e-15)
     for l in range(1, 7):                       # ‖Y_l‖²_{L²(σ)} = 1/2 on both spheres; orthogonal degrees
         assert np.sum(q * rho.component(l, x) ** 2) == pytest.approx(0.5, rel=1e-12)

@@ -10,7 +10,7 @@ import meanfield as mf
 import solvers
 from meanfield import densities as D
 from meanfield.experiments import run as run_experiment
-from meanfield.experiments._report import clusters_summary, final_state, tidy
+from meanfield.experiments.report import clusters_summary, final_state, tidy
 from meanfield.gridded import grid_points
 from meanfield.representations.p1 import P1Field
 from meanfield.representations.particles import ParticleCloud

@@ -367,9 +367,9 @@ def test_bad_input():
 def test_cluster_diagnostics(compiled, monkeypatch):
     """Both ways of counting clusters (the compiled union–find, the numpy closure / label propagation)
     against scipy's connected components."""
-    from meanfield import _compiled
+    from meanfield import compiled
 
-    monkeypatch.setattr(_compiled, "ENABLED", compiled)
+    monkeypatch.setattr(compiled, "ENABLED", compiled)
     e = np.eye(3)
     x = np.array([e[0], e[0], e[0], e[1], e[1]])
     assert clustered_pair_fraction(x, 1e-3) == pytest.approx(8 / 20)     # 3·2 + 2·1 ordered pairs

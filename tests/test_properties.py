@@ -131,7 +131,7 @@ def test_cluster_counts_are_the_connected_components(seed, dim, n, centres, delt
     components of i ~ j ⟺ ⟨x_i, x_j⟩ >= 1 − δ, for points spread around a few centres."""
     from scipy.sparse.csgraph import connected_components
 
-    from meanfield import _compiled
+    from meanfield import compiled
     from meanfield.diagnostics import count_clusters
 
     rng = np.random.default_rng(seed)
@@ -140,11 +140,11 @@ def test_cluster_counts_are_the_connected_components(seed, dim, n, centres, delt
     x /= np.linalg.norm(x, axis=-1, keepdims=True)
     exact = [connected_components(xi @ xi.T >= 1 - delta)[0] for xi in x]
     assert np.array_equal(count_clusters(x, delta), exact)
-    _compiled.ENABLED = False
+    compiled.ENABLED = False
     try:
         assert np.array_equal(count_clusters(x, delta), exact)
     finally:
-        _compiled.ENABLED = True
+        compiled.ENABLED = True
 
 
 # -- conservation and the energy identity ----------------------------------------------------------

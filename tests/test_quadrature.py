@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy.special import eval_chebyt, eval_gegenbauer, gammaln
 
 import meanfield as mf
-from meanfield.densities import _real_sh
+from meanfield.densities import real_sh
 from meanfield.quadrature import (Quadrature, fibonacci, gauss_gegenbauer, gauss_legendre, gauss_legendre_grid,
                                   sphere_quadrature, trapezoid)
 
@@ -30,7 +30,7 @@ def _check_measure(rule, dim):
 
 def _harmonic_errors(rule, degree):
     """max over m of |Σ_j w_j Y_lm(x_j)| for l = degree (exact value 0 for degree >= 1)."""
-    return max(abs(rule.weights @ _real_sh(degree, m, rule.points)) for m in range(-degree, degree + 1))
+    return max(abs(rule.weights @ real_sh(degree, m, rule.points)) for m in range(-degree, degree + 1))
 
 
 # -- S^1 ----------------------------------------------------------------------------------------------------
@@ -97,7 +97,7 @@ def test_sphere_quadrature_is_mf_quadrature():
         rule = sphere_quadrature(10, dim)
         np.testing.assert_array_equal(rule.points, expected.points)
         assert rule.degree == expected.degree
-        x, w = mf.quadrature(10, dim)
+        x, w = mf.sphere_quadrature(10, dim)
         np.testing.assert_array_equal(x, expected.points)
     np.testing.assert_allclose(sphere_quadrature(4, 2).angles, np.pi * np.array([0.25, 0.75, 1.25, 1.75]))
 

@@ -20,7 +20,7 @@ def test_quasi_rate_on_circle_is_one_over_n():
     assert -1.15 <= fitted_rate(ns, qerrs) <= -0.85
     # uniform density: the midpoints are exactly π/(2n) from σ
     x, w = mf.sample(D.uniform(), 100, 2, method="quasi")
-    assert mf.wasserstein((x, w), mf.quadrature(1 << 16, 2)) == pytest.approx(np.pi / 200, rel=1e-3)
+    assert mf.wasserstein((x, w), mf.sphere_quadrature(1 << 16, 2)) == pytest.approx(np.pi / 200, rel=1e-3)
 
 
 def test_quasi_rate_on_sphere_is_one_over_sqrt_n():

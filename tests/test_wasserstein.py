@@ -34,9 +34,9 @@ def test_two_diracs_give_their_angle(dim):
 
 def test_uniform_to_dirac_is_pi_over_2():
     for n in (1000, 100000):
-        x, w = mf.quadrature(n, 2)
+        x, w = mf.sphere_quadrature(n, 2)
         assert mf.wasserstein((x, w), (circle_points(np.array([0.7])), [1.0])) == pytest.approx(np.pi / 2, abs=1e-12)
-    x, w = mf.quadrature(4000, 3)
+    x, w = mf.sphere_quadrature(4000, 3)
     d = mf.wasserstein((x, w), (np.array([[0.0, 0.0, 1.0]]), [1.0]))
     assert d == pytest.approx(np.pi / 2, abs=2e-4)   # Fibonacci quadrature error O(1/n)
     assert mf.w1_to_uniform((np.array([[0.0, 1.0]]), [1.0])) == pytest.approx(np.pi / 2, abs=1e-6)
@@ -101,18 +101,18 @@ def test_binned_method_is_within_its_bound():
     sharp = mf.sample(mf.densities.von_mises_fisher([0, 0, 1], 50.0), 5000, 3, method="quasi")
     moved = (sharp[0] @ r.T, sharp[1])
     assert mf.wasserstein(sharp, moved, method="binned", n_bins=3000) == pytest.approx(0.3, abs=0.03)
-    y, v = mf.quadrature(10, 3)
+    y, v = mf.sphere_quadrature(10, 3)
     with pytest.raises(ValueError, match="n_bins"):
         mf.wasserstein((y, v), (y, v), method="binned", n_bins=10**6)
     with pytest.raises(ValueError, match="p = 1"):
         mf.wasserstein((y, v), (y, v), method="binned", p=2)
-    x, w = mf.quadrature(10, 2)
+    x, w = mf.sphere_quadrature(10, 2)
     # on S^1 the exact CDF formula is used whatever the method
     assert mf.wasserstein((x, w), (x, w), method="binned") == pytest.approx(0.0, abs=1e-12)
     assert mf.wasserstein((x, w), (x, w), method="binned", return_bound=True) == (pytest.approx(0.0, abs=1e-12), 0.0)
 
 def test_w1_to_dirac():
-    x, w = mf.quadrature(4096, 2)
+    x, w = mf.sphere_quadrature(4096, 2)
     assert mf.w1_to_dirac((x, w)) == pytest.approx(np.pi / 2, abs=1e-6)
     theta = np.array([0.0, 0.2, 0.5])
     # on the circle the nearest Dirac sits at the weighted median
@@ -122,9 +122,9 @@ def test_w1_to_dirac():
 
 
 def test_bad_inputs():
-    x, w = mf.quadrature(10, 2)
+    x, w = mf.sphere_quadrature(10, 2)
     with pytest.raises(ValueError, match=r"`b\[0\] \(points\)` must have last axis of length dim=2"):
-        mf.wasserstein((x, w), mf.quadrature(10, 3))
+        mf.wasserstein((x, w), mf.sphere_quadrature(10, 3))
     with pytest.raises(ValueError, match="sum to 1"):
         mf.wasserstein((x, w * 2), (x, w))
     with pytest.raises(ValueError, match="unit sphere"):
@@ -133,7 +133,7 @@ def test_bad_inputs():
         mf.wasserstein((x, np.full(10, np.nan)), (x, w))
     with pytest.raises(ValueError, match=r"`p` must be >= 1"):
         mf.wasserstein((x, w), (x, w), p=0.5)
-    y, v = mf.quadrature(10, 3)
+    y, v = mf.sphere_quadrature(10, 3)
     with pytest.raises(ValueError, match="method"):
         mf.wasserstein((y, v), (y, v), method="magic")
     with pytest.raises(ValueError, match="shape"):

@@ -13,7 +13,7 @@ with ``out=DIR``, the files (NetCDF, PNG, ``summary.json``) it wrote there. This
 """
 # The functions share their modules' names; importing them here binds the package attributes
 # to the functions (use importlib.import_module("meanfield.experiments.<name>") for a module).
-from ._report import Report
+from .report import Report
 from .config import RunConfig, load_config, parse_config
 from .mean_field_limit import mean_field_limit
 from .metastability import metastability

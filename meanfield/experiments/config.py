@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import densities as _densities
-from .._checks import check_int, check_memory, check_real, check_times
+from ..validation import check_int, check_memory, check_real, check_times
 from ..model import Model
 
 # solver name -> (class in `solvers`, resolution key, its default, accepted dims or None for any)
@@ -99,7 +99,7 @@ _DENSITIES = {
 }
 
 
-def _unknown(keys, allowed, where):
+def refuse_unknown(keys, allowed, where):
     extra = sorted(set(keys) - set(allowed))
     if extra:
         raise ValueError(f"unknown key `{where}.{extra[0]}` in the configuration; accepted keys in [{where}]: "
@@ -231,7 +231,7 @@ def build_density(spec, dim, where="initial"):
     params = {k: v for k, v in spec.items() if k != "density"}
     fn = _DENSITIES[name]
     if name == "mixture":
-        _unknown(params, {"components", "weights"}, where)
+        refuse_unknown(params, {"components", "weights"}, where)
         comps = _require(params, "components", where)
         if not isinstance(comps, list) or not comps:
             raise ValueError(f"`{where}.components` must be a non-empty array of density tables.")
@@ -243,7 +243,7 @@ def build_density(spec, dim, where="initial"):
     sig = inspect.signature(fn).parameters
     allowed = {k for k in sig if k != "rng"} | ({"seed"} if "rng" in sig else set())
     allowed.discard("dim")
-    _unknown(params, allowed, where)
+    refuse_unknown(params, allowed, where)
     if "seed" in params:
         params["rng"] = params.pop("seed")
     for key in ("mean", "axis"):                     # "pole": e_d, the default axis of the zonal solvers
@@ -279,7 +279,7 @@ def parse_config(raw, source="<dict>", name=None):
 
     # [model]
     m = raw["model"]
-    _unknown(m, _MODEL_KEYS, "model")
+    refuse_unknown(m, _MODEL_KEYS, "model")
     beta = _checked(check_real, _require(m, "beta", "model"), "model.beta", low=0.0)
     dim = _checked(check_int, _require(m, "dim", "model"), "model.dim", low=2)
     normalized = _bool(m.get("normalized", True), "model.normalized")
@@ -296,7 +296,7 @@ def parse_config(raw, source="<dict>", name=None):
         raise ValueError(f"`solver.name`={sname!r} is not a solver; accepted: {', '.join(SOLVERS)}.")
     cls_name, res_key, res_default, dims = SOLVERS[key]
     s.pop("name")
-    _unknown(s, _SOLVER_KEYS[key], "solver")
+    refuse_unknown(s, _SOLVER_KEYS[key], "solver")
     if dims is not None and dim not in dims:
         raise ValueError(f"`solver.name`={key!r} needs `model.dim` in {list(dims)}, got {dim}.")
     lows = {"modes": 8, "lmax": 4, "refinement": 0, "n": 1, "nodes": 8}
@@ -362,8 +362,9 @@ def parse_config(raw, source="<dict>", name=None):
     normalize = _bool(init.pop("normalize", False), "initial.normalize")
     rho = build_density(init, dim, "initial")
     # evaluate once on a few points: bad parameters fail here, before any work
-    from ..sampling import quadrature, uniform_points
-    probe = quadrature(512, dim)[0] if dim in (2, 3) else uniform_points(512, dim, 0)
+    from ..quadrature import sphere_quadrature
+    from ..sampling import uniform_points
+    probe = sphere_quadrature(512, dim)[0] if dim in (2, 3) else uniform_points(512, dim, 0)
     vals = np.asarray(rho(probe), dtype=float)
     if not np.all(np.isfinite(vals)):
         raise ValueError("`initial`: the density must be finite; it has NaN or inf values.")
@@ -375,7 +376,7 @@ def parse_config(raw, source="<dict>", name=None):
 
     # [times]
     t = raw["times"]
-    _unknown(t, _TIMES_KEYS, "times")
+    refuse_unknown(t, _TIMES_KEYS, "times")
     if "values" in t:
         if "t_end" in t or "n_saves" in t:
             raise ValueError("`times`: give either `values` or `t_end` (with `n_saves`), not both.")
@@ -389,7 +390,7 @@ def parse_config(raw, source="<dict>", name=None):
     o = raw.get("output", {})
     if not isinstance(o, dict):
         raise ValueError("`output` must be a table.")
-    _unknown(o, _OUTPUT_KEYS, "output")
+    refuse_unknown(o, _OUTPUT_KEYS, "output")
     out_name = str(o.get("name", name or "run"))
     if not out_name or any(c in out_name for c in "/\\"):
         raise ValueError(f"`output.name` must be a plain file stem, got {out_name!r}.")
@@ -474,7 +475,7 @@ def _spectral_keys(s, key, res_key, resolution, low, model, solve_options):
         raise ValueError("`solver.handover` configures the hand-over: set `solver.on_underresolved` = \"lagrangian\".")
     if on == "lagrangian":
         handover = dict(handover or {})
-        _unknown(handover, _HANDOVER_KEYS, "solver.handover")
+        refuse_unknown(handover, _HANDOVER_KEYS, "solver.handover")
         nodes = handover.get("nodes")
         if nodes is not None:
             handover["nodes"] = _checked(check_int, nodes, "solver.handover.nodes", low=8)

@@ -25,13 +25,14 @@ PDE's own rate is fitted where 1e-10 < W1 < 1e-3 (t from about 7 to 24; `fit_dec
 import numpy as np
 
 from .. import densities
-from .._checks import check_int, check_real
+from ..validation import check_int, check_real
 from ..errors import UnderResolved
 from ..kernels import linear_growth_rates
 from ..model import Model
-from ..sampling import quadrature, sample
+from ..quadrature import sphere_quadrature
+from ..sampling import sample
 from ..wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
-from ._report import Report, fit_exponential, fit_power_law, pyplot, show_progress
+from .report import Report, fit_exponential, fit_power_law, pyplot, show_progress
 from .sweep import check_parallel, map_tasks
 
 
@@ -53,13 +54,13 @@ def reference_measure(sol, i, m=None, rng=None):
     d = sol.model.dim
     if d == 2:
         m = m or (1 << 16)
-        x, q = quadrature(m, 2)
+        x, q = sphere_quadrature(m, 2)
         # a half-cell shift, so the reference never shares points with the quasi samples
         c, s = np.cos(np.pi / m), np.sin(np.pi / m)
         x = x @ np.array([[c, s], [-s, c]])
     else:
         m = m or 6000
-        x, q = quadrature(m, d)
+        x, q = sphere_quadrature(m, d)
         x = x @ _rotation(d, np.random.default_rng(rng)).T
     w = np.clip(np.asarray(sol.density(x, i), dtype=float), 0.0, None) * q
     return x, w / w.sum()
@@ -103,7 +104,7 @@ def _handover(model, rho0, quick):
     on S^1 (`graded_panels`), Gauss–Legendre on S^2 (the antipode holds too little mass to matter)."""
     if model.dim == 3:
         return {"nodes": 512 if quick else 1152}
-    x, q = quadrature(4096, 2)
+    x, q = sphere_quadrature(4096, 2)
     m = (q * rho0(x)) @ x
     return {"panels": graded_panels(float(np.arctan2(-m[1], -m[0])))}
 

@@ -30,14 +30,14 @@ import functools
 
 import numpy as np
 
-from .._checks import check_int, check_real
-from ..densities import Density, _real_sh
+from ..validation import check_int, check_real
+from ..densities import Density, real_sh
 from ..diagnostics import find_clusters
 from ..kernels import fastest_mode, linear_growth_rates
 from ..model import Model
 from ..quadrature import fibonacci
 from ..sampling import sample, uniform_points
-from ._report import Report, pyplot, show_progress
+from .report import Report, pyplot, show_progress
 from .sweep import check_parallel, cluster, map_tasks
 
 # --------------------------------------------------------------------------------------------------
@@ -77,7 +77,7 @@ class SeededPerturbation(Density):
         x = np.asarray(x, dtype=float)
         if self.dim == 2:
             return np.cos(l * np.arctan2(x[..., 1], x[..., 0]) + self.phases[l - 1])
-        return sum(c * _real_sh(l, m, x) for m, c in zip(range(-l, l + 1), self.coefficients[l - 1]))
+        return sum(c * real_sh(l, m, x) for m, c in zip(range(-l, l + 1), self.coefficients[l - 1]))
 
     def _evaluate(self, x):
         return 1.0 + self.epsilon * sum(self.component(l, x) for l in range(1, self.degrees + 1))
@@ -183,7 +183,7 @@ def white_noise_prediction(beta, dim, n, samples=None, lmax=16, rng=0, normalize
         counts = np.empty(samples, dtype=int)
         for l in np.unique(dominant):
             idx = np.nonzero(dominant == l)[0]
-            Y = np.stack([_real_sh(int(l), m, x) for m in range(-l, l + 1)], axis=1)    # (grid, 2l+1)
+            Y = np.stack([real_sh(int(l), m, x) for m in range(-l, l + 1)], axis=1)    # (grid, 2l+1)
             counts[idx] = [count_maxima(v, edges) for v in coef[l - 1][idx] @ Y.T]
     values, freq = np.unique(counts, return_counts=True)
     return {int(v): float(f) / samples for v, f in zip(values, freq)}

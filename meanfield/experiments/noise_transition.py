@@ -28,11 +28,11 @@ for particles, by 3/√n); (SA) uniform above its threshold, clustered below.
 import numpy as np
 from scipy import optimize, special
 
-from .._checks import check_int, check_real
+from ..validation import check_int, check_real
 from ..errors import SolverError
 from ..model import Model
 from ..representations.gegenbauer import axis_vector
-from ._report import Report
+from .report import Report
 from .sweep import check_parallel, cluster, map_tasks
 
 

@@ -18,11 +18,11 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import betainc
 
-from .._checks import check_int, check_real
+from ..validation import check_int, check_real
 from ..errors import Interrupted
 from ..model import Model
 from ..sampling import uniform_points
-from ._report import Report, show_progress
+from .report import Report, show_progress
 from .sweep import check_parallel, cluster, map_tasks
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..energy import dirac_energy, uniform_energy
 from ..errors import Interrupted, SolverError
-from ._report import Report, final_state, show_progress
+from .report import Report, final_state, show_progress
 from .config import RunConfig, load_config, parse_config
 
 

@@ -51,10 +51,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._checks import check_int
-from ..solution import _jsonable
-from ._report import Report, show_progress
-from .config import _unknown, parse_config
+from ..validation import check_int
+from ..solution import jsonable
+from .report import Report, show_progress
+from .config import refuse_unknown, parse_config
 
 # variables that set the thread pools of BLAS, OpenMP, numexpr and numba: one thread per worker
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
@@ -511,7 +511,7 @@ class Sweep:
     source: str = ""
 
     def manifest(self):
-        return _jsonable({"name": self.name, "kind": self.kind, "experiment": self.experiment, "keys": self.keys,
+        return jsonable({"name": self.name, "kind": self.kind, "experiment": self.experiment, "keys": self.keys,
                           "grid": self.grid, "seed": self.seed, "seed_key": self.seed_key, "source": self.source,
                           "cells": [{"index": c.index, "parameters": c.parameters, "seed": c.seed, "key": c.key}
                                     for c in self.cells]})
@@ -567,7 +567,7 @@ def parse_sweep(raw, source="<dict>", name=None, base_dir="."):
     if not isinstance(raw, dict) or not isinstance(raw.get("sweep"), dict):
         raise ValueError("missing table `[sweep]` in the sweep file.")
     s = raw["sweep"]
-    _unknown(s, _SWEEP_KEYS, "sweep")
+    refuse_unknown(s, _SWEEP_KEYS, "sweep")
     experiment = s.get("experiment")
     if experiment is not None:
         if "base" in s:
@@ -579,7 +579,7 @@ def parse_sweep(raw, source="<dict>", name=None, base_dir="."):
                              f"[parameters].")
         base = dict(raw.get("parameters", {}))
         allowed = _experiment_arguments(experiment)
-        _unknown(base, allowed, "parameters")
+        refuse_unknown(base, allowed, "parameters")
     else:
         extra = sorted(set(raw) - _RUN_TABLES - {"sweep"})
         if extra:
@@ -629,7 +629,7 @@ def parse_sweep(raw, source="<dict>", name=None, base_dir="."):
         combos = [list(c) for c in itertools.product(*grid.values())]
     if allowed is not None:
         where = "sweep.grid" if grid is not None else "sweep.cells"
-        _unknown(keys, allowed, where)
+        refuse_unknown(keys, allowed, where)
     if replicas > 1:
         keys = keys + ["replica"]
         combos = [c + [r] for c in combos for r in range(replicas)]
@@ -767,12 +767,12 @@ def _record(out, cell, result):
         status.update({"status": "failed", "error": str(result), "traceback": result.traceback})
     else:
         ds, info = result
-        ds.attrs.update({"sweep_cell": cell.index, "sweep_parameters": json.dumps(_jsonable(cell.parameters)),
+        ds.attrs.update({"sweep_cell": cell.index, "sweep_parameters": json.dumps(jsonable(cell.parameters)),
                          "sweep_seed": -1 if cell.seed is None else cell.seed})
         nc = cells / f"{cell.stem}.nc"
         _write_atomic(nc, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
         status.update({"status": "done", "file": nc.name, "variables": sorted(map(str, ds.variables)), **info})
-    _write_atomic(_status_path(out, cell), json.dumps(_jsonable(status, strict=True), indent=1) + "\n")
+    _write_atomic(_status_path(out, cell), json.dumps(jsonable(status, strict=True), indent=1) + "\n")
     return status
 
 

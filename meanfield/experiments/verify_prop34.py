@@ -28,7 +28,7 @@ from ..kernels import kernel_multipliers, linear_growth_rates
 from ..model import Model
 from ..plotting import suptitle
 from ..sampling import sample, uniform_points
-from ._report import Report, fit_exponential, show_progress
+from .report import Report, fit_exponential, show_progress
 
 EPS = np.finfo(float).eps
 
@@ -230,11 +230,11 @@ def _product_grid(dim, degree):
 def distance_to_uniform(sol, i, m=None):
     """W1(ρ_t σ, σ) with both measures on one quadrature set (weights ∝ ρ against equal ones), so that
     the uniform density is at distance exactly 0 (no discretisation floor)."""
-    from ..sampling import quadrature
+    from ..quadrature import sphere_quadrature
     from ..wasserstein import wasserstein
 
     d = sol.model.dim
-    x, q = quadrature(m or (8192 if d == 2 else 1500), d)
+    x, q = sphere_quadrature(m or (8192 if d == 2 else 1500), d)
     w = np.clip(sol.density(x, i), 0, None) * q
     return wasserstein((x, w / w.sum()), (x, q))
 

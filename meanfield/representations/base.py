@@ -20,7 +20,7 @@ def register(name, target):
     _REGISTRY[name] = target
 
 
-def _lookup(name):
+def lookup_representation(name):
     target = _REGISTRY.get(name)
     if target is None:
         raise ValueError(f"unknown representation {name!r}; known: {sorted(_REGISTRY)}")
@@ -32,7 +32,7 @@ def _lookup(name):
 
 def from_dataset(ds):
     """Rebuild (representation, data) from a Dataset written by `Representation.to_dataset`."""
-    cls = _lookup(ds.attrs["representation"])
+    cls = lookup_representation(ds.attrs["representation"])
     return cls.from_dataset(ds)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from scipy import special
 
 from ..energy import energy_from_spectrum
-from ..quadrature import _jacobi_offdiagonal
+from ..quadrature import jacobi_offdiagonal
 from .base import Representation
 
 CROSS_POLYTOPE_MAX = 32   # measure(): at most ±b_k, k < 32, as directions on the orthogonal sphere
@@ -35,7 +35,7 @@ CROSS_POLYTOPE_MAX = 32   # measure(): at most ±b_k, k < 32, as directions on t
 
 def recurrence_coefficients(lmax, dim):
     """b_1..b_lmax of the orthonormal recurrence s p_l = b_{l+1} p_{l+1} + b_l p_{l−1}."""
-    return _jacobi_offdiagonal(int(lmax), 0.5 * (int(dim) - 2))
+    return jacobi_offdiagonal(int(lmax), 0.5 * (int(dim) - 2))
 
 
 def gegenbauer_table(lmax, dim, s, derivative=False):

@@ -35,7 +35,7 @@ kept when they hold at least two nodes and a mass of at least ``min_mass``.
 """
 import numpy as np
 
-from ..energy import _discrete_energy
+from ..energy import discrete_energy
 from .base import Representation
 
 _SWAP_TOL = 1e-9     # S^1: consecutive nodes closer than this (in angle) may swap by round-off
@@ -261,7 +261,7 @@ class LagrangianNodes(Representation):
 
     def energy(self, beta, data):
         """E_β (3.5) of Σ_j w_j δ_{x_j}, (1/2β) Σ_ij w_i w_j e^{β⟨x_i, x_j⟩}, via the kernel-sum engine."""
-        return _discrete_energy(beta, self.nodes(data)[0], self.weights)
+        return discrete_energy(beta, self.nodes(data)[0], self.weights)
 
     def measure(self, data, n=None):
         """(x_j, w_j/Σw): the moving nodes with their (exact) masses, as a probability measure."""

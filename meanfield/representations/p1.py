@@ -11,7 +11,7 @@ i.e. σ_h is the normalised area (length) measure of the *discrete* surface (|Γ
 """
 import numpy as np
 
-from ..energy import _discrete_energy
+from ..energy import discrete_energy
 from ..quadrature import gauss_gegenbauer
 from .base import Representation
 
@@ -114,7 +114,7 @@ class P1Field(Representation):
 
     def energy(self, beta, data):
         """E_β (3.5) = (1/2β) Σ_ij w_i ρ_i w_j ρ_j e^{β⟨x_i,x_j⟩}: the lumped quadrature, in chunks."""
-        return _discrete_energy(beta, self.vertices, self.weights * np.asarray(data, dtype=float))
+        return discrete_energy(beta, self.vertices, self.weights * np.asarray(data, dtype=float))
 
     def measure(self, data, n=None):
         """Nodes with weights w_i·max(ρ_i, 0), normalised.

@@ -1,7 +1,7 @@
 """Weighted particles: positions (n, d) — or (B, n, d) for B independent realisations — and weights."""
 import numpy as np
 
-from ..energy import _discrete_energy
+from ..energy import discrete_energy
 from .base import Representation
 
 
@@ -27,7 +27,7 @@ class ParticleCloud(Representation):
         x = np.asarray(data)
         if self.domain != "sphere":
             return np.nan if x.ndim == 2 else np.full(x.shape[0], np.nan)
-        return _discrete_energy(beta, x, self.weights)     # batches of realisations in one blocked sum
+        return discrete_energy(beta, x, self.weights)     # batches of realisations in one blocked sum
 
     def measure(self, data, n=None, batch=None):
         x = np.asarray(data)

@@ -20,7 +20,7 @@ of segment k are those of its own representation prefixed with ``segment<k>__``;
 """
 import numpy as np
 
-from .base import Representation, _lookup
+from .base import Representation, lookup_representation
 
 _SEP = "__"
 
@@ -169,7 +169,7 @@ class Segments(Representation):
                              coords={strip(c): ds[c].values for c in ds.coords
                                      if c.startswith(pre) and c != pre + "time"})
             sub.attrs.update({strip(a): v for a, v in ds.attrs.items() if a.startswith(pre)})
-            rep, data = _lookup(sub.attrs["representation"]).from_dataset(sub)
+            rep, data = lookup_representation(sub.attrs["representation"]).from_dataset(sub)
             reps.append(rep)
             solvers.append(str(sub.attrs.get("solver", "")))
             for i, a in zip(np.asarray(ds[pre + "time"].values, dtype=int), data):

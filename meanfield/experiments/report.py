@@ -27,16 +27,17 @@ import time
 
 import numpy as np
 
-from ..solution import _jsonable
+from ..solution import jsonable
 
 DIGITS = 12            # significant digits of the numbers in summary.json
 
 
 def pyplot():
-    """matplotlib.pyplot with a non-interactive backend unless a display is configured."""
-    from ..plotting import _pyplot
+    """matplotlib.pyplot with a non-interactive backend unless a display is configured
+    (`meanfield.plotting.pyplot`, imported when first needed)."""
+    from ..plotting import pyplot as plt
 
-    return _pyplot()
+    return plt()
 
 
 def show_progress(progress):
@@ -180,7 +181,7 @@ class Report:
         return self.status
 
     def to_dict(self):
-        return tidy(_jsonable(strict=True, obj={
+        return tidy(jsonable(strict=True, obj={
             "experiment": self.experiment,
             "status": self.status_text,
             "message": self.message,
@@ -279,12 +280,12 @@ def _binned(measure, m):
     Fibonacci points; returns (measure, largest distance moved in radians, 0 when not binned)."""
     from scipy.spatial import cKDTree
 
-    from ..sampling import quadrature
+    from ..quadrature import sphere_quadrature
 
     x, w = measure
     if len(w) <= m:
         return measure, 0.0
-    centres = quadrature(m, 3)[0]
+    centres = sphere_quadrature(m, 3)[0]
     dist, j = cKDTree(centres).query(x)
     keep = w > 0
     radius = float(2 * np.arcsin(min(1.0, np.max(dist[keep]) / 2))) if keep.any() else 0.0
