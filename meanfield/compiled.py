@@ -120,7 +120,7 @@ def _kernels():
     return _KERNELS or None
 
 
-def _use(a, short=8):
+def _kernels_for(a, short=8):
     """The compiled loops when they apply: numba present and enabled, C-contiguous float64 points of
     fewer than ``short`` coordinates."""
     if not ENABLED or a.dtype != np.float64 or not a.flags.c_contiguous or a.ndim < 2 or a.shape[-1] >= short:
@@ -130,7 +130,7 @@ def _use(a, short=8):
 
 def ratio(acc):
     """acc[..., :d] / acc[..., d:] for acc (..., d + 1): the (SA) quotient of the sums."""
-    k = _use(acc, short=9)
+    k = _kernels_for(acc, short=9)
     if k is None:
         return acc[..., :-1] / acc[..., -1:]
     out = np.empty(acc.shape[:-1] + (acc.shape[-1] - 1,))
@@ -140,7 +140,7 @@ def ratio(acc):
 
 def weighted(x, w, v=None):
     """[(x_j·v)·w_j, w_j] (..., n, d + 1) for x (..., n, d) and weights w (n,) (v: None or a scalar)."""
-    k = _use(x)
+    k = _kernels_for(x)
     w = np.ascontiguousarray(w, dtype=float)
     if k is None:
         d = x.shape[-1]
@@ -158,7 +158,7 @@ def normalise(y):
     d = y.shape[-1]
     if d >= 8:
         return y / np.linalg.norm(y, axis=-1, keepdims=True)
-    k = _use(y)
+    k = _kernels_for(y)
     if k is None:
         r2 = y[..., 0] * y[..., 0]
         for j in range(1, d):
@@ -174,7 +174,7 @@ def euler_normalise(y, h, f):
     """(y + h·f)/|y + h·f| row by row: the Euler update and the retraction onto the sphere in one
     pass, the bits of ``normalise(y + h * f)``."""
     d = y.shape[-1]
-    k = _use(y) if d < 8 and f.flags.c_contiguous and f.dtype == np.float64 and f.shape == y.shape else None
+    k = _kernels_for(y) if d < 8 and f.flags.c_contiguous and f.dtype == np.float64 and f.shape == y.shape else None
     if k is None:
         return normalise(y + h * f)
     out = np.empty_like(y)
@@ -185,7 +185,7 @@ def euler_normalise(y, h, f):
 def project(x, f):
     """f − ⟨x, f⟩x row by row (the tangent part of f at unit x), ⟨x, f⟩ summed from the first coordinate on."""
     d = x.shape[-1]
-    k = _use(x) if f.flags.c_contiguous and f.dtype == np.float64 else None
+    k = _kernels_for(x) if f.flags.c_contiguous and f.dtype == np.float64 else None
     if k is None:
         s = x[..., 0] * f[..., 0]
         for j in range(1, d):
@@ -208,7 +208,7 @@ def add_row_counts(L, threshold, out):
     return True
 
 
-def fused(width, p):
+def fused_available(width, p):
     """Whether the fused kernel sums apply: numba present and enabled, points with ``width`` <= 4
     coordinates (the operands of the inner products, the shift's included) and ``p`` <= 4 values."""
     return ENABLED and width <= 4 and p <= 4 and _kernels() is not None

@@ -84,7 +84,7 @@ def count_clusters(positions, delta, *, chunk=_CHUNK, max_iter=10_000):
     chunk = check_int(chunk, "chunk", low=1)
     lead, (n, d) = x.shape[:-2], x.shape[-2:]
     xb = x.reshape(-1, n, d)
-    if compiled.fused(d, 0):
+    if compiled.fused_available(d, 0):
         counts = compiled.cluster_counts4(np.ascontiguousarray(xb, dtype=np.float64), 1.0 - delta)
         return _scalar_or_array(counts.reshape(lead).astype(int))
     xt = np.swapaxes(xb, -1, -2)

@@ -424,7 +424,7 @@ def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=Non
     xf, yf, vf, unflatten = _flatten(xq, y, vals)
     K, n, m = xf.shape[0], xf.shape[1], yf.shape[1]
     P = yf.shape[-1] + 1 if attention is not None else vf.shape[-1]
-    if not n * m or not compiled.fused(xf.shape[-1] + (last is not None), P):
+    if not n * m or not compiled.fused_available(xf.shape[-1] + (last is not None), P):
         return None
     xf, yf, vf = (np.ascontiguousarray(a, dtype=float) for a in (xf, yf, vf))
     counts = np.zeros((K, n), dtype=np.int64) if threshold is not None else None

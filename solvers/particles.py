@@ -36,7 +36,7 @@ from meanfield.energy import discrete_energy
 from meanfield.errors import UnsupportedModel
 from meanfield.kernelsums import blas_single_threaded, attention_sums, check_threads, gram_counts, kernel_sums
 from meanfield.representations.particles import ParticleCloud
-from meanfield.representations.sampled_particles import SampledParticleCloud, slot
+from meanfield.representations.sampled_particles import SampledParticleCloud, saved_slice
 
 from .base import Solver
 
@@ -265,7 +265,7 @@ class Particles(Solver):
         run.magnitude = point_norms
         run.adaptive = adaptive
         run.threads = check_threads(o["threads"])
-        run.diagnostics_choice = self.diagnostics_level if o["diagnostics"] is None else self._check_diagnostics(o["diagnostics"])
+        run.diagnostics_level = self.diagnostics_level if o["diagnostics"] is None else self._check_diagnostics(o["diagnostics"])
         run.save = self._check_save(o["save"], run.t_eval)
 
     @staticmethod
@@ -397,14 +397,14 @@ class Particles(Solver):
     def _keep(self, run, i, y):
         if run.kept is None:
             return y
-        return slot(y if i < run.kept.size and run.kept[i] else None)
+        return saved_slice(y if i < run.kept.size and run.kept[i] else None)
 
     def _to_data(self, run, y):
         if run.kept is None:
             return np.array(y, copy=True)
         if isinstance(y, np.ndarray) and y.dtype == object:
             return y
-        return slot(np.array(y, copy=True))     # a state that reached the Solution without `_keep`: kept
+        return saved_slice(np.array(y, copy=True))     # a state that reached the Solution without `_keep`: kept
 
     def _retract(self, run, y):
         return compiled.normalise(y)      # y / np.linalg.norm(y, axis=-1, keepdims=True), bit for bit
@@ -414,7 +414,7 @@ class Particles(Solver):
 
     def _wanted(self, run, y):
         """The diagnostics recorded for this run (see ``diagnostics``)."""
-        level = run.diagnostics_choice
+        level = run.diagnostics_level
         if run.domain != "sphere" or (isinstance(level, str) and level == "none"):
             return frozenset()
         if not isinstance(level, str):

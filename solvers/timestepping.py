@@ -434,9 +434,11 @@ class Stepper:
         return f"<stepper {self.name!r}>"
 
 
-class Lawson(Stepper):
-    """Adaptive embedded Runge–Kutta pair with the exact integrating factor e^{hL} for the diagonal
-    linear part (Lawson's method; see the module docstring). ``method`` "dopri5" or "bs32"."""
+class AdaptiveRK(Stepper):
+    """Adaptive embedded Runge–Kutta pair, ``name`` "dopri5" (Dormand–Prince 5(4)) or "bs32"
+    (Bogacki–Shampine 3(2)), with error control. When the solver has a diagonal linear part L (noise),
+    it is applied exactly through the integrating factor e^{hL} (Lawson's method; see the module
+    docstring); without one, this is the plain Runge–Kutta pair."""
 
     adaptive = True
     options = {"rtol": 1e-8, "atol": 1e-10, "max_step": np.inf, "first_step": None, "dense_output": False}
@@ -572,7 +574,7 @@ class EulerNormalize(EulerMaruyama):
         return lambda t, y: run.solver._euler_velocity(run, t, y)
 
 
-STEPPERS = {s.name: s for s in (Lawson("dopri5"), Lawson("bs32"), SSPRK3(), EulerMaruyama(), EulerNormalize())}
+STEPPERS = {s.name: s for s in (AdaptiveRK("dopri5"), AdaptiveRK("bs32"), SSPRK3(), EulerMaruyama(), EulerNormalize())}
 
 
 def keyed_normal(seed, t, shape):

@@ -18,7 +18,7 @@ import numpy as np
 from .particles import ParticleCloud
 
 
-def slot(positions):
+def saved_slice(positions):
     """One saved slice as a 0-d object array (``np.stack`` of them is the (T,) object array)."""
     out = np.empty((), dtype=object)
     out[()] = positions
