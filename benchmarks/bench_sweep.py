@@ -6,7 +6,7 @@
     python benchmarks/bench_sweep.py --figure3  # the 16 β of the paper's Figure 3 grid (0.5, 1, ..., 8)
 
 Each measurement runs in a fresh process with the BLAS/OpenMP thread pools pinned to one thread
-(the variables `meanfield.experiments.sweep.THREAD_VARIABLES`), as the workers of the local cluster
+(the variables `meanfield.experiments.parallel.THREAD_VARIABLES`), as the workers of the local cluster
 are: the serial run uses one core, the 2-worker run two. The 2-worker time includes starting the
 cluster and the parts of the experiment that stay serial (the curve Γ of (6.9)); a third run uses a
 cluster started, and its workers warmed up, before the clock starts (a user's running cluster,
@@ -30,7 +30,7 @@ def measure(workers, quick, running, figure3=False):
     ``running``, the local cluster is started (and its workers warmed up) before the clock starts and
     passed as ``scheduler``, as a user with a running cluster does."""
     from meanfield.experiments import phase_diagram
-    from meanfield.experiments.sweep import cluster
+    from meanfield.experiments.parallel import cluster
 
     with cluster(workers if running else None, log=None) as client:
         if client is not None:
@@ -45,7 +45,7 @@ def measure(workers, quick, running, figure3=False):
 
 
 def child(workers, quick, running=False):
-    from meanfield.experiments.sweep import THREAD_VARIABLES
+    from meanfield.experiments.parallel import THREAD_VARIABLES
 
     env = {**os.environ, **{k: "1" for k in THREAD_VARIABLES}}
     cmd = ([sys.executable, __file__, "--child", str(workers)] + (["--quick"] if quick else [])

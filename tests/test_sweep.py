@@ -15,6 +15,7 @@ import pytest
 import meanfield as mf
 from meanfield.cli import main
 sw = importlib.import_module("meanfield.experiments.sweep")
+par = importlib.import_module("meanfield.experiments.parallel")
 
 # a run cell takes ~0.1-0.3 s: the Fourier solver with 32 modes, repulsive, so it never under-resolves
 CIRCLE = """
@@ -64,7 +65,7 @@ def _assert_identical(a, b):
 @pytest.fixture(scope="module")
 def client():
     """One LocalCluster of 2 worker processes (1 thread each) for the whole module."""
-    with sw.cluster(workers=2, log=None) as c:
+    with par.cluster(workers=2, log=None) as c:
         yield c
 
 
@@ -157,16 +158,16 @@ def test_tasks_start_in_the_order_of_their_priority(client):
     about 2000 runs). The results stay in task order."""
     shared = {"pad": np.zeros(1000)}
     for _ in range(2):
-        started = sw.map_tasks(_started, range(12), scheduler=client, shared=shared, progress=False)
+        started = par.map_tasks(_started, range(12), scheduler=client, shared=shared, progress=False)
         ranks = np.argsort(started)
         assert set(ranks[:6]) >= {0, 1, 2, 3} and set(ranks[-4:]) == {8, 9, 10, 11}
-        started = sw.map_tasks(_started, range(12), scheduler=client, shared=shared, progress=False,
+        started = par.map_tasks(_started, range(12), scheduler=client, shared=shared, progress=False,
                                priority=[i % 3 for i in range(12)])          # 2, 5, 8, 11 first; 0, 3, 6, 9 last
         ranks = np.argsort(started)
         assert set(ranks[:6]) >= {2, 5, 8, 11} and set(ranks[-4:]) == {0, 3, 6, 9}
     for bad in ([1.0] * 11, [1.0] * 11 + [np.nan], ["high"] * 12, 3.0, list(range(100))):
         with pytest.raises(ValueError, match="`priority` must hold one finite number per task"):
-            sw.map_tasks(_square, range(12), priority=bad)
+            par.map_tasks(_square, range(12), priority=bad)
 
 
 @dataclasses.dataclass
@@ -188,24 +189,24 @@ def test_tasks_reach_the_function_as_they_are(client):
     task.c = 99
     tasks = [(len, "abc"), {"k": (sum, [1, 2])}, task, [len, 1]]
     expected = [repr(t) for t in tasks]
-    assert sw.map_tasks(_repr, tasks, progress=False) == expected
-    assert sw.map_tasks(_repr, tasks, scheduler=client, progress=False) == expected
+    assert par.map_tasks(_repr, tasks, progress=False) == expected
+    assert par.map_tasks(_repr, tasks, scheduler=client, progress=False) == expected
 
 
 def test_killed_worker_does_not_lose_a_task(client, tmp_path):
     marker = tmp_path / "killed"
-    out = sw.map_tasks(_die_once, range(6), scheduler=client, shared={"marker": str(marker)}, progress=False)
+    out = par.map_tasks(_die_once, range(6), scheduler=client, shared={"marker": str(marker)}, progress=False)
     assert marker.read_text() == "killed"                          # the worker did die
     assert out == [i * i for i in range(6)]
     # a task that raises is retried too (retries=), or reported with errors="return"
     marker = tmp_path / "raised"
-    assert sw.map_tasks(_raise_once, range(3), scheduler=client, shared={"marker": str(marker)},
+    assert par.map_tasks(_raise_once, range(3), scheduler=client, shared={"marker": str(marker)},
                         retries=1, progress=False) == [0, -1, -2]
     marker.unlink()
-    out = sw.map_tasks(_raise_once, range(3), scheduler=client, shared={"marker": str(marker)}, retries=0,
+    out = par.map_tasks(_raise_once, range(3), scheduler=client, shared={"marker": str(marker)}, retries=0,
                        errors="return", progress=False)
     assert out[0] == 0 and out[2] == -2
-    assert isinstance(out[1], sw.TaskError) and "first attempt fails" in str(out[1])
+    assert isinstance(out[1], par.TaskError) and "first attempt fails" in str(out[1])
 
 
 def test_failing_cell_is_recorded_and_counted(client, tmp_path, capsys):
@@ -311,7 +312,7 @@ def test_bad_experiment_sweeps_and_arguments(tmp_path, capsys):
     assert main(["phase-diagram", "--workers", "2", "--scheduler", "tcp://127.0.0.1:1", "--out", str(tmp_path)]) == 2
     assert "`scheduler`" in capsys.readouterr().err
     with pytest.raises(ValueError, match=r"`errors`"):
-        sw.map_tasks(abs, [1], errors="ignore")
+        par.map_tasks(abs, [1], errors="ignore")
 
 
 def test_metastability_and_noise_transition_on_two_workers_equal_serial(client, tmp_path):
@@ -355,7 +356,7 @@ def test_ctrl_c_during_distributed_waits_for_a_safe_point():
     """While tasks run on dask, SIGINT sets a flag (the wait loop raises KeyboardInterrupt between
     client calls, so closing the cluster cannot hang); the previous handler comes back afterwards."""
     before = signal.getsignal(signal.SIGINT)
-    with sw._deferred_interrupt() as interrupted:
+    with par._deferred_interrupt() as interrupted:
         assert not interrupted.is_set()
         os.kill(os.getpid(), signal.SIGINT)
         deadline = time.time() + 5
@@ -376,14 +377,14 @@ def test_ctrl_c_while_the_last_results_are_recorded_is_not_lost(client):
             os.kill(os.getpid(), signal.SIGINT)            # from the main thread: the flag is set at once
 
     with pytest.raises(KeyboardInterrupt):
-        sw.map_tasks(_square, range(2), scheduler=client, progress=False, on_result=record)
+        par.map_tasks(_square, range(2), scheduler=client, progress=False, on_result=record)
     assert len(recorded) == 2
 
 
 # -- local workers forked from a single-threaded process -------------------------------------------------
 FORKED = r'''
 import json, os, pathlib, sys, threading, time
-import meanfield.experiments.sweep as sw
+import meanfield.experiments.parallel as par
 
 mode, tmp = (sys.argv[1], pathlib.Path(sys.argv[2])) if len(sys.argv) > 2 else (None, None)
 
@@ -417,7 +418,7 @@ if __name__ == "__main__":
     fn = {"plain": square_and_parent, "threaded": square_and_parent, "die_once": die_once, "all_die": always_die,
           "hang": hang}[mode]
     try:
-        out = sw.map_tasks(fn, range(6), workers=2, progress=False, log=logs.append)
+        out = par.map_tasks(fn, range(6), workers=2, progress=False, log=logs.append)
         error = None
     except RuntimeError as exc:
         out, error = None, str(exc)
@@ -427,7 +428,7 @@ if __name__ == "__main__":
 
 def _forked_run(tmp_path, mode):
     script = _write(tmp_path / "forked.py", FORKED)
-    env = {**os.environ, **{k: "1" for k in sw.THREAD_VARIABLES}}
+    env = {**os.environ, **{k: "1" for k in par.THREAD_VARIABLES}}
     proc = subprocess.run([sys.executable, str(script), mode, str(tmp_path)], capture_output=True, text=True,
                           timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -458,7 +459,7 @@ def test_a_killed_run_leaves_no_worker_behind(tmp_path):
     """SIGKILL to the process that started the local cluster: the kernel sends its forked workers
     SIGTERM (PR_SET_PDEATHSIG), and they exit although each is inside a long task."""
     script = _write(tmp_path / "forked.py", FORKED)
-    env = {**os.environ, **{k: "1" for k in sw.THREAD_VARIABLES}}
+    env = {**os.environ, **{k: "1" for k in par.THREAD_VARIABLES}}
     proc = subprocess.Popen([sys.executable, str(script), "hang", str(tmp_path)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

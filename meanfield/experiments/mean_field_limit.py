@@ -33,7 +33,7 @@ from ..quadrature import sphere_quadrature
 from ..sampling import sample
 from ..wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
 from .report import Report, fit_exponential, fit_power_law, pyplot, show_progress
-from .sweep import check_parallel, map_tasks
+from .parallel import check_parallel, map_tasks
 
 
 def dobrushin_constant(beta):
@@ -254,7 +254,7 @@ def mean_field_limit(out=None, *, dims=(2, 3), beta=1.0, normalized=True, V=1.0,
     decay_t_end : end time of the Wasserstein-decay run (default 26: W1 to the Dirac mass is below 1e-10
         from t ≈ 24).
     workers, scheduler : one task per (sampling, N, seed) on dask workers (see
-        `meanfield.experiments.sweep.map_tasks`); the seeds do not depend on them.
+        `meanfield.experiments.parallel.map_tasks`); the seeds do not depend on them.
     """
     dims = tuple(check_int(d, "dims", low=2, high=3) for d in np.atleast_1d(dims))
     workers, scheduler = check_parallel(workers, scheduler)

@@ -38,7 +38,7 @@ from ..model import Model
 from ..quadrature import fibonacci
 from ..sampling import sample, uniform_points
 from .report import Report, pyplot, show_progress
-from .sweep import check_parallel, cluster, map_tasks
+from .parallel import check_parallel, cluster, map_tasks
 
 # --------------------------------------------------------------------------------------------------
 # initial data and the linear prediction
@@ -449,7 +449,7 @@ def metastability(out=None, *, dims=(2, 3), betas_circle=(2.0, 4.0, 8.0), betas_
     figure4_betas, figure4_n, figure4_seeds : the (t, β) grid of the mean number of clusters (iid, S^1).
     staircase_seeds, staircase_t_end : n = 5, β = 4 staircases on S^1 to t = 400 (the first one is drawn
         in bold and checked for two plateaus).
-    workers, scheduler : runs spread over dask workers (`meanfield.experiments.sweep.map_tasks`);
+    workers, scheduler : runs spread over dask workers (`meanfield.experiments.parallel.map_tasks`);
         every run is seeded by its task, so the results do not depend on them.
     """
     dims = tuple(check_int(d, "dims", low=2, high=3) for d in np.atleast_1d(dims))

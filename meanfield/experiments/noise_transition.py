@@ -33,7 +33,7 @@ from ..errors import SolverError
 from ..model import Model
 from ..representations.gegenbauer import axis_vector
 from .report import Report
-from .sweep import check_parallel, cluster, map_tasks
+from .parallel import check_parallel, cluster, map_tasks
 
 
 def bessel_beta_star(dim):
@@ -189,7 +189,7 @@ def noise_transition(out=None, *, dims=(2, 3), betas=None, factors=(0.5, 2.0), n
     particles, n_particles : noisy particle runs (default n = 500, quick 250).
     tau : the longest run, in units of 1/ν_c (default 40, quick 20); runs last `run_length` (from the
         exact linear rates), and runs cut at ``tau`` are reported but not judged.
-    workers, scheduler : run the independent runs on dask workers (see `meanfield.experiments.sweep`).
+    workers, scheduler : run the independent runs on dask workers (see `meanfield.experiments.parallel`).
     """
     from solvers import stationary
 

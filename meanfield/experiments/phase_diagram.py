@@ -23,7 +23,7 @@ from ..errors import Interrupted
 from ..model import Model
 from ..sampling import uniform_points
 from .report import Report, show_progress
-from .sweep import check_parallel, cluster, map_tasks
+from .parallel import check_parallel, cluster, map_tasks
 
 
 def equiangular_rhs(beta, n, normalized=True):
@@ -104,7 +104,7 @@ def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, 
     scheme, dt : "adaptive" (error-controlled, rtol 1e-6) or the authors' "euler-normalize" with step dt.
     clusters, cluster_delta : also record the mean number of clusters, particles linked when
         ⟨x_i, x_j⟩ >= 1 − cluster_delta (metastability, Figure 4).
-    workers, scheduler : one task per β on dask workers (see `meanfield.experiments.sweep.map_tasks`);
+    workers, scheduler : one task per β on dask workers (see `meanfield.experiments.parallel.map_tasks`);
         every realisation starts from the same points, so the result does not depend on them.
     """
     dim = check_int(dim, "dim", low=2)
