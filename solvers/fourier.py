@@ -26,20 +26,18 @@ Discretisation:
   capped at 0.8/(K·max|v|) (an advective CFL bound, `_stable_step`), so that rounding in the top
   modes cannot grow while the error control looks elsewhere, and default tolerances stay loose.
 """
-import copy
-
 import numpy as np
 import scipy.fft as sfft
 
-from meanfield.validation import check_callable, check_density_values, check_int, check_memory, check_real
+from meanfield.validation import check_callable, check_density_values, check_real
 from meanfield.errors import SolverError, UnsupportedModel
-from meanfield.kernels import minimum_degree
 from meanfield.quadrature import trapezoid
 from meanfield.representations.fourier import FourierSeries
 
 from .base import Solver
+from .bases import FourierBasis, ResolutionPolicy, midpoint_coefficients
 from .lagrangian import HandsOver
-from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_coefficients, check_kernel_resolution,
+from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
 
 MIN_MODES = 8
@@ -49,18 +47,12 @@ STABLE_CFL = 0.8         # |h·k·v| below the imaginary-axis stability limit of
 BYTES_PER_MODE = 800     # measured peak working memory of a run per mode (stages, padded grid, W1 measure)
 
 
-def midpoint_coefficients(values, J):
-    """c_0..c_J = (1/n) Σ_j ρ_j e^{−ikθ_j} of values at the midpoints θ_j = 2π(j + ½)/n (J < n/2)."""
-    n = values.shape[-1]
-    return sfft.rfft(values, norm="forward")[:J + 1] * np.exp(-1j * np.pi * np.arange(J + 1) / n)
-
-
 def padded_size(modes, dealias=1.5):
     """Product-grid size M >= ceil(dealias·2K) + 1 (3K + 1 for the 3/2 rule), with small prime factors."""
-    return int(sfft.next_fast_len(int(np.ceil(dealias * 2 * int(modes))) + 1, real=True))
+    return FourierBasis(modes, int(np.ceil(dealias * 2 * int(modes)))).M
 
 
-class FourierCircle(HandsOver, Solver):
+class FourierCircle(HandsOver, AutoResolution, Solver):
     """Fourier pseudo-spectral solver on S^1 (``model.dim == 2``, zonal models: Q^T K = I, V = v·I).
 
     Parameters
@@ -100,7 +92,9 @@ class FourierCircle(HandsOver, Solver):
     ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
     """
 
-    auto_resolution = ("modes", "max_modes")
+    policy = ResolutionPolicy("modes", "max_modes", low=MIN_MODES, auto_start=AUTO_START, auto_cap=AUTO_MAX_MODES,
+                              high=2 ** 26, memory=lambda K: BYTES_PER_MODE * K)
+    auto_resolution = (policy.name, policy.cap_name)
 
     def __init__(self, model, modes=512, *, tail_tol=DEFAULT_TAIL_TOL, dealias=1.5, max_modes=AUTO_MAX_MODES,
                  w1=True):
@@ -112,43 +106,16 @@ class FourierCircle(HandsOver, Solver):
         self.tail = TailMonitor(tail_tol, "modes")
         self.dealias = check_real(dealias, "dealias", low=1.5)
         self.w1 = bool(w1)
-        self.auto = isinstance(modes, str)
-        beta = model.beta
-        if self.auto:
-            if modes != "auto":
-                raise ValueError(f"`modes` must be an integer >= {MIN_MODES} or 'auto', got {modes!r}.")
-            self.max_modes = check_int(max_modes, "max_modes", low=MIN_MODES)
-            kernel_min = minimum_degree(beta, 2)
-            start = max(AUTO_START, 1 << int(np.ceil(np.log2(max(kernel_min, 2)))))
-            if start > self.max_modes:
-                raise ValueError(f"`max_modes`={self.max_modes} is below the {start} modes needed to resolve the "
-                                 f"kernel at beta={beta:g}.")
-            K = start
-        else:
-            K = check_int(modes, "modes", low=MIN_MODES)
-            check_memory(BYTES_PER_MODE * K, "modes", K)
-            K = check_int(K, "modes", high=2 ** 26)
-            check_kernel_resolution(beta, 2, K, "modes")
-            self.max_modes = K
-        self._setup(K)
+        self._setup(self._choose_resolution(modes, max_modes))
 
     def _setup(self, K):
-        """Multipliers and the padded grid for K modes (fixed for the life of this object)."""
-        self.modes = K
-        self.M = padded_size(K, self.dealias)
-        self.k = np.arange(K + 1, dtype=float)
+        """The basis with its padded grid (M >= dealias·2K + 1 points) and the multipliers for K modes."""
+        self.basis = FourierBasis(K, int(np.ceil(self.dealias * 2 * K)))
+        self.modes, self.M = K, self.basis.M
+        self.k = self.basis.wavenumbers
         self._ik = 1j * self.k
         self.field = SpectralVelocity(self.model, K)
         self._dphi = self._ik * self.field.potential
-
-    def _refine(self, run, t, u):
-        """The same solver with twice the modes (up to ``max_modes``) and ``u`` zero-padded."""
-        finer = copy.copy(self)
-        K = min(2 * self.modes, self.max_modes)
-        finer._setup(K)
-        u_new = np.zeros(K, dtype=complex)
-        u_new[:self.modes] = u
-        return finer, u_new
 
     def _grid_fields(self, run, c):
         """ρ, Z̃ (SA; None for USA) and v on the padded grid θ_j = 2πj/M, for coefficients c_0..c_K."""
@@ -160,7 +127,7 @@ class FourierCircle(HandsOver, Solver):
         spec[1, :K + 1] = self._dphi * c
         if self.field.normalized:
             spec[2, :K + 1] = self.field.kernel * c
-        g = sfft.irfft(spec, n=M, axis=-1, norm="forward")
+        g = self.basis.synthesis(spec)
         z = g[2] if self.field.normalized else None
         if z is not None:
             run.workspace["zmin"] = float(z.min())
@@ -228,14 +195,14 @@ class FourierCircle(HandsOver, Solver):
         run.workspace["v"] = v          # the stability cap reads it once per step (`_stable_step`)
         if self.field.normalized and not run.workspace["zmin"] > 0:
             return np.full_like(u, np.nan)    # K*ρ <= 0 on the grid: reject the step (see _monitor)
-        f = sfft.rfft(rho * v, norm="forward")[1:self.modes + 1]
+        f = self.basis.analysis(rho * v)[1:]
         f *= -self._ik[1:]
         return f
 
     def _linear(self, run):
         if self.model.noise == 0.0:
             return None
-        return -self.model.noise * self.k[1:] ** 2
+        return -self.model.noise * self.basis.laplacian[1:]
 
     def _stable_step(self, run, u):
         v = run.workspace.get("v")
@@ -262,7 +229,7 @@ class FourierCircle(HandsOver, Solver):
             raise SolverError(f"K*ρ is not positive on the grid at t={t:.6g} (min {run.workspace['zmin']:.3g}), so "
                               "log(K*ρ) is undefined: the discrete density has large negative parts; "
                               "increase `modes`.")
-        self.tail.check_or_refine(t, u, self._power(run, u), self.modes, self.auto and self.modes < self.max_modes)
+        self.tail.check_or_refine(t, u, self._power(run, u), self.modes, self.refinable)
 
     def _diagnostics(self, run, t, u):
         """Mass, E_β, min ρ, tail, dE/dt (discrete) vs the identity (3.6), W1 to σ and to δ."""
@@ -310,7 +277,7 @@ class FourierCircle(HandsOver, Solver):
         """(θ_j, v(θ_j)) on the padded grid θ_j = 2πj/M for coefficients c_0..c_K ((3.4)/(3.10))."""
         c = self._check_c(c)
         run = self.start(c, normalize=True)
-        return 2 * np.pi * np.arange(self.M) / self.M, self._grid_fields(run, c)[2].copy()
+        return self.basis.angles, self._grid_fields(run, c)[2].copy()
 
     def rhs(self, c):
         """∂_t c_k, k = 0..K (transport plus noise; ∂_t c_0 = 0) for coefficients c_0..c_K."""

@@ -31,18 +31,15 @@ Discretisation (Galerkin in the orthonormal basis p_l of `meanfield.representati
 * under-resolution: after every step the spectral tail (`solvers.spectral`) must stay below
   ``tail_tol``; otherwise `UnderResolved`, or with ``lmax="auto"`` a restart at twice the degree.
 """
-import copy
-
 import numpy as np
 
-from meanfield.validation import check_callable, check_density_values, check_int, check_real
+from meanfield.validation import check_callable, check_density_values, check_real
 from meanfield.errors import SolverError, UnderResolved
-from meanfield.kernels import laplacian_eigenvalues, minimum_degree
-from meanfield.quadrature import gauss_gegenbauer
-from meanfield.representations.gegenbauer import GegenbauerSeries, axis_vector, gegenbauer_table, lift, orthogonal_basis
+from meanfield.representations.gegenbauer import GegenbauerSeries, axis_vector, lift, orthogonal_basis
 
 from .base import Solver
-from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_kernel_resolution, energy_diagnostics,
+from .bases import GegenbauerBasis, ResolutionPolicy, node_count
+from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, energy_diagnostics,
                        noise_dissipation, spectral_tail)
 
 MIN_LMAX = 4
@@ -52,18 +49,13 @@ ZONAL_RTOL = 1e-8        # tolerance of the zonality check of a callable initial
 MAX_NORM = 1e12          # ‖ρ‖_{L²(σ)} beyond which the coefficients lose more than 12 digits
 
 
-def node_count(lmax):
-    """Gauss–Gegenbauer nodes for degree L: n = ceil((3L + 1)/2) + 1, exact for degree 2n − 1 >= 3L + 2."""
-    return (3 * int(lmax) + 2) // 2 + 1
-
-
 def _readonly(a):
     a = np.ascontiguousarray(a, dtype=float)
     a.setflags(write=False)
     return a
 
 
-class Gegenbauer(Solver):
+class Gegenbauer(AutoResolution, Solver):
     """Galerkin solver in normalised Gegenbauer polynomials for zonal densities on S^{d−1}.
 
     Parameters
@@ -102,55 +94,36 @@ class Gegenbauer(Solver):
 
     steppers = ("dopri5", "bs32")
     stepper_defaults = {}
-    auto_resolution = ("lmax", "max_lmax")
+    policy = ResolutionPolicy("lmax", "max_lmax", low=MIN_LMAX, auto_start=AUTO_START, auto_cap=AUTO_MAX_LMAX)
+    auto_resolution = (policy.name, policy.cap_name)
 
     def __init__(self, model, lmax=64, axis=None, *, tail_tol=DEFAULT_TAIL_TOL, max_lmax=AUTO_MAX_LMAX,
                  max_norm=MAX_NORM):
         Solver.__init__(self, model)
         self._require_zonal()
         self.max_norm = check_real(max_norm, "max_norm", low=1.0, low_open=True)
-        d = model.dim
-        self.axis = axis_vector(axis, d)
+        self.axis = axis_vector(axis, model.dim)
         self.axis.setflags(write=False)
         self.tail = TailMonitor(tail_tol, "lmax")
-        self.auto = isinstance(lmax, str)
-        if self.auto:
-            if lmax != "auto":
-                raise ValueError(f"`lmax` must be an integer >= {MIN_LMAX} or 'auto', got {lmax!r}.")
-            self.max_lmax = check_int(max_lmax, "max_lmax", low=MIN_LMAX)
-            need = minimum_degree(model.beta, d)
-            L = max(AUTO_START, 1 << int(np.ceil(np.log2(max(need, 2)))))
-            if L > self.max_lmax:
-                raise ValueError(f"`max_lmax`={self.max_lmax} is below the degree {L} needed to resolve the "
-                                 f"kernel at beta={model.beta:g}.")
-        else:
-            L = check_int(lmax, "lmax", low=MIN_LMAX)
-            check_kernel_resolution(model.beta, d, L, "lmax")
-            self.max_lmax = L
-        self._setup(L)
+        self._setup(self._choose_resolution(lmax, max_lmax))
 
     def _setup(self, L):
-        """Nodes, synthesis/derivative tables and multipliers for degree L (read-only arrays)."""
+        """The basis (`node_count`(L) Gauss–Gegenbauer nodes), its tables and the multipliers for degree L."""
         d = self.model.dim
         self.lmax = L
-        self.nodes, self.weights = (_readonly(a) for a in gauss_gegenbauer(node_count(L), d))
+        self.basis = basis = GegenbauerBasis(L, d)
+        self.nodes, self.weights = basis.nodes, basis.weights
         s, w = self.nodes, self.weights
-        P, dP = gegenbauer_table(L, d, s, derivative=True)
-        self.synthesis = _readonly(P)                                     # f_j = Σ_l c_l p_l(s_j)
-        self.derivative = _readonly(dP)                                   # g_j = Σ_l c_l p_l'(s_j)
+        P, dP = basis.table, basis.derivative_table
+        self.synthesis = P                                                # f_j = Σ_l c_l p_l(s_j)
+        self.derivative = dP                                              # g_j = Σ_l c_l p_l'(s_j)
         self.flux_test = _readonly((dP * (w * (1 - s * s))[:, None]).T)   # Σ_j w_j (1 − s_j²) p_l'(s_j) F_j
         self.field = field = SpectralVelocity(self.model, L)
         # one matrix–vector product gives f, (Z̃ for (SA)) and ∂_sΨ̃ at the nodes
         rows = [P] + ([P * field.kernel] if field.normalized else []) + [dP * field.potential]
         self.fields_table = _readonly(np.concatenate(rows))
-        self.laplacian = _readonly(laplacian_eigenvalues(d, L))
+        self.laplacian = basis.laplacian
         self.representation = GegenbauerSeries(L, d, self.axis)
-
-    def _refine(self, run, t, y):
-        """The same solver at twice the degree (up to ``max_lmax``), ``y`` zero-padded."""
-        finer = copy.copy(self)
-        finer._setup(min(2 * self.lmax, self.max_lmax))
-        return finer, finer.representation.embed(y, self.representation)
 
     # -- the discretisation ------------------------------------------------------------------------
     def _fields(self, c):
@@ -192,7 +165,7 @@ class Gegenbauer(Solver):
                 "coefficients carry only ~16 − log10‖ρ‖ digits. The density is concentrating where σ has little "
                 "mass (in high dimension ‖ρ‖ grows like e^{d s̄²/2} with s̄ = <x, e>); stop earlier.",
                 t=t, tail=float(spectral_tail(power)), tol=self.tail.tol)
-        self.tail.check_or_refine(t, y, power, self.lmax, self.auto and self.lmax < self.max_lmax)
+        self.tail.check_or_refine(t, y, power, self.lmax, self.refinable)
 
     def _diagnostics(self, run, t, y):
         """Mass, E_β, min f at the nodes, tail, dE/dt of the discrete flow vs the identity."""
@@ -216,7 +189,8 @@ class Gegenbauer(Solver):
 
         check_callable(rho0, "rho0")
         d = self.model.dim
-        s, w = gauss_gegenbauer(2 * len(self.nodes) + 32, d)
+        projection = GegenbauerBasis(self.lmax, d, 2 * self.nodes.size + 32)
+        s, w = projection.nodes, projection.weights
         known = zonal_profile(rho0, d)
         if known is not None and np.allclose(known[1], self.axis, rtol=0, atol=1e-14):
             vals = np.asarray(known[0](s), dtype=float)
@@ -226,7 +200,7 @@ class Gegenbauer(Solver):
         if vals.shape != s.shape:
             raise ValueError(f"`rho0` must return one value per point, got shape {vals.shape} for {s.size} points.")
         vals, _ = check_density_values(vals, "rho0", quadrature_weights=w, normalize=normalize)
-        return gegenbauer_table(self.lmax, d, s).T @ (w * vals)
+        return projection.analysis(vals)
 
     def _check_zonal(self, rho0, npoints=64):
         """ValueError unless rho0(x) = rho0(x') for pairs of points with ⟨x, e⟩ = ⟨x', e⟩."""

@@ -28,20 +28,17 @@ Discretisation (pseudo-spectral, ducc0.sht on a Gauss–Legendre grid):
   continues from the current state at twice the degree (up to ``max_lmax``), keeping checkpoints
   and partial results across the refinements.
 """
-import copy
-
 import numpy as np
 
-from meanfield.validation import check_callable, check_density_values, check_int, check_memory
+from meanfield.validation import check_callable, check_density_values, check_int
 from meanfield.errors import UnsupportedModel
-from meanfield.kernels import minimum_degree
-from meanfield.quadrature import gauss_legendre_grid
-from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_degrees, alm_power,
-                                                 alm_to_real, real_to_alm)
+from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_power, alm_to_real,
+                                                 real_to_alm)
 
 from .base import Solver
+from .bases import ResolutionPolicy, SphericalHarmonicBasis
 from .lagrangian import HandsOver
-from .spectral import (DEFAULT_TAIL_TOL, SpectralVelocity, TailMonitor, check_coefficients, check_kernel_resolution,
+from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
 
 MIN_LMAX = 4
@@ -50,13 +47,7 @@ AUTO_MAX_LMAX = 1023     # lmax="auto": default cap
 BYTES_PER_DEGREE2 = 800  # measured peak working memory of a run per lmax² (grids, stages, fine diagnostics grid)
 
 
-def _good_size(n):
-    from ducc0.fft import good_size
-
-    return int(good_size(int(n), True))
-
-
-class SphericalHarmonics(HandsOver, Solver):
+class SphericalHarmonics(HandsOver, AutoResolution, Solver):
     """Spectral solver on S^2 (model.dim == 3, zonal models: Q^T K = I, V = v·I).
 
     Parameters
@@ -84,7 +75,11 @@ class SphericalHarmonics(HandsOver, Solver):
     ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
     """
 
-    auto_resolution = ("lmax", "max_lmax")
+    # the bandwidth L + 1 doubles on refinement; the start is the kernel's minimum degree itself
+    policy = ResolutionPolicy("lmax", "max_lmax", low=MIN_LMAX, auto_start=AUTO_START, auto_cap=AUTO_MAX_LMAX,
+                              high=8191, offset=1, round_start=False,
+                              memory=lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
+    auto_resolution = (policy.name, policy.cap_name)
 
     def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL, max_lmax=AUTO_MAX_LMAX, w1=False,
                  w1_points=512):
@@ -93,21 +88,7 @@ class SphericalHarmonics(HandsOver, Solver):
             raise UnsupportedModel(f"SphericalHarmonics solves on S^2: `model.dim` must be 3, got {model.dim} "
                                    "(use solvers.FourierCircle for dim 2).")
         self._require_zonal()
-        self.auto = isinstance(lmax, str)
-        if self.auto:
-            if lmax != "auto":
-                raise ValueError(f"`lmax` must be an integer >= {MIN_LMAX} or 'auto', got {lmax!r}.")
-            self.max_lmax = check_int(max_lmax, "max_lmax", low=MIN_LMAX, high=8191)
-            L = max(AUTO_START, minimum_degree(model.beta, 3))
-            if L > self.max_lmax:
-                raise ValueError(f"`max_lmax`={self.max_lmax} is below the degree {L} needed to resolve the kernel "
-                                 f"at beta={model.beta:g}.")
-        else:
-            L = check_int(lmax, "lmax", low=MIN_LMAX)
-            check_memory(BYTES_PER_DEGREE2 * (L + 1) ** 2, "lmax", L)
-            L = check_int(L, "lmax", high=8191)
-            check_kernel_resolution(model.beta, 3, L, "lmax")
-            self.max_lmax = L
+        L = self._choose_resolution(lmax, max_lmax)
         self.nthreads = check_int(nthreads, "nthreads", low=1)
         self.tail = TailMonitor(tail_tol, "lmax")
         self.w1 = bool(w1)
@@ -115,59 +96,28 @@ class SphericalHarmonics(HandsOver, Solver):
         self._setup(L)
 
     def _setup(self, L):
-        """The dealiasing Gauss–Legendre grid (2·ntheta − 1 >= 3L, nphi >= 3L + 1) and multipliers."""
+        """The dealiasing basis (Gauss–Legendre grid exact for degree 3L: 2·ntheta − 1 >= 3L, nphi >= 3L + 1),
+        the finer one of the projections and diagnostics (degree 4L + 3), and the multipliers."""
         self.lmax = L
-        self.ntheta = (3 * L) // 2 + 1
-        self.nphi = _good_size(3 * L + 1)
-        self.theta, _, self.points, self.weights = gauss_legendre_grid(self.ntheta, self.nphi)
-        self._geom = dict(theta=self.theta, lmax=L, nphi=np.full(self.ntheta, self.nphi, dtype=np.uintp),
-                          phi0=np.zeros(self.ntheta),
-                          ringstart=(np.arange(self.ntheta) * self.nphi).astype(np.uintp))
-        ls, ms = alm_degrees(L)
-        self._ls, self._ms = ls, ms
-        self._m0 = ms == 0
-        self._divfac = np.sqrt(ls * (ls + 1.0))           # ∂_tρ_lm = −div(F)_lm = +sqrt(l(l+1)) E_lm[F]
+        self.basis = basis = SphericalHarmonicBasis(L, 3 * L, self.nthreads)
+        self.fine = SphericalHarmonicBasis(L, 4 * L + 3, self.nthreads)
+        self.ntheta, self.nphi = basis.ntheta, basis.nphi
+        self.theta, self.points, self.weights = basis.theta, basis.points, basis.weights
+        ls = basis.degrees
+        self._ls, self._m0 = ls, basis.zonal
         self.field = SpectralVelocity(self.model, L)
         self._kern = None if self.field.kernel is None else self.field.kernel[ls]
         self._vel = self.field.potential[ls]
 
-    def _refine(self, run, t, alm):
-        """The same solver at degree min(2(lmax + 1) − 1, max_lmax), with ``alm`` zero-padded."""
-        finer = copy.copy(self)
-        finer._setup(min(2 * (self.lmax + 1) - 1, self.max_lmax))
-        return finer, real_to_alm(finer._representation(run).embed(alm_to_real(alm, self.lmax)[None],
-                                                                   self._representation(run))[0])
-
-    # -- transforms ------------------------------------------------------------------------------------
-    def _synth(self, alm):
-        """Scalar synthesis on the dealiasing grid: alm (k, nalm) -> maps (k, ntheta, nphi)."""
-        from ducc0.sht import synthesis
-
-        k = alm.shape[0]
-        out = synthesis(alm=alm.reshape(k, 1, -1), spin=0, nthreads=self.nthreads, **self._geom)
-        return out.reshape(k, self.ntheta, self.nphi)
-
-    def _grad(self, alm):
-        """(∂_θ f, ∂_φ f / sin θ) of f = Σ alm Y_lm on the grid (one spin-1 synthesis)."""
-        from ducc0.sht import synthesis_2d_deriv1
-
-        return synthesis_2d_deriv1(alm=alm[None], lmax=self.lmax, geometry="GL", ntheta=self.ntheta,
-                                   nphi=self.nphi, nthreads=self.nthreads)
-
-    def _div_coefficients(self, flux):
-        """Coefficients of −div_S(F) for a tangent field F = (F_θ, F_φ) on the grid (spin-1 analysis)."""
-        from ducc0.sht import analysis_2d
-
-        e = analysis_2d(map=flux, spin=1, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)[0]
-        return self._divfac * e
-
-    def _fields(self, alm):
-        """ρ, Z̃ (= e^{-β}K*ρ for SA, None for USA) and the velocity X = s∇Φ on the grid."""
+    def _fields(self, alm, basis=None):
+        """ρ, Z̃ (= e^{-β}K*ρ for SA, None for USA) and the velocity X = s∇Φ on the grid of ``basis``
+        (default the dealiasing one)."""
+        basis = self.basis if basis is None else basis
         if self._kern is not None:
-            rho, z = self._synth(np.stack([alm, self._kern * alm]))
+            rho, z = basis.synthesis(np.stack([alm, self._kern * alm]))
         else:
-            rho, z = self._synth(alm[None])[0], None
-        return rho, z, self.field.velocity(self._grad(self._vel * alm), z)
+            rho, z = basis.synthesis(alm[None])[0], None
+        return rho, z, self.field.velocity(basis.gradient(self._vel * alm), z)
 
     # -- Solver contract ---------------------------------------------------------------------------
     def _representation(self, run):
@@ -179,12 +129,8 @@ class SphericalHarmonics(HandsOver, Solver):
     def _initial_from_callable(self, run, rho0, normalize):
         """Project ρ0 on degrees <= lmax by Gauss–Legendre quadrature with 2·lmax + 2 rings (aliasing
         only from degrees > 3·lmax); checks finiteness, ρ0 >= 0 on the grid and mass 1 (1e-6)."""
-        from ducc0.sht import analysis_2d
-
         check_callable(rho0, "rho0")
-        L = self.lmax
-        nt, nphi = 2 * L + 2, _good_size(4 * L + 4)
-        _, _, pts, w = gauss_legendre_grid(nt, nphi)
+        pts, w = self.fine.points, self.fine.weights
         try:
             vals = np.asarray(rho0(pts), dtype=float)
         except (TypeError, ValueError) as exc:
@@ -192,9 +138,7 @@ class SphericalHarmonics(HandsOver, Solver):
         if vals.shape != pts.shape[:-1]:
             raise ValueError(f"`rho0` must return one value per point (shape {pts.shape[:-1]}), got shape {vals.shape}.")
         vals, _ = check_density_values(vals, "rho0", quadrature_weights=w, normalize=normalize)
-        alm = analysis_2d(map=vals[None], spin=0, lmax=L, geometry="GL", nthreads=self.nthreads)[0]
-        alm[self._m0] = alm[self._m0].real
-        return alm
+        return self.fine.analysis(vals[None])[0]
 
     def _initial_from_grid(self, run, grid, normalize):
         """Values on the Gauss–Legendre grid (ntheta, nphi) (`meanfield.densities.on_grid`): their exact
@@ -227,7 +171,7 @@ class SphericalHarmonics(HandsOver, Solver):
         """−div_S(ρX) projected on degrees <= lmax ((3.1)); 3 (USA) or 3 + one extra scalar (SA) transforms."""
         rho, _, x = self._fields(alm)
         x *= rho[None]
-        d = self._div_coefficients(x)
+        d = self.basis.divergence(x)
         d[0] = 0.0
         d[self._m0] = d[self._m0].real
         return d
@@ -235,30 +179,18 @@ class SphericalHarmonics(HandsOver, Solver):
     def _linear(self, run):
         if self.model.noise == 0.0:
             return None
-        return -self.model.noise * self._ls * (self._ls + 1.0)
+        return -self.model.noise * self.basis.laplacian
 
     def _to_data(self, run, alm):
         return alm_to_real(alm, self.lmax)
 
     def _monitor(self, run, t, alm):
-        self.tail.check_or_refine(t, alm, alm_power(alm, self.lmax), self.lmax, self.auto and self.lmax < self.max_lmax)
+        self.tail.check_or_refine(t, alm, alm_power(alm, self.lmax), self.lmax, self.refinable)
 
     def velocity(self, alm):
         """The velocity X = s∇Φ ((3.7)/(3.10)) on the dealiasing grid (``self.points``) for ducc0
         coefficients ``alm``: array (2, ntheta, nphi) of the components along e_θ and e_φ."""
         return self._fields(np.asarray(alm, dtype=complex))[2]
-
-    def _fine_fields(self, alm):
-        """ρ, Z̃ and X on a finer Gauss–Legendre grid (2·lmax + 2 rings), independent of the RHS grid."""
-        from ducc0.sht import synthesis_2d, synthesis_2d_deriv1
-
-        nt, nphi = 2 * self.lmax + 2, _good_size(4 * self.lmax + 4)
-        w = gauss_legendre_grid(nt, nphi)[3]
-        kw = dict(lmax=self.lmax, geometry="GL", ntheta=nt, nphi=nphi, nthreads=self.nthreads)
-        rho = synthesis_2d(alm=alm[None], spin=0, **kw)[0]
-        z = None if self._kern is None else synthesis_2d(alm=(self._kern * alm)[None], spin=0, **kw)[0]
-        x = self.field.velocity(synthesis_2d_deriv1(alm=(self._vel * alm)[None], **kw), z)
-        return rho, z, x, w
 
     def _diagnostics(self, run, t, alm):
         """Mass, E_β, min ρ (grid), spectral tail, dE/dt of the discrete flow vs the identity (3.6)
@@ -270,8 +202,9 @@ class SphericalHarmonics(HandsOver, Solver):
         lin = self._linear(run)
         if lin is not None:
             dalm = dalm + lin * alm
-        rho_grid = self._synth(alm[None])[0]
-        rho, z, x, w = self._fine_fields(alm)
+        rho_grid = self.basis.synthesis(alm[None])[0]
+        rho, z, x = self._fields(alm, self.fine)
+        w = self.fine.weights
         speed2 = x[0] ** 2 + x[1] ** 2
         if z is not None:
             integrand = rho * z * speed2 * (np.exp(beta) if beta > 0 else 1.0)

@@ -148,3 +148,36 @@ def check_coefficients(mass, minimum, *, normalize, tail_tol, name="initial"):
         warnings.warn(f"`{name}`: the density of these coefficients dips to {float(minimum):.3g} (a Gibbs "
                       f"undershoot within tail_tol = {tail_tol:g}); accepted.", RuntimeWarning, stacklevel=4)
     return 1.0 / mass if normalize else 1.0
+
+
+class AutoResolution:
+    """The automatic resolution of a spectral solver (``modes="auto"``/``lmax="auto"``), by its
+    `solvers.bases.ResolutionPolicy` ``policy``.
+
+    The solver calls `_choose_resolution` in ``__init__`` and implements ``_setup(resolution)``,
+    which builds ``self.basis`` (a basis of `solvers.bases`) and sets the resolution attribute
+    ``policy.name``; its ``auto_resolution`` is (policy.name, policy.cap_name). On a tail alarm below the cap (`refinable`) the run continues from the current
+    state on the refined basis (`_refine`: the state zero-padded by ``basis.pad``).
+    """
+
+    policy = None
+
+    def _choose_resolution(self, value, cap):
+        """Validate the resolution argument ``value`` (an integer or "auto") and ``cap``; sets
+        ``auto`` and the cap attribute, returns the resolution to `_setup`."""
+        resolution, cap, self.auto = self.policy.choose(value, cap, self.model.beta, self.model.dim)
+        setattr(self, self.policy.cap_name, cap)
+        return resolution
+
+    @property
+    def refinable(self):
+        """An automatic resolution below its cap."""
+        return self.auto and getattr(self, self.policy.name) < getattr(self, self.policy.cap_name)
+
+    def _refine(self, run, t, y):
+        """The same solver at the refined resolution (`ResolutionPolicy.refine`), ``y`` zero-padded."""
+        import copy
+
+        finer = copy.copy(self)
+        finer._setup(self.policy.refine(getattr(self, self.policy.name), getattr(self, self.policy.cap_name)))
+        return finer, self.basis.pad(y, finer.basis)

@@ -1,0 +1,356 @@
+"""Spectral bases on spheres, shared by the time-dependent and the stationary solvers.
+
+A basis owns a truncation (the degrees it keeps), a grid with its quadrature for σ, the transforms
+between coefficients and grid values, the gradient, and how its coefficients are zero-padded onto
+a finer basis (docs/mathematics.md §2–§3; Geshkovski, Letrouit, Polyanskiy, Rigollet, *A
+mathematical perspective on Transformers* (2023), §3):
+
+* `FourierBasis` (S^1): ρ(θ) = Σ_{|k|<=K} c_k e^{ikθ}, c_{−k} = conj(c_k), c_k relative to
+  σ = dθ/2π; the grid θ_j = 2πj/M with weights 1/M is exact for modes |k| < M; FFTs.
+* `SphericalHarmonicBasis` (S^2): ρ = Σ_{l<=L} a_lm Y_lm with the dA-orthonormal ducc0 a_lm
+  (healpy layout); a Gauss–Legendre grid exact for harmonics of degree `degree`; ducc0 transforms,
+  the gradient by one spin-1 synthesis and the divergence of a tangent field by one spin-1 analysis.
+* `GegenbauerBasis` (zonal functions on S^{d−1}, any d >= 2): f(s) = Σ_l c_l p_l(s), s = ⟨x, e⟩,
+  p_l orthonormal for the law of s under σ; Gauss–Gegenbauer nodes; matrix transforms. Its
+  ``sector`` m >= 1 spans the functions G_l^m(s)·Y_m(ξ) (x = s e + (1−s²)^{1/2} ξ) used by the
+  stability analysis of zonal states.
+
+`ResolutionPolicy` is the one rule for an automatic resolution (``modes="auto"`` / ``lmax="auto"``):
+where it starts, how it grows on refinement, and the checks of a fixed resolution.
+
+How a solver uses a basis: build it in ``_setup(resolution)``; synthesise the fields it needs on
+``basis.points`` (``synthesis``, ``gradient``), form the nonlinear products there, come back with
+``analysis`` (or ``divergence`` on S^2); on refinement, ``basis.pad(state, finer_basis)``.
+"""
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+import scipy.fft as sfft
+
+from meanfield.kernels import minimum_degree
+from meanfield.quadrature import circle_points, gauss_gegenbauer, gauss_legendre_grid
+from meanfield.validation import check_int, check_memory
+
+from .spectral import check_kernel_resolution
+
+
+def _readonly(a):
+    a = np.ascontiguousarray(a)
+    a.setflags(write=False)
+    return a
+
+
+# -- resolution policy --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResolutionPolicy:
+    """The resolution of a spectral solver: a fixed integer, or "auto" (start coarse, refine).
+
+    The refined quantity is the bandwidth n = resolution + ``offset`` (the number of Fourier modes
+    K, or of degrees L + 1 with ``offset`` = 1 on S^2). Refinement doubles it, up to the cap:
+    ``refine(r, cap) = min(2(r + offset) − offset, cap)``. The automatic start is the smallest
+    resolution that resolves the kernel (`meanfield.kernels.minimum_degree`: a_l(β)/a_0(β) < 1e-14
+    beyond it), at least ``auto_start``; with ``round_start`` its bandwidth is rounded up to a power
+    of two, so that the refinements stay on powers of two. Without it (spherical harmonics, whose
+    transforms cost O(L³)) the start is the kernel's minimum itself.
+
+    Parameters
+    ----------
+    name, cap_name : the solver's argument names ("modes"/"max_modes", "lmax"/"max_lmax").
+    low, high : the accepted range of a resolution (``high`` None: no upper bound).
+    auto_start : the smallest automatic start; auto_cap : the default cap of "auto".
+    offset : bandwidth − resolution (0 or 1).
+    round_start : round the automatic start up to a power-of-two bandwidth.
+    memory : estimated working memory in bytes of a run at a resolution (None: not checked).
+    """
+
+    name: str
+    cap_name: str
+    low: int
+    auto_start: int
+    auto_cap: int
+    high: Optional[int] = None
+    offset: int = 0
+    round_start: bool = True
+    memory: Optional[Callable[[int], float]] = None
+
+    def fixed(self, value, beta, dim):
+        """Check a fixed resolution: an integer in [low, high], within the machine's memory, and
+        resolving the kernel e^{β⟨x,y⟩} (ValueError naming the argument otherwise)."""
+        r = check_int(value, self.name, low=self.low)
+        if self.memory is not None:
+            check_memory(self.memory(r), self.name, r)
+        if self.high is not None:
+            r = check_int(r, self.name, high=self.high)
+        check_kernel_resolution(beta, dim, r, self.name)
+        return r
+
+    def start(self, beta, dim):
+        """The first resolution of "auto" for the kernel e^{β⟨x,y⟩} on S^{dim−1}."""
+        need = minimum_degree(beta, dim)
+        if self.round_start:
+            bandwidth = 1 << int(np.ceil(np.log2(max(need + self.offset, 2))))
+            need = bandwidth - self.offset
+        return max(self.auto_start, need)
+
+    def choose(self, value, cap, beta, dim):
+        """(resolution, cap, automatic) for the solver's arguments ``value`` (an integer or "auto")
+        and ``cap`` (used with "auto"; a fixed resolution is its own cap)."""
+        if not isinstance(value, str):
+            r = self.fixed(value, beta, dim)
+            return r, r, False
+        if value != "auto":
+            raise ValueError(f"`{self.name}` must be an integer >= {self.low} or 'auto', got {value!r}.")
+        cap = check_int(cap, self.cap_name, low=self.low, high=self.high)
+        r = self.start(beta, dim)
+        if r > cap:
+            raise ValueError(f"`{self.cap_name}`={cap} is below the resolution {self.name}={r} needed to resolve "
+                             f"the kernel at beta={beta:g}.")
+        return r, cap, True
+
+    def refine(self, resolution, cap):
+        """The next resolution: the bandwidth doubled, at most ``cap``."""
+        return min(2 * (int(resolution) + self.offset) - self.offset, int(cap))
+
+
+# -- S^1 ------------------------------------------------------------------------------------------------
+def fourier_grid_size(degree):
+    """M = the smallest fast FFT length >= degree + 1: the trapezoid rule on M points is exact for
+    the modes |k| <= degree."""
+    return int(sfft.next_fast_len(int(degree) + 1, real=True))
+
+
+def midpoint_coefficients(values, J):
+    """c_0..c_J = (1/n) Σ_j ρ_j e^{−ikθ_j} of values at the midpoints θ_j = 2π(j + ½)/n (J < n/2)."""
+    n = values.shape[-1]
+    return sfft.rfft(values, norm="forward")[..., :J + 1] * np.exp(-1j * np.pi * np.arange(J + 1) / n)
+
+
+class FourierBasis:
+    """Fourier modes c_0..c_K on S^1, ρ(θ) = c_0 + 2 Re Σ_{k=1}^{K} c_k e^{ikθ} (c_k relative to σ).
+
+    Parameters
+    ----------
+    modes : K >= 1.
+    degree : the grid θ_j = 2πj/M has M = `fourier_grid_size`(degree) points, so that products of
+        total degree <= ``degree`` are transformed back exactly (default 3K: the 3/2 rule, a product
+        of two degree-K fields tested against a degree-K mode).
+
+    Attributes: ``modes``, ``M``, ``wavenumbers`` k = 0..K, ``angles`` θ_j, ``points`` (M, 2),
+    ``weights`` 1/M, ``laplacian`` k² (−Δ e^{ikθ} = k² e^{ikθ}).
+    """
+
+    def __init__(self, modes, degree=None):
+        self.modes = K = check_int(modes, "modes", low=1)
+        self.degree = 3 * K if degree is None else check_int(degree, "degree", low=K)
+        self.M = fourier_grid_size(self.degree)
+        self.wavenumbers = _readonly(np.arange(K + 1, dtype=float))
+        self.laplacian = _readonly(self.wavenumbers ** 2)
+
+    @property
+    def angles(self):
+        return 2 * np.pi * np.arange(self.M) / self.M
+
+    @property
+    def points(self):
+        return circle_points(self.angles)
+
+    @property
+    def weights(self):
+        return np.full(self.M, 1.0 / self.M)
+
+    def synthesis(self, c):
+        """Values ρ(θ_j) on the grid of coefficients c_0..c_J (last axis, J <= M/2: zero-padded)."""
+        return sfft.irfft(c, n=self.M, axis=-1, norm="forward")
+
+    def analysis(self, values):
+        """c_0..c_K of grid values (last axis): c_k = (1/M) Σ_j ρ_j e^{−ikθ_j}, exact for modes |k| < M − K."""
+        return sfft.rfft(values, axis=-1, norm="forward")[..., :self.modes + 1]
+
+    def derivative(self, c):
+        """Coefficients of ∂_θ ρ: ik c_k."""
+        return 1j * self.wavenumbers * c
+
+    def gradient(self, c):
+        """∂_θ ρ on the grid (the tangential gradient along (−sin θ, cos θ))."""
+        return self.synthesis(self.derivative(c))
+
+    def pad(self, c, finer):
+        """Coefficients (last axis) zero-padded with the modes of ``finer`` beyond this basis."""
+        out = np.zeros(c.shape[:-1] + (c.shape[-1] + finer.modes - self.modes,), dtype=c.dtype)
+        out[..., :c.shape[-1]] = c
+        return out
+
+
+# -- S^2 ------------------------------------------------------------------------------------------------
+def harmonic_grid_shape(degree):
+    """(ntheta, nphi) of the Gauss–Legendre grid exact for harmonics of degree <= ``degree``:
+    ntheta = ⌊degree/2⌋ + 1 rings (2·ntheta − 1 >= degree) of nphi >= degree + 1 longitudes."""
+    from ducc0.fft import good_size
+
+    return int(degree) // 2 + 1, int(good_size(int(degree) + 1, True))
+
+
+class SphericalHarmonicBasis:
+    """Spherical harmonics of degree <= lmax on S^2, in ducc0's complex a_lm (healpy layout, dA-orthonormal).
+
+    Parameters
+    ----------
+    lmax : L >= 1.
+    degree : the Gauss–Legendre grid (`harmonic_grid_shape`) integrates σ-exactly the harmonics of
+        degree <= ``degree`` (default 3L: a product of two degree-L fields tested against degree L).
+    nthreads : ducc0 threads.
+
+    Attributes: ``lmax``, ``ntheta``, ``nphi``, ``theta`` (colatitudes of the rings), ``points``
+    (ntheta, nphi, 3), ``weights`` (summing to 1), ``degrees``/``orders`` l, m of each a_lm,
+    ``laplacian`` l(l+1).
+    """
+
+    def __init__(self, lmax, degree=None, nthreads=1):
+        from meanfield.representations.harmonics import alm_degrees
+
+        self.lmax = L = check_int(lmax, "lmax", low=1)
+        self.degree = 3 * L if degree is None else check_int(degree, "degree", low=L)
+        self.nthreads = check_int(nthreads, "nthreads", low=1)
+        self.ntheta, self.nphi = harmonic_grid_shape(self.degree)
+        self.theta, _, self.points, self.weights = gauss_legendre_grid(self.ntheta, self.nphi)
+        self._geometry = dict(theta=self.theta, lmax=L, nphi=np.full(self.ntheta, self.nphi, dtype=np.uintp),
+                              phi0=np.zeros(self.ntheta),
+                              ringstart=(np.arange(self.ntheta) * self.nphi).astype(np.uintp))
+        ls, ms = alm_degrees(L)
+        self.degrees, self.orders = _readonly(ls), _readonly(ms)
+        self.laplacian = _readonly(ls * (ls + 1.0))
+        self.zonal = _readonly(ms == 0)
+        self._divergence = _readonly(np.sqrt(self.laplacian))
+
+    def synthesis(self, alm):
+        """Grid values (k, ntheta, nphi) of k coefficient vectors alm (k, nalm)."""
+        from ducc0.sht import synthesis
+
+        k = alm.shape[0]
+        out = synthesis(alm=alm.reshape(k, 1, -1), spin=0, nthreads=self.nthreads, **self._geometry)
+        return out.reshape(k, self.ntheta, self.nphi)
+
+    def analysis(self, values):
+        """a_lm (k, nalm) of grid values (k, ntheta, nphi), exact for degree <= 2·ntheta − 1 − L;
+        the m = 0 coefficients of a real field are real."""
+        from ducc0.sht import analysis_2d
+
+        alm = analysis_2d(map=values, spin=0, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)
+        alm[:, self.zonal] = alm[:, self.zonal].real
+        return alm
+
+    def gradient(self, alm):
+        """(∂_θ f, ∂_φ f / sin θ) (2, ntheta, nphi) of f = Σ a_lm Y_lm (one spin-1 synthesis)."""
+        from ducc0.sht import synthesis_2d_deriv1
+
+        return synthesis_2d_deriv1(alm=alm[None], lmax=self.lmax, geometry="GL", ntheta=self.ntheta,
+                                   nphi=self.nphi, nthreads=self.nthreads)
+
+    def divergence(self, field):
+        """Coefficients of −div_S F for a tangent field F = (F_θ, F_φ) on the grid: sqrt(l(l+1))·E_lm[F],
+        E_lm the gradient (E-mode) part of its spin-1 analysis."""
+        from ducc0.sht import analysis_2d
+
+        e = analysis_2d(map=field, spin=1, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)[0]
+        return self._divergence * e
+
+    def pad(self, alm, finer):
+        """a_lm zero-padded to the degrees of ``finer``."""
+        from meanfield.representations.harmonics import SphericalHarmonicSeries, alm_to_real, real_to_alm
+
+        clm = alm_to_real(alm, self.lmax)[None]
+        return real_to_alm(SphericalHarmonicSeries(finer.lmax).embed(clm, SphericalHarmonicSeries(self.lmax))[0])
+
+
+# -- S^{d-1}, zonal -------------------------------------------------------------------------------------
+def node_count(lmax):
+    """Gauss–Gegenbauer nodes for degree L: n = ceil((3L + 1)/2) + 1, exact for degree 2n − 1 >= 3L + 2."""
+    return (3 * int(lmax) + 2) // 2 + 1
+
+
+class GegenbauerBasis:
+    """Orthonormal functions of sector m on S^{d−1} about an axis e, degrees l = max(m, lowest)..lmax.
+
+    Sector 0 (zonal functions): p_l(s), s = ⟨x, e⟩, the orthonormal polynomials of the law
+    c_d (1 − s²)^{(d−3)/2} ds of s under σ (`meanfield.representations.gegenbauer.gegenbauer_table`).
+    Sector m >= 1: G_l^m(s) = (1−s²)^{m/2} P_{l−m}^{(α,α)}(s)/N_l, α = (d−3)/2 + m, the s-part of
+    G_l^m(s)·Y_m(ξ), with N_l fixed by Σ_j w_j G_l(s_j)² = 1 (exact: a polynomial of degree 2l).
+
+    Parameters
+    ----------
+    lmax, dim : the top degree L and d >= 2.
+    nodes : Gauss–Gegenbauer nodes (default `node_count`(L), exact for degree 3L + 2).
+    sector : m >= 0; lowest : the lowest degree kept (e.g. 1 without the mass).
+
+    Attributes: ``degrees``, ``nodes`` s_j, ``weights`` w_j (summing to 1), ``table`` G (n, k) of
+    the values at the nodes, ``projection`` Gᵀdiag(w) (k, n), ``derivative_table`` (sector 0:
+    p_l'(s_j)), ``laplacian`` l(l + d − 2).
+    """
+
+    def __init__(self, lmax, dim, nodes=None, *, sector=0, lowest=0):
+        self.lmax = L = check_int(lmax, "lmax", low=0)
+        self.dim = d = check_int(dim, "dim", low=2)
+        self.sector = m = check_int(sector, "sector", low=0, high=L)
+        n = node_count(L) if nodes is None else check_int(nodes, "nodes", low=1)
+        s, w = (_readonly(np.asarray(a, dtype=float)) for a in gauss_gegenbauer(n, d))
+        self.nodes, self.weights = s, w
+        self.degrees = _readonly(np.arange(max(m, lowest), L + 1))
+        self.alpha = 0.5 * (d - 3) + m
+        if m == 0:
+            from meanfield.representations.gegenbauer import gegenbauer_table
+
+            P, dP = gegenbauer_table(L, d, s, derivative=True)
+            self.norm = None
+            self.table, self.derivative_table = _readonly(P[:, self.degrees]), _readonly(dP[:, self.degrees])
+        else:
+            raw = self._jacobi(s)
+            self.norm = np.sqrt(w @ raw ** 2)
+            self.table, self.derivative_table = _readonly(raw / self.norm), None
+        self.projection = _readonly((self.table * w[:, None]).T)
+        self.laplacian = _readonly(self.degrees * (self.degrees + d - 2.0))
+
+    def _jacobi(self, s):
+        from scipy.special import eval_jacobi
+
+        s = np.asarray(s, dtype=float)[..., None]
+        m = self.sector
+        return (1 - s * s) ** (0.5 * m) * eval_jacobi(self.degrees - m, self.alpha, self.alpha, s)
+
+    def values(self, s):
+        """G_l(s) at any s (shape s.shape + (k,))."""
+        if self.sector:
+            return self._jacobi(s) / self.norm
+        from meanfield.representations.gegenbauer import gegenbauer_table
+
+        return gegenbauer_table(self.lmax, self.dim, s)[..., self.degrees]
+
+    def derivatives(self, s):
+        """p_l'(s) at any s (sector 0)."""
+        from meanfield.representations.gegenbauer import gegenbauer_table
+
+        if self.sector:
+            raise ValueError("`derivatives` is defined for sector 0 only.")
+        return gegenbauer_table(self.lmax, self.dim, s, derivative=True)[1][..., self.degrees]
+
+    def synthesis(self, c):
+        """f(s_j) = Σ_l c_l G_l(s_j) at the nodes."""
+        return self.table @ c
+
+    def analysis(self, values):
+        """c_l = Σ_j w_j f(s_j) G_l(s_j), exact for f polynomial of degree <= 2n − 1 − L."""
+        return self.projection @ values
+
+    def gradient(self, c):
+        """∂_s f at the nodes (sector 0); the tangential gradient is ∂_s f·(e − s x), |∇f|² = (1 − s²)(∂_s f)²."""
+        return self.derivative_table @ c
+
+    def pad(self, c, finer):
+        """Coefficients (last axis) zero-padded to the degrees of ``finer``."""
+        out = np.zeros(c.shape[:-1] + (finer.degrees.size,), dtype=c.dtype)
+        out[..., :c.shape[-1]] = c
+        return out
+
+
+__all__ = ["ResolutionPolicy", "FourierBasis", "SphericalHarmonicBasis", "GegenbauerBasis", "fourier_grid_size",
+           "harmonic_grid_shape", "midpoint_coefficients", "node_count"]
