@@ -1,4 +1,5 @@
-"""Every ```python block of docs/*.md and README.md runs (blocks of one page in sequence, in a temp directory)."""
+"""Every ```python block of docs/*.md and README.md runs (blocks of one page in sequence, in a temp directory);
+a page about an optional extra is skipped when the extra is not installed."""
 import pathlib
 import re
 
@@ -7,6 +8,8 @@ import pytest
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 PAGES = sorted(DOCS.glob("*.md")) + [DOCS.parent / "README.md"]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+NEEDS = {"fem.md": ("mpi4py.MPI", "dolfinx")}   # page: the modules of the optional extra its examples need
+#                                             (mpi4py.MPI first: it loads the MPI library dolfinx links to)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
@@ -17,6 +20,8 @@ def test_doc_examples_run(page, tmp_path, monkeypatch):
     blocks = BLOCK.findall(page.read_text())
     if not blocks:
         pytest.skip(f"{page.name} has no python examples")
+    for module in NEEDS.get(page.name, ()):
+        pytest.importorskip(module, reason=f"{page.name} needs {module} (an optional extra)")
     monkeypatch.chdir(tmp_path)
     namespace = {"__name__": "__docs__"}
     for i, code in enumerate(blocks):

@@ -60,7 +60,14 @@ def test_bad_input(kwargs, match):
 def test_v_of_non_scalar_V_raises():
     with pytest.raises(ValueError, match=r"`V` is not a scalar multiple"):
         mf.Model(beta=1.0, dim=3, V=np.diag([1.0, 2.0, 3.0])).v
-    assert issubclass(mf.UnsupportedModel, ValueError)
+
+
+def test_an_unsupported_model_is_a_value_error():
+    """A valid model that a function cannot treat raises `mf.UnsupportedModel`, which a caller catching
+    bad input (ValueError) catches too."""
+    with pytest.raises(ValueError, match="zonal") as caught:
+        mf.linear_growth_rates(mf.Model(beta=1.0, dim=3, V=np.diag([1.0, 2.0, 3.0])), 4)
+    assert type(caught.value) is mf.UnsupportedModel
 
 
 @settings(max_examples=40, deadline=None)

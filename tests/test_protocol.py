@@ -23,6 +23,24 @@ def _sphere_points(n, d, seed):
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
+def _fem(model, **kw):
+    """A FiniteElements solver, or a clean skip without the fem extra."""
+    for module in ("mpi4py.MPI", "dolfinx"):          # mpi4py.MPI first: it loads the MPI library dolfinx links to
+        pytest.importorskip(module, reason="the fem extra (dolfinx) is not installed")
+    return solvers.FiniteElements(model, **kw)
+
+
+def _solver_classes():
+    """Every solver class that `solvers` exports (FiniteElements too: its module imports dolfinx only when
+    an instance is built)."""
+    classes = {name: getattr(solvers, name) for name in solvers.__all__}
+    return {name: cls for name, cls in classes.items()
+            if isinstance(cls, type) and issubclass(cls, solvers.Solver) and cls is not solvers.Solver}
+
+
+SOLVERS = _solver_classes()
+
+
 def _cases():
     vmf2 = mf.densities.von_mises_fisher([1.0, 0.0], 2.0)
     vmf3 = mf.densities.von_mises_fisher([0.0, 0.6, 0.8], 2.0)
@@ -33,7 +51,7 @@ def _cases():
                                [mf.densities.von_mises_fisher([1.0, 0.0], 40.0), vmf2], {}),
         "SphericalHarmonics": (lambda: solvers.SphericalHarmonics(mf.Model(beta=2.0, dim=3), lmax=24),
                                [vmf3, mf.densities.perturbed_uniform(0.2, 2, order=1)], {}),
-        "FiniteElements": (lambda: solvers.FiniteElements(mf.Model(beta=2.0, dim=2), vertices=128),
+        "FiniteElements": (lambda: _fem(mf.Model(beta=2.0, dim=2), vertices=128),
                            [vmf2, mf.densities.perturbed_uniform(0.2, 3)], {}),
         "Particles": (lambda: solvers.Particles(mf.Model(beta=2.0, dim=3)),
                       [_sphere_points(40, 3, 1), _sphere_points(40, 3, 2)], {}),
@@ -53,6 +71,11 @@ def _cases():
 
 CASES = _cases()
 T = np.linspace(0.0, 0.4, 5)
+
+
+def test_the_cases_cover_every_solver():
+    assert len(SOLVERS) >= 6
+    assert set(SOLVERS) <= {name.split("-")[0] for name in CASES}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -100,11 +123,6 @@ def test_options_that_do_not_apply_are_refused():
         fc.solve(rho0, T, dt=0.1)
     with pytest.raises(ValueError, match=r"`method`"):
         fc.solve(rho0, T, method="euler-normalize")
-    fe = solvers.FiniteElements(mf.Model(beta=1.0, dim=2), vertices=64)
-    with pytest.raises(ValueError, match=r"`rtol` does not apply"):
-        fe.solve(rho0, T, rtol=1e-6)
-    with pytest.raises(ValueError, match=r"`cfl`"):
-        fe.solve(rho0, T, cfl=1.5)
     p = solvers.Particles(mf.Model(beta=1.0, dim=2))
     with pytest.raises(ValueError, match=r"`cfl` does not apply"):
         p.solve(_sphere_points(5, 2, 0), T, cfl=0.5)
@@ -113,12 +131,22 @@ def test_options_that_do_not_apply_are_refused():
     assert set(STEPPERS) == {"dopri5", "bs32", "ssprk3", "euler-maruyama", "euler-normalize"}
 
 
-def test_every_solver_declares_steppers_it_can_drive():
-    for name in ("FourierCircle", "SphericalHarmonics", "FiniteElements", "Particles"):
-        cls = getattr(solvers, name)
-        for method in cls.steppers:
-            missing = [h for h in STEPPERS[method].needs if not callable(getattr(cls, h, None))]
-            assert not missing, (name, method, missing)
+def test_options_that_do_not_apply_to_finite_elements_are_refused():
+    fe = _fem(mf.Model(beta=1.0, dim=2), vertices=64)
+    rho0 = mf.densities.uniform()
+    with pytest.raises(ValueError, match=r"`rtol` does not apply"):
+        fe.solve(rho0, T, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"`cfl`"):
+        fe.solve(rho0, T, cfl=1.5)
+
+
+@pytest.mark.parametrize("name", sorted(SOLVERS))
+def test_every_solver_declares_steppers_it_can_drive(name):
+    cls = SOLVERS[name]
+    assert cls.steppers and set(cls.steppers) <= set(STEPPERS), cls.steppers
+    for method in cls.steppers:
+        missing = [h for h in STEPPERS[method].needs if not callable(getattr(cls, h, None))]
+        assert not missing, (name, method, missing)
 
 
 def test_continuing_a_run_from_a_solution_and_a_path(tmp_path):
