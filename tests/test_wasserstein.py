@@ -71,13 +71,17 @@ def test_metric_axioms_and_rotation_invariance(dim):
 
 
 def test_sphere_approximate_methods():
+    """Sinkhorn's rounded plan is a coupling, so its cost is an upper bound of W1; with reg = 1e-2 it is
+    1.7e-3 above W1 here (1.6e-3 to 1.8e-3 for five random pairs of 300 points), well inside the
+    O(reg·log(1/reg)) ≈ 0.05 of the theory: bound 2.5e-3. The spherical sliced distance (POT, on circles
+    of length 1) is a smaller metric: 0 < sliced <= W1 (about W1/10 here)."""
     rng = np.random.default_rng(5)
     a, b = random_measure(rng, 300, 3), random_measure(rng, 300, 3)
     exact = mf.wasserstein(a, b, method="exact")
     ent = mf.wasserstein(a, b, method="sinkhorn", reg=1e-2)
-    assert exact - 1e-9 <= ent <= exact + 0.05
+    assert exact - 1e-9 <= ent <= exact + 2.5e-3
     sliced = mf.wasserstein(a, b, method="sliced", n_projections=200)
-    assert 0 < sliced < exact * 1.5
+    assert 0 < sliced <= exact
 
 
 
