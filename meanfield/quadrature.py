@@ -183,6 +183,11 @@ def gauss_gegenbauer(n, dim):
     of s_j and normalised in log space. Moments ∫ s^{2k} dσ come out to ~1e-14 relative for dim up
     to 4096 and n up to 1000 (weights below 1e-308 underflow to 0; they matter only for integrands
     above 1e300). Nodes ascend; ``rule.dim`` is d.
+
+    scipy's ``scipy.special.roots_gegenbauer`` is not used: it finds the roots by Newton's method on
+    the unnormalised C_n^λ, which overflows for large λ and n, and returns NaN for every node and
+    weight at d = 2000 with 500 nodes and at d = 4096 with 1000 nodes (scipy 1.18), where this rule
+    stays finite and exact.
     """
     n = check_int(n, "n", low=1)
     dim = check_dim(dim)
