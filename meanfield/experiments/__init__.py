@@ -7,20 +7,25 @@
 * `noise_transition` — the phase transition with noise: stationary branches, dynamics, hysteresis;
 * `metastability` — the number of clusters: k*(β), continuum and particles through merging, Figure 4, staircase.
 
-Each returns a `Report`: ``report.passed``, ``report.results`` (numbers), ``report.checks`` and,
+Each declares its options once (`meanfield.experiments.options`: a dataclass such as
+`PhaseDiagramOptions`), from which come its keyword arguments, its subcommand's flags and the keys a
+sweep accepts; `EXPERIMENTS` lists them by subcommand. Each returns a `Report`: ``report.passed``, ``report.results`` (numbers), ``report.checks`` and,
 with ``out=DIR``, the files (NetCDF, PNG, ``summary.json``) it wrote there. This layer may import
 `solvers`; the model layer never does.
 """
 # The functions share their modules' names; importing them here binds the package attributes
 # to the functions (use importlib.import_module("meanfield.experiments.<name>") for a module).
+# The experiments register in this order, the order of the ``meanfield`` help.
 from .report import Report
 from .config import RunConfig, load_config, parse_config
-from .mean_field_limit import mean_field_limit
-from .metastability import metastability
-from .noise_transition import noise_transition
-from .phase_diagram import phase_diagram
+from .options import EXPERIMENTS
+from .verify_prop34 import VerifyProp34Options, verify_prop34
+from .mean_field_limit import MeanFieldLimitOptions, mean_field_limit
+from .phase_diagram import PhaseDiagramOptions, phase_diagram
+from .noise_transition import NoiseTransitionOptions, noise_transition
+from .metastability import MetastabilityOptions, metastability
 from .run import run
-from .verify_prop34 import verify_prop34
 
 __all__ = ["run", "verify_prop34", "mean_field_limit", "phase_diagram", "noise_transition", "metastability",
-           "load_config", "parse_config", "RunConfig", "Report"]
+           "load_config", "parse_config", "RunConfig", "Report", "EXPERIMENTS", "VerifyProp34Options",
+           "MeanFieldLimitOptions", "PhaseDiagramOptions", "NoiseTransitionOptions", "MetastabilityOptions"]

@@ -22,10 +22,11 @@ at the rate |ς_1| of docs/mathematics.md §5. The attractive PDE is followed th
 the spectral solver hands over to `solvers.Lagrangian` when it stops resolving the density, and the
 PDE's own rate is fitted where 1e-10 < W1 < 1e-3 (t from about 7 to 24; `fit_decay_rate`).
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 from .. import densities
-from ..validation import check_int, check_real
 from ..errors import UnderResolved
 from ..kernels import linear_growth_rates
 from ..model import Model
@@ -33,6 +34,7 @@ from ..quadrature import sphere_quadrature
 from ..sampling import sample
 from ..wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
 from .report import Report, fit_exponential, fit_power_law, pyplot, show_progress
+from .options import Options, experiment, option
 from .parallel import check_parallel, map_tasks
 
 
@@ -236,43 +238,53 @@ def decay_study(dim, model, rho0, t_end, n_particles, quick=False, progress=Fals
             "particles": ps}
 
 
-def mean_field_limit(out=None, *, dims=(2, 3), beta=1.0, normalized=True, V=1.0, kappa=2.0, times=None,
-                     ns=None, seeds=None, n_dynamic_max=None, decay_t_end=None, quick=False, progress=None,
-                     workers=None, scheduler=None):
+@dataclass
+class MeanFieldLimitOptions(Options):
+    """The options of `mean_field_limit` (and of ``meanfield mean-field-limit``)."""
+
+    dims: tuple[int, ...] = option((2, 3), "ambient dimensions", choices=(2, 3))
+    beta: float = option(1.0, "inverse temperature", low=0.0)
+    normalized: bool = option(True, "(SA) if true, (USA) otherwise", flags=("--usa",),
+                              flag_help="the unnormalised model (USA) instead of (SA)")
+    V: float = option(1.0, "the value matrix V·I, non-zero: +1 attractive, -1 repulsive", flags=("--repulsive",),
+                      const=-1.0, flag_help="V = -I instead of V = I")
+    kappa: float = option(2.0, "concentration of the von Mises-Fisher initial density", low=0.0)
+    times: tuple[float, ...] | None = option(None, "saved times for W1 against N", low=0.0, shown="0, 0.5, 1",
+                                             quick="0, 1")
+    ns: dict | None = option(None, "dim -> list of N", shown="S^1: 10^2 ... 10^5, S^2: 100 ... 1600")
+    seeds: int | None = option(None, "iid repetitions per N", low=1, shown="4", quick="2")
+    n_dynamic_max: int | None = option(None, "particles are evolved for N up to this; larger N are compared at "
+                                       "t = 0 only", low=1, shown="3162 on S^1, 1600 on S^2",
+                                       quick="1000 and 400")
+    decay_t_end: float = option(26.0, "end time of the Wasserstein-decay run (W1 to the Dirac mass is below "
+                                "1e-10 from t = 24)", low=0.0, low_open=True)
+
+
+@experiment("mean-field-limit", MeanFieldLimitOptions, help="particles against the PDE: W1 against N and time",
+            description="W1 between N particles and the PDE solution against N (iid and quasi samples) and t on "
+                        "S^1 and S^2, fitted rates, the Dobrushin bound, and the Wasserstein decay to the nearest "
+                        "Dirac (or to uniform with --repulsive).")
+def mean_field_limit(out, o, *, quick, progress, workers, scheduler):
     """Particles against the continuum (see the module docstring); returns the `Report`.
 
-    Parameters
-    ----------
-    dims : spheres to treat, among 2 (S^1) and 3 (S^2).
-    beta, normalized, V : the model; ρ0 is a von Mises–Fisher density with concentration ``kappa``.
-    times : saved times for W1 against N (default (0, 0.5, 1); ``quick``: (0, 1)). Times the PDE does
-        not reach (it stops when the cluster is no longer resolved) are reported as NaN.
-    ns : dict dim -> list of N (default S^1: 10² … 10⁵, S^2: 100 … 1600).
-    seeds : iid repetitions averaged per N (default 4; ``quick``: 2).
-    n_dynamic_max : particles are evolved for N up to this (default 3162 on S^1, 1600 on S^2;
-        ``quick``: 1000 and 400); larger N are compared at t = 0 only.
-    decay_t_end : end time of the Wasserstein-decay run (default 26: W1 to the Dirac mass is below 1e-10
-        from t ≈ 24).
-    workers, scheduler : one task per (sampling, N, seed) on dask workers (see
-        `meanfield.experiments.parallel.map_tasks`); the seeds do not depend on them.
+    The model is (``beta``, ``normalized``, ``V``); ρ0 is a von Mises–Fisher density with concentration
+    ``kappa``. Times the PDE does not reach (it stops when the cluster is no longer resolved) are
+    reported as NaN. ``workers``, ``scheduler``: one task per (sampling, N, seed) on dask workers (see
+    `meanfield.experiments.parallel.map_tasks`); the seeds do not depend on them.
     """
-    dims = tuple(check_int(d, "dims", low=2, high=3) for d in np.atleast_1d(dims))
-    workers, scheduler = check_parallel(workers, scheduler)
-    beta = check_real(beta, "beta", low=0.0)
-    V = check_real(V, "V")
+    dims, beta, normalized, V, kappa, decay_t_end = o.dims, o.beta, o.normalized, o.V, o.kappa, o.decay_t_end
     if V == 0:
         raise ValueError("`V` must be non-zero (+1 attractive, −1 repulsive).")
-    times = np.asarray(times if times is not None else ((0.0, 1.0) if quick else (0.0, 0.5, 1.0)), dtype=float)
-    seeds = check_int(seeds if seeds is not None else (2 if quick else 4), "seeds", low=1)
-    decay_t_end = check_real(decay_t_end if decay_t_end is not None else 26.0, "decay_t_end",
-                             low=0.0, low_open=True)
+    workers, scheduler = check_parallel(workers, scheduler)
+    times = np.asarray(o.times if o.times is not None else ((0.0, 1.0) if quick else (0.0, 0.5, 1.0)), dtype=float)
+    seeds = o.seeds if o.seeds is not None else (2 if quick else 4)
     default_ns = {2: [100, 316, 1000, 3162, 10000, 31623, 100000] if not quick else [100, 316, 1000, 3162, 10000],
                   3: [100, 200, 400, 800, 1600] if not quick else [50, 100, 200, 400]}
-    ns = {**default_ns, **(ns or {})}
-    if n_dynamic_max is None:
+    ns = {**default_ns, **{int(d): list(v) for d, v in (o.ns or {}).items()}}     # TOML keys are strings
+    if o.n_dynamic_max is None:
         n_dynamic_max = {2: 1000 if quick else 3162, 3: 400 if quick else 1600}
-    elif not isinstance(n_dynamic_max, dict):
-        n_dynamic_max = {d: int(n_dynamic_max) for d in (2, 3)}
+    else:
+        n_dynamic_max = {d: o.n_dynamic_max for d in (2, 3)}
     progress = show_progress(progress)
     settings = {"dims": dims, "beta": beta, "normalized": normalized, "V": V, "kappa": kappa, "times": times,
                 "ns": {str(d): ns[d] for d in dims}, "seeds": seeds, "n_dynamic_max": n_dynamic_max,

@@ -27,6 +27,7 @@ the centre of its own cluster (`find_clusters`); before that the count is NaN ("
 The formation time is the first saved time at which the measure is separated.
 """
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from ..model import Model
 from ..quadrature import fibonacci
 from ..sampling import sample, uniform_points
 from .report import Report, pyplot, show_progress
+from .options import Options, experiment, option
 from .parallel import check_parallel, cluster, map_tasks
 
 # --------------------------------------------------------------------------------------------------
@@ -428,50 +430,64 @@ def staircase_run(seed, *, n, beta, t_end, tol, rtol):
 # --------------------------------------------------------------------------------------------------
 
 
-def metastability(out=None, *, dims=(2, 3), betas_circle=(2.0, 4.0, 8.0), betas_sphere=(3.0,),
-                  epsilon=1e-4, degrees=8, seeds=5, t_end=200.0, t_end_sphere=60.0, tol=1e-3, min_mass=1e-2,
-                  stray=0.05, quasi_ns=(250, 1000, 4000), n_long=1000, iid_ns=(64, 256, 1024), iid_seeds=32,
-                  iid_betas=(4.0,), iid_t_end=200.0, figure4_betas=None, figure4_n=256, figure4_seeds=32,
-                  staircase_seeds=(0, 1, 2, 3), staircase_t_end=400.0, quick=False, progress=None, workers=None,
-                  scheduler=None):
+@dataclass
+class MetastabilityOptions(Options):
+    """The options of `metastability` (and of ``meanfield metastability``)."""
+
+    dims: tuple[int, ...] = option((2, 3), "ambient dimensions", choices=(2, 3))
+    betas_circle: tuple[float, ...] = option((2.0, 4.0, 8.0), "beta values on S^1 (continuum and particles)",
+                                             low=0.0, low_open=True)
+    betas_sphere: tuple[float, ...] = option((3.0,), "beta values on S^2", low=0.0, low_open=True,
+                                             quick="the first")
+    epsilon: float = option(1e-4, "amplitude ε of each seeded degree in ρ_0 = 1 + ε Σ_{l<=L} Y_l", low=0.0,
+                            low_open=True, high=0.01)
+    degrees: int = option(8, "seeded degrees 1..L", low=1, high=32)
+    seeds: int = option(5, "seeds per beta", low=1, quick="2")
+    t_end: float = option(200.0, "last time on S^1 (merges)", low=1.0, quick="120")
+    t_end_sphere: float = option(60.0, "last time on S^2", low=1.0, quick="40")
+    tol: float = option(1e-3, "cluster tolerance in radians (`meanfield.diagnostics.find_clusters`)")
+    min_mass: float = option(1e-2, "the smallest mass of a cluster (`find_clusters`)")
+    stray: float = option(0.05, "the mass allowed outside the clusters (`find_clusters`)")
+    quasi_ns: tuple[int, ...] = option((250, 1000, 4000), "particle numbers of the quasi samples", low=16,
+                                       quick="the largest <= 1000")
+    n_long: int = option(1000, "quasi runs with n <= n_long go to the last time (merges, plateaus); larger ones "
+                         "stop shortly after the continuum's clusters formed", low=1)
+    iid_ns: tuple[int, ...] = option((64, 256, 1024), "particle numbers of the iid samples on S^1", low=8,
+                                     nonempty=False, quick="those <= 256")
+    iid_seeds: int = option(32, "iid realisations per n", low=1, quick="8")
+    iid_betas: tuple[float, ...] = option((4.0,), "beta values of the iid samples", low=0.0, low_open=True)
+    iid_t_end: float = option(200.0, "last time of the iid runs", low=1.0, quick="60")
+    figure4_betas: tuple[float, ...] | None = option(None, "beta values of the Figure 4 grid", low=0.0, low_open=True,
+                                                     nonempty=False, shown="1, 2, 3, 4, 5, 6, 8, 10",
+                                                     quick="2, 4, 8")
+    figure4_n: int = option(256, "particles of the Figure 4 grid (iid, S^1)", low=8, quick="128")
+    figure4_seeds: int = option(32, "realisations per beta of the Figure 4 grid", low=1, quick="8")
+    staircase_seeds: tuple[int, ...] = option((0, 1, 2, 3), "seeds of the n = 5, beta = 4 staircases on S^1 (the "
+                                              "first is drawn in bold and checked for two plateaus)", low=0,
+                                              quick="the first")
+    staircase_t_end: float = option(400.0, "last time of the staircases", low=1.0)
+
+
+@experiment("metastability", MetastabilityOptions,
+            help="the number of clusters: prediction, continuum, particles, Figure 4",
+            description="Metastability (Figure 4, Problem 1): the fastest linear degree k*(beta) against the first "
+                        "cluster count of the continuum (Lagrangian solver) and of particles (quasi and iid "
+                        "samples) from a seeded near-uniform density on S^1 and S^2, the merge times, the mean "
+                        "number of clusters over (t, beta), and the n = 5, beta = 4 energy staircase on the circle.")
+def metastability(out, o, *, quick, progress, workers, scheduler):
     """Metastability and the number of clusters on S^1 and S^2 (Figure 4, Problem 1); returns the `Report`.
 
-    Parameters
-    ----------
-    dims : spheres S^{d-1} (2 and/or 3).
-    betas_circle, betas_sphere : β of the continuum and particle comparison on S^1 and S^2.
-    epsilon, degrees, seeds : ρ_0 = 1 + ε Σ_{l<=L} Y_l (`seeded_perturbation`), ``seeds`` seeds per β.
-    t_end, t_end_sphere : the last time on S^1 (merges) and on S^2.
-    tol, min_mass, stray : the cluster detector (`meanfield.diagnostics.find_clusters`).
-    quasi_ns, n_long : particle numbers of the quasi samples; runs with n <= ``n_long`` go to the last
-        time (merge times, plateaus), larger ones stop shortly after the continuum's clusters formed.
-    iid_ns, iid_seeds, iid_betas, iid_t_end : iid particles on S^1 (first count against n, plateaus).
-    figure4_betas, figure4_n, figure4_seeds : the (t, β) grid of the mean number of clusters (iid, S^1).
-    staircase_seeds, staircase_t_end : n = 5, β = 4 staircases on S^1 to t = 400 (the first one is drawn
-        in bold and checked for two plateaus).
-    workers, scheduler : runs spread over dask workers (`meanfield.experiments.parallel.map_tasks`);
-        every run is seeded by its task, so the results do not depend on them.
+    ``workers``, ``scheduler``: runs spread over dask workers (`meanfield.experiments.parallel.map_tasks`);
+    every run is seeded by its task, so the results do not depend on them.
     """
-    dims = tuple(check_int(d, "dims", low=2, high=3) for d in np.atleast_1d(dims))
-    if not dims:
-        raise ValueError("`dims` must hold 2 and/or 3.")
-    epsilon = check_real(epsilon, "epsilon", low=0.0, low_open=True, high=0.01)
-    degrees = check_int(degrees, "degrees", low=1, high=32)
-    seeds = check_int(seeds, "seeds", low=1)
-    t_end = check_real(t_end, "t_end", low=1.0)
-    t_end_sphere = check_real(t_end_sphere, "t_end_sphere", low=1.0)
-    find_clusters(np.eye(2), tol, min_mass=min_mass, stray=stray)     # the detector checks its arguments
-    n_long = check_int(n_long, "n_long", low=1)
-    iid_t_end = check_real(iid_t_end, "iid_t_end", low=1.0)
-    staircase_t_end = check_real(staircase_t_end, "staircase_t_end", low=1.0)
-    figure4_n = check_int(figure4_n, "figure4_n", low=8)
-    figure4_seeds = check_int(figure4_seeds, "figure4_seeds", low=1)
-    betas_circle = [check_real(b, "betas_circle", low=0.0, low_open=True) for b in np.atleast_1d(betas_circle)]
-    betas_sphere = [check_real(b, "betas_sphere", low=0.0, low_open=True) for b in np.atleast_1d(betas_sphere)]
-    quasi_ns = [check_int(n, "quasi_ns", low=16) for n in np.atleast_1d(quasi_ns)]
-    iid_ns = [check_int(n, "iid_ns", low=8) for n in np.atleast_1d(iid_ns)]
-    iid_seeds = check_int(iid_seeds, "iid_seeds", low=1)
+    find_clusters(np.eye(2), o.tol, min_mass=o.min_mass, stray=o.stray)     # the detector checks its arguments
     workers, scheduler = check_parallel(workers, scheduler)
+    dims, betas_circle, betas_sphere, epsilon, degrees = o.dims, o.betas_circle, o.betas_sphere, o.epsilon, o.degrees
+    seeds, t_end, t_end_sphere, quasi_ns, n_long = o.seeds, o.t_end, o.t_end_sphere, o.quasi_ns, o.n_long
+    iid_ns, iid_seeds, iid_betas, iid_t_end = o.iid_ns, o.iid_seeds, o.iid_betas, o.iid_t_end
+    figure4_n, figure4_seeds, staircase_seeds, staircase_t_end = (o.figure4_n, o.figure4_seeds, o.staircase_seeds,
+                                                                  o.staircase_t_end)
+    tol, min_mass, stray = o.tol, o.min_mass, o.stray
     if quick:
         seeds, t_end, t_end_sphere = min(seeds, 2), min(t_end, 120.0), min(t_end_sphere, 40.0)
         betas_sphere = betas_sphere[:1]
@@ -479,9 +495,9 @@ def metastability(out=None, *, dims=(2, 3), betas_circle=(2.0, 4.0, 8.0), betas_
         iid_ns, iid_seeds, iid_t_end = [n for n in iid_ns if n <= 256] or [min(iid_ns)], min(iid_seeds, 8), 60.0
         figure4_n, figure4_seeds = min(figure4_n, 128), min(figure4_seeds, 8)
         staircase_seeds = tuple(staircase_seeds)[:1]
+    figure4_betas = o.figure4_betas
     if figure4_betas is None:
         figure4_betas = (2.0, 4.0, 8.0) if quick else (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
-    figure4_betas = [check_real(b, "figure4_betas", low=0.0, low_open=True) for b in np.atleast_1d(figure4_betas)]
     progress = show_progress(progress)
     settings = {"dims": dims, "betas_circle": betas_circle, "betas_sphere": betas_sphere, "epsilon": epsilon,
                 "degrees": degrees, "seeds": seeds, "t_end": t_end, "t_end_sphere": t_end_sphere, "tol": tol,

@@ -25,14 +25,16 @@ a_1/β; the Landau coefficient against the branch; the fold and the hysteresis; 
 particle run ends at a stable state of the diagram (within a tolerance set by the run length and,
 for particles, by 3/√n); (SA) uniform above its threshold, clustered below.
 """
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import optimize, special
 
-from ..validation import check_int, check_real
 from ..errors import SolverError
 from ..model import Model
 from ..representations.gegenbauer import axis_vector
 from .report import Report
+from .options import Options, experiment, option
 from .parallel import check_parallel, cluster, map_tasks
 
 
@@ -175,36 +177,46 @@ def _resolution(states, dim, tol=1e-7, beta=0.0):
     return 128
 
 
-def noise_transition(out=None, *, dims=(2, 3), betas=None, factors=(0.5, 2.0), nus=None, sa=True, particles=True,
-                     n_particles=None, tau=None, quick=False, seed=0, progress=None, workers=None, scheduler=None):
+@dataclass
+class NoiseTransitionOptions(Options):
+    """The options of `noise_transition` (and of ``meanfield noise-transition``)."""
+
+    dims: tuple[int, ...] = option((2, 3), "ambient dimensions", choices=(2, 3))
+    betas: tuple[float, ...] | None = option(None, "beta values on every sphere", low=0.0, low_open=True,
+                                             shown="--factors times beta_*(d)")
+    factors: tuple[float, ...] = option((0.5, 2.0), "multiples of beta_*(d) used without --betas (both sides of "
+                                        "beta_*)", low=0.0, low_open=True)
+    nus: tuple[float, ...] | None = option(None, "nu/nu_c at which the dynamics run", low=0.0, low_open=True,
+                                           shown="chosen from each branch", quick="2 values")
+    sa: bool = option(True, "also run (SA): dynamics, its linear threshold and its zonal stationary states",
+                      flags=("--no-sa",), flag_help="skip the (SA) dynamics")
+    particles: bool = option(True, "noisy particle runs", flags=("--no-particles",),
+                             flag_help="skip the particle runs")
+    n_particles: int | None = option(None, "particles per run", low=10, flags=("-n", "--particles"), shown="500",
+                                     quick="250")
+    tau: float | None = option(None, "the longest run in units of 1/nu_c; runs last `run_length` (from the exact "
+                               "linear rates), and runs cut at tau are reported but not judged", low=0.0,
+                               low_open=True, shown="40", quick="20")
+    seed: int = option(0, "random seed", low=0)
+
+
+@experiment("noise-transition", NoiseTransitionOptions,
+            help="the phase transition with noise: branches, dynamics, hysteresis",
+            description="Stationary states of the noisy dynamics on S^1 and S^2: the bifurcation diagram r(nu) "
+                        "(stable solid, unstable dashed) from the self-consistency equation, the Landau "
+                        "classification (continuous below beta_*, discontinuous above), noisy PDE and particle "
+                        "runs overlaid, hysteresis sweeps, and (SA) with its linear threshold.")
+def noise_transition(out, o, *, quick, progress, workers, scheduler):
     """The noise-driven phase transition on S^1 and S^2: branches, dynamics and hysteresis; returns the `Report`.
 
-    Parameters
-    ----------
-    dims : ambient dimensions among 2 and 3.
-    betas : β values used on every sphere; default ``factors``·β_*(d) for each d.
-    factors : multiples of β_*(d) used when ``betas`` is None (default 0.5 and 2: both sides of β_*).
-    nus : ν/ν_c at which the dynamics run (default: chosen from the branch, 2 values with ``quick``).
-    sa : also run (SA) (dynamics, with its linear threshold and its zonal stationary states).
-    particles, n_particles : noisy particle runs (default n = 500, quick 250).
-    tau : the longest run, in units of 1/ν_c (default 40, quick 20); runs last `run_length` (from the
-        exact linear rates), and runs cut at ``tau`` are reported but not judged.
-    workers, scheduler : run the independent runs on dask workers (see `meanfield.experiments.parallel`).
+    ``workers``, ``scheduler``: run the independent runs on dask workers (see
+    `meanfield.experiments.parallel`).
     """
     from solvers import stationary
 
-    dims = tuple(int(d) for d in np.atleast_1d(dims))
-    if not dims or any(d not in (2, 3) for d in dims):
-        raise ValueError(f"`dims` must be a non-empty list among 2 and 3, got {list(dims)}.")
-    if betas is not None:
-        betas = [check_real(b, "betas", low=0.0, low_open=True) for b in np.atleast_1d(betas)]
-        if not betas:
-            raise ValueError("`betas` must hold at least one value.")
-    factors = [check_real(f, "factors", low=0.0, low_open=True) for f in np.atleast_1d(factors)]
-    if nus is not None:
-        nus = [check_real(x, "nus", low=0.0, low_open=True) for x in np.atleast_1d(nus)]
-    n = check_int(n_particles if n_particles is not None else (250 if quick else 500), "n_particles", low=10)
-    tau = check_real(tau if tau is not None else (20.0 if quick else 40.0), "tau", low=0.0, low_open=True)
+    dims, betas, factors, nus, sa, particles, seed = o.dims, o.betas, o.factors, o.nus, o.sa, o.particles, o.seed
+    n = o.n_particles if o.n_particles is not None else (250 if quick else 500)
+    tau = o.tau if o.tau is not None else (20.0 if quick else 40.0)
     workers, scheduler = check_parallel(workers, scheduler)
     settings = {"dims": dims, "betas": betas, "factors": factors, "nus": nus, "sa": sa, "particles": particles,
                 "n_particles": n, "tau": tau, "quick": quick, "seed": seed}

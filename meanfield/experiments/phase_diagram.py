@@ -14,15 +14,17 @@ docs/mathematics.md §7); the
 smallest β clusters by the end; p_d stays in [0, 1]. Optionally counts clusters (metastability,
 Figure 4).
 """
+from dataclasses import dataclass
+
 import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import betainc
 
-from ..validation import check_int, check_real
 from ..errors import Interrupted
 from ..model import Model
 from ..sampling import uniform_points
 from .report import Report, show_progress
+from .options import Options, experiment, option
 from .parallel import check_parallel, cluster, map_tasks
 
 
@@ -88,39 +90,47 @@ def equiangular_check(beta, n=6, normalized=True, t_end=4.0, progress=False):
     return float(np.max(np.abs(off - gamma_curve(beta, n, t, normalized)[:, None])))
 
 
-def phase_diagram(out=None, *, dim=3, n=32, betas=None, t_end=30.0, n_times=61, realisations=1024, delta=1e-3,
-                  normalized=True, scheme="adaptive", dt=0.1, clusters=True, cluster_delta=1e-2, seed=0, quick=False,
-                  progress=None, workers=None, scheduler=None):
+@dataclass
+class PhaseDiagramOptions(Options):
+    """The options of `phase_diagram` (and of ``meanfield phase-diagram``)."""
+
+    dim: int = option(3, "ambient dimension d", low=2)
+    n: int = option(32, "particles per realisation", low=2, flags=("-n", "--particles"))
+    realisations: int = option(1024, "realisations B, independent initial conditions", low=1,
+                               flags=("-B", "--realisations"), quick="128")
+    delta: float = option(1e-3, "clustering threshold δ in <x_i, x_j> >= 1 - δ", low=0.0, low_open=True, high=1.0)
+    betas: tuple[float, ...] | None = option(None, "beta values", low=0.0, shown="10 values 0.9 ... 9", quick="5")
+    t_end: float = option(30.0, "final time", low=0.0, low_open=True)
+    n_times: int = option(61, "saved times linspace(0, t_end, n_times)", low=2, quick="at most 31")
+    normalized: bool = option(True, "(SA) if true, (USA) otherwise (Γ then uses (6.10))", flags=("--usa",),
+                              flag_help="(USA) instead of (SA)")
+    scheme: str = option("adaptive", "particle time stepping: error-controlled, or the authors' Euler step then "
+                         "normalisation", choices=("adaptive", "euler-normalize"))
+    dt: float = option(0.1, "step of --scheme euler-normalize", low=0.0, low_open=True)
+    clusters: bool = option(True, "also record the mean number of clusters (metastability, Figure 4)",
+                            flags=("--no-clusters",), flag_help="do not count clusters")
+    cluster_delta: float = option(1e-2, "particles in one cluster when <x_i, x_j> >= 1 - cluster_delta", low=0.0,
+                                  low_open=True, high=1.0)
+    seed: int = option(0, "random seed", low=0)
+
+
+@experiment("phase-diagram", PhaseDiagramOptions, writes="phase_diagram.nc",
+            help="the Figure 3 phase diagram with the curve Gamma",
+            description="P(<x_1(t), x_2(t)> >= 1 - delta) over a (t, beta) grid for random particles, with the "
+                        "curve Gamma of the equiangular ODE (6.9)/(6.10) overlaid.")
+def phase_diagram(out, o, *, quick, progress, workers, scheduler):
     """The Figure 3 phase diagram p_d(t, β) with Γ_∞,δ overlaid; returns the `Report`.
 
-    Parameters
-    ----------
-    dim, n : sphere S^{dim-1} and number of particles (defaults d = 3, n = 32).
-    betas : the β grid (default 10 values 0.9, 1.8, ..., 9; ``quick``: 5 values).
-    t_end, n_times : saved times linspace(0, t_end, n_times).
-    realisations : B, independent initial conditions (default 1024; ``quick``: 128).
-    delta : δ in ⟨x_i, x_j⟩ >= 1 − δ.
-    normalized : (SA) if True, (USA) otherwise (Γ then uses (6.10)).
-    scheme, dt : "adaptive" (error-controlled, rtol 1e-6) or the authors' "euler-normalize" with step dt.
-    clusters, cluster_delta : also record the mean number of clusters, particles linked when
-        ⟨x_i, x_j⟩ >= 1 − cluster_delta (metastability, Figure 4).
-    workers, scheduler : one task per β on dask workers (see `meanfield.experiments.parallel.map_tasks`);
-        every realisation starts from the same points, so the result does not depend on them.
+    Without ``betas``: 10 values 0.9, 1.8, ..., 9 (``quick``: 5); ``quick`` also takes B <= 128 and at
+    most 31 saved times. ``workers``, ``scheduler``: one task per β on dask workers (see
+    `meanfield.experiments.parallel.map_tasks`); every realisation starts from the same points, so the
+    result does not depend on them.
     """
-    dim = check_int(dim, "dim", low=2)
-    n = check_int(n, "n", low=2)
-    delta = check_real(delta, "delta", low=0.0, low_open=True, high=1.0)
-    t_end = check_real(t_end, "t_end", low=0.0, low_open=True)
-    n_times = check_int(n_times, "n_times", low=2)
-    B = check_int(realisations, "realisations", low=1)
-    if scheme not in ("adaptive", "euler-normalize"):
-        raise ValueError(f"`scheme` must be 'adaptive' or 'euler-normalize', got {scheme!r}.")
+    dim, n, delta, t_end, n_times, B = o.dim, o.n, o.delta, o.t_end, o.n_times, o.realisations
+    normalized, scheme, dt, clusters, cluster_delta, seed = (o.normalized, o.scheme, o.dt, o.clusters,
+                                                             o.cluster_delta, o.seed)
     workers, scheduler = check_parallel(workers, scheduler)
-    if betas is None:
-        betas = np.linspace(0.9, 9.0, 5 if quick else 10)
-    betas = np.array([check_real(b, "betas", low=0.0) for b in np.atleast_1d(betas)])
-    if betas.size < 1:
-        raise ValueError("`betas` must hold at least one value.")
+    betas = np.array(o.betas if o.betas is not None else np.linspace(0.9, 9.0, 5 if quick else 10), dtype=float)
     if quick:
         B = min(B, 128)
         n_times = min(n_times, 31)

@@ -32,8 +32,6 @@ The cells run through `meanfield.experiments.parallel.map_tasks`, the engine the
 """
 import copy
 import hashlib
-import importlib
-import inspect
 import itertools
 import json
 import os
@@ -49,21 +47,11 @@ from ..validation import check_int
 from ..solution import jsonable
 from .report import Report
 from .config import refuse_unknown, parse_config
+from .options import lookup
 from .parallel import TaskError, check_parallel, log_to_stderr, map_tasks
 
 _SWEEP_KEYS = {"base", "experiment", "seed", "seed_key", "replicas", "retries", "grid", "cells", "name"}
 _RUN_TABLES = {"solver", "model", "initial", "times", "output"}
-# experiments by command name -> (module, primary NetCDF file it writes, or None)
-EXPERIMENTS = {
-    "phase-diagram": ("phase_diagram", "phase_diagram.nc"),
-    "mean-field-limit": ("mean_field_limit", None),
-    "verify-prop34": ("verify_prop34", None),
-    "metastability": ("metastability", None),
-    "noise-transition": ("noise_transition", None),
-}
-# arguments of an experiment a sweep sets itself
-_RESERVED = {"out", "progress", "workers", "scheduler", "quick"}
-
 
 def cell_seed(seed, index):
     """The integer seed of cell ``index``: ``SeedSequence(seed, spawn_key=(index,))``, the ``index``-th
@@ -127,22 +115,6 @@ def _merge(base, over):
     return out
 
 
-def _experiment_function(name):
-    if name not in EXPERIMENTS:
-        raise ValueError(f"`sweep.experiment`={name!r} is not an experiment; accepted: {', '.join(EXPERIMENTS)}.")
-    module = EXPERIMENTS[name][0]
-    try:
-        mod = importlib.import_module(f"meanfield.experiments.{module}")
-    except ImportError:
-        raise ValueError(f"`sweep.experiment`={name!r} is not available in this version.") from None
-    return getattr(mod, module)
-
-
-def _experiment_arguments(name):
-    params = inspect.signature(_experiment_function(name)).parameters
-    return {k for k, p in params.items() if p.kind == p.KEYWORD_ONLY} - _RESERVED
-
-
 def _values(table, where):
     if not isinstance(table, dict) or not table:
         raise ValueError(f"`{where}` must be a table of `key = [values]`.")
@@ -171,7 +143,8 @@ def parse_sweep(raw, source="<dict>", name=None, base_dir="."):
             raise ValueError(f"unknown table `[{extra[0]}]` in an experiment sweep; accepted tables: [sweep], "
                              f"[parameters].")
         base = dict(raw.get("parameters", {}))
-        allowed = _experiment_arguments(experiment)
+        exp = lookup(experiment, "sweep.experiment")
+        allowed = set(exp.keys)
         refuse_unknown(base, allowed, "parameters")
     else:
         extra = sorted(set(raw) - _RUN_TABLES - {"sweep"})
@@ -189,7 +162,7 @@ def parse_sweep(raw, source="<dict>", name=None, base_dir="."):
             except tomllib.TOMLDecodeError as exc:
                 raise ValueError(f"`sweep.base` {str(path)!r} is not valid TOML: {exc}.") from None
         base = _merge(base, {k: v for k, v in raw.items() if k != "sweep"})
-        allowed = None
+        exp = allowed = None
     seed = None if s.get("seed") is None else check_int(s["seed"], "sweep.seed", low=0)
     replicas = check_int(s.get("replicas", 1), "sweep.replicas", low=1)
     retries = check_int(s.get("retries", 2), "sweep.retries", low=0)
@@ -243,9 +216,12 @@ def parse_sweep(raw, source="<dict>", name=None, base_dir="."):
         if cseed is not None and seed_key is not None and seed_key not in params:
             _set_dotted(cfg, seed_key, cseed)
         text = json.dumps(cfg, sort_keys=True, default=str)
-        if experiment is None and text not in checked:          # every distinct configuration, before any work
+        if text not in checked:                   # every distinct configuration (or options), before any work
             try:
-                parse_config(cfg, source=f"{source} cell {i}", name=name)
+                if exp is None:
+                    parse_config(cfg, source=f"{source} cell {i}", name=name)
+                else:
+                    exp.options(**cfg)
             except ValueError as exc:
                 shown = ", ".join(f"{k} = {v!r}" for k, v in params.items())
                 raise ValueError(f"{exc} (sweep cell {i}: {shown or 'the base configuration'})") from None
@@ -303,8 +279,8 @@ def run_cell(spec):
             raise RuntimeError(f"the run produced no solution ({report.status}: {report.message})")
         ds = report.solution.to_xarray()
     else:
-        fn = _experiment_function(spec["experiment"])
-        primary = EXPERIMENTS[spec["experiment"]][1]
+        exp = lookup(spec["experiment"])
+        fn, primary = exp.function, exp.writes
         with tempfile.TemporaryDirectory(prefix="meanfield-cell-") as tmp:
             report = fn(tmp, quick=quick, progress=False, **spec["config"])
             if primary is not None and (pathlib.Path(tmp) / primary).is_file():

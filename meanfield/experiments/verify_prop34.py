@@ -20,6 +20,8 @@
    (Cohn–Kumar), whereas the continuous minimiser is σ. Their energy exceeds a_0/(2β) and their
    moments Q_1..Q_t vanish (spherical t-designs).
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 from .. import densities
@@ -28,6 +30,7 @@ from ..kernels import kernel_multipliers, linear_growth_rates
 from ..model import Model
 from ..plotting import suptitle
 from ..sampling import sample, uniform_points
+from .options import Options, experiment, option
 from .report import Report, fit_exponential, show_progress
 
 EPS = np.finfo(float).eps
@@ -461,12 +464,25 @@ def _part_discrete(report, beta, starts, rng):
 
 
 # ---------------------------------------------------------------------------------------------------
-def verify_prop34(out=None, *, quick=False, progress=None, seed=0, parts=(1, 2, 3, 4)):
+@dataclass
+class VerifyProp34Options(Options):
+    """The options of `verify_prop34` (and of ``meanfield verify-prop34``)."""
+
+    seed: int = option(0, "random seed", low=0)
+    parts: tuple[int, ...] = option((1, 2, 3, 4), "which parts to run, e.g. 1,2,4", choices=(1, 2, 3, 4),
+                                    shown="all")
+
+
+@experiment("verify-prop34", VerifyProp34Options, parallel=False, help="check Proposition 3.4 numerically",
+            description="Proposition 3.4: the uniform measure minimises E_beta and Dirac masses maximise it. Four "
+                        "parts: Gegenbauer coefficients, energy landscape, flows, discrete designs.")
+def verify_prop34(out, o, *, quick, progress):
     """Run the four parts (see the module docstring); returns the `Report` (``report.passed``).
 
     ``quick`` uses fewer β values, random measures, random starts and coarser flows (well under a
     minute); the full run takes a few minutes.
     """
+    seed, parts = o.seed, o.parts
     progress = show_progress(progress)
     rng = np.random.default_rng(seed)
     coeff_betas = np.logspace(-3, np.log10(500), 12 if quick else 40)

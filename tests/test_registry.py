@@ -1,0 +1,170 @@
+"""The experiment registry: the options declared once give the keyword arguments, the command line and
+the sweep keys, and they agree for every experiment."""
+import argparse
+import dataclasses
+import inspect
+import tomllib
+
+import pytest
+
+from meanfield.cli import build_parser, main
+from meanfield.experiments import EXPERIMENTS
+from meanfield.experiments.options import Options, experiment, fields, option
+from meanfield.experiments.sweep import parse_sweep
+
+NAMES = ["verify-prop34", "mean-field-limit", "phase-diagram", "noise-transition", "metastability"]
+RUN = {"out", "options", "quick", "progress", "workers", "scheduler"}
+
+
+def _subparser(name):
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+def _flags(name):
+    """dest -> (option strings, default) of a subcommand's flags that are not how it runs."""
+    common = {"help", "out", "quick", "progress", "workers", "scheduler"}
+    return {a.dest: (tuple(a.option_strings), a.default) for a in _subparser(name)._actions if a.dest not in common}
+
+
+def _sweep(name, parameters="", grid=""):
+    text = f'[sweep]\nexperiment = "{name}"\n{grid}[parameters]\n{parameters}'
+    return parse_sweep(tomllib.loads(text))
+
+
+def test_every_experiment_is_registered_in_the_order_of_the_help():
+    assert list(EXPERIMENTS) == NAMES
+    text = build_parser().format_help()
+    assert [text.index(n) for n in NAMES] == sorted(text.index(n) for n in NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_flags_sweep_keys_and_signature_come_from_one_declaration(name):
+    exp = EXPERIMENTS[name]
+    declared = {f.name: f.default for f in exp.fields}
+    # the keyword arguments of the function: every option, with its default, and nothing else
+    params = inspect.signature(exp.function).parameters
+    assert {k: p.default for k, p in params.items() if k not in RUN} == declared
+    assert all(params[k].kind is inspect.Parameter.KEYWORD_ONLY for k in declared)
+    assert {"workers", "scheduler"} <= set(params) if exp.parallel else not {"workers", "scheduler"} & set(params)
+    # the flags: one per option that a command line can spell (not a table), with the same default
+    flags = _flags(name)
+    assert {k: d for k, (_, d) in flags.items()} == {f.name: f.default for f in exp.fields if f.kind is not dict}
+    for f in exp.fields:
+        if f.kind is not dict:
+            assert flags[f.name][0] == f.flags
+    # the sweep: every option is a key of [parameters] and of [sweep.grid]; nothing else is
+    assert set(_sweep(name).cells[0].config) == set()
+    for f in exp.fields:
+        if f.default is not None and f.kind is not dict:
+            value = list(f.default) if isinstance(f.default, tuple) else f.default
+            toml = f"{f.name} = {_toml(value)}\n"
+            assert _sweep(name, toml).cells[0].config == {f.name: value}
+            assert _sweep(name, grid=f"[sweep.grid]\n{f.name} = [{_toml(value)}]\n").keys == [f.name]
+    with pytest.raises(ValueError, match="`parameters.not_an_option`"):
+        _sweep(name, "not_an_option = 1\n")
+    # the docstring lists every option
+    assert all(f"{k} :" in exp.function.__doc__ for k in declared)
+
+
+def _toml(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return repr(value)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_flag_shows_its_default_in_help(name, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([name, "--help"])
+    assert info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for f in EXPERIMENTS[name].fields:
+        if f.flags:
+            assert " ".join(f.help_text().split()) in text, f.name
+
+
+@pytest.mark.parametrize("args, shown", [
+    (["phase-diagram", "--scheme", "rk4"], ["--scheme", "'adaptive'", "'euler-normalize'"]),
+    (["phase-diagram", "--betas", "1,x"], ["--betas", "numbers"]),
+    (["metastability", "--degrees", "1.5"], ["--degrees", "int"])])
+def test_a_value_the_parser_refuses_exits_2_in_one_line(args, shown, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and all(s in err[0] for s in shown), err
+
+
+@pytest.mark.parametrize("args, shown", [
+    (["phase-diagram", "--delta", "2"], ["--delta", "`delta`", "<= 1"]),
+    (["noise-transition", "--dims", "2,4"], ["--dims", "`dims`", "one of 2, 3"]),
+    (["verify-prop34", "--parts", "5"], ["--parts", "`parts`", "one of 1, 2, 3, 4"]),
+    (["noise-transition", "-n", "3"], ["-n/--particles", "`n_particles`", ">= 10"]),
+    (["metastability", "--epsilon", "0"], ["--epsilon", "`epsilon`", "> 0"])])
+def test_a_value_out_of_range_exits_2_naming_the_option_and_what_it_accepts(args, shown, tmp_path, capsys):
+    assert main([*args, "--out", str(tmp_path / "never")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and all(s in err[0] for s in shown), err
+    assert not (tmp_path / "never").exists()
+
+
+def test_bad_values_in_a_sweep_fail_before_any_work():
+    with pytest.raises(ValueError, match=r"`delta` must be > 0.*sweep cell 1"):
+        _sweep("phase-diagram", grid="[sweep.grid]\ndelta = [0.01, -1.0]\n")
+    with pytest.raises(ValueError, match="`scheme` must be one of 'adaptive', 'euler-normalize'"):
+        _sweep("phase-diagram", 'scheme = "rk4"\n')
+
+
+def test_an_options_object_checks_and_normalises_its_values():
+    exp = EXPERIMENTS["phase-diagram"]
+    o = exp.options(dim=2, betas=[1, 2])
+    assert o.betas == (1.0, 2.0) and isinstance(o.betas[0], float)
+    assert dataclasses.replace(o, n=8).n == 8 and o.n == 32
+    with pytest.raises(ValueError, match="`n` must be >= 2"):
+        exp.options(n=1)
+    with pytest.raises(TypeError):
+        exp.function(None, not_an_option=1)
+    with pytest.raises(ValueError, match="`options` must be a PhaseDiagramOptions"):
+        exp.function(None, EXPERIMENTS["metastability"].options())
+
+
+# -- adding an option is one edit: a new experiment, then one more field -----------------------------------
+def _register(extra):
+    """Register the experiment ``toy`` whose options are ``beta`` plus the fields ``extra``."""
+    namespace = {"__annotations__": {"beta": float}, "beta": option(1.0, "inverse temperature", low=0.0)}
+    for name, (kind, field) in extra.items():
+        namespace["__annotations__"][name] = kind
+        namespace[name] = field
+    cls = dataclasses.dataclass(type("ToyOptions", (Options,), namespace))
+
+    @experiment("toy", cls, help="a toy experiment", description="Returns its options.", parallel=False)
+    def toy(out, o, *, quick, progress):
+        """The options it was given."""
+        return o
+
+    return toy
+
+
+def test_one_new_field_reaches_the_keyword_the_flag_and_the_sweep(capsys):
+    try:
+        toy = _register({"alpha": (int, option(3, "the new option", low=1))})
+        assert toy(None, alpha=5).alpha == 5 and toy(None).alpha == 3          # the keyword
+        with pytest.raises(ValueError, match="`alpha` must be >= 1"):
+            toy(None, alpha=0)
+        flags = _flags("toy")                                                   # the flag, with its help
+        assert flags["alpha"] == (("--alpha",), 3)
+        with pytest.raises(SystemExit):
+            main(["toy", "--help"])
+        assert "the new option (default 3)" in capsys.readouterr().out
+        assert _sweep("toy", "alpha = 7\n").cells[0].config == {"alpha": 7}     # the sweep's TOML key
+        assert _sweep("toy", grid="[sweep.grid]\nalpha = [1, 2]\n").keys == ["alpha"]
+        assert "alpha : the new option" in toy.__doc__
+        assert [f.name for f in fields(EXPERIMENTS["toy"].options)] == ["beta", "alpha"]
+    finally:
+        EXPERIMENTS.pop("toy", None)
