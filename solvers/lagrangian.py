@@ -155,6 +155,10 @@ class Lagrangian(Solver):
         Geodesic distance (radians) that links nodes into one cluster (default 1e-3).
     min_mass : float in (0, 1]
         Smallest mass of a counted cluster (default 1e-2).
+    diagnostics : "full" | "none" | a sequence of names among ``Lagrangian.diagnostic_names``
+        What is recorded at each saved time (default "full": every diagnostic of the Notes). A run
+        that needs only E_β gives ``("energy",)`` and skips the kernel sums of the energy rate, the
+        clusters and the W1 distances.
     chunk : block size of the kernel sums.
 
     Notes
@@ -175,9 +179,11 @@ class Lagrangian(Solver):
 
     steppers = ("dopri5", "bs32")
     stepper_defaults = {"rtol": 1e-10, "atol": 1e-12}
+    diagnostic_names = ("mass", "energy", "energy_rate_identity", "n_clusters", "largest_cluster", "clustered_mass",
+                        "w1_to_dirac", "max_density", "min_density", "error_estimate", "nodes")
 
     def __init__(self, model, nodes=None, *, panels=None, order=8, estimate=True, cluster_tol=1e-3, min_mass=1e-2,
-                 chunk=512):
+                 chunk=512, diagnostics="full"):
         Solver.__init__(self, model)
         d = model.dim
         if d not in (2, 3):
@@ -195,6 +201,13 @@ class Lagrangian(Solver):
         self.cluster_tol = check_real(cluster_tol, "cluster_tol", low=0.0, low_open=True, high=np.pi)
         self.min_mass = check_real(min_mass, "min_mass", low=0.0, low_open=True, high=1.0)
         self.chunk = check_int(chunk, "chunk", low=1)
+        if isinstance(diagnostics, str):
+            diagnostics = {"full": self.diagnostic_names, "none": ()}.get(diagnostics, (diagnostics,))
+        unknown = sorted(set(diagnostics) - set(self.diagnostic_names))
+        if unknown:
+            raise ValueError(f"`diagnostics` must be 'full', 'none' or names among {self.diagnostic_names}, got "
+                             f"{unknown}.")
+        self.diagnostics = frozenset(diagnostics)
         self.order = check_int(order, "order", low=2, high=64)
         need = minimum_degree(model.beta, d) + 2
         self.panels = None
@@ -370,26 +383,41 @@ class Lagrangian(Solver):
         return out
 
     def _diagnostics(self, run, t, y):
-        """Mass, energy and its rate (3.6), clusters, W1 to the nearest Dirac, ρ range, error estimate."""
+        """Mass, energy and its rate (3.6), clusters, W1 to the nearest Dirac, ρ range, error estimate:
+        those named by ``diagnostics``."""
+        wanted = self.diagnostics
         rep = run.rep
         data = self._to_data(run, y)
-        x, _ = rep.nodes(data)
-        w = rep.weights
-        X, _, Z = velocity_divergence(x, x, w, self.model.beta, normalized=self.normalized, v=self.v,
-                                      chunk=self.chunk, partition=True)
-        speed2 = np.einsum("nd,nd->n", X, X)
-        rate = self.v * float(np.sum(w * speed2 * (Z if self.normalized else 1.0)))
-        masses, _ = rep.clusters(data)
-        rho = rep.node_density(data)
-        # W1 to the companion: every saved time on S^1 (O(n log n)); the last one on S^2 (a linear program)
-        est = np.nan
-        if self.model.dim == 2 or t >= run.t_eval[-1]:
-            est = run.last_estimate = rep.error_estimate(data)
-        return {"mass": rep.mass(data), "energy": rep.energy(self.model.beta, data), "energy_rate_identity": rate,
-                "n_clusters": float(len(masses)), "largest_cluster": float(masses[0]) if len(masses) else 0.0,
-                "clustered_mass": float(masses.sum()),
-                "w1_to_dirac": rep.w1_to_dirac(data), "max_density": float(rho.max()),
-                "min_density": float(rho.min()), "error_estimate": est, "nodes": float(rep.n)}
+        out = {}
+        if "mass" in wanted:
+            out["mass"] = rep.mass(data)
+        if "energy" in wanted:
+            out["energy"] = rep.energy(self.model.beta, data)
+        if "energy_rate_identity" in wanted:
+            x, _ = rep.nodes(data)
+            w = rep.weights
+            X, _, Z = velocity_divergence(x, x, w, self.model.beta, normalized=self.normalized, v=self.v,
+                                          chunk=self.chunk, partition=True)
+            speed2 = np.einsum("nd,nd->n", X, X)
+            out["energy_rate_identity"] = self.v * float(np.sum(w * speed2 * (Z if self.normalized else 1.0)))
+        if wanted & {"n_clusters", "largest_cluster", "clustered_mass"}:
+            masses, _ = rep.clusters(data)
+            out.update({"n_clusters": float(len(masses)), "largest_cluster": float(masses[0]) if len(masses) else 0.0,
+                        "clustered_mass": float(masses.sum())})
+        if "w1_to_dirac" in wanted:
+            out["w1_to_dirac"] = rep.w1_to_dirac(data)
+        if wanted & {"max_density", "min_density"}:
+            rho = rep.node_density(data)
+            out.update({"max_density": float(rho.max()), "min_density": float(rho.min())})
+        if "error_estimate" in wanted:
+            # W1 to the companion: every saved time on S^1 (O(n log n)); the last one on S^2 (a linear program)
+            est = np.nan
+            if self.model.dim == 2 or t >= run.t_eval[-1]:
+                est = run.last_estimate = rep.error_estimate(data)
+            out["error_estimate"] = est
+        if "nodes" in wanted:
+            out["nodes"] = float(rep.n)
+        return {k: v for k, v in out.items() if k in wanted}
 
     def _stats(self, run):
         return {"nodes": int(run.rep.n), "error_estimate": float(getattr(run, "last_estimate", np.nan))}

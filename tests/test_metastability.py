@@ -169,6 +169,24 @@ def test_lagrangian_nodes_give_the_clusters_of_the_representation():
     assert np.allclose(late.positions, centres, rtol=0, atol=1e-6)
 
 
+def test_lagrangian_records_only_the_diagnostics_asked_for():
+    """``diagnostics=("energy",)`` (what the continuum runs of the experiment record): E_β alone (a
+    Solution keeps it as ``sol.energy``, not among ``sol.diagnostics``), the same values as the full
+    diagnostics, and the same states."""
+    model = mf.Model(beta=5.0, dim=2)
+    rho0 = M.seeded_perturbation(2, 1e-2, 8, seed=0)
+    t = [0.0, 2.0, 6.0]
+    full = solvers.Lagrangian(model, 256, estimate=False).solve(rho0, t)
+    energy = solvers.Lagrangian(model, 256, estimate=False, diagnostics=("energy",)).solve(rho0, t)
+    assert not set(energy.diagnostics)
+    assert {"mass", "energy_rate_identity", "n_clusters", "w1_to_dirac", "max_density"} <= set(full.diagnostics)
+    assert np.array_equal(energy.energy, full.energy) and np.array_equal(energy.data, full.data)
+    none = solvers.Lagrangian(model, 256, estimate=False, diagnostics="none").solve(rho0, t)
+    assert not set(none.diagnostics) and np.allclose(none.energy, full.energy, rtol=1e-14, atol=0)
+    with pytest.raises(ValueError, match=r"`diagnostics` must be 'full', 'none' or names among .*'w2'"):
+        solvers.Lagrangian(model, 256, diagnostics=("energy", "w2"))
+
+
 def test_a_resolved_spectral_density_is_not_separated():
     model = mf.Model(beta=5.0, dim=2)
     sol = solvers.FourierCircle(model, modes=64).solve(M.seeded_perturbation(2, 1e-2, 8, seed=0), [0.0, 3.0])

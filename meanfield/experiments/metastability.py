@@ -26,7 +26,6 @@ A cluster is counted only when the measure is separated: at least 95% of the mas
 the centre of its own cluster (`find_clusters`); before that the count is NaN ("not separated").
 The formation time is the first saved time at which the measure is separated.
 """
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -304,19 +303,6 @@ def time_grid(t_fine, t_end, dt=0.25, ratio=1.03):
     return np.concatenate([fine, np.geomspace(fine[-1], t_end, m)[1:]])
 
 
-@functools.lru_cache(maxsize=None)
-def _trajectory_solver():
-    """`solvers.Lagrangian` that records only E_β at the saved times: the clusters are counted afterwards
-    by `find_clusters`, so the solver's own diagnostics (W1 to a Dirac mass ...) are not computed."""
-    import solvers
-
-    class Trajectory(solvers.Lagrangian):
-        def _diagnostics(self, run, t, y):
-            return {"energy": run.rep.energy(self.model.beta, self._to_data(run, y))}
-
-    return Trajectory
-
-
 def continuum_run(task, *, epsilon, degrees, t_end, tol, min_mass, stray, panels, nodes_sphere, rtol, adaptive_tol,
                   space_time=0):
     """One continuum run ``task = (dim, beta, seed)`` by `solvers.Lagrangian`: the cluster history and events.
@@ -334,15 +320,16 @@ def continuum_run(task, *, epsilon, degrees, t_end, tol, min_mass, stray, panels
     k, rate = fastest_mode(model)
     t = time_grid(2.5 * np.log(1.0 / epsilon) / rate + 5.0, t_end)
     opts = dict(rtol=rtol, atol=rtol * 1e-2, dense_output=True)      # saved times do not cut the steps
-    Trajectory = _trajectory_solver()
+    # E_β only at the saved times: the clusters are counted afterwards by `find_clusters`
+    trajectory = dict(estimate=False, diagnostics=("energy",))
     w1, wall = np.nan, 0.0
     if dim == 2:
         rounds = solvers.Lagrangian(model, panels=panels, estimate=False, min_mass=min_mass).solve_adaptive(
             rho0, np.linspace(0.0, t[-1], 16), tol=adaptive_tol, max_rounds=4, **opts)
         w1, wall = float(rounds.stats["error_estimate"]), float(rounds.stats["wall_time"])
-        sol = Trajectory(model, panels=rounds.representation.panels, estimate=False).solve(rho0, t, **opts)
+        sol = solvers.Lagrangian(model, panels=rounds.representation.panels, **trajectory).solve(rho0, t, **opts)
     else:
-        sol = Trajectory(model, nodes_sphere, estimate=False).solve(rho0, t, **opts)
+        sol = solvers.Lagrangian(model, nodes_sphere, **trajectory).solve(rho0, t, **opts)
     hist = cluster_history((sol.measure(i) for i in range(len(sol.t))), tol, min_mass, stray)
     energy = np.asarray(sol.energy, dtype=float)
     ev = history_events(sol.t, hist["count"], energy)
