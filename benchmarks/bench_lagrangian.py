@@ -7,7 +7,7 @@ The right-hand side of the characteristics (velocity and divergence at every lab
 one n×n×p matmul (p = 6 on S^1, 10 on S^2). Baseline: ``np.exp`` over an n×n float64 array, timed
 in alternation with the right-hand side in the same run (minimum of several repetitions), at the
 same node count n. Printed: the ratio with the companion rule of the error estimate (the default,
-about 1.25 n² exponentials) and without it. Target: ratio <= 3 (docs/lagrangian.md, Performance).
+about 1.25 n² exponentials) and without it. Target: ratio <= 3 (docs/benchmarks.md).
 Also printed: the wall time of the S^1 long run of the docs (β = 5, t <= 50, adaptive panels).
 ``--threads N`` sets the BLAS/OpenMP thread count (on a loaded machine, several BLAS threads make
 the small per-block matmuls much slower; 1 is the fair setting there).

@@ -1,4 +1,4 @@
-"""solvers.Particles: its two performance figures (targets in docs/particles.md, Performance).
+"""solvers.Particles: its two performance figures (targets and history in docs/benchmarks.md).
 
     python benchmarks/bench_particles.py [--quick] [--threads N] [--scaling]
 
