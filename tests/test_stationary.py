@@ -13,6 +13,7 @@ from scipy import optimize, special
 import meanfield as mf
 import solvers
 from solvers import stationary as st
+from solvers.stationary.zonal import ZonalSelfConsistency
 
 DIMS = (2, 3)
 
@@ -79,7 +80,7 @@ def test_sa_is_supercritical_for_every_beta():
 def test_uniform_spectrum_is_exact(d):
     """At ρ = 1 the discrete linearised operator has the exact eigenvalues (a_l/β − ν) l(l+d−2) in every sector."""
     beta, L = 1.3, 24
-    problem = st._Zonal(beta, d, L)
+    problem = ZonalSelfConsistency(beta, d, L)
     nu = 0.7 * problem.nu_c
     spec = problem.spectrum(np.zeros(L), nu / problem.nu_c)
     c = mf.velocity_multipliers(beta, d, L)
@@ -175,7 +176,7 @@ def test_fold_point_matches_the_branch(branches):
 def test_free_energy_envelope_identity(branches, d):
     """Along a branch of critical points, d(F − F[1])/dν = ∫ρ log ρ dσ (F[1] does not depend on ν)."""
     ds = branches[d, "super"]
-    problem = st._Zonal(ds.attrs["beta"], d, int(ds.attrs["resolution"]))
+    problem = ZonalSelfConsistency(ds.attrs["beta"], d, int(ds.attrs["resolution"]))
     nu, F, U = ds["nu"].values, ds["free_energy"].values, ds["coefficients"].values[:, 1:]
     assert np.all(F < 0)                                         # clustered states beat the unstable uniform one
     i = np.argmin(np.abs(nu - 0.8 * ds.attrs["nu_c"]))
@@ -289,7 +290,7 @@ def test_linearised_rate_matches_the_pde(normalized):
     ev, vec = np.linalg.eig(L)
     k = np.argmax(ev.real)
     lam, v = nu_c * ev[k].real, vec[:, k].real
-    v *= 2e-3 / np.max(np.abs(problem.basis.G @ v))
+    v *= 2e-3 / np.max(np.abs(problem.basis.table @ v))
     e = state.axis
 
     def rho0(x):
