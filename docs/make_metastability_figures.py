@@ -42,9 +42,9 @@ def main(argv):
         shutil.copy(out / f"{src}.png", IMG / f"metastability_{dst}.png")
     if "--replot" in argv:                         # the figures drawn from summary.json, with today's code
         from meanfield.experiments.report import pyplot
-        from meanfield.experiments.metastability import plot_figure4
+        from meanfield.plotting import plot_mean_clusters
 
-        plot_figure4(res["figure4"]).savefig(IMG / "metastability_figure4.png", dpi=110)
+        plot_mean_clusters(res["figure4"]).savefig(IMG / "metastability_figure4.png", dpi=110)
         pyplot().close("all")
     print(f"wall time {summary['wall_time']:.0f} s; checks passed: {summary['passed']}")
     for c in summary["checks"]:

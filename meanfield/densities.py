@@ -377,3 +377,54 @@ def on_grid(values, normalize=False):
     the other solvers the interpolant (`GridValues`), rescaled to the grid's mass.
     """
     return GridValues(values, normalize=normalize)
+
+
+class SeededPerturbation(Density):
+    """ρ_0 = 1 + ε Σ_{l=1..L} Y_l: equal amplitudes on the degrees 1..L, seeded (mass exactly 1).
+
+    The near-uniform start of the metastability experiment (Section 6.3 and Problem 1 of the paper;
+    docs/mathematics.md §5): every degree grows at its own linear rate ς_l, and the fastest, k*(β),
+    sets the number of clusters that form first.
+
+    * S^1: Y_l = cos(l θ + φ_l) with phases φ_l uniform on [0, 2π);
+    * S^2: Y_l = 2^{-1/2} Σ_m u_{lm} Y_{lm} with (u_{lm})_m uniform on the unit sphere of R^{2l+1} and
+      Y_{lm} the real harmonics orthonormal in L²(σ), so that ‖Y_l‖_{L²(σ)} = 2^{-1/2} = ‖cos(lθ)‖ on S^1.
+    """
+
+    def __init__(self, dim, epsilon=1e-4, degrees=8, seed=0):
+        self.dim = check_int(dim, "dim", low=2, high=3)
+        self.epsilon = check_real(epsilon, "epsilon", low=0.0)
+        self.degrees = check_int(degrees, "degrees", low=1, high=64)
+        self.seed = seed
+        rng = np.random.default_rng(seed)
+        if self.dim == 2:
+            self.phases = rng.uniform(0.0, 2 * np.pi, self.degrees)
+        else:
+            self.coefficients = []
+            for l in range(1, self.degrees + 1):
+                u = rng.standard_normal(2 * l + 1)
+                self.coefficients.append(u / np.linalg.norm(u) / np.sqrt(2.0))
+        ls = np.arange(1, self.degrees + 1)
+        bound = float(ls.size if self.dim == 2 else np.sum(np.sqrt((2 * ls + 1) / 2.0)))    # Σ_l sup|Y_l|
+        if self.epsilon * bound >= 1.0:
+            raise ValueError(f"`epsilon`={epsilon:g} is too large for {degrees} degrees: ρ_0 could be negative; "
+                             f"use epsilon < {1.0 / bound:.3g}.")
+
+    def component(self, l, x):
+        """Y_l(x), the degree-l term without the factor ε."""
+        x = np.asarray(x, dtype=float)
+        if self.dim == 2:
+            return np.cos(l * np.arctan2(x[..., 1], x[..., 0]) + self.phases[l - 1])
+        return sum(c * real_sh(l, m, x) for m, c in zip(range(-l, l + 1), self.coefficients[l - 1]))
+
+    def _evaluate(self, x):
+        return 1.0 + self.epsilon * sum(self.component(l, x) for l in range(1, self.degrees + 1))
+
+    def __repr__(self):
+        return (f"seeded_perturbation(dim={self.dim}, epsilon={self.epsilon:g}, degrees={self.degrees}, "
+                f"seed={self.seed})")
+
+
+def seeded_perturbation(dim, epsilon=1e-4, degrees=8, seed=0):
+    """ρ_0 = 1 + ε Σ_{l=1..L} Y_l, the seeded near-uniform density of `SeededPerturbation`."""
+    return SeededPerturbation(dim, epsilon, degrees, seed)

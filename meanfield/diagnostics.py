@@ -17,6 +17,7 @@ from . import compiled
 from .validation import check_int, check_real
 
 _CHUNK = 2048
+LARGE = 4096       # clouds of more points are counted with a spatial index (no n² pairs)
 
 
 def _as_positions(positions, name="positions"):
@@ -53,6 +54,13 @@ def clustered_pair_fraction(positions, delta, *, chunk=_CHUNK):
     -------
     float for (n, d) input, else an array of shape positions.shape[:-2] (one value per leading
     index; no averaging). For n = 1 the fraction is defined as 1 (a single cluster).
+
+    Notes
+    -----
+    Clouds of more than ``LARGE`` = 4096 unit vectors in d <= 3 are counted with a k-d tree
+    (scipy's ``cKDTree.count_neighbors`` at the chord |x_i − x_j| <= sqrt(2δ)), which counts node
+    pairs that lie wholly within the chord in bulk: O(n log n) for clustered clouds, plus about
+    n²δ/2 distance checks for spread ones (50 s for 10^6 uniform points on S^2 at δ = 1e-3).
     """
     x = _as_positions(positions)
     delta = check_real(delta, "delta", low=0.0, low_open=True, high=2.0)
@@ -60,6 +68,14 @@ def clustered_pair_fraction(positions, delta, *, chunk=_CHUNK):
     n = x.shape[-2]
     if n == 1:
         return _scalar_or_array(np.ones(x.shape[:-2]))
+    if n > LARGE and x.shape[-1] <= 3:
+        from scipy.spatial import cKDTree
+
+        chord = np.sqrt(2.0 * delta)
+        xb = x.reshape(-1, n, x.shape[-1])
+        pairs = np.array([cKDTree(c).count_neighbors(cKDTree(c), chord) for c in xb], dtype=float)
+        selfs = np.count_nonzero(np.einsum("bid,bid->bi", xb, xb) >= 1.0 - delta, axis=-1)
+        return _scalar_or_array(((pairs - selfs) / (n * (n - 1))).reshape(x.shape[:-2]))
     count = np.zeros(x.shape[:-2])
     xt = np.swapaxes(x, -1, -2)
     for a, b in _blocks(n, chunk):
@@ -74,16 +90,24 @@ def clustered_pair_fraction(positions, delta, *, chunk=_CHUNK):
 def count_clusters(positions, delta, *, chunk=_CHUNK, max_iter=10_000):
     """Number of clusters at tolerance δ: connected components of the graph i ~ j ⟺ ⟨x_i, x_j⟩ >= 1 − δ.
 
-    For d <= 4 with numba: union–find over the pairs in one compiled pass per cloud (memory O(n));
-    otherwise by transitive closure (n <= 256) or min-label propagation with pointer jumping,
-    vectorised over the leading axes and in row blocks of ``chunk`` (memory O(chunk·n) per batch
-    element). Returns an int for (n, d) input, else an int array of shape positions.shape[:-2].
+    Clouds of more than ``LARGE`` = 4096 unit vectors in d <= 3 use the cell index of
+    `find_clusters` (O(n log n), no pairs enumerated inside dense clusters: 12 s for 10^6 uniform
+    points on S^2). Smaller ones, for d <= 4 with numba: union–find over the pairs in one compiled
+    pass per cloud (memory O(n)); otherwise by transitive closure (n <= 256) or min-label
+    propagation with pointer jumping, vectorised over the leading axes and in row blocks of
+    ``chunk`` (memory O(chunk·n) per batch element). Returns an int for (n, d) input, else an int
+    array of shape positions.shape[:-2].
     """
     x = _as_positions(positions)
     delta = check_real(delta, "delta", low=0.0, low_open=True, high=2.0)
     chunk = check_int(chunk, "chunk", low=1)
     lead, (n, d) = x.shape[:-2], x.shape[-2:]
     xb = x.reshape(-1, n, d)
+    if n > LARGE and d <= 3:
+        tol = 2.0 * np.arcsin(min(1.0, 0.5 * np.sqrt(2.0 * delta)))       # geodesic angle of ⟨x, y⟩ = 1 − δ
+        components = _components_circle if d == 2 else _components_sphere
+        counts = np.array([components(c, tol).max() + 1 for c in xb])
+        return _scalar_or_array(counts.reshape(lead).astype(int))
     if compiled.fused_available(d, 0):
         counts = compiled.cluster_counts4(np.ascontiguousarray(xb, dtype=np.float64), 1.0 - delta)
         return _scalar_or_array(counts.reshape(lead).astype(int))
@@ -297,3 +321,202 @@ def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05, gap=5.0):
     separated = bool(len(heavy) and clustered >= 1.0 - stray - 1e-12 and apart)
     return Clusters(len(heavy) if separated else None, separated, mass[heavy], centre[heavy], spread[heavy], labels,
                     clustered, ncomp)
+
+
+def sphere_neighbours(points):
+    """Edges (m, 2) of the spherical Delaunay triangulation of unit vectors (n, 3): the edges of the facets
+    of their convex hull; the neighbours along which `count_maxima` compares grid values on S^2."""
+    from scipy.spatial import ConvexHull
+
+    f = ConvexHull(points).simplices
+    e = np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])
+    return np.unique(np.sort(e, axis=1), axis=0)
+
+
+def count_maxima(values, edges, prominence=0.05):
+    """The number of local maxima of grid values with prominence >= ``prominence``·(max − min).
+
+    The prominence of a maximum m is its height above the highest saddle joining it to a higher
+    point: m counts when its component of the superlevel set {f > f(m) − ``prominence``·(max − min)}
+    (connected along ``edges``) holds no higher value. The global maximum always counts; shallow
+    maxima that the grid resolves along a nearly flat ridge do not. ``edges`` (m, 2): index pairs of
+    neighbouring points (`sphere_neighbours` on S^2). On S^2 a degree-l pattern need not give l
+    clusters: the number of maxima of the seeded harmonic is the continuum's prediction
+    (docs/mathematics.md §5; Problem 1 of the paper).
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    f = np.asarray(values, dtype=float)
+    n = f.size
+    src = np.concatenate([edges[:, 0], edges[:, 1]])
+    dst = np.concatenate([edges[:, 1], edges[:, 0]])
+    order = np.argsort(src, kind="stable")
+    src, dst = src[order], dst[order]
+    first = np.nonzero(np.diff(src, prepend=-1))[0]
+    peaks = src[first][f[src[first]] > np.maximum.reduceat(f[dst], first)]
+    threshold = prominence * float(f.max() - f.min())
+    count = 0
+    for m in peaks:
+        keep = f > f[m] - threshold
+        e = keep[edges[:, 0]] & keep[edges[:, 1]]
+        g = coo_matrix((np.ones(int(e.sum())), (edges[e, 0], edges[e, 1])), shape=(n, n))
+        lab = connected_components(g, directed=False)[1]
+        count += not np.any(f[lab == lab[m]] > f[m])
+    return int(count)
+
+
+def cluster_history(measures, tol=1e-3, min_mass=1e-2, stray=0.05):
+    """`find_clusters` along a sequence of weighted measures (e.g. ``sol.measure(i)`` for every i): the
+    cluster count against time through formation and merging (Section 6.3, Figure 4 of the paper;
+    docs/mathematics.md §9).
+
+    Returns a dict of arrays: ``count`` (float; NaN where not separated), ``clustered_mass``, and the
+    lists ``masses`` and ``positions`` (per saved time, heaviest first).
+    """
+    out = {"count": [], "clustered_mass": [], "masses": [], "positions": []}
+    for m in measures:
+        c = find_clusters(m, tol, min_mass=min_mass, stray=stray)
+        out["count"].append(np.nan if c.count is None else float(c.count))
+        out["clustered_mass"].append(c.clustered_mass)
+        out["masses"].append(c.masses)
+        out["positions"].append(c.positions)
+    out["count"] = np.array(out["count"])
+    out["clustered_mass"] = np.array(out["clustered_mass"])
+    return out
+
+
+def history_events(t, count, energy=None):
+    """The formation time, the first count, the changes of count and the plateaus of a count history
+    (metastability: long plateaus between merges, Section 6.3 of the paper; docs/mathematics.md §9).
+
+    ``count`` is NaN where the measure is not separated; changes are read between separated times
+    (a NaN transient in between does not end a plateau). Returns a dict: ``t_form`` (first separated
+    time), ``first_count``, ``merges`` [(t, from, to)] (the first saved time with the new count),
+    ``plateaus`` [{count, start, end, duration, censored, energy}] (``censored``: still running at
+    the last time; ``energy``: the mean of ``energy`` over the plateau's separated times).
+    """
+    t = np.asarray(t, dtype=float)
+    count = np.asarray(count, dtype=float)
+    ok = np.nonzero(np.isfinite(count))[0]
+    out = {"t_form": float("nan"), "first_count": float("nan"), "merges": [], "plateaus": []}
+    if ok.size == 0:
+        return out
+    out["t_form"], out["first_count"] = float(t[ok[0]]), float(count[ok[0]])
+    starts = [ok[0]]
+    for i, j in zip(ok[:-1], ok[1:]):
+        if count[j] != count[i]:
+            out["merges"].append((float(t[j]), float(count[i]), float(count[j])))
+            starts.append(j)
+    bounds = starts + [None]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        end = float(t[-1]) if b is None else float(t[b])
+        sel = ok[(ok >= a) & (ok < (len(t) if b is None else b))]
+        e = float(np.mean(np.asarray(energy)[sel])) if energy is not None else float("nan")
+        out["plateaus"].append({"count": float(count[a]), "start": float(t[a]), "end": end,
+                                "duration": end - float(t[a]), "censored": b is None, "energy": e})
+    return out
+
+
+def energy_plateaus(t, energy, rel_slope=0.01, min_ratio=1.5, t_min=1.0):
+    """Plateaus of E_β (3.5) against log t, the staircase of metastability (Geshkovski, Koubbi,
+    Polyanskiy, Rigollet (2024); docs/mathematics.md §9): maximal intervals of t >= ``t_min`` on which |dE/d log t| <=
+    ``rel_slope``·(E_max − E_min) and t_end/t_start >= ``min_ratio``. (Before the particles move,
+    t ≪ 1, E is flat in log t too; ``t_min`` leaves that out.) Returns [{start, end, duration,
+    energy}] (``energy``: the mean over the plateau)."""
+    t = np.asarray(t, dtype=float)
+    e = np.asarray(energy, dtype=float)
+    keep = t >= t_min
+    t, e = t[keep], e[keep]
+    if t.size < 3:
+        return []
+    span = float(e.max() - e.min()) or 1.0
+    slope = np.abs(np.gradient(e, np.log(t))) / span
+    flat = slope <= rel_slope
+    out = []
+    i = 0
+    while i < t.size:
+        if not flat[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < t.size and flat[j + 1]:
+            j += 1
+        if t[j] / t[i] >= min_ratio:
+            out.append({"start": float(t[i]), "end": float(t[j]), "duration": float(t[j] - t[i]),
+                        "energy": float(np.mean(e[i:j + 1]))})
+        i = j + 1
+    return out
+
+
+def compare_events(reference, other, merge_before=200.0):
+    """Relative differences |t' − t|/t of the formation time and of each merge time before ``merge_before``
+    (merges paired in order) between two `history_events` (e.g. the continuum and particles, the
+    mean-field limit of docs/mathematics.md §8); None for a merge the other lacks."""
+    tf = abs(other["t_form"] - reference["t_form"]) / reference["t_form"]
+    merges = []
+    for k, (tm, _, _) in enumerate(reference["merges"]):
+        if tm >= merge_before:
+            break
+        if k < len(other["merges"]):
+            merges.append(abs(other["merges"][k][0] - tm) / tm)
+        else:
+            merges.append(None)
+    return float(tf), merges
+
+
+def harmonic_maxima(density, l, n=20000):
+    """The number of local maxima of the degree-l term Y_l of a `meanfield.densities.SeededPerturbation`
+    (its ``component(l, x)``): l on S^1; on S^2 counted on a Fibonacci set of n points (neighbours from
+    its Delaunay triangulation), the number of clusters the linear theory predicts when degree l grows
+    fastest (docs/mathematics.md §5; Problem 1 of the paper)."""
+    from .quadrature import fibonacci
+
+    if density.dim == 2:
+        return int(l)
+    x = fibonacci(n).points
+    return count_maxima(density.component(l, x), sphere_neighbours(x))
+
+
+def white_noise_prediction(beta, dim, n, samples=None, lmax=16, rng=0, normalized=True, grid=4000):
+    """The linear theory for iid initial data: the distribution of the first cluster count.
+
+    For n iid points the empirical measure has degree-l components of size ~n^{-1/2} (white noise):
+    on S^1 the amplitude A_l = 2|ĉ_l| with ĉ_l = n^{-1}Σ_j e^{-ilθ_j} ≈ complex Gaussian of variance
+    1/n; on S^2 the coefficients of the orthonormal Y_{lm} are ≈ N(0, 1/n). Each grows like e^{ς_l t}
+    (docs/mathematics.md §5); the first to reach size 1, l̂ = argmin_l log(1/A_l)/ς_l, dominates
+    when the clusters form. The predicted count is l̂ on S^1 and, on S^2, the number of maxima of that
+    random degree-l̂ harmonic (`count_maxima` on a Fibonacci set of ``grid`` points). Returns
+    {count: probability} over ``samples`` Gaussian draws (default 4000 on S^1, 400 on S^2).
+    """
+    from .densities import real_sh
+    from .kernels import linear_growth_rates
+    from .model import Model
+    from .quadrature import fibonacci
+
+    rng = np.random.default_rng(rng)
+    samples = check_int((4000 if dim == 2 else 400) if samples is None else samples, "samples", low=1)
+    rates = linear_growth_rates(Model(beta=float(beta), dim=dim, normalized=normalized), lmax)[1:]
+    ls = np.arange(1, lmax + 1)
+    grow = rates > 0
+    if dim == 2:
+        amp = 2.0 * np.abs(rng.standard_normal((samples, lmax)) + 1j * rng.standard_normal((samples, lmax))) \
+            / np.sqrt(2.0 * n)
+        coef = None
+    else:
+        coef = [rng.standard_normal((samples, 2 * l + 1)) / np.sqrt(n) for l in ls]
+        amp = np.stack([np.linalg.norm(c, axis=1) for c in coef], axis=1)
+    t_reach = np.where(grow, np.log(1.0 / np.minimum(amp, 1.0 - 1e-12)) / np.where(grow, rates, 1.0), np.inf)
+    dominant = ls[np.argmin(t_reach, axis=1)]
+    if dim == 2:
+        counts = dominant
+    else:
+        x = fibonacci(grid).points
+        edges = sphere_neighbours(x)
+        counts = np.empty(samples, dtype=int)
+        for l in np.unique(dominant):
+            idx = np.nonzero(dominant == l)[0]
+            Y = np.stack([real_sh(int(l), m, x) for m in range(-l, l + 1)], axis=1)    # (grid, 2l+1)
+            counts[idx] = [count_maxima(v, edges) for v in coef[l - 1][idx] @ Y.T]
+    values, freq = np.unique(counts, return_counts=True)
+    return {int(v): float(f) / samples for v, f in zip(values, freq)}

@@ -13,11 +13,13 @@ from scipy.special import ive
 import meanfield as mf
 import solvers
 from meanfield.cli import main
+from meanfield import diagnostics as G
+from meanfield.densities import seeded_perturbation
 from meanfield.diagnostics import find_clusters
 from meanfield.quadrature import fibonacci
 from meanfield.sampling import uniform_points
 
-M = importlib.import_module("meanfield.experiments.metastability")
+R = importlib.import_module("meanfield.experiments.metastability_runs")
 
 
 # -- the fastest mode ----------------------------------------------------------------------------------
@@ -92,7 +94,7 @@ def test_sharp_clusters_do_not_depend_on_a_tenfold_change_of_tolerance(dim, k, s
 def test_a_nearly_uniform_cloud_is_never_counted(dim, method):
     """2000 points from a near-uniform density: no tolerance gives a count, neither by chaining into
     one component (large tol) nor by falling apart into light ones (small tol)."""
-    rho = M.seeded_perturbation(dim, 1e-2, 8, seed=3)
+    rho = seeded_perturbation(dim, 1e-2, 8, seed=3)
     measure = mf.sample(rho, 2000, dim, rng=7, method=method)
     for tol in np.geomspace(1e-5, np.pi / 4, 14):
         c = find_clusters(measure, tol)
@@ -159,7 +161,7 @@ def test_lagrangian_nodes_give_the_clusters_of_the_representation():
     """The detector on the Lagrangian node measure against `LagrangianNodes.clusters` (run-length
     components on S^1, an independent code), three clusters at β = 5 (k* = 3)."""
     model = mf.Model(beta=5.0, dim=2)
-    rho0 = M.seeded_perturbation(2, 1e-2, 8, seed=0)
+    rho0 = seeded_perturbation(2, 1e-2, 8, seed=0)
     sol = solvers.Lagrangian(model, panels=16, estimate=False).solve(rho0, [0.0, 5.0, 30.0], rtol=1e-8, atol=1e-10)
     early, late = find_clusters(sol.measure(1), 1e-3), find_clusters(sol.measure(2), 1e-3)
     assert early.count is None
@@ -174,7 +176,7 @@ def test_lagrangian_records_only_the_diagnostics_asked_for():
     Solution keeps it as ``sol.energy``, not among ``sol.diagnostics``), the same values as the full
     diagnostics, and the same states."""
     model = mf.Model(beta=5.0, dim=2)
-    rho0 = M.seeded_perturbation(2, 1e-2, 8, seed=0)
+    rho0 = seeded_perturbation(2, 1e-2, 8, seed=0)
     t = [0.0, 2.0, 6.0]
     full = solvers.Lagrangian(model, 256, estimate=False).solve(rho0, t)
     energy = solvers.Lagrangian(model, 256, estimate=False, diagnostics=("energy",)).solve(rho0, t)
@@ -189,7 +191,7 @@ def test_lagrangian_records_only_the_diagnostics_asked_for():
 
 def test_a_resolved_spectral_density_is_not_separated():
     model = mf.Model(beta=5.0, dim=2)
-    sol = solvers.FourierCircle(model, modes=64).solve(M.seeded_perturbation(2, 1e-2, 8, seed=0), [0.0, 3.0])
+    sol = solvers.FourierCircle(model, modes=64).solve(seeded_perturbation(2, 1e-2, 8, seed=0), [0.0, 3.0])
     for i in range(2):
         c = find_clusters(sol.measure(i), 1e-3)
         assert c.count is None and c.clustered_mass < 0.05
@@ -215,14 +217,14 @@ def test_find_clusters_bad_measure():
 
 @pytest.mark.parametrize("dim", [2, 3])
 def test_seeded_perturbation_mass_and_equal_amplitudes(dim):
-    rho = M.seeded_perturbation(dim, 1e-3, 6, seed=4)
+    rho = seeded_perturbation(dim, 1e-3, 6, seed=4)
     x, q = mf.sphere_quadrature(64, 2) if dim == 2 else _gauss(16)      # exact for the degrees involved
     assert np.sum(q * rho(x)) == pytest.approx(1.0, abs=1e-15)
     for l in range(1, 7):                       # ‖Y_l‖²_{L²(σ)} = 1/2 on both spheres; orthogonal degrees
         assert np.sum(q * rho.component(l, x) ** 2) == pytest.approx(0.5, rel=1e-12)
         assert abs(np.sum(q * rho.component(l, x) * rho.component(1 + l % 6, x))) < 1e-13
     with pytest.raises(ValueError, match=r"`epsilon`"):
-        M.seeded_perturbation(dim, 0.2, 8)
+        seeded_perturbation(dim, 0.2, 8)
 
 
 def _gauss(nt):
@@ -234,26 +236,26 @@ def _gauss(nt):
 
 def test_count_maxima_of_harmonics():
     x = fibonacci(4000).points
-    edges = M._sphere_neighbours(x)
-    assert M.count_maxima(x[:, 2], edges) == 1                                  # degree 1
-    assert M.count_maxima(x[:, 0] * x[:, 1], edges) == 2                        # degree 2: ± (1, 1, 0)/√2
+    edges = G.sphere_neighbours(x)
+    assert G.count_maxima(x[:, 2], edges) == 1                                  # degree 1
+    assert G.count_maxima(x[:, 0] * x[:, 1], edges) == 2                        # degree 2: ± (1, 1, 0)/√2
     # Re (x + iy)³ = x³ − 3xy², a degree-3 harmonic: three maxima on the equator
     f = x[:, 0] ** 3 - 3 * x[:, 0] * x[:, 1] ** 2
-    assert M.count_maxima(f, edges) == 3
+    assert G.count_maxima(f, edges) == 3
     # the seeded harmonics: the same count on a 5x finer grid
     fine = fibonacci(20000).points
-    fine_edges = M._sphere_neighbours(fine)
+    fine_edges = G.sphere_neighbours(fine)
     for seed in range(3):
-        rho = M.seeded_perturbation(3, 1e-4, 8, seed)
+        rho = seeded_perturbation(3, 1e-4, 8, seed)
         for l in (2, 3, 4):
-            assert M.count_maxima(rho.component(l, x), edges) == M.count_maxima(rho.component(l, fine), fine_edges)
+            assert G.count_maxima(rho.component(l, x), edges) == G.count_maxima(rho.component(l, fine), fine_edges)
 
 
 def test_white_noise_prediction_matches_iid_samples_on_the_circle():
     """The Gaussian model of the empirical Fourier coefficients against the coefficients of actual iid
     samples: the distributions of the first degree to reach size 1 agree to Monte Carlo accuracy."""
     beta, n, draws = 4.0, 256, 3000
-    pred = M.white_noise_prediction(beta, 2, n, samples=20000, rng=1)
+    pred = G.white_noise_prediction(beta, 2, n, samples=20000, rng=1)
     assert sum(pred.values()) == pytest.approx(1.0)
     rates = mf.linear_growth_rates(mf.Model(beta=beta, dim=2), 16)[1:]
     theta = np.random.default_rng(2).uniform(0, 2 * np.pi, (draws, n))
@@ -262,7 +264,7 @@ def test_white_noise_prediction_matches_iid_samples_on_the_circle():
     for k in range(1, 7):
         assert abs(np.mean(first == k) - pred.get(k, 0.0)) < 0.03
     # more particles: less noise, and the fastest mode k* = 3 dominates more often
-    assert M.white_noise_prediction(beta, 2, 4096)[3] > pred[3] > M.white_noise_prediction(beta, 2, 16)[3]
+    assert G.white_noise_prediction(beta, 2, 4096)[3] > pred[3] > G.white_noise_prediction(beta, 2, 16)[3]
 
 
 def test_history_events_and_plateaus():
@@ -270,17 +272,17 @@ def test_history_events_and_plateaus():
     nan = np.nan
     count = np.array([nan, nan, 4, 4, nan, 4, 3, 3, 3, 2, 2, 2])
     energy = np.arange(12.0)
-    ev = M.history_events(t, count, energy)
+    ev = G.history_events(t, count, energy)
     assert ev["t_form"] == 2.0 and ev["first_count"] == 4.0
     assert ev["merges"] == [(6.0, 4.0, 3.0), (9.0, 3.0, 2.0)]
     p = ev["plateaus"]
     assert [(q["count"], q["start"], q["end"], q["censored"]) for q in p] == \
         [(4.0, 2.0, 6.0, False), (3.0, 6.0, 9.0, False), (2.0, 9.0, 11.0, True)]
     assert p[0]["energy"] == pytest.approx(np.mean([2, 3, 5]))
-    assert M.history_events(t, np.full(12, nan))["merges"] == []
+    assert G.history_events(t, np.full(12, nan))["merges"] == []
     # compare_events: relative differences of formation and of each merge before the cut-off
-    other = M.history_events(t * 1.05, count)
-    tf, merges = M.compare_events(ev, other, merge_before=8.0)
+    other = G.history_events(t * 1.05, count)
+    tf, merges = G.compare_events(ev, other, merge_before=8.0)
     assert tf == pytest.approx(0.05) and merges == [pytest.approx(0.05)]
 
 
@@ -288,7 +290,7 @@ def test_energy_plateaus_of_a_synthetic_staircase():
     t = np.geomspace(0.01, 400, 800)
     s = np.log(t)
     e = 1 + np.tanh(4 * (s - np.log(8))) + np.tanh(4 * (s - np.log(80)))       # steps at t = 8 and 80
-    p = M.energy_plateaus(t, e)             # flat where 4 sech²(4(s − s_k)) <= 0.01·4: |s − s_k| >= 0.75
+    p = G.energy_plateaus(t, e)             # flat where 4 sech²(4(s − s_k)) <= 0.01·4: |s − s_k| >= 0.75
     assert len(p) == 3
     assert p[0]["start"] == pytest.approx(1.0, rel=0.02) and p[0]["end"] == pytest.approx(8 / np.exp(0.75), rel=0.02)
     assert p[1]["start"] == pytest.approx(8 * np.exp(0.75), rel=0.02)
@@ -297,7 +299,7 @@ def test_energy_plateaus_of_a_synthetic_staircase():
 
 
 def test_time_grid():
-    t = M.time_grid(10.0, 200.0)
+    t = R.time_grid(10.0, 200.0)
     assert t[0] == 0 and t[-1] == pytest.approx(200.0) and np.all(np.diff(t) > 0)
     assert np.allclose(np.diff(t[t <= 10]), 0.25) and np.max(t[1:][t[1:] > 10] / t[:-1][t[1:] > 10]) <= 1.0301
 
@@ -341,24 +343,24 @@ CONTINUUM = dict(epsilon=1e-4, degrees=8, panels=16, nodes_sphere=512, rtol=1e-8
 def test_acceptance_continuum_and_particles(dim, beta, t_end):
     k = mf.fastest_mode(mf.Model(beta=beta, dim=dim))[0]
     for seed in range(5):
-        cont = M.continuum_run((dim, beta, seed), t_end=t_end, **CONTINUUM)
+        cont = R.continuum_run((dim, beta, seed), t_end=t_end, **CONTINUUM)
         assert cont["events"]["first_count"] == k, (seed, cont["events"])
         times = {(dim, beta, seed): cont["t"]}
         tf = cont["events"]["t_form"]
-        quasi = M.particle_run((dim, beta, seed, 4000, 1.25 * tf + 2.0), epsilon=1e-4, degrees=8, rtol=1e-7,
+        quasi = R.particle_run((dim, beta, seed, 4000, 1.25 * tf + 2.0), epsilon=1e-4, degrees=8, rtol=1e-7,
                                times=times, **DETECTOR)
         assert quasi["events"]["first_count"] == k
-        assert M.compare_events(cont["events"], quasi["events"])[0] <= 0.10
+        assert G.compare_events(cont["events"], quasi["events"])[0] <= 0.10
         if dim == 2:                             # merge times before t = 200 within 20% (n = 1000)
-            long = M.particle_run((dim, beta, seed, 1000, t_end), epsilon=1e-4, degrees=8, rtol=1e-7,
+            long = R.particle_run((dim, beta, seed, 1000, t_end), epsilon=1e-4, degrees=8, rtol=1e-7,
                                   times=times, **DETECTOR)
-            merges = M.compare_events(cont["events"], long["events"])[1]
+            merges = G.compare_events(cont["events"], long["events"])[1]
             assert all(m is not None and m <= 0.20 for m in merges), (seed, merges)
 
 
 @pytest.mark.slow
 def test_acceptance_staircase_has_two_plateaus():
-    r = M.staircase_run(0, n=5, beta=4.0, t_end=400.0, tol=1e-3, rtol=1e-9)
+    r = R.staircase_run(0, n=5, beta=4.0, t_end=400.0, tol=1e-3, rtol=1e-9)
     assert len(r["plateaus"]) >= 2
     assert [p["clusters"] for p in r["plateaus"]] == [3.0, 2.0]
     assert r["plateaus"][0]["energy"] < r["plateaus"][1]["energy"]            # E_β increases along (SA)
