@@ -35,7 +35,7 @@ from meanfield.quadrature import trapezoid
 from meanfield.representations.fourier import FourierSeries
 
 from .base import Solver
-from .bases import FourierBasis, ResolutionPolicy, midpoint_coefficients
+from .bases import FourierBasis, ResolutionPolicy, fourier_grid_size, midpoint_coefficients
 from .lagrangian import HandsOver
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
@@ -49,7 +49,7 @@ BYTES_PER_MODE = 800     # measured peak working memory of a run per mode (stage
 
 def padded_size(modes, dealias=1.5):
     """Product-grid size M >= ceil(dealias·2K) + 1 (3K + 1 for the 3/2 rule), with small prime factors."""
-    return FourierBasis(modes, int(np.ceil(dealias * 2 * int(modes)))).M
+    return fourier_grid_size(int(np.ceil(dealias * 2 * int(modes))))
 
 
 class FourierCircle(HandsOver, AutoResolution, Solver):

@@ -100,7 +100,7 @@ class SphericalHarmonics(HandsOver, AutoResolution, Solver):
         the finer one of the projections and diagnostics (degree 4L + 3), and the multipliers."""
         self.lmax = L
         self.basis = basis = SphericalHarmonicBasis(L, 3 * L, self.nthreads)
-        self.fine = SphericalHarmonicBasis(L, 4 * L + 3, self.nthreads)
+        self._fine = None
         self.ntheta, self.nphi = basis.ntheta, basis.nphi
         self.theta, self.points, self.weights = basis.theta, basis.points, basis.weights
         ls = basis.degrees
@@ -108,6 +108,13 @@ class SphericalHarmonics(HandsOver, AutoResolution, Solver):
         self.field = SpectralVelocity(self.model, L)
         self._kern = None if self.field.kernel is None else self.field.kernel[ls]
         self._vel = self.field.potential[ls]
+
+    @property
+    def fine(self):
+        """The basis of the projections and diagnostics (grid exact for degree 4L + 3), built on first use."""
+        if self._fine is None:
+            self._fine = SphericalHarmonicBasis(self.lmax, 4 * self.lmax + 3, self.nthreads)
+        return self._fine
 
     def _fields(self, alm, basis=None):
         """ρ, Z̃ (= e^{-β}K*ρ for SA, None for USA) and the velocity X = s∇Φ on the grid of ``basis``

@@ -4,7 +4,9 @@
   drops below 1e-14 (`check_kernel_resolution`);
 * the under-resolution rule: the spectral tail, i.e. the L²(σ) norm of the degrees in the top
   third, relative to the whole L²(σ) norm, must stay below ``tail_tol`` (`spectral_tail`,
-  `TailMonitor`), otherwise the run stops with `UnderResolved`.
+  `TailMonitor`), otherwise the run stops with `UnderResolved`, or with an automatic resolution
+  continues on a finer basis (`AutoResolution`, by the `solvers.bases.ResolutionPolicy` of the solver);
+* the velocity of a spectral density (`SpectralVelocity`) and the energy bookkeeping.
 """
 import numpy as np
 
