@@ -1,8 +1,9 @@
 """The experiment registry: the options declared once give the keyword arguments, the command line and
 the sweep keys, and they agree for every experiment."""
-import argparse
+import contextlib
 import dataclasses
 import inspect
+import io
 import tomllib
 
 import pytest
@@ -16,16 +17,18 @@ NAMES = ["verify-prop34", "mean-field-limit", "phase-diagram", "noise-transition
 RUN = {"out", "options", "quick", "progress", "workers", "scheduler"}
 
 
-def _subparser(name):
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return sub.choices[name]
+def _defaults(name):
+    """dest -> default of a subcommand's flags that are not how it runs (nothing given on the line)."""
+    given = vars(build_parser().parse_args([name]))
+    return {k: v for k, v in given.items() if k not in RUN | {"command"}}
 
 
-def _flags(name):
-    """dest -> (option strings, default) of a subcommand's flags that are not how it runs."""
-    common = {"help", "out", "quick", "progress", "workers", "scheduler"}
-    return {a.dest: (tuple(a.option_strings), a.default) for a in _subparser(name)._actions if a.dest not in common}
+def _help(name):
+    """``meanfield <name> --help``, whitespace normalised."""
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), pytest.raises(SystemExit):
+        main([name, "--help"])
+    return " ".join(text.getvalue().split())
 
 
 def _sweep(name, parameters="", grid=""):
@@ -49,11 +52,10 @@ def test_flags_sweep_keys_and_signature_come_from_one_declaration(name):
     assert all(params[k].kind is inspect.Parameter.KEYWORD_ONLY for k in declared)
     assert {"workers", "scheduler"} <= set(params) if exp.parallel else not {"workers", "scheduler"} & set(params)
     # the flags: one per option that a command line can spell (not a table), with the same default
-    flags = _flags(name)
-    assert {k: d for k, (_, d) in flags.items()} == {f.name: f.default for f in exp.fields if f.kind is not dict}
-    for f in exp.fields:
-        if f.kind is not dict:
-            assert flags[f.name][0] == f.flags
+    assert _defaults(name) == {f.name: f.default for f in exp.fields if f.kind is not dict}
+    shown = _help(name)
+    assert all(flag in shown for f in exp.fields for flag in f.flags)
+    assert all(f.flags for f in exp.fields if f.kind is not dict)
     # the sweep: every option is a key of [parameters] and of [sweep.grid]; nothing else is
     assert set(_sweep(name).cells[0].config) == set()
     for f in exp.fields:
@@ -79,11 +81,8 @@ def _toml(value):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_every_flag_shows_its_default_in_help(name, capsys):
-    with pytest.raises(SystemExit) as info:
-        main([name, "--help"])
-    assert info.value.code == 0
-    text = " ".join(capsys.readouterr().out.split())
+def test_every_flag_shows_its_default_in_help(name):
+    text = _help(name)
     for f in EXPERIMENTS[name].fields:
         if f.flags:
             assert " ".join(f.help_text().split()) in text, f.name
@@ -137,13 +136,14 @@ def test_an_options_object_checks_and_normalises_its_values():
 # -- adding an option is one edit: a new experiment, then one more field -----------------------------------
 def _register(extra):
     """Register the experiment ``toy`` whose options are ``beta`` plus the fields ``extra``."""
-    namespace = {"__annotations__": {"beta": float}, "beta": option(1.0, "inverse temperature", low=0.0)}
+    namespace = {"__doc__": "A toy experiment: it returns its options.", "__annotations__": {"beta": float},
+                 "beta": option(1.0, "inverse temperature", low=0.0)}
     for name, (kind, field) in extra.items():
         namespace["__annotations__"][name] = kind
         namespace[name] = field
     cls = dataclasses.dataclass(type("ToyOptions", (Options,), namespace))
 
-    @experiment("toy", cls, help="a toy experiment", description="Returns its options.", parallel=False)
+    @experiment("toy", cls, help="a toy experiment", parallel=False)
     def toy(out, o, *, quick, progress):
         """The options it was given."""
         return o
@@ -157,11 +157,11 @@ def test_one_new_field_reaches_the_keyword_the_flag_and_the_sweep(capsys):
         assert toy(None, alpha=5).alpha == 5 and toy(None).alpha == 3          # the keyword
         with pytest.raises(ValueError, match="`alpha` must be >= 1"):
             toy(None, alpha=0)
-        flags = _flags("toy")                                                   # the flag, with its help
-        assert flags["alpha"] == (("--alpha",), 3)
-        with pytest.raises(SystemExit):
-            main(["toy", "--help"])
-        assert "the new option (default 3)" in capsys.readouterr().out
+        assert _defaults("toy") == {"beta": 1.0, "alpha": 3}                   # the flag, with its help
+        assert "--alpha ALPHA the new option (default 3)" in _help("toy")
+        assert "A toy experiment: it returns its options." in _help("toy")
+        assert main(["toy", "--alpha", "0", "--out", "never"]) == 2
+        assert "--alpha: `alpha` must be >= 1, got 0." in capsys.readouterr().err
         assert _sweep("toy", "alpha = 7\n").cells[0].config == {"alpha": 7}     # the sweep's TOML key
         assert _sweep("toy", grid="[sweep.grid]\nalpha = [1, 2]\n").keys == ["alpha"]
         assert "alpha : the new option" in toy.__doc__

@@ -240,7 +240,12 @@ def decay_study(dim, model, rho0, t_end, n_particles, quick=False, progress=Fals
 
 @dataclass
 class MeanFieldLimitOptions(Options):
-    """The options of `mean_field_limit` (and of ``meanfield mean-field-limit``)."""
+    """W1 between N particles and the PDE solution against N (iid and quasi samples) and t on S^1 and S^2,
+    fitted rates, the Dobrushin bound, and the Wasserstein decay to the nearest Dirac (or to uniform with
+    --repulsive).
+
+    The options of `mean_field_limit` and of ``meanfield mean-field-limit``.
+    """
 
     dims: tuple[int, ...] = option((2, 3), "ambient dimensions", choices=(2, 3))
     beta: float = option(1.0, "inverse temperature", low=0.0)
@@ -260,10 +265,7 @@ class MeanFieldLimitOptions(Options):
                                 "1e-10 from t = 24)", low=0.0, low_open=True)
 
 
-@experiment("mean-field-limit", MeanFieldLimitOptions, help="particles against the PDE: W1 against N and time",
-            description="W1 between N particles and the PDE solution against N (iid and quasi samples) and t on "
-                        "S^1 and S^2, fitted rates, the Dobrushin bound, and the Wasserstein decay to the nearest "
-                        "Dirac (or to uniform with --repulsive).")
+@experiment("mean-field-limit", MeanFieldLimitOptions, help="particles against the PDE: W1 against N and time")
 def mean_field_limit(out, o, *, quick, progress, workers, scheduler):
     """Particles against the continuum (see the module docstring); returns the `Report`.
 

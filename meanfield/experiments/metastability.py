@@ -63,7 +63,13 @@ def growth_spectrum(betas, dim, lmax=16, normalized=True):
 
 @dataclass
 class MetastabilityOptions(Options):
-    """The options of `metastability` (and of ``meanfield metastability``)."""
+    """Metastability (Figure 4, Problem 1): the fastest linear degree k*(beta) against the first cluster
+    count of the continuum (Lagrangian solver) and of particles (quasi and iid samples) from a seeded
+    near-uniform density on S^1 and S^2, the merge times, the mean number of clusters over (t, beta), and
+    the n = 5, beta = 4 energy staircase on the circle.
+
+    The options of `metastability` and of ``meanfield metastability``.
+    """
 
     dims: tuple[int, ...] = option((2, 3), "ambient dimensions", choices=(2, 3))
     betas_circle: tuple[float, ...] = option((2.0, 4.0, 8.0), "beta values on S^1 (continuum and particles)",
@@ -100,11 +106,7 @@ class MetastabilityOptions(Options):
 
 
 @experiment("metastability", MetastabilityOptions,
-            help="the number of clusters: prediction, continuum, particles, Figure 4",
-            description="Metastability (Figure 4, Problem 1): the fastest linear degree k*(beta) against the first "
-                        "cluster count of the continuum (Lagrangian solver) and of particles (quasi and iid "
-                        "samples) from a seeded near-uniform density on S^1 and S^2, the merge times, the mean "
-                        "number of clusters over (t, beta), and the n = 5, beta = 4 energy staircase on the circle.")
+            help="the number of clusters: prediction, continuum, particles, Figure 4")
 def metastability(out, o, *, quick, progress, workers, scheduler):
     """Metastability and the number of clusters on S^1 and S^2 (Figure 4, Problem 1); returns the `Report`.
 

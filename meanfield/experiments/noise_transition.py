@@ -179,7 +179,13 @@ def _resolution(states, dim, tol=1e-7, beta=0.0):
 
 @dataclass
 class NoiseTransitionOptions(Options):
-    """The options of `noise_transition` (and of ``meanfield noise-transition``)."""
+    """Stationary states of the noisy dynamics on S^1 and S^2: the bifurcation diagram r(nu) (stable
+    solid, unstable dashed) from the self-consistency equation, the Landau classification (continuous
+    below beta_*, discontinuous above), noisy PDE and particle runs overlaid, hysteresis sweeps, and (SA)
+    with its linear threshold.
+
+    The options of `noise_transition` and of ``meanfield noise-transition``.
+    """
 
     dims: tuple[int, ...] = option((2, 3), "ambient dimensions", choices=(2, 3))
     betas: tuple[float, ...] | None = option(None, "beta values on every sphere", low=0.0, low_open=True,
@@ -201,11 +207,7 @@ class NoiseTransitionOptions(Options):
 
 
 @experiment("noise-transition", NoiseTransitionOptions,
-            help="the phase transition with noise: branches, dynamics, hysteresis",
-            description="Stationary states of the noisy dynamics on S^1 and S^2: the bifurcation diagram r(nu) "
-                        "(stable solid, unstable dashed) from the self-consistency equation, the Landau "
-                        "classification (continuous below beta_*, discontinuous above), noisy PDE and particle "
-                        "runs overlaid, hysteresis sweeps, and (SA) with its linear threshold.")
+            help="the phase transition with noise: branches, dynamics, hysteresis")
 def noise_transition(out, o, *, quick, progress, workers, scheduler):
     """The noise-driven phase transition on S^1 and S^2: branches, dynamics and hysteresis; returns the `Report`.
 

@@ -229,8 +229,11 @@ class Experiment:
 EXPERIMENTS = {}        # subcommand name -> Experiment, in the order of the ``meanfield`` help
 
 
-def experiment(name, options, *, help, description, writes=None, parallel=True):
+def experiment(name, options, *, help, writes=None, parallel=True):
     """Register ``body(out, options, *, quick, progress[, workers, scheduler])`` as the experiment ``name``.
+
+    ``help`` is the subcommand's line in ``meanfield --help``; the first paragraph of the options
+    class's docstring is its description in ``meanfield <name> --help``.
 
     Returns the public function ``f(out=None, options=None, *, <every option>, quick=False,
     progress=None[, workers=None, scheduler=None])``: the options given as keywords replace those of
@@ -266,6 +269,7 @@ def experiment(name, options, *, help, description, writes=None, parallel=True):
         function.__signature__ = signature
         function.__doc__ = f"{inspect.cleandoc(body.__doc__ or '')}\n\nOptions ({options.__name__})\n" \
                            f"-------\n{listing}\n"
+        description = " ".join(inspect.cleandoc(options.__doc__).split("\n\n")[0].split())
         EXPERIMENTS[name] = Experiment(name, function, options, help, description, writes, parallel)
         return function
 

@@ -92,7 +92,11 @@ def equiangular_check(beta, n=6, normalized=True, t_end=4.0, progress=False):
 
 @dataclass
 class PhaseDiagramOptions(Options):
-    """The options of `phase_diagram` (and of ``meanfield phase-diagram``)."""
+    """P(<x_1(t), x_2(t)> >= 1 - delta) over a (t, beta) grid for random particles, with the curve Gamma
+    of the equiangular ODE (6.9)/(6.10) overlaid.
+
+    The options of `phase_diagram` and of ``meanfield phase-diagram``.
+    """
 
     dim: int = option(3, "ambient dimension d", low=2)
     n: int = option(32, "particles per realisation", low=2, flags=("-n", "--particles"))
@@ -115,9 +119,7 @@ class PhaseDiagramOptions(Options):
 
 
 @experiment("phase-diagram", PhaseDiagramOptions, writes="phase_diagram.nc",
-            help="the Figure 3 phase diagram with the curve Gamma",
-            description="P(<x_1(t), x_2(t)> >= 1 - delta) over a (t, beta) grid for random particles, with the "
-                        "curve Gamma of the equiangular ODE (6.9)/(6.10) overlaid.")
+            help="the Figure 3 phase diagram with the curve Gamma")
 def phase_diagram(out, o, *, quick, progress, workers, scheduler):
     """The Figure 3 phase diagram p_d(t, β) with Γ_∞,δ overlaid; returns the `Report`.
 

@@ -466,16 +466,18 @@ def _part_discrete(report, beta, starts, rng):
 # ---------------------------------------------------------------------------------------------------
 @dataclass
 class VerifyProp34Options(Options):
-    """The options of `verify_prop34` (and of ``meanfield verify-prop34``)."""
+    """Proposition 3.4: the uniform measure minimises E_beta and Dirac masses maximise it. Four parts:
+    Gegenbauer coefficients, energy landscape, flows, discrete designs.
+
+    The options of `verify_prop34` and of ``meanfield verify-prop34``.
+    """
 
     seed: int = option(0, "random seed", low=0)
     parts: tuple[int, ...] = option((1, 2, 3, 4), "which parts to run, e.g. 1,2,4", choices=(1, 2, 3, 4),
                                     shown="all")
 
 
-@experiment("verify-prop34", VerifyProp34Options, parallel=False, help="check Proposition 3.4 numerically",
-            description="Proposition 3.4: the uniform measure minimises E_beta and Dirac masses maximise it. Four "
-                        "parts: Gegenbauer coefficients, energy landscape, flows, discrete designs.")
+@experiment("verify-prop34", VerifyProp34Options, parallel=False, help="check Proposition 3.4 numerically")
 def verify_prop34(out, o, *, quick, progress):
     """Run the four parts (see the module docstring); returns the `Report` (``report.passed``).
 
