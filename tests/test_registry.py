@@ -105,7 +105,7 @@ def test_a_value_the_parser_refuses_exits_2_in_one_line(args, shown, capsys):
     (["noise-transition", "--dims", "2,4"], ["--dims", "`dims`", "one of 2, 3"]),
     (["verify-prop34", "--parts", "5"], ["--parts", "`parts`", "one of 1, 2, 3, 4"]),
     (["noise-transition", "-n", "3"], ["-n/--particles", "`n_particles`", ">= 10"]),
-    (["metastability", "--epsilon", "0"], ["--epsilon", "`epsilon`", "> 0"])])
+    (["metastability", "--epsilon", "0"], ["--epsilon", "`epsilon`", "a number > 0 and <= 0.01"])])
 def test_a_value_out_of_range_exits_2_naming_the_option_and_what_it_accepts(args, shown, tmp_path, capsys):
     assert main([*args, "--out", str(tmp_path / "never")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -114,7 +114,7 @@ def test_a_value_out_of_range_exits_2_naming_the_option_and_what_it_accepts(args
 
 
 def test_bad_values_in_a_sweep_fail_before_any_work():
-    with pytest.raises(ValueError, match=r"`delta` must be > 0.*sweep cell 1"):
+    with pytest.raises(ValueError, match=r"`delta` must be a number > 0 and <= 1, got -1.0. \(sweep cell 1: delta = -1.0\)"):
         _sweep("phase-diagram", grid="[sweep.grid]\ndelta = [0.01, -1.0]\n")
     with pytest.raises(ValueError, match="`scheme` must be one of 'adaptive', 'euler-normalize'"):
         _sweep("phase-diagram", 'scheme = "rk4"\n')
@@ -125,7 +125,7 @@ def test_an_options_object_checks_and_normalises_its_values():
     o = exp.options(dim=2, betas=[1, 2])
     assert o.betas == (1.0, 2.0) and isinstance(o.betas[0], float)
     assert dataclasses.replace(o, n=8).n == 8 and o.n == 32
-    with pytest.raises(ValueError, match="`n` must be >= 2"):
+    with pytest.raises(ValueError, match="`n` must be an integer >= 2, got 1"):
         exp.options(n=1)
     with pytest.raises(TypeError):
         exp.function(None, not_an_option=1)
@@ -155,13 +155,13 @@ def test_one_new_field_reaches_the_keyword_the_flag_and_the_sweep(capsys):
     try:
         toy = _register({"alpha": (int, option(3, "the new option", low=1))})
         assert toy(None, alpha=5).alpha == 5 and toy(None).alpha == 3          # the keyword
-        with pytest.raises(ValueError, match="`alpha` must be >= 1"):
+        with pytest.raises(ValueError, match="`alpha` must be an integer >= 1, got 0"):
             toy(None, alpha=0)
         assert _defaults("toy") == {"beta": 1.0, "alpha": 3}                   # the flag, with its help
         assert "--alpha ALPHA the new option (default 3)" in _help("toy")
         assert "A toy experiment: it returns its options." in _help("toy")
         assert main(["toy", "--alpha", "0", "--out", "never"]) == 2
-        assert "--alpha: `alpha` must be >= 1, got 0." in capsys.readouterr().err
+        assert "--alpha: `alpha` must be an integer >= 1, got 0." in capsys.readouterr().err
         assert _sweep("toy", "alpha = 7\n").cells[0].config == {"alpha": 7}     # the sweep's TOML key
         assert _sweep("toy", grid="[sweep.grid]\nalpha = [1, 2]\n").keys == ["alpha"]
         assert "alpha : the new option" in toy.__doc__

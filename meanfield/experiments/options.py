@@ -109,17 +109,15 @@ class Field:
         return (f"--{self.name.replace('_', '-')}",)
 
     def accepted(self):
-        """What the option accepts, in words (for messages and help)."""
+        """What the option accepts, in words (for messages and help): "an integer >= 2", "one of 2, 3", ..."""
         s = self.spec
+        noun = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a table"}
         if s.choices is not None:
             text = "one of " + ", ".join(map(repr, s.choices))
-        elif s.low is not None or s.high is not None:
-            parts = ([f"{'>' if s.low_open else '>='} {s.low:g}"] if s.low is not None else []) + \
-                    ([f"<= {s.high:g}"] if s.high is not None else [])
-            text = " and ".join(parts)
         else:
-            text = {bool: "true or false", int: "an integer", float: "a real number", str: "a string",
-                    dict: "a table"}[self.element]
+            bounds = ([f"{'>' if s.low_open else '>='} {s.low:g}"] if s.low is not None else []) + \
+                     ([f"<= {s.high:g}"] if s.high is not None else [])
+            text = " ".join([noun[self.element], " and ".join(bounds)]).strip()
         if self.is_sequence:
             text = f"{'a non-empty' if s.nonempty else 'a'} list of values, each {text}"
         return text + (" (or none)" if self.optional else "")
@@ -135,29 +133,33 @@ class Field:
                 raise ValueError(f"`{self.name}` must be a table, got {value!r}.")
             return value
         if not self.is_sequence:
-            return self._one(value, self.name)
+            return self._one(value)
         if isinstance(value, (str, dict)):
             raise ValueError(f"`{self.name}` must be {self.accepted()}, got {value!r}.")
-        values = tuple(self._one(v, self.name) for v in np.atleast_1d(np.asarray(value, dtype=object)))
+        values = tuple(self._one(v) for v in np.atleast_1d(np.asarray(value, dtype=object)))
         if self.spec.nonempty and not values:
             raise ValueError(f"`{self.name}` must be {self.accepted()}, got none.")
         return values
 
-    def _one(self, value, name):
+    def _one(self, value):
+        """One value (or one element of a tuple), checked; the message says all the option accepts."""
         s, kind = self.spec, self.element
-        if kind is bool:
-            if not isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"`{name}` must be true or false, got {value!r}.")
-            return bool(value)
-        if kind is str:
-            if not isinstance(value, str):
-                raise ValueError(f"`{name}` must be {self.accepted()}, got {value!r}.")
-        elif kind is int:
-            value = check_int(value, name, low=s.low, high=s.high)
-        elif kind is float:
-            value = check_real(value, name, low=s.low, high=s.high, low_open=s.low_open)
-        if s.choices is not None and value not in s.choices:
-            raise ValueError(f"`{name}` must be {self.accepted()}, got {value!r}.")
+        try:
+            if kind is bool:
+                if not isinstance(value, (bool, np.bool_)):
+                    raise ValueError
+                value = bool(value)
+            elif kind is str:
+                if not isinstance(value, str):
+                    raise ValueError
+            elif kind is int:
+                value = check_int(value, self.name, low=s.low, high=s.high)
+            else:
+                value = check_real(value, self.name, low=s.low, high=s.high, low_open=s.low_open)
+            if s.choices is not None and value not in s.choices:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"`{self.name}` must be {self.accepted()}, got {value!r}.") from None
         return value
 
     def help_text(self):
@@ -175,6 +177,9 @@ class Field:
 
 
 def _show(value):
+    """A default as ``--help`` shows it: 0.001, "2, 3", none."""
+    if value is None:
+        return "none"
     if isinstance(value, tuple):
         return ", ".join(_show(v) for v in value)
     if isinstance(value, float):
