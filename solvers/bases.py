@@ -136,14 +136,15 @@ class FourierBasis:
         total degree <= ``degree`` are transformed back exactly (default 3K: the 3/2 rule, a product
         of two degree-K fields tested against a degree-K mode).
 
-    Attributes: ``modes``, ``M``, ``wavenumbers`` k = 0..K, ``angles`` θ_j, ``points`` (M, 2),
-    ``weights`` 1/M, ``laplacian`` k² (−Δ e^{ikθ} = k² e^{ikθ}).
+    Attributes: ``modes``, ``M``, ``degrees`` and ``wavenumbers`` k = 0..K (int, float), ``angles`` θ_j,
+    ``points`` (M, 2), ``weights`` 1/M, ``laplacian`` k² (−Δ e^{ikθ} = k² e^{ikθ}).
     """
 
     def __init__(self, modes, degree=None):
         self.modes = K = check_int(modes, "modes", low=1)
         self.degree = 3 * K if degree is None else check_int(degree, "degree", low=K)
         self.M = fourier_grid_size(self.degree)
+        self.degrees = _readonly(np.arange(K + 1))
         self.wavenumbers = _readonly(np.arange(K + 1, dtype=float))
         self.laplacian = _readonly(self.wavenumbers ** 2)
 
@@ -224,21 +225,24 @@ class SphericalHarmonicBasis:
         self._divergence = _readonly(np.sqrt(self.laplacian))
 
     def synthesis(self, alm):
-        """Grid values (k, ntheta, nphi) of k coefficient vectors alm (k, nalm)."""
+        """Grid values (..., ntheta, nphi) of coefficient vectors alm (..., nalm)."""
         from ducc0.sht import synthesis
 
-        k = alm.shape[0]
-        out = synthesis(alm=alm.reshape(k, 1, -1), spin=0, nthreads=self.nthreads, **self._geometry)
-        return out.reshape(k, self.ntheta, self.nphi)
+        alm = np.asarray(alm)
+        batch = alm.reshape(-1, 1, alm.shape[-1])
+        out = synthesis(alm=batch, spin=0, nthreads=self.nthreads, **self._geometry)
+        return out.reshape(alm.shape[:-1] + (self.ntheta, self.nphi))
 
     def analysis(self, values):
-        """a_lm (k, nalm) of grid values (k, ntheta, nphi), exact for degree <= 2·ntheta − 1 − L;
+        """a_lm (..., nalm) of grid values (..., ntheta, nphi), exact for degree <= 2·ntheta − 1 − L;
         the m = 0 coefficients of a real field are real."""
         from ducc0.sht import analysis_2d
 
-        alm = analysis_2d(map=values, spin=0, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)
+        values = np.asarray(values, dtype=float)
+        batch = values.reshape((-1,) + values.shape[-2:])
+        alm = analysis_2d(map=batch, spin=0, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)
         alm[:, self.zonal] = alm[:, self.zonal].real
-        return alm
+        return alm.reshape(values.shape[:-2] + (alm.shape[-1],))
 
     def gradient(self, alm):
         """(∂_θ f, ∂_φ f / sin θ) (2, ntheta, nphi) of f = Σ a_lm Y_lm (one spin-1 synthesis)."""
@@ -342,7 +346,8 @@ class GegenbauerBasis:
         return self.projection @ values
 
     def gradient(self, c):
-        """∂_s f at the nodes (sector 0); the tangential gradient is ∂_s f·(e − s x), |∇f|² = (1 − s²)(∂_s f)²."""
+        """∂_s f at the nodes (sector 0); the tangential gradient is ∂_s f·(e − s x), so
+        |∇f|² = (1 − s²)(∂_s f)²."""
         return self.derivative_table @ c
 
     def pad(self, c, finer):

@@ -181,5 +181,6 @@ class AutoResolution:
         import copy
 
         finer = copy.copy(self)
-        finer._setup(self.policy.refine(getattr(self, self.policy.name), getattr(self, self.policy.cap_name)))
+        policy = self.policy
+        finer._setup(policy.refine(getattr(self, policy.name), getattr(self, policy.cap_name)))
         return finer, self.basis.pad(y, finer.basis)

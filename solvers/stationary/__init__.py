@@ -17,7 +17,7 @@ For (USA), (SC) is the Euler–Lagrange equation (Gibbs form) of the free energy
 
 and every stationary state solves it. For (SA) (no free energy) every *zonal* stationary state
 solves (SC) with Φ = log(K*ρ)/β: the flux of a zonal state is a meridional field with zero
-divergence, hence zero (docs/mathematics.md §6.4). The module solves (SC) by Newton's method and
+divergence, hence zero (docs/mathematics.md §6.4). The package solves (SC) by Newton's method and
 follows its solutions in ν; docs/noise.md shows the results.
 
 Exact anchors (degree-l multipliers a_l(β) of `meanfield.kernel_multipliers`):

@@ -34,7 +34,8 @@ def critical_noise(beta, dim, normalized=False):
 def landau_coefficient(beta, dim, normalized=False):
     """The Landau coefficient c of the bifurcation at ν_c: ν = ν_c (1 + c r² + O(r⁴)) along the branch.
 
-    From the third-order expansion of the self-consistency equation (module docstring), with
+    From the third-order expansion of the self-consistency equation (docstring of `solvers.stationary`),
+    with
     q = a_2/a_1, g = a_1/a_0, α = 2(d−1)/(d(d+2)), γ = 3/(d+2): c = d²·C,
 
         (USA)  C = α q / (2(1−q)) + γ/6 − 1/(2d),

@@ -102,7 +102,8 @@ def branch(beta, dim, normalized=False, resolution=None, nu_min=None, nu_max=Non
            n_profile=201):
     """The branch of clustered stationary states bifurcating from the uniform state at ν_c.
 
-    Pseudo-arclength continuation of the zonal self-consistency equation (module docstring) in
+    Pseudo-arclength continuation of the zonal self-consistency equation (docstring of
+    `solvers.stationary`) in
     (u, ratio = ν/ν_c), started at the bifurcation along the Landau direction (u_1 = ds, ν from
     `landau_coefficient`), or from ``start`` (a zonal `StationaryState`) in the ``direction``
     (−1: decreasing ν first), following folds. Each point gets its stability from the spectrum of

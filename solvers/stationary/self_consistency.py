@@ -135,7 +135,8 @@ def _check_model(model):
 
 def self_consistent(model, resolution=None, guess=None, *, zonal=None, axis=None, tol=1e-11, maxiter=200,
                     tail_tol=1e-9):
-    """One stationary state at ν = ``model.noise``: a solution of ρ = e^{vΦ[ρ]/ν}/Z (module docstring).
+    """One stationary state at ν = ``model.noise``: a solution of ρ = e^{vΦ[ρ]/ν}/Z (docstring of
+    `solvers.stationary`).
 
     Parameters
     ----------

@@ -94,7 +94,8 @@ class StationaryState(State):
         return self.leading_eigenvalue < 0
 
     def linearised_spectrum(self, sectors=None):
-        """{sector m: eigenvalues} of the linearised McKean–Vlasov operator (a zonal state; module docstring)."""
+        """{sector m: eigenvalues} of the linearised McKean–Vlasov operator (a zonal state; docstring of
+        `solvers.stationary`)."""
         problem, u = self._zonal_problem()
         return problem.spectrum(u, self.nu / problem.nu_c, sectors)
 

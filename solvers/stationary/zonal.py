@@ -73,7 +73,8 @@ class ZonalSelfConsistency:
         return self.basis.projection @ out[0] - u
 
     def jacobian(self, u, ratio):
-        """(R, ∂R/∂u, ∂R/∂ratio): δρ = ρ(δh − ∫ρ δh dσ), δh = (v/ratio)F'(w)δw, ∂h/∂ratio = −(v/ratio²)F(w)."""
+        """(R, ∂R/∂u, ∂R/∂ratio): δρ = ρ(δh − ∫ρ δh dσ), δh = (v/ratio)F'(w)δw,
+        ∂h/∂ratio = −(v/ratio²)F(w)."""
         out = self.gibbs(u, ratio)
         if out is None:
             return None
