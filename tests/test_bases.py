@@ -207,3 +207,29 @@ def test_resolution_policy_refuses_bad_input_naming_the_argument():
         p.choose("auto", 40, 1.0, 2)
     with pytest.raises(ValueError, match="`max_modes`"):
         p.choose("auto", 10 ** 6, 1.0, 2)
+
+
+def test_gegenbauer_pad_adds_zero_degrees():
+    coarse, fine = GegenbauerBasis(4, 5), GegenbauerBasis(9, 5)
+    c = np.arange(1.0, 6.0)
+    np.testing.assert_array_equal(coarse.pad(c, fine), np.concatenate([c, np.zeros(5)]))
+
+
+def test_refinement_continues_on_the_refined_basis():
+    """`AutoResolution._refine`: a copy of the solver on the refined basis, the state zero-padded."""
+    import meanfield as mf
+    from solvers.fourier import padded_size
+
+    fc = FourierCircle(mf.Model(beta=1.0, dim=2), modes="auto", w1=False)
+    assert (fc.modes, fc.max_modes, fc.refinable) == (64, 16384, True)
+    u = RNG.standard_normal(64) + 1j * RNG.standard_normal(64)
+    finer, v = fc._refine(None, 0.0, u)
+    assert (finer.modes, finer.M, finer.basis.modes) == (128, padded_size(128), 128) and fc.modes == 64
+    np.testing.assert_array_equal(v, np.concatenate([u, np.zeros(64)]))
+    sh = SphericalHarmonics(mf.Model(beta=1.0, dim=3), lmax="auto", max_lmax=40)
+    a = random_alm(sh.basis)
+    finer, b = sh._refine(None, 0.0, a)
+    assert (sh.lmax, finer.lmax, finer.ntheta, finer.refinable) == (31, 40, 61, False)
+    assert b[alm_index(7, 3, 40)] == pytest.approx(a[alm_index(7, 3, 31)], abs=4 * EPS)
+    fixed = Gegenbauer(mf.Model(beta=1.0, dim=4), lmax=16)
+    assert (fixed.auto, fixed.max_lmax, fixed.refinable) == (False, 16, False)
