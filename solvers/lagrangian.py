@@ -43,9 +43,10 @@ import numpy as np
 from meanfield.validation import check_callable, check_density_values, check_int, check_memory, check_real
 from meanfield.errors import UnsupportedModel
 from meanfield.kernels import minimum_degree
-from meanfield.kernelsums import kernel_sums
+from meanfield.kernelsums import default_threads, kernel_sums
 from meanfield.quadrature import circle_points, gauss_legendre, trapezoid
 from meanfield.representations.lagrangian import LagrangianNodes, monotone_lift
+from meanfield.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
 
 from .base import Solver
 
@@ -88,7 +89,8 @@ def _moment_values(x, w):
     return vals
 
 
-def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, chunk=512, partition=False):
+def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, chunk=512, partition=False, sums="direct",
+                        threads=1):
     """The velocity X(z_i) and its surface divergence div_S X(z_i) for μ = Σ_k w_k δ_{x_k}.
 
     (SA) X = s P_z F with F the softmax mean Σ ŵ_k x_k, div_S X = s[β tr(P_z C P_z) − (d−1)⟨z, F⟩]
@@ -101,6 +103,11 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, chunk=51
     z : (m, d) points on the sphere where the field is wanted; x : (n, d) sources; weights : (n,).
     beta : float >= 0; normalized : True for (SA), False for (USA); v : the scalar of V = v·I.
     partition : also return Z(z_i) = Σ_k w_k e^{β⟨z_i,x_k⟩} (the partition function of (3.6)).
+    sums : "direct" (the moments [w, w x, w x⊗x] in one pass of `meanfield.kernelsums.kernel_sums`) or
+        "spectral" (S^1/S^2: Zs = e^{−β}Z, G = e^{−β}∇_S Z/β and H = e^{−β}Δ_S Z/β from
+        `meanfield.spectralsums`, so that (SA) X = v G/Zs, div_S X = v(H/Zs − β|G/Zs|²) and (USA)
+        X = v e^β G, div_S X = v e^β H; docs/mathematics.md §9, §12).
+    threads : ducc0's threads for the spectral sums.
 
     Returns
     -------
@@ -110,6 +117,8 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, chunk=51
     x = np.asarray(x, dtype=float)
     w = np.asarray(weights, dtype=float)
     d = x.shape[1]
+    if sums == "spectral":
+        return _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threads)
     S, c = kernel_sums(z, x, _moment_values(x, w), beta, chunk=chunk)
     iu, ju, diag, mult = _pairs(d)
     # zᵀ M z with M_{d−1,d−1} = S_0 − Σ_{i<d−1} M_ii, and tr M = S_0
@@ -130,6 +139,22 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, chunk=51
     div = v * (beta * tr - (d - 1) * zF)
     if partition:
         return X, div, S[:, 0] * np.exp(c)
+    return X, div
+
+
+def _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threads):
+    """`velocity_divergence` through the spectral sums (see its ``sums``)."""
+    Zs, G, H = zonal_sums(beta, x.shape[1], EPSILON, threads, len(z) + len(x)).sums(z, x, w, laplacian=True)
+    if normalized:
+        F = G / Zs[:, None]
+        X = v * F
+        div = v * (H / Zs - beta * np.einsum("nd,nd->n", F, F))
+    else:
+        scale = np.exp(beta)
+        X = (v * scale) * G
+        div = (v * scale) * H
+    if partition:
+        return X, div, Zs * np.exp(beta)
     return X, div
 
 
@@ -160,6 +185,13 @@ class Lagrangian(Solver):
         that needs only E_β gives ``("energy",)`` and skips the kernel sums of the energy rate, the
         clusters and the W1 distances.
     chunk : block size of the kernel sums.
+    sums : "auto" | "direct" | "spectral"
+        The kernel sums of the velocity and its divergence: "direct" (n² exponentials), "spectral"
+        (ducc0's nonuniform FFT on S^1 / SHT on S^2, O(n + L² log L); relative error at label j at
+        most about ε/w_j with ε = 3e-13, `meanfield.spectralsums`), or "auto": spectral where it is
+        faster and its bound is at most ``sums_tol``. Recorded in ``sol.stats`` (``sums``,
+        ``sums_error_bound``).
+    sums_tol : float > 0, the largest bound "auto" accepts (default 1e-6).
 
     Notes
     -----
@@ -183,7 +215,7 @@ class Lagrangian(Solver):
                         "w1_to_dirac", "max_density", "min_density", "error_estimate", "nodes")
 
     def __init__(self, model, nodes=None, *, panels=None, order=8, estimate=True, cluster_tol=1e-3, min_mass=1e-2,
-                 chunk=512, diagnostics="full"):
+                 chunk=512, sums="auto", sums_tol=1e-6, diagnostics="full"):
         Solver.__init__(self, model)
         d = model.dim
         if d not in (2, 3):
@@ -208,6 +240,8 @@ class Lagrangian(Solver):
             raise ValueError(f"`diagnostics` must be 'full', 'none' or names among {self.diagnostic_names}, got "
                              f"{unknown}.")
         self.diagnostics = frozenset(diagnostics)
+        self.sums = check_sums(sums, model)
+        self.sums_tol = check_real(sums_tol, "sums_tol", low=0.0, low_open=True)
         self.order = check_int(order, "order", low=2, high=64)
         need = minimum_degree(model.beta, d) + 2
         self.panels = None
@@ -280,10 +314,10 @@ class Lagrangian(Solver):
         d = self.model.dim
         x = y[:, :d] / np.linalg.norm(y[:, :d], axis=1, keepdims=True)
         out = np.empty_like(y)
-        for sl, w in run.systems:
+        for (sl, w), sums in zip(run.systems, run.system_sums):
             xs = x[sl]
             X, div = velocity_divergence(xs, xs, w, self.model.beta, normalized=self.normalized, v=self.v,
-                                         chunk=self.chunk)
+                                         chunk=self.chunk, sums=sums, threads=default_threads())
             out[sl, :d] = X
             out[sl, d] = div
         return out
@@ -303,10 +337,18 @@ class Lagrangian(Solver):
             companion = (cl, wc, coarse_values)
             run.systems.append((slice(n, n + len(wc)), wc))
         run.rep = LagrangianNodes(labels, w, values, companion=companion, **reps)
+        self._choose_sums(run)
         if state is not None:
             return state
         pts = labels if companion is None else np.concatenate([labels, companion[0]])
         return np.concatenate([pts, np.zeros((len(pts), 1))], axis=1)
+
+    def _choose_sums(self, run):
+        """The sums of each system of labels (`meanfield.spectralsums.choose_sums`); the fine one's are
+        recorded."""
+        chosen = [choose_sums(self.sums, self.model, len(w), w, tol=self.sums_tol) for _, w in run.systems]
+        run.system_sums = [kind for kind, _ in chosen]
+        run.sums, run.sums_error_bound = chosen[0]
 
     def _values(self, f, pts, name):
         try:
@@ -337,6 +379,7 @@ class Lagrangian(Solver):
             if rep.companion is not None:
                 run.systems.append((slice(rep.n, data.shape[0]), rep.companion[1]))
             run.rep = rep
+            self._choose_sums(run)
             return data
         if not rep.is_density:
             raise ValueError("`initial`: Lagrangian continues density Solutions (spectral, finite elements or "
@@ -397,7 +440,7 @@ class Lagrangian(Solver):
             x, _ = rep.nodes(data)
             w = rep.weights
             X, _, Z = velocity_divergence(x, x, w, self.model.beta, normalized=self.normalized, v=self.v,
-                                          chunk=self.chunk, partition=True)
+                                          chunk=self.chunk, partition=True, sums=run.sums)
             speed2 = np.einsum("nd,nd->n", X, X)
             out["energy_rate_identity"] = self.v * float(np.sum(w * speed2 * (Z if self.normalized else 1.0)))
         if wanted & {"n_clusters", "largest_cluster", "clustered_mass"}:
@@ -420,7 +463,8 @@ class Lagrangian(Solver):
         return {k: v for k, v in out.items() if k in wanted}
 
     def _stats(self, run):
-        return {"nodes": int(run.rep.n), "error_estimate": float(getattr(run, "last_estimate", np.nan))}
+        return {"nodes": int(run.rep.n), "error_estimate": float(getattr(run, "last_estimate", np.nan)),
+                "sums": run.sums, "sums_error_bound": float(run.sums_error_bound)}
 
     # -- label refinement on S^1 ------------------------------------------------------------------------
     def solve_adaptive(self, initial, t_eval, *, tol=1e-4, gap=0.05, max_rounds=10, progress=False, **options):

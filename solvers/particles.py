@@ -31,12 +31,13 @@ from scipy.linalg import expm
 from meanfield import compiled
 from meanfield.validation import (NORMALIZE_POINTS, NORMALIZE_WEIGHTS, check_int, check_memory, check_points, check_real,
                                check_weights)
-from meanfield.diagnostics import count_clusters, w1_to_nearest_dirac
+from meanfield.diagnostics import clustered_pair_fraction, count_clusters, w1_to_nearest_dirac
 from meanfield.energy import discrete_energy
 from meanfield.errors import UnsupportedModel
 from meanfield.kernelsums import blas_single_threaded, attention_sums, check_threads, gram_counts, kernel_sums
 from meanfield.representations.particles import ParticleCloud
 from meanfield.representations.sampled_particles import SampledParticleCloud, saved_slice
+from meanfield.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
 
 from .base import Solver
 
@@ -73,6 +74,15 @@ class Particles(Solver):
         Tolerance δ of the clustered-pair fraction (⟨x_i, x_j⟩ >= 1 − δ), default 1e-3 (Figure 3).
     cluster_delta : float in (0, 2], default ``delta``
         Tolerance of the number of clusters (i ~ j when ⟨x_i, x_j⟩ >= 1 − cluster_delta).
+    sums : "auto" | "direct" | "spectral"
+        How the kernel sums Σ_j w_j e^{β⟨x_i, x_j⟩}[x_j, 1] are formed: "direct" (n² exponentials,
+        `meanfield.kernelsums`, exact to rounding), "spectral" (zonal models on S^1 and S^2: the
+        kernel's Fourier / spherical-harmonic expansion through ducc0's nonuniform transforms,
+        O(n + L² log L), `meanfield.spectralsums`; the field's relative error at particle i is at
+        most about ε/w_i, ε = 3e-13), or "auto": spectral where it applies, is faster (n >= a few
+        hundred, `meanfield.spectralsums.crossover`) and its bound is at most ``sums_tol``. The
+        choice and the bound are in ``sol.stats`` (``sums``, ``sums_error_bound``).
+    sums_tol : float > 0, the largest error bound "auto" accepts for the spectral sums (default 1e-6).
 
     Saved times cost less than a step: the energy and the clustered pairs at a state come from the
     blocks of the kernel sums of the field at that state (Σ_j w_j e^{β⟨x_i, x_j⟩} is the
@@ -111,8 +121,11 @@ class Particles(Solver):
     retracts = True
     retract_invariant = True       # the adaptive field normalises its argument: the last stage is reused
 
-    def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None):
+    def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None, sums="auto",
+                 sums_tol=1e-6):
         super().__init__(model)
+        self.sums = check_sums(sums, model)
+        self.sums_tol = check_real(sums_tol, "sums_tol", low=0.0, low_open=True)
         self.chunk = check_int(chunk, "chunk", low=1)
         check_memory(32 * self.chunk ** 2, "chunk", self.chunk)
         self.diagnostics_level = self._check_diagnostics(diagnostics)
@@ -158,6 +171,8 @@ class Particles(Solver):
         """The unprojected Σ_h (attention output) at the particles x, with what the same sums give:
         {"x", "out", "den" (Σ_j w_j e^{β⟨x_i, x_j⟩ − c}, when it is the kernel of the energy), "c",
         "counts" (per row, the j with ⟨x_i, x_j⟩ >= 1 − δ, i = j included, if ``count``; else None)}."""
+        if run is not None and run.sums == "spectral":
+            return self._evaluate_spectral(x, w, run.threads, log_time_factor)
         out = den = c_den = counts = None
         d = x.shape[-1]
         threads = None if run is None else run.threads
@@ -176,6 +191,21 @@ class Particles(Solver):
         if count and counts is None:
             counts = gram_counts(x, x, 1.0 - self.delta, chunk=self.chunk, threads=threads)
         return {"x": x, "out": out, "den": den, "c": c_den, "counts": counts}
+
+    def _evaluate_spectral(self, x, w, threads, log_time_factor=0.0):
+        """`_evaluate` through the spectral sums (zonal, S^1/S^2): with Zs = Σ_j w_j e^{β(⟨x_i, x_j⟩ − 1)}
+        and G = e^{−β}∇_S Z/β (`meanfield.spectralsums`), the (SA) field is v G/Zs and the (USA) one
+        v e^β G; the denominators Zs with c = β give the energy. No pair counts come with these sums
+        (`_diagnostics` counts the clustered pairs with a spatial index)."""
+        beta, v = self.model.beta, self.model.v
+        Zs, G = zonal_sums(beta, self.model.dim, EPSILON, threads, x.shape[-2]).sums(x, x, w)
+        if self.model.normalized:
+            out = G / Zs[..., None]
+        else:
+            out = G * np.exp(beta - log_time_factor)
+        if v != 1.0:
+            out *= v
+        return {"x": x, "out": out, "den": Zs, "c": np.float64(beta), "counts": None}
 
     def _energy(self, hit, w):
         """E_β (3.5) = e^c Σ_i w_i den_i / 2β from an evaluation (one value per realisation)."""
@@ -217,6 +247,8 @@ class Particles(Solver):
         x = check_points(x, "x0", dim=self.model.dim, min_ndim=2)
         w = check_weights(weights, x.shape[-2])
         shift = self.model.beta if (rescale_time and not self.model.normalized) else 0.0
+        if choose_sums(self.sums, self.model, x.shape[-2], w, tol=self.sums_tol)[0] == "spectral":
+            return self._project(x, self._evaluate_spectral(x, w, check_threads(None), shift)["out"])
         return self._field(None, x, w, project=True, log_time_factor=shift)
 
     def _choose_method(self, method, options):
@@ -260,7 +292,9 @@ class Particles(Solver):
                     and beta * max(h["norm"] for h in self._heads) > _EXP_MAX):
                 raise ValueError(f"(USA) with `beta`={beta:g}: the velocity is of size e^beta, beyond float64 for "
                                  f"beta > {_EXP_MAX:g}. Pass rescale_time=True to integrate in tau = e^beta t.")
+        check_sums(self.sums, self.model, domain)
         run.domain, run.rescaled = domain, bool(rescaled)
+        run.sums, run.sums_error_bound = "direct", 0.0      # chosen with the initial state (n, weights)
         run.retracts = domain == "sphere"
         run.magnitude = point_norms
         run.adaptive = adaptive
@@ -330,6 +364,9 @@ class Particles(Solver):
             hit = self._evaluate(run, y, run.weights, run.domain, run.log_time_factor)
         return hit["out"]
 
+    def _stats(self, run):
+        return {"sums": run.sums, "sums_error_bound": float(run.sums_error_bound)}
+
     def _tangent_noise(self, run, y, xi):
         if run.domain == "sphere":
             xi -= np.einsum("...d,...d->...", y, xi)[..., None] * y
@@ -358,6 +395,8 @@ class Particles(Solver):
             raise ValueError("`weights` given twice: in the (points, weights) pair and as `weights`.")
         run.weights = check_weights(w, x.shape[-2], normalize=normalize, hint=NORMALIZE_WEIGHTS)
         run.batch = x.shape[0] if x.ndim == 3 else None
+        run.sums, run.sums_error_bound = choose_sums(self.sums, self.model, x.shape[-2], run.weights,
+                                                     domain=run.domain, tol=self.sums_tol)
         save = run.save
         if isinstance(save, str) and save == "auto":
             save = "positions" if len(run.t_eval) * x.nbytes <= AUTO_SAVE_BYTES else "ends"
@@ -447,7 +486,9 @@ class Particles(Solver):
         if "energy" in wanted:
             out["energy"] = (ParticleCloud(run.weights, self.model.dim).energy(self.model.beta, y)
                              if hit is None or hit["den"] is None else self._energy(hit, run.weights))
-        if count:
+        if count and run.sums == "spectral":
+            out["clustered_fraction"] = clustered_pair_fraction(y, self.delta)
+        elif count:
             counts = None if hit is None else hit["counts"]
             if counts is None:                   # no counts came with the sums: inner products only
                 counts = gram_counts(y, y, 1.0 - self.delta, chunk=self.chunk, threads=run.threads)

@@ -1,0 +1,267 @@
+"""Kernel sums of zonal attention in O(n) through the kernel's spectral expansion (S^1 and S^2).
+
+For weighted points μ = Σ_j w_j δ_{y_j} on S^{d−1}, d ∈ {2, 3}, the partition function of
+(2.3), (3.3) (Geshkovski, Letrouit, Polyanskiy, Rigollet, *A mathematical perspective on
+Transformers* (2023)) is a convolution with the zonal kernel e^{β⟨x,y⟩}, diagonal in Fourier modes
+and spherical harmonics (Funk–Hecke, docs/mathematics.md §3, §12):
+
+    S^1:  Z(θ) = Σ_j w_j e^{β cos(θ − θ_j)} = Σ_k I_k(β) μ̂_k e^{ikθ},          μ̂_k = Σ_j w_j e^{−ikθ_j},
+    S^2:  Z(x) = Σ_j w_j e^{β⟨x, y_j⟩}    = Σ_{l,m} 4π i_l(β) μ̂_lm Y_lm(x),    μ̂_lm = Σ_j w_j Y*_lm(y_j).
+
+The coefficients μ̂ come from one adjoint nonuniform transform of the weights (ducc0's type-1
+NUFFT on S^1, ``adjoint_synthesis_general`` on S^2), and Z, its surface gradient and its
+Laplace–Beltrami operator at the points x_i from nonuniform syntheses (type-2 NUFFT; spin-0 and
+spin-1 ``synthesis_general``): O(n + m + L² log L) instead of the n·m exponentials of
+`meanfield.kernelsums`. Everything is scaled by e^{−β} (multipliers ã_l = a_l(β) e^{−β}), and
+returned as
+
+    Zs = e^{−β} Z,    G = e^{−β} ∇_S Z / β,    H = e^{−β} Δ_S Z / β,
+
+with the multipliers ã_l/β of G and H finite at β = 0 (`meanfield.kernels.velocity_multipliers`).
+The attention field is X = v G/Zs for (SA) and X = v e^β G for (USA) (docs/mathematics.md §2), its
+divergence v(H/Zs − β|G/Zs|²) and v e^β H (§9).
+
+Truncation and accuracy (docs/mathematics.md §12): the series is cut at the degree L where
+Σ_{l>L} N_l (1 + l(l+d−2)) ã_l falls below ε (N_l the multiplicity of degree l), and the
+transforms are accurate to ε relative to the coefficients' size (ducc0). Every error is therefore
+at most about ε·Σ_j w_j in Zs, ε/β-relative in G and H. Since each point x_i that is also a source
+(particles, Lagrangian labels) carries its own weight, Zs(x_i) >= w_i and the field's relative
+error at x_i is at most about ε/w_i (ε·n for equal weights): `error_bound`.
+"""
+import functools
+
+import numpy as np
+
+from .kernels import kernel_multipliers, velocity_multipliers
+from .validation import check_beta, check_int, check_real
+
+EPSILON = 3e-13             # ducc0's transforms need epsilon > 2e-13 in double precision
+DIMENSIONS = (2, 3)
+
+
+def multiplicity(dim, degrees):
+    """N_l: 2 Fourier modes ±k (1 for k = 0) on S^1, 2l + 1 harmonics on S^2."""
+    degrees = np.asarray(degrees)
+    return np.where(degrees == 0, 1, 2) if dim == 2 else 2 * degrees + 1
+
+
+@functools.lru_cache(maxsize=256)
+def truncation_degree(beta, dim, epsilon=EPSILON):
+    """The smallest L with Σ_{l>L} N_l (1 + l(l+d−2)) a_l(β) e^{−β} <= ε: the degree at which the
+    expansions of Zs, G and H are cut (their truncation error is then below ε·Σ_j w_j)."""
+    beta = check_beta(beta)
+    epsilon = check_real(epsilon, "epsilon", low=0.0, low_open=True)
+    if dim not in DIMENSIONS:
+        raise ValueError(f"`dim` must be 2 or 3 for the spectral sums, got {dim}.")
+    L = 32
+    while True:
+        ls = np.arange(L + 1)
+        a = kernel_multipliers(beta, dim, L, scaled=True)
+        tail = (multiplicity(dim, ls) * (1.0 + ls * (ls + dim - 2)) * a)[::-1].cumsum()[::-1]
+        ok = np.nonzero(tail <= epsilon)[0]          # tail[l] = Σ_{l' >= l}, decreasing in l
+        if ok.size and ok[0] <= L // 2:
+            return max(int(ok[0]) - 1, 1)
+        L *= 2
+
+
+def error_bound(weights, epsilon=EPSILON):
+    """ε / min_j w_j (over the positive weights): the bound on the relative error of the spectral
+    field at a point that carries weight w_j (module docstring)."""
+    w = np.asarray(weights, dtype=float)
+    positive = w[w > 0]
+    return float(epsilon / positive.min()) if positive.size else 0.0
+
+
+def _angles_circle(x):
+    return np.arctan2(x[..., 1], x[..., 0])
+
+
+def _angles_sphere(x):
+    """loc (n, 2) = (colatitude, longitude) for ducc0, and the frame (e_θ, e_φ) at x."""
+    rho = np.hypot(x[:, 0], x[:, 1])
+    theta = np.arctan2(rho, x[:, 2])
+    phi = np.arctan2(x[:, 1], x[:, 0])
+    return np.stack([theta, np.mod(phi, 2 * np.pi)], -1), (np.cos(theta), np.sin(theta), np.cos(phi), np.sin(phi))
+
+
+class ZonalSums:
+    """The spectral sums of one zonal kernel e^{β⟨x,y⟩} on S^1 or S^2 (see the module docstring).
+
+    Parameters
+    ----------
+    beta : float >= 0
+    dim : 2 or 3
+    epsilon : float, the accuracy of the transforms and of the truncation (default 3e-13).
+    threads : int >= 1, ducc0's threads.
+
+    ``sums(x, y, w)`` returns (Zs, G) or, with ``laplacian=True``, (Zs, G, H) at the points x
+    (n, d) for the sources y (m, d) with weights w (m,); leading batch axes are looped over.
+    """
+
+    def __init__(self, beta, dim, epsilon=EPSILON, threads=1):
+        self.beta = check_beta(beta)
+        if dim not in DIMENSIONS:
+            raise ValueError(f"`dim` must be 2 or 3 for the spectral sums, got {dim}.")
+        self.dim = dim
+        self.epsilon = check_real(epsilon, "epsilon", low=2.0001e-13, high=1e-1)
+        self.threads = check_int(threads, "threads", low=1)
+        self.lmax = L = truncation_degree(self.beta, dim, self.epsilon)
+        a = kernel_multipliers(self.beta, dim, L, scaled=True)
+        c = velocity_multipliers(self.beta, dim, L, scaled=True)
+        ls = np.arange(L + 1)
+        lap = -ls * (ls + dim - 2.0)
+        if dim == 2:
+            k = np.arange(-L, L + 1)
+            ak, ck, lk = a[np.abs(k)], c[np.abs(k)], lap[np.abs(k)]
+            self._multipliers = np.stack([ak, 1j * k * ck, lk * ck])       # Zs, ∂_θ Zs/β, Δ Zs/β
+        else:
+            l_of = np.concatenate([np.arange(m, L + 1) for m in range(L + 1)])   # healpy (l, m) order
+            self._multipliers = 4 * np.pi * np.stack([a[l_of], c[l_of], lap[l_of] * c[l_of]])
+
+    def sums(self, x, y, w, laplacian=False):
+        x = np.asarray(x, dtype=float)
+        y = x if y is x else np.asarray(y, dtype=float)
+        w = np.asarray(w, dtype=float)
+        lead = np.broadcast_shapes(x.shape[:-2], y.shape[:-2], w.shape[:-1])
+        if not lead:
+            return self._one(x, y, w, laplacian)
+        xb = np.broadcast_to(x, lead + x.shape[-2:])
+        yb = np.broadcast_to(y, lead + y.shape[-2:])
+        wb = np.broadcast_to(w, lead + w.shape[-1:])
+        parts = [self._one(xb[i], yb[i], wb[i], laplacian) for i in np.ndindex(lead)]
+        return tuple(np.stack([p[k] for p in parts]).reshape(lead + parts[0][k].shape) for k in range(len(parts[0])))
+
+    def _one(self, x, y, w, laplacian):
+        if self.dim == 2:
+            return self._circle(x, y, w, laplacian)
+        return self._sphere(x, y, w, laplacian)
+
+    def _circle(self, x, y, w, laplacian):
+        import ducc0.nufft as nufft
+
+        L, eps, nt = self.lmax, self.epsilon, self.threads
+        tx = _angles_circle(x)
+        ty = tx if y is x else _angles_circle(y)
+        coeff = nufft.nu2u(points=w.astype(complex), coord=ty[:, None], forward=True, epsilon=eps, nthreads=nt,
+                           out=np.empty(2 * L + 1, dtype=complex))
+        parts = 3 if laplacian else 2
+        values = nufft.u2nu(grid=self._multipliers[:parts] * coeff, coord=tx[:, None], forward=False, epsilon=eps,
+                            nthreads=nt).real
+        tangent = np.stack([-np.sin(tx), np.cos(tx)], -1)
+        out = (values[0], values[1][:, None] * tangent)
+        return out + (values[2],) if laplacian else out
+
+    def _sphere(self, x, y, w, laplacian):
+        from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
+
+        L, eps, nt = self.lmax, self.epsilon, self.threads
+        loc_x, (ct, st, cp, sp) = _angles_sphere(x)
+        loc_y = loc_x if y is x else _angles_sphere(y)[0]
+        coeff = adjoint_synthesis_general(map=w[None, :], spin=0, lmax=L, loc=loc_y, epsilon=eps, nthreads=nt)
+        a, c, lap = self._multipliers
+        Zs = synthesis_general(alm=a * coeff, spin=0, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt)[0]
+        g = synthesis_general(alm=c * coeff, spin=1, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt, mode="DERIV1")
+        G = np.empty_like(x)
+        G[:, 0] = g[0] * ct * cp - g[1] * sp          # ∂_θ e_θ + (∂_φ / sin θ) e_φ
+        G[:, 1] = g[0] * ct * sp + g[1] * cp
+        G[:, 2] = -g[0] * st
+        if not laplacian:
+            return Zs, G
+        H = synthesis_general(alm=lap * coeff, spin=0, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt)[0]
+        return Zs, G, H
+
+
+POINTS_PER_THREAD = 1 << 15      # fewer points per thread: ducc0 on one thread (waking threads costs more)
+
+
+def zonal_sums(beta, dim, epsilon=EPSILON, threads=1, points=None):
+    """The `ZonalSums` of (β, dim, ε), built once (its multipliers are cached), on ``threads``
+    threads, or fewer for ``points`` points (at least POINTS_PER_THREAD = 32768 points a thread)."""
+    if points is not None:
+        threads = max(1, min(threads, points // POINTS_PER_THREAD))
+    return _zonal_sums(beta, dim, epsilon, threads)
+
+
+@functools.lru_cache(maxsize=32)
+def _zonal_sums(beta, dim, epsilon, threads):
+    return ZonalSums(beta, dim, epsilon, threads)
+
+
+def spectral_energy(beta, x, w, epsilon=EPSILON, threads=1):
+    """Σ_ij w_i w_j e^{β(⟨x_i, x_j⟩ − 1)} = Σ_l ã_l |μ̂_l|² (the interaction energy (3.5) times 2β e^{−β})
+    from the coefficients of one adjoint transform, for unit vectors x (..., n, d), d ∈ {2, 3}: every
+    term positive, so the result is accurate to ε relative to (Σ w)² whatever n."""
+    import ducc0.nufft as nufft
+    from ducc0.sht.experimental import adjoint_synthesis_general
+
+    x = np.asarray(x, dtype=float)
+    w = np.asarray(w, dtype=float)
+    dim = x.shape[-1]
+    sums = zonal_sums(check_beta(beta), dim, epsilon, threads)
+    lead = np.broadcast_shapes(x.shape[:-2], w.shape[:-1])
+    out = np.empty(lead)
+    xb, wb = np.broadcast_to(x, lead + x.shape[-2:]), np.broadcast_to(w, lead + w.shape[-1:])
+    L = sums.lmax
+    for i in np.ndindex(lead):
+        if dim == 2:
+            coeff = nufft.nu2u(points=wb[i].astype(complex), coord=_angles_circle(xb[i])[:, None], forward=True,
+                               epsilon=sums.epsilon, nthreads=sums.threads, out=np.empty(2 * L + 1, dtype=complex))
+            out[i] = float(np.sum(sums._multipliers[0].real * np.abs(coeff) ** 2))
+        else:
+            coeff = adjoint_synthesis_general(map=np.ascontiguousarray(wb[i])[None, :], spin=0, lmax=L,
+                                              loc=_angles_sphere(xb[i])[0], epsilon=sums.epsilon,
+                                              nthreads=sums.threads)[0]
+            power = np.abs(coeff) ** 2
+            power[L + 1:] *= 2.0                         # m > 0 stands for ±m (real weights)
+            out[i] = float(np.sum(sums._multipliers[0] * power))
+    return out if lead else float(out[()])
+
+
+SUMS = ("auto", "direct", "spectral")
+
+
+def spectral_unavailable(model, domain="sphere"):
+    """Why the spectral sums cannot serve ``model`` (a sentence), or None when they can."""
+    if domain != "sphere":
+        return f"applies on the sphere, not with domain={domain!r} (R^d)"
+    if model.dim not in DIMENSIONS:
+        return f"needs S^1 or S^2 (dim 2 or 3), got dim={model.dim}; use sums='direct'"
+    if not model.is_zonal:
+        return ("needs a zonal model (one head, Q^T K = I, V = v·I): the kernel e^{β⟨Qx, Ky⟩} of this model is not "
+                "a function of ⟨x, y⟩; use sums='direct'")
+    return None
+
+
+def check_sums(sums, model, domain="sphere"):
+    """``sums`` among SUMS, and "spectral" only where it applies (ValueError naming `sums` and the reason)."""
+    if not isinstance(sums, str) or sums not in SUMS:
+        raise ValueError(f"`sums` must be one of {SUMS}, got {sums!r}.")
+    if sums == "spectral":
+        reason = spectral_unavailable(model, domain)
+        if reason:
+            raise ValueError(f"`sums`='spectral' {reason}.")
+    return sums
+
+
+def crossover(dim, lmax):
+    """The number of points from which the spectral sums are faster than the direct ones (one
+    thread, benchmarks/bench_fast_sums.py): the direct sums cost about 2.5 ns·n², the spectral ones
+    O(n) plus a fixed O(L² log L)."""
+    return 256 if dim == 2 else 16 * (lmax + 10)
+
+
+def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=EPSILON):
+    """The sums a run of n points uses, and the bound on the spectral field's relative error.
+
+    "auto" takes the spectral sums when they apply (`spectral_unavailable`), n >= `crossover` and
+    the bound ε/min_j w_j (`error_bound`) is at most ``tol``; else the direct ones (bound 0: exact up
+    to rounding). Returns (kind, bound)."""
+    check_sums(sums, model, domain)
+    if sums == "direct" or spectral_unavailable(model, domain):
+        return "direct", 0.0
+    bound = error_bound(weights, epsilon)
+    if sums == "auto":
+        lmax = truncation_degree(model.beta, model.dim, epsilon)
+        if n < crossover(model.dim, lmax) or bound > tol:
+            return "direct", 0.0
+    return "spectral", bound
