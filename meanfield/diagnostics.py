@@ -105,8 +105,7 @@ def count_clusters(positions, delta, *, chunk=_CHUNK, max_iter=10_000):
     xb = x.reshape(-1, n, d)
     if n > LARGE and d <= 3:
         tol = 2.0 * np.arcsin(min(1.0, 0.5 * np.sqrt(2.0 * delta)))       # geodesic angle of ⟨x, y⟩ = 1 − δ
-        components = _components_circle if d == 2 else _components_sphere
-        counts = np.array([components(c, tol).max() + 1 for c in xb])
+        counts = np.array([linked_components(c, tol).max() + 1 for c in xb])
         return _scalar_or_array(counts.reshape(lead).astype(int))
     if compiled.fused_available(d, 0):
         counts = compiled.cluster_counts4(np.ascontiguousarray(xb, dtype=np.float64), 1.0 - delta)
@@ -182,6 +181,13 @@ class Clusters(NamedTuple):
 def _geodesic(x, y):
     """Geodesic distance 2 arcsin(|x − y|/2) between unit vectors (accurate at small angles)."""
     return 2.0 * np.arcsin(np.clip(0.5 * np.linalg.norm(x - y, axis=-1), 0.0, 1.0))
+
+
+def linked_components(x, tol):
+    """Labels (n,) of the components of the graph i ~ j ⟺ geodesic distance <= ``tol`` between unit
+    vectors x (n, d), d in {2, 3} (single linkage), in O(n log n): sorted angles on S^1, a cell index
+    on S^2 that never enumerates the pairs inside dense clusters."""
+    return _components_circle(x, tol) if x.shape[1] == 2 else _components_sphere(x, tol)
 
 
 def _components_circle(x, tol):
@@ -301,7 +307,7 @@ def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05, gap=5.0):
     if stray >= 0.5:
         raise ValueError(f"`stray` must be in [0, 0.5), got {stray!r}.")
     gap = check_real(gap, "gap", low=1.0)
-    lab = _components_circle(x, tol) if x.shape[1] == 2 else _components_sphere(x, tol)
+    lab = linked_components(x, tol)
     ncomp = int(lab.max()) + 1
     mass = np.bincount(lab, weights=w, minlength=ncomp)
     centre = np.stack([np.bincount(lab, weights=w * x[:, i], minlength=ncomp) for i in range(x.shape[1])], -1)

@@ -301,14 +301,9 @@ class LagrangianNodes(Representation):
             if not cut[-1]:
                 lab[lab == lab[-1]] = 0                            # the last run wraps around to the first
             return np.unique(lab, return_inverse=True)[1]
-        from scipy.sparse import coo_matrix
-        from scipy.sparse.csgraph import connected_components
-        from scipy.spatial import cKDTree
+        from ..diagnostics import linked_components
 
-        chord = 2 * np.sin(min(tol, np.pi) / 2)
-        pairs = cKDTree(pos).query_pairs(chord, output_type="ndarray")
-        g = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(self.n, self.n))
-        return connected_components(g, directed=False)[1]
+        return linked_components(pos, min(tol, np.pi))
 
     def w1_to_dirac(self, data):
         """min_z W1(μ_t, δ_z) (`meanfield.w1_to_dirac`) of the node measure."""
