@@ -14,11 +14,12 @@ from . import quadrature
 from .quadrature import sphere_quadrature
 from .sampling import sample
 from .solution import Solution, load
+from .spectralsums import kernel_distance
 from .wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
 
 __all__ = [
     "Model", "kernel_multipliers", "velocity_multipliers", "linear_growth_rates", "fastest_mode", "interaction_energy",
     "energy_from_spectrum", "uniform_energy", "dirac_energy", "densities", "sample", "sphere_quadrature", "quadrature",
-    "wasserstein", "w1_to_dirac", "w1_to_uniform", "Solution", "load", "UnsupportedModel", "SolverError",
+    "wasserstein", "kernel_distance", "w1_to_dirac", "w1_to_uniform", "Solution", "load", "UnsupportedModel", "SolverError",
     "UnderResolved", "NonFiniteState", "Interrupted", "__version__",
 ]

@@ -187,34 +187,74 @@ def _zonal_sums(beta, dim, epsilon, threads):
     return ZonalSums(beta, dim, epsilon, threads)
 
 
-def spectral_energy(beta, x, w, epsilon=EPSILON, threads=1):
-    """Σ_ij w_i w_j e^{β(⟨x_i, x_j⟩ − 1)} = Σ_l ã_l |μ̂_l|² (the interaction energy (3.5) times 2β e^{−β})
-    from the coefficients of one adjoint transform, for unit vectors x (..., n, d), d ∈ {2, 3}: every
-    term positive, so the result is accurate to ε relative to (Σ w)² whatever n."""
+def coefficients(x, w, lmax, epsilon=EPSILON, threads=1):
+    """The coefficients of μ = Σ_j w_j δ_{x_j} on S^1 or S^2 up to degree ``lmax``, by one adjoint
+    nonuniform transform: μ̂_k = Σ_j w_j e^{−ikθ_j}, k = −lmax..lmax (S^1), or μ̂_lm = Σ_j w_j Y*_lm(x_j),
+    m >= 0 in ducc0's (healpy) order (S^2; orthonormal Y_lm on the unit sphere)."""
     import ducc0.nufft as nufft
     from ducc0.sht.experimental import adjoint_synthesis_general
 
     x = np.asarray(x, dtype=float)
+    w = np.ascontiguousarray(w, dtype=float)
+    if x.shape[-1] == 2:
+        return nufft.nu2u(points=w.astype(complex), coord=_angles_circle(x)[:, None], forward=True, epsilon=epsilon,
+                          nthreads=threads, out=np.empty(2 * lmax + 1, dtype=complex))
+    return adjoint_synthesis_general(map=w[None, :], spin=0, lmax=lmax, loc=_angles_sphere(x)[0], epsilon=epsilon,
+                                     nthreads=threads)[0]
+
+
+def weighted_power(coeff, multipliers, dim, lmax):
+    """Σ_l c_l Σ_m |μ̂_lm|² (S^2, with 4π: the L²(σ) normalisation) or Σ_k c_|k| |μ̂_k|² (S^1) for real
+    measures, from `coefficients` (m > 0 stands for ±m on S^2)."""
+    c = np.asarray(multipliers, dtype=float)
+    power = np.abs(coeff) ** 2
+    if dim == 2:
+        return float(np.sum(c[np.abs(np.arange(-lmax, lmax + 1))] * power))
+    l_of = np.concatenate([np.arange(m, lmax + 1) for m in range(lmax + 1)])
+    power[lmax + 1:] *= 2.0
+    return float(4 * np.pi * np.sum(c[l_of] * power))
+
+
+def spectral_energy(beta, x, w, epsilon=EPSILON, threads=1):
+    """Σ_ij w_i w_j e^{β(⟨x_i, x_j⟩ − 1)} = Σ_l ã_l |μ̂_l|² (the interaction energy (3.5) times 2β e^{−β})
+    from the coefficients of one adjoint transform, for unit vectors x (..., n, d), d ∈ {2, 3}: every
+    term positive, so the result is accurate to ε relative to (Σ w)² whatever n."""
+    x = np.asarray(x, dtype=float)
     w = np.asarray(w, dtype=float)
     dim = x.shape[-1]
-    sums = zonal_sums(check_beta(beta), dim, epsilon, threads)
+    L = truncation_degree(check_beta(beta), dim, epsilon)
+    a = kernel_multipliers(beta, dim, L, scaled=True)
     lead = np.broadcast_shapes(x.shape[:-2], w.shape[:-1])
-    out = np.empty(lead)
     xb, wb = np.broadcast_to(x, lead + x.shape[-2:]), np.broadcast_to(w, lead + w.shape[-1:])
-    L = sums.lmax
-    for i in np.ndindex(lead):
-        if dim == 2:
-            coeff = nufft.nu2u(points=wb[i].astype(complex), coord=_angles_circle(xb[i])[:, None], forward=True,
-                               epsilon=sums.epsilon, nthreads=sums.threads, out=np.empty(2 * L + 1, dtype=complex))
-            out[i] = float(np.sum(sums._multipliers[0].real * np.abs(coeff) ** 2))
-        else:
-            coeff = adjoint_synthesis_general(map=np.ascontiguousarray(wb[i])[None, :], spin=0, lmax=L,
-                                              loc=_angles_sphere(xb[i])[0], epsilon=sums.epsilon,
-                                              nthreads=sums.threads)[0]
-            power = np.abs(coeff) ** 2
-            power[L + 1:] *= 2.0                         # m > 0 stands for ±m (real weights)
-            out[i] = float(np.sum(sums._multipliers[0] * power))
+    out = np.array([weighted_power(coefficients(xb[i], wb[i], L, epsilon, threads), a, dim, L)
+                    for i in np.ndindex(lead)]).reshape(lead)
     return out if lead else float(out[()])
+
+
+def kernel_distance(a, b, kappa=4.0, epsilon=EPSILON, threads=1):
+    """The kernel (MMD) distance between probability measures a = (x, w) and b = (y, v) on S^1 or S^2,
+    for the kernel k(x, y) = e^{κ(⟨x, y⟩ − 1)} of the attention itself (docs/mathematics.md §8):
+
+        D_κ(μ, ν)² = ∬ k d(μ − ν) d(μ − ν) = Σ_l a_l(κ) e^{−κ} ‖μ̂_l − ν̂_l‖²,
+
+    a metric on probability measures (every a_l > 0, Proposition 3.4), computed in O(n + m + L² log L)
+    from one adjoint transform of each measure. It bounds integrals of functions of the kernel's
+    RKHS, |∫f d(μ − ν)| <= ‖f‖_H D_κ, and is bounded by W1: D_κ <= √κ·W1 (the feature map is
+    √κ-Lipschitz for the geodesic distance). For n iid samples of ν, E D_κ(μ_n, ν)² = (1 − ∬k dν dν)/n,
+    so D_κ decays like n^{−1/2} in every dimension.
+    """
+    from .validation import check_measure
+
+    x, w = check_measure(a, "a")
+    y, v = check_measure(b, "b", dim=x.shape[1])
+    dim = x.shape[1]
+    if dim not in DIMENSIONS:
+        raise ValueError(f"`a` must be a measure on S^1 or S^2 (points of dimension 2 or 3), got dimension {dim}.")
+    kappa = check_real(kappa, "kappa", low=0.0, low_open=True)
+    L = truncation_degree(kappa, dim, epsilon)
+    c = kernel_multipliers(kappa, dim, L, scaled=True)
+    diff = coefficients(x, w / w.sum(), L, epsilon, threads) - coefficients(y, v / v.sum(), L, epsilon, threads)
+    return float(np.sqrt(max(weighted_power(diff, c, dim, L), 0.0)))
 
 
 SUMS = ("auto", "direct", "spectral")

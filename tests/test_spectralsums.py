@@ -211,3 +211,27 @@ def test_bad_sums(solver):
         with pytest.raises(ValueError, match=r"`sums`='spectral' applies on the sphere, not with domain='euclidean'"):
             cls(mf.Model(beta=1.0, dim=3), sums="spectral").solve(np.ones((5, 3)), [0, 1], domain="euclidean",
                                                                   progress=False)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_kernel_distance(d):
+    """D_κ against its double-sum definition, the bound D_κ <= √κ W1, and the iid mean E D² = (1 − ã_0)/n."""
+    rng = np.random.default_rng(d)
+    x, y = cloud(600, d, "clustered", rng), cloud(400, d, "uniform", rng)
+    w, v = rng.random(600), rng.random(400)
+    w, v = w / w.sum(), v / v.sum()
+    kappa = 3.0
+    k = lambda A, B: np.exp(kappa * (A @ B.T - 1))
+    exact = np.sqrt(w @ k(x, x) @ w + v @ k(y, y) @ v - 2 * w @ k(x, y) @ v)
+    D = mf.kernel_distance((x, w), (y, v), kappa)
+    assert D == pytest.approx(exact, rel=1e-11)
+    assert D <= np.sqrt(kappa) * mf.wasserstein((x, w), (y, v))
+    assert mf.kernel_distance((x, w), (x, w), kappa) <= 1e-6
+    n, reps = 200, 200
+    ref = mf.sphere_quadrature(4096 if d == 2 else 60_000, d)        # σ to far below the sampling error
+    sq = np.mean([mf.kernel_distance(mf.sample(mf.densities.uniform(), n, d, rng=s), ref, kappa) ** 2
+                  for s in range(reps)])
+    a0 = kernel_multipliers(kappa, d, 0, scaled=True)[0]
+    assert sq == pytest.approx((1 - a0) / n, rel=0.15)        # 200 repetitions: standard error ~ 7%
+    with pytest.raises(ValueError, match="`kappa`"):
+        mf.kernel_distance((x, w), (y, v), -1.0)
