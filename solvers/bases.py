@@ -286,18 +286,22 @@ class GegenbauerBasis:
     lmax, dim : the top degree L and d >= 2.
     nodes : Gauss–Gegenbauer nodes (default `node_count`(L), exact for degree 3L + 2).
     sector : m >= 0; lowest : the lowest degree kept (e.g. 1 without the mass).
+    rule : (nodes, weights) of a Gauss–Gegenbauer rule already computed (instead of ``nodes``),
+        as `in_sector` passes it.
 
     Attributes: ``degrees``, ``nodes`` s_j, ``weights`` w_j (summing to 1), ``table`` G (n, k) of
     the values at the nodes, ``projection`` Gᵀdiag(w) (k, n), ``derivative_table`` (sector 0:
     p_l'(s_j)), ``laplacian`` l(l + d − 2).
     """
 
-    def __init__(self, lmax, dim, nodes=None, *, sector=0, lowest=0):
+    def __init__(self, lmax, dim, nodes=None, *, sector=0, lowest=0, rule=None):
         self.lmax = L = check_int(lmax, "lmax", low=0)
         self.dim = d = check_int(dim, "dim", low=2)
         self.sector = m = check_int(sector, "sector", low=0, high=L)
-        n = node_count(L) if nodes is None else check_int(nodes, "nodes", low=1)
-        s, w = (_readonly(np.asarray(a, dtype=float)) for a in gauss_gegenbauer(n, d))
+        if rule is None:
+            n = node_count(L) if nodes is None else check_int(nodes, "nodes", low=1)
+            rule = gauss_gegenbauer(n, d)
+        s, w = (_readonly(np.asarray(a, dtype=float)) for a in rule)
         self.nodes, self.weights = s, w
         self.degrees = _readonly(np.arange(max(m, lowest), L + 1))
         self.alpha = 0.5 * (d - 3) + m
@@ -313,6 +317,11 @@ class GegenbauerBasis:
             self.table, self.derivative_table = _readonly(raw / self.norm), None
         self.projection = _readonly((self.table * w[:, None]).T)
         self.laplacian = _readonly(self.degrees * (self.degrees + d - 2.0))
+
+    def in_sector(self, m, lowest=None):
+        """The basis of sector ``m`` on the same nodes (the quadrature is not computed again)."""
+        return GegenbauerBasis(self.lmax, self.dim, sector=m, lowest=self.degrees[0] if lowest is None else lowest,
+                               rule=(self.nodes, self.weights))
 
     def _jacobi(self, s):
         from scipy.special import eval_jacobi

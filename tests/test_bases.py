@@ -175,6 +175,8 @@ def test_gegenbauer_sectors_are_orthonormal(m):
     assert B.degrees[0] == m and B.derivative_table is None
     np.testing.assert_allclose(B.projection @ B.table, np.eye(L + 1 - m), rtol=0, atol=64 * EPS)
     np.testing.assert_array_equal(B.laplacian, B.degrees * (B.degrees + d - 2.0))
+    zonal = GegenbauerBasis(L, d, nodes=2 * L + 8, lowest=1)
+    np.testing.assert_array_equal(zonal.in_sector(m).table, B.table)      # the same nodes, not recomputed
 
 
 # -- the resolution policy ------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ class ZonalSelfConsistency:
 
     def sector(self, m):
         if m not in self._sectors:
-            self._sectors[m] = GegenbauerBasis(self.lmax, self.dim, self.s.size, sector=m, lowest=1)
+            self._sectors[m] = self.basis.in_sector(m)
         return self._sectors[m]
 
     # -- the map and its Jacobian ---------------------------------------------------------------------
