@@ -24,9 +24,11 @@ divergence v(H/Zs − β|G/Zs|²) and v e^β H (§9).
 Truncation and accuracy (docs/mathematics.md §12): the series is cut at the degree L where
 Σ_{l>L} N_l (1 + l(l+d−2)) ã_l falls below ε (N_l the multiplicity of degree l), and the
 transforms are accurate to ε relative to the coefficients' size (ducc0). Every error is therefore
-at most about ε·Σ_j w_j in Zs, ε/β-relative in G and H. Since each point x_i that is also a source
-(particles, Lagrangian labels) carries its own weight, Zs(x_i) >= w_i and the field's relative
-error at x_i is at most about ε/w_i (ε·n for equal weights): `error_bound`.
+at most about ε·Σ_j w_j in Zs, ε/β-relative in G and H. The field is G/Zs, so its relative error at
+x_i is at most about ε·Σ_j w_j / Zs(x_i), and Zs(x_i) is bounded below twice over: by e^{−2β}Σ_j w_j
+(the kernel is at least e^{−2β}), and, when x_i is also a source (particles, Lagrangian labels), by
+its own weight w_i. Hence the bound ε / max(w_i/Σw, e^{−2β}) (`error_bound`): ε e^{2β} for small β,
+ε·n for equal weights at large β.
 """
 import functools
 
@@ -64,12 +66,14 @@ def truncation_degree(beta, dim, epsilon=EPSILON):
         L *= 2
 
 
-def error_bound(weights, epsilon=EPSILON):
-    """ε / min_j w_j (over the positive weights): the bound on the relative error of the spectral
-    field at a point that carries weight w_j (module docstring)."""
+def error_bound(weights, beta, epsilon=EPSILON):
+    """ε / max(min_j w_j/Σw, e^{−2β}) (over the positive weights): the bound on the relative error of
+    the spectral field at the points that carry the weights (module docstring)."""
     w = np.asarray(weights, dtype=float)
     positive = w[w > 0]
-    return float(epsilon / positive.min()) if positive.size else 0.0
+    if not positive.size:
+        return 0.0
+    return float(epsilon / max(positive.min() / positive.sum(), np.exp(-2.0 * check_beta(beta))))
 
 
 def _angles_circle(x):
@@ -294,12 +298,12 @@ def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=E
     """The sums a run of n points uses, and the bound on the spectral field's relative error.
 
     "auto" takes the spectral sums when they apply (`spectral_unavailable`), n >= `crossover` and
-    the bound ε/min_j w_j (`error_bound`) is at most ``tol``; else the direct ones (bound 0: exact up
-    to rounding). Returns (kind, bound)."""
+    the bound ε/max(min_j w_j, e^{−2β}) (`error_bound`) is at most ``tol``; else the direct ones
+    (bound 0: exact up to rounding). Returns (kind, bound)."""
     check_sums(sums, model, domain)
     if sums == "direct" or spectral_unavailable(model, domain):
         return "direct", 0.0
-    bound = error_bound(weights, epsilon)
+    bound = error_bound(weights, model.beta, epsilon)
     if sums == "auto":
         lmax = truncation_degree(model.beta, model.dim, epsilon)
         if n < crossover(model.dim, lmax) or bound > tol:

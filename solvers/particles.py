@@ -79,7 +79,7 @@ class Particles(Solver):
         `meanfield.kernelsums`, exact to rounding), "spectral" (zonal models on S^1 and S^2: the
         kernel's Fourier / spherical-harmonic expansion through ducc0's nonuniform transforms,
         O(n + L² log L), `meanfield.spectralsums`; the field's relative error at particle i is at
-        most about ε/w_i, ε = 3e-13), or "auto": spectral where it applies, is faster (n >= a few
+        most about ε/max(w_i, e^{−2β}), ε = 3e-13), or "auto": spectral where it applies, is faster (n >= a few
         hundred, `meanfield.spectralsums.crossover`) and its bound is at most ``sums_tol``. The
         choice and the bound are in ``sol.stats`` (``sums``, ``sums_error_bound``).
     sums_tol : float > 0, the largest error bound "auto" accepts for the spectral sums (default 1e-6).
