@@ -9,7 +9,8 @@
     meanfield sweep SWEEP.toml     a grid of runs or experiments on dask workers, resumable
 
 Every subcommand takes ``--out DIR`` (NetCDF, PNG and summary.json go there) and ``--quick``
-(reduced settings, under two minutes). Exit status: 0 when every check passes, 1 when a check
+(reduced settings, under two minutes). The flags of an experiment are made from its options
+(`meanfield.experiments.options`): the spelling, type, default, accepted values and help of each. Exit status: 0 when every check passes, 1 when a check
 fails, 2 for bad arguments or a bad configuration, 130 when interrupted (Ctrl-C; the partial
 results stay in DIR).
 """
@@ -146,8 +147,6 @@ def _dispatch(args):
     if exp.parallel:
         run.update(workers=args.workers, scheduler=args.scheduler)
     return exp.function(out, exp.options(**options), **run)
-
-
 
 
 def main(argv=None):
