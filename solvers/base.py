@@ -3,7 +3,7 @@
 A solver is a discretisation of the mean-field equation (docs/mathematics.md §2): it turns a
 `meanfield.Model` and a resolution into a right-hand side, a representation and monitors. It is
 immutable after ``__init__``, so one solver object can be shared by threads and pickled to worker
-processes. Everything that belongs to one run (the initial mass, particle weights, the noise seed,
+processes. Everything that belongs to one run (the initial mass, the weights of points, the noise seed,
 work buffers, the current resolution of an automatic run) lives on the `Run` that `Solver.solve`
 creates and hands to every hook. Time stepping is done by the named steppers of
 `solvers.timestepping` (like Dedalus, a new basis needs no new time stepper).
@@ -26,8 +26,9 @@ Contract for whoever adds a solver (like scipy's ``OdeSolver``):
 4. The discretisation: ``_rhs(run, t, y)``; ``_linear(run)`` (a diagonal applied exactly by the
    integrating factor, or None); ``_retract(run, y)``; ``_representation(run)``; ``_to_data(run, y)``.
 5. Optional: ``_configure(run)`` (check solver options, before the initial state), ``_monitor(run, t, y)``
-   (raise `meanfield.UnderResolved`, or `Refine` for an automatic resolution, which the base class
-   answers by ``_refine(run, t, y)`` -> (finer solver, its state)), ``_diagnostics(run, t, y)``,
+   (raise `meanfield.UnderResolved` or another `SolverError` to stop), ``_next(run, t, y, reason)``
+   (the continuation: the discretisation and state on which a stopped run, or a run starting from a
+   Solution, goes on), ``_diagnostics(run, t, y)``,
    ``_stable_step(run, y)`` (stability limit of an explicit stepper), ``_keep(run, i, y)`` (what is
    kept of saved time i after its diagnostics, e.g. nothing for a run that saves diagnostics only),
    ``_run_context(run)`` (a context held while the stepper runs, e.g. thread limits),
@@ -39,7 +40,6 @@ Contract for whoever adds a solver (like scipy's ``OdeSolver``):
    failures into exceptions that carry the `Solution` computed so far.
 """
 import contextlib
-import copy
 import os
 import time
 
@@ -47,20 +47,11 @@ import numpy as np
 
 from meanfield.validation import check_real, check_times
 from meanfield.densities import GridValues
-from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
+from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnsupportedModel
 from meanfield.model import Model
 from meanfield.solution import Solution, concat
 
 from .timestepping import STEPPERS, keyed_normal
-
-
-class Refine(SolverError):
-    """Raised by the monitor of an automatic-resolution run: continue from ``state`` at time ``t``
-    on a finer discretisation (`Solver._refine`)."""
-
-    def __init__(self, t, state, reason=""):
-        super().__init__(f"refine at t={t:g}" + (f" ({reason})" if reason else ""))
-        self.t, self.state = t, state
 
 
 class Run:
@@ -94,11 +85,7 @@ class Run:
         return self.solver._retract_euler(self, y, h, f)
 
     def monitor(self, t, y):
-        try:
-            return self.solver._monitor(self, t, y)
-        except UnderResolved as exc:
-            exc.state = y          # the state that failed the check: a hand-over continues from it
-            raise
+        return self.solver._monitor(self, t, y)
 
     def diagnostics(self, t, y):
         return self.solver._diagnostics(self, t, y)
@@ -121,6 +108,16 @@ class Run:
         solver._configure(run)
         run.y0 = y0
         return run
+
+    def following(self, solver, y, t):
+        """The run that continues this one from time ``t`` on ``solver`` over the saved times after
+        ``t`` (`Solver._next`): ``y`` a state of ``solver``, which keeps this run's options, seed and
+        per-run values (`derived`), or a `Solution` that ``solver`` starts from with its own options
+        (and this run's method if it has it)."""
+        t_eval = np.concatenate([[t], self.t_eval[self.t_eval > t]])
+        if isinstance(y, Solution):
+            return solver.start(y, t_eval, method=self.method if self.method in solver.steppers else None)
+        return self.derived(solver, y, t_eval)
 
 
 def _seed_of(rng):
@@ -156,14 +153,14 @@ class Solver:
         self.model = model
 
     def _run_context(self, run):
-        """A context held while the stepper runs (default: none; `solvers.Particles`: BLAS on one
-        thread while the kernel sums run on several)."""
+        """A context held while the stepper runs (default: none; e.g. BLAS on one thread while the
+        solver's own sums run on several)."""
         return contextlib.nullcontext()
 
     def _require_zonal(self):
         if not self.model.is_zonal:
             raise UnsupportedModel(f"{type(self).__name__} needs a zonal model (one head, Q^T K = I, V = v·I); "
-                                   "use solvers.Particles for general Q, K, V.")
+                                   "general Q, K, V need a solver that takes any model.")
 
     # -- hooks (defaults) ----------------------------------------------------------------------------
     def _configure(self, run):
@@ -231,21 +228,16 @@ class Solver:
 
     auto_resolution = None   # automatic resolutions: (resolution attribute, its cap), e.g. ("modes", "max_modes")
 
-    def _discretisation(self, initial=None):
-        """The fixed-resolution solver a run starts on: itself; for an automatic resolution that
-        continues a finer Solution, a copy at the Solution's resolution (``_setup``), up to the cap."""
-        if self.auto_resolution is None or not getattr(self, "auto", False) or not isinstance(initial, Solution):
-            return self
-        name, cap = self.auto_resolution
-        res = getattr(initial.representation, name, None)
-        if res is None or not getattr(self, name) < res <= getattr(self, cap):
-            return self
-        finer = copy.copy(self)
-        finer._setup(res)
-        return finer
+    def _next(self, run, t, y, reason):
+        """The discretisation on which the run goes on at time ``t``, and the state there.
 
-    def _refine(self, run, t, y):
-        raise NotImplementedError(f"{type(self).__name__} has no automatic resolution")
+        ``reason`` is the `SolverError` the monitor raised at ``t`` (``y`` the state it stopped), or
+        None when a run starts from a Solution ``y`` (at its last time). Returns (solver, state):
+        a state of ``solver`` that keeps the run's options and per-run values (a refinement of
+        this discretisation), or a `Solution` that ``solver`` starts from; or None: the run stops
+        with ``reason``. Default: a start goes on here, a stop stops.
+        """
+        return (self, y) if reason is None else None
 
     def _choose_method(self, method, options):
         return self.steppers[0] if method is None else method
@@ -254,6 +246,7 @@ class Solver:
     def start(self, initial, t_eval=(0.0,), *, method=None, normalize=False, **options):
         """Validate ``initial``, ``t_eval`` and the options and return the `Run` that `solve` advances
         (``run.y0`` is the initial state, ``run.rhs(t, y)`` the right-hand side)."""
+        given, asked = dict(options), method       # as given: a discretisation of this class continuing takes them
         method = self._choose_method(method, options)
         if method not in self.steppers:
             raise ValueError(f"`method` must be one of {list(self.steppers)} for {type(self).__name__}, "
@@ -279,14 +272,8 @@ class Solver:
                 raise ValueError(f"`initial` (the initial density rho0) must be a density callable, a Solution or the "
                                  f"path of a saved one; there is no file {str(initial)!r}.")
             initial = load(initial)
-        if "on_underresolved" in opts:
-            opts["on_underresolved"] = self._handover_target(opts["on_underresolved"])
         if isinstance(initial, Solution):
             initial = initial.segments[-1]          # a run in several representations continues its last one
-            target = opts.get("on_underresolved", "raise")
-            if target != "raise" and initial.representation.name == "lagrangian":
-                # a run already handed over (e.g. its checkpoint) goes on along the characteristics
-                return self._handover_solver(target, initial).start(initial, t_eval, method=method)
             if initial.model.dim != self.model.dim:
                 raise ValueError(f"`initial` lives on S^{initial.model.dim - 1}, this solver on S^{self.model.dim - 1}.")
             t_eval = check_times(t_eval, start=float(initial.t[-1]))
@@ -300,6 +287,12 @@ class Solver:
         run = Run(self, t_eval, method, opts, _seed_of(seed))
         self._configure(run)
         if isinstance(initial, Solution):
+            solver, initial = self._next(run, float(initial.t[-1]), initial, None)
+            if solver is not self:
+                # another discretisation continues this Solution: one of this class with this run's options
+                if type(solver) is type(self):
+                    return solver.start(initial, t_eval, method=asked, normalize=normalize, **given)
+                return solver.start(initial, t_eval, method=method if method in solver.steppers else None)
             y0 = self._initial_from_solution(run, initial)
         elif isinstance(initial, GridValues):
             y0 = self._initial_from_grid(run, initial, normalize)
@@ -330,8 +323,8 @@ class Solver:
             1e-6 unless ``normalize=True``); a `Solution` or the path of a saved one, continued from
             its last saved time (with its noise seed and, for fixed steps, its ``dt`` unless given);
             an array of the solver's own representation (as ``sol.data[i]``); density values on a
-            documented grid, `meanfield.densities.on_grid`; for particles, positions or a
-            ``(points, weights)`` pair.
+            documented grid, `meanfield.densities.on_grid`; for a solver of discrete measures, points
+            or a ``(points, weights)`` pair.
         t_eval : 1-D array, strictly increasing, starting at 0 (or at the last time of the continued
             Solution).
         method : the name of a stepper in ``self.steppers`` (default: the first).
@@ -348,9 +341,9 @@ class Solver:
         Returns
         -------
         Solution. Raises `UnderResolved`, `NonFiniteState`, `Interrupted` (all `SolverError`) with
-        ``.solution`` holding the saved times before the failure. A spectral solve with
-        ``on_underresolved="lagrangian"`` continues along the characteristics instead of raising
-        `UnderResolved` (`solvers.lagrangian.HandsOver`); the Solution then has two ``segments``.
+        ``.solution`` holding the saved times before the failure. A run that a continuation
+        (`_next`) moves to another kind of discretisation returns one Solution with a segment for
+        each, and ``stats["handover_t"]`` the time of the change.
         """
         if len(args) > len(self.positional_options):
             raise TypeError(f"{type(self).__name__}.solve takes at most {2 + len(self.positional_options)} "
@@ -369,9 +362,9 @@ class Solver:
         if history and not isinstance(initial, Solution):
             raise ValueError("`history=True` continues a run: `initial` must be a Solution or the path of a saved one, "
                              f"got {type(initial).__name__}.")
-        run = self._discretisation(initial).start(initial, t_eval, method=method, normalize=normalize, **options)
+        run = self.start(initial, t_eval, method=method, normalize=normalize, **options)
         prefix = [initial] if history else []      # the run it continues, kept in the result
-        parts, handover = [], None
+        parts, changed_at = [], None
         last_write = [time.perf_counter()]
 
         def saver(run):
@@ -391,23 +384,18 @@ class Solver:
             diags, on_save = saver(run)
             with run.solver._run_context(run):
                 res = run.stepper.integrate(run, run.y0, run.t_eval, callback=on_save, progress=progress, desc=desc)
-            part = _build(run, res, diags)
-            if res.status == 1 and isinstance(res.error, Refine):
-                parts.append(part)
-                finer, y = run.solver._refine(run, res.error.t, res.error.state)
-                rest = run.t_eval[run.t_eval > res.error.t]
-                run = run.derived(finer, y, np.concatenate([[res.error.t], rest]))
-                continue
-            parts.append(part)
-            if res.status == 1 and isinstance(res.error, UnderResolved) and run.options.get("on_underresolved",
-                                                                                            "raise") != "raise":
-                handover = float(res.error.t)
-                run = _hand_over(run, res.error)
-                continue
-            break
+            parts.append(_build(run, res, diags))
+            stop = res.failure
+            successor = None if stop is None or stop.reason != "monitor" else run.solver._next(run, stop.t, stop.state,
+                                                                                               res.error)
+            if successor is None:
+                break
+            if isinstance(successor[1], Solution):
+                changed_at = float(stop.t)        # another kind of discretisation: a new segment
+            run = run.following(*successor, stop.t)
         sol = concat(*prefix, *parts)
-        if handover is not None:
-            sol.stats["handover_t"] = handover
+        if changed_at is not None:
+            sol.stats["handover_t"] = changed_at
         if checkpoint is not None:
             sol.save(checkpoint)
         if res.status == 0:
@@ -422,20 +410,8 @@ class Solver:
         if res.status == -3:
             raise SolverError(f"{name}: {res.message}. The saved times up to t={sol.t[-1]:.6g} are in "
                               "`exc.solution`.", sol)
-        t_fail = float(res.message.split("t=")[1].split(",")[0].split(" ")[0]) if "t=" in res.message else None
         raise NonFiniteState(f"{name}: {res.message}. The saved times up to t={sol.t[-1]:.6g} are in "
-                             "`exc.solution`.", sol, t=t_fail, step=res.nsteps + 1)
-
-
-def _hand_over(run, exc):
-    """The run of `solvers.Lagrangian` that continues ``run`` from the state that failed its resolution
-    check (at ``exc.t``), over the remaining saved times: its density at the labels is the new ρ_0."""
-    t = float(exc.t)
-    one = Solution([t], run.model, run.representation(), run.solver._to_data(run, exc.state)[None],
-                   solver=type(run.solver).__name__)
-    solver = run.solver._handover_solver(run.options["on_underresolved"], one)
-    t_rest = np.concatenate([[t], run.t_eval[run.t_eval > t]])
-    return solver.start(one, t_rest, method=run.method if run.method in solver.steppers else None)
+                             "`exc.solution`.", sol, t=float(res.failure.t), step=res.failure.step)
 
 
 def _build(run, res, diags):

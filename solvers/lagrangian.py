@@ -542,49 +542,6 @@ def lagrangian_continuation(solution, t_eval, nodes=None, **options):
     return continuation_solver(solution, nodes, **ctor).solve(solution, t_eval, **options)
 
 
-class HandsOver:
-    """The solve option ``on_underresolved`` of the spectral solvers (mixed into `FourierCircle` and
-    `SphericalHarmonics`; `Solver.solve` acts on it).
-
-    "raise" (default): `UnderResolved` when the spectral tail exceeds its tolerance. "lagrangian",
-    a `Lagrangian` of the same model, or a dict of `Lagrangian` options (``{"panels": 32}``): the run continues along the characteristics from the state
-    that failed the check (its density at the labels is the new ρ_0; "lagrangian" takes the labels of
-    `continuation_solver`) over the remaining saved times, and `solve` returns one `Solution` whose
-    ``segments`` are the spectral and the Lagrangian part (docs/lagrangian.md). Needs noise = 0.
-    """
-
-    solve_options = {"on_underresolved": "raise"}
-
-    def _handover_target(self, value):
-        """Check ``on_underresolved``: "raise", "lagrangian", a `Lagrangian` of this model or a dict of
-        `Lagrangian` options (``nodes``, ``panels``, ``order``, ``estimate``, ``cluster_tol``, ``min_mass``)."""
-        if isinstance(value, dict):
-            unknown = sorted(set(value) - {"nodes", "panels", "order", "estimate", "cluster_tol", "min_mass", "chunk"})
-            if unknown:
-                raise ValueError(f"`on_underresolved` as a dict holds options of solvers.Lagrangian; "
-                                 f"{unknown[0]!r} is not one.")
-            if self.model.noise > 0:
-                value = "lagrangian"          # refused below, with the reason
-            else:
-                value = Lagrangian(self.model, **value)
-        if isinstance(value, Lagrangian):
-            if value.model != self.model:
-                raise ValueError(f"`on_underresolved` is a Lagrangian solver of {value.model!r}, this run solves "
-                                 f"{self.model!r}; build it with the same model.")
-            return value
-        if not isinstance(value, str) or value not in ("raise", "lagrangian"):
-            raise ValueError(f"`on_underresolved` must be 'raise', 'lagrangian' or a solvers.Lagrangian, "
-                             f"got {value!r}.")
-        if value == "lagrangian" and self.model.noise > 0:
-            raise ValueError(f"`on_underresolved`='lagrangian' needs noise = 0 (got noise={self.model.noise:g}): with "
-                             "diffusion the density is not carried by characteristics.")
-        return value
-
-    def _handover_solver(self, target, solution):
-        """The `Lagrangian` that continues ``solution`` for the checked option value ``target``."""
-        return continuation_solver(solution) if isinstance(target, str) else target
-
-
 def continuation_solver(solution, nodes=None, **options):
     """The `Lagrangian` discretisation that continues ``solution``: ``nodes`` labels (default from the
     spectral resolution, see `lagrangian_continuation`) and the constructor ``options``."""
@@ -600,4 +557,4 @@ def continuation_solver(solution, nodes=None, **options):
 
 
 __all__ = ["Lagrangian", "velocity_divergence", "circle_panels", "refine_panels", "lagrangian_continuation",
-           "continuation_solver", "HandsOver"]
+           "continuation_solver"]

@@ -5,16 +5,29 @@
 * the under-resolution rule: the spectral tail, i.e. the L²(σ) norm of the degrees in the top
   third, relative to the whole L²(σ) norm, must stay below ``tail_tol`` (`spectral_tail`,
   `TailMonitor`), otherwise the run stops with `UnderResolved`, or with an automatic resolution
-  continues on a finer basis (`AutoResolution`, by the `solvers.bases.ResolutionPolicy` of the solver);
+  continues on a finer basis (`Refine`, answered by `AutoResolution._next` through the
+  `solvers.bases.ResolutionPolicy` of the solver);
 * the velocity of a spectral density (`SpectralVelocity`) and the energy bookkeeping.
 """
+import copy
+
 import numpy as np
 
 from meanfield.validation import check_real
-from meanfield.errors import UnderResolved
+from meanfield.errors import SolverError, UnderResolved
 from meanfield.kernels import minimum_degree
+from meanfield.solution import Solution
 
 DEFAULT_TAIL_TOL = 1e-6
+
+
+class Refine(SolverError):
+    """Raised by the monitor of an automatic-resolution run below its cap: the run continues from
+    the state at time ``t`` on a finer basis (`AutoResolution._next`)."""
+
+    def __init__(self, t, reason=""):
+        super().__init__(f"refine at t={t:g}" + (f" ({reason})" if reason else ""))
+        self.t = t
 
 
 def check_kernel_resolution(beta, dim, lmax, name, tol=1e-14):
@@ -52,16 +65,14 @@ class TailMonitor:
                 t=t, tail=tail, tol=self.tol)
         return tail
 
-    def check_or_refine(self, t, y, power, resolution, refine):
-        """`check`, or with ``refine`` (automatic resolution below its cap) `solvers.base.Refine`
-        carrying a copy of the state y, so that the run restarts from t at twice the resolution."""
+    def check_or_refine(self, t, power, resolution, refine):
+        """`check`, or with ``refine`` (automatic resolution below its cap) `Refine`, so that the run
+        goes on from t on the refined basis."""
         if not refine:
             return self.check(t, power, resolution)
         tail = float(spectral_tail(power))
         if not tail <= self.tol:
-            from .base import Refine
-
-            raise Refine(t, y.copy(), f"spectral tail {tail:.3g} > {self.tol:g} at {self.resolution_name}={resolution}")
+            raise Refine(t, f"spectral tail {tail:.3g} > {self.tol:g} at {self.resolution_name}={resolution}")
         return tail
 
 
@@ -158,8 +169,11 @@ class AutoResolution:
 
     The solver calls `_choose_resolution` in ``__init__`` and implements ``_setup(resolution)``,
     which builds ``self.basis`` (a basis of `solvers.bases`) and sets the resolution attribute
-    ``policy.name``; its ``auto_resolution`` is (policy.name, policy.cap_name). On a tail alarm below the cap (`refinable`) the run continues from the current
-    state on the refined basis (`_refine`: the state zero-padded by ``basis.pad``).
+    ``policy.name``; its ``auto_resolution`` is (policy.name, policy.cap_name). Its continuation
+    (`_next`): on a tail alarm below the cap (`refinable`, the monitor raises `Refine`) the run
+    continues from the current state on the refined basis (`_refine`: the state zero-padded by
+    ``basis.pad``); a run that starts from a finer Solution of an automatic run starts at that
+    Solution's resolution (up to the cap).
     """
 
     policy = None
@@ -176,10 +190,23 @@ class AutoResolution:
         """An automatic resolution below its cap."""
         return self.auto and getattr(self, self.policy.name) < getattr(self, self.policy.cap_name)
 
+    def _next(self, run, t, y, reason):
+        """The refined solver and the padded state on a `Refine`; at the start from a Solution ``y``
+        (``reason`` None), a copy of this solver at the Solution's resolution if it is finer, up to
+        the cap; else the next strategy's."""
+        if isinstance(reason, Refine):
+            return self._refine(run, t, y)
+        if reason is None and self.auto and isinstance(y, Solution):
+            name, cap = self.auto_resolution
+            resolution = getattr(y.representation, name, None)
+            if resolution is not None and getattr(self, name) < resolution <= getattr(self, cap):
+                finer = copy.copy(self)
+                finer._setup(resolution)
+                return finer, y
+        return super()._next(run, t, y, reason)
+
     def _refine(self, run, t, y):
         """The same solver at the refined resolution (`ResolutionPolicy.refine`), ``y`` zero-padded."""
-        import copy
-
         finer = copy.copy(self)
         policy = self.policy
         finer._setup(policy.refine(getattr(self, policy.name), getattr(self, policy.cap_name)))

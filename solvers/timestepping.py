@@ -25,7 +25,8 @@ Euler-then-normalise, Euler–Maruyama for noisy particles) with the same bookke
 
 Both return an `IntegrationResult`, like scipy's ``OdeResult``: ``t``, ``y`` (list of saved states),
 ``status`` (0 finished, 1 stopped by the monitor, −1 non-finite state, −2 interrupted, −3 step
-size underflow), ``message``, ``error`` (the monitor's exception) and the counters ``nfev``,
+size underflow), ``message``, ``error`` (the monitor's exception), ``failure`` (a `Failure`: where
+and why a run that did not finish stopped, None when it finished) and the counters ``nfev``,
 ``nsteps``, ``nrejected``.
 """
 import sys
@@ -74,6 +75,24 @@ DENSE = {
 SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
 
 
+@dataclass(frozen=True)
+class Failure:
+    """Where and why a run stopped before its last saved time.
+
+    ``t``: the time of the failure (the state that failed, or the start of the step that could not
+    be taken); ``step``: the number of the step (1 for the first); ``reason``: one of `REASONS`;
+    ``state``: with reason "monitor", the state at ``t`` that the monitor stopped (the state a
+    continuation goes on from), else None.
+    """
+
+    t: float
+    step: int
+    reason: str
+    state: object = None
+
+    REASONS = ("monitor", "non-finite", "interrupted", "step-size underflow")
+
+
 @dataclass
 class IntegrationResult:
     t: list = field(default_factory=list)
@@ -81,6 +100,7 @@ class IntegrationResult:
     status: int = 0
     message: str = "finished"
     error: Exception = None
+    failure: Failure = None
     nfev: int = 0
     nsteps: int = 0
     nrejected: int = 0
@@ -279,6 +299,7 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
                 res.nrejected += 1
                 h = h_try * MIN_FACTOR
                 if rejections > max_rejections or h < 1e-14 * max(1.0, abs(t)):
+                    res.failure = Failure(float(t), res.nsteps + 1, "non-finite")
                     res.status, res.message = -1, (
                         f"non-finite values (NaN or inf) in the state at t={t:.6g}, step {res.nsteps + 1}; "
                         f"the step size was reduced to {h:.3g} without success")
@@ -289,6 +310,7 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
                 res.nrejected += 1
                 h = h_try * max(MIN_FACTOR, SAFETY * err_norm ** (-1.0 / order))
                 if h < 1e-14 * max(1.0, abs(t)) or rejections > 10 * max_rejections:
+                    res.failure = Failure(float(t), res.nsteps + 1, "step-size underflow")
                     res.status, res.message = -3, (f"step size underflow at t={t:.6g} (h={h:.3g}): the error "
                                                    "control cannot meet rtol/atol")
                     break
@@ -331,6 +353,7 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
                     monitor(t, y)
                 except SolverError as exc:
                     res.status, res.message, res.error = 1, str(exc), exc
+                    res.failure = Failure(float(t), res.nsteps, "monitor", y)
                     if lands:
                         res.t.append(t)
                         res.y.append(y.copy())
@@ -344,6 +367,7 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
             h = min(h, span)
     except KeyboardInterrupt:
         res.status, res.message = -2, f"interrupted at t={t:.6g}"
+        res.failure = Failure(float(t), res.nsteps + 1, "interrupted")
     finally:
         errstate.__exit__(None, None, None)
         if bar is not None:
@@ -374,6 +398,7 @@ def integrate_fixed(step, y0, t_eval, dt, *, monitor=None, callback=None, progre
                 y_new = step(t, y, h)
                 res.nfev += 1
                 if not np.all(np.isfinite(y_new)):
+                    res.failure = Failure(float(t + h), res.nsteps + 1, "non-finite")
                     res.status, res.message = -1, (f"non-finite values (NaN or inf) in the state at "
                                                    f"t={t + h:.6g}, step {res.nsteps + 1}")
                     raise StopIteration
@@ -387,6 +412,7 @@ def integrate_fixed(step, y0, t_eval, dt, *, monitor=None, callback=None, progre
                         monitor(t, y)
                     except SolverError as exc:
                         res.status, res.message, res.error = 1, str(exc), exc
+                        res.failure = Failure(float(t), res.nsteps, "monitor", y)
                         raise StopIteration
             res.t.append(t)
             res.y.append(y.copy())
@@ -396,6 +422,7 @@ def integrate_fixed(step, y0, t_eval, dt, *, monitor=None, callback=None, progre
         pass
     except KeyboardInterrupt:
         res.status, res.message = -2, f"interrupted at t={t:.6g}"
+        res.failure = Failure(float(t), res.nsteps + 1, "interrupted")
     finally:
         if bar is not None:
             bar.close()

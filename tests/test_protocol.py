@@ -188,6 +188,44 @@ def test_automatic_resolution_is_one_solution_with_the_final_resolution(tmp_path
     np.testing.assert_array_equal(mf.load(tmp_path / "s.nc").data, sol.data)
 
 
+def test_base_names_no_particular_solver():
+    """The protocol module knows no solver: refinement, hand-over and any other change of discretisation
+    reach it through the continuation hook `Solver._next`."""
+    import re
+
+    text = (ROOT / "solvers" / "base.py").read_text()
+    modules = [p.stem for p in (ROOT / "solvers").glob("*.py") if p.stem not in ("base", "__init__", "timestepping")]
+    names = sorted(SOLVERS) + modules + ["Refine", "HandOver", "characteristics", "spectral"]
+    found = sorted({m.group(0) for m in re.finditer(r"\b(%s)\b" % "|".join(names), text, re.IGNORECASE)})
+    assert not found, found
+
+
+def test_a_continuation_changes_the_discretisation_where_the_run_stops():
+    """`_next` on the monitor's `UnderResolved`: the run goes on from the state that failed the check on
+    the discretisation it returns (here twice the modes), and `solve` returns one Solution."""
+
+    class Doubling(solvers.FourierCircle):
+        def _next(self, run, t, y, reason):
+            if isinstance(reason, mf.UnderResolved) and self.modes < 192:
+                finer = Doubling(self.model, modes=2 * self.modes, w1=False)
+                return finer, self.basis.pad(y, finer.basis)
+            return super()._next(run, t, y, reason)
+
+    model = mf.Model(beta=4.0, dim=2)
+    rho0 = mf.densities.von_mises_fisher([1.0, 0.0], 30.0)
+    t = np.linspace(0.0, 1.0, 11)
+    with pytest.raises(mf.UnderResolved) as info:
+        solvers.FourierCircle(model, modes=48, w1=False).solve(rho0, t, rtol=1e-10)
+    sol = Doubling(model, modes=48, w1=False).solve(rho0, t, rtol=1e-10)
+    modes = sol.diagnostics["modes"]
+    assert sol.status == 0 and modes[0] == 48 and modes[-1] > 48 and "handover_t" not in sol.stats
+    np.testing.assert_array_equal(sol.t, t)
+    k = len(info.value.solution.t)
+    np.testing.assert_array_equal(sol.data[:k, :49], info.value.solution.data)    # the run up to its stop
+    fine = solvers.FourierCircle(model, modes=int(modes[-1]), w1=False).solve(rho0, t, rtol=1e-10)
+    assert np.max(np.abs(sol.data[-1] - fine.data[-1])) < 1e-6
+
+
 def _imports(path, package):
     """Modules of the two packages imported by ``path`` (module level and inside functions)."""
     out = set()

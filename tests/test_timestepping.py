@@ -67,6 +67,18 @@ def test_blow_up_is_reported_and_keeps_the_saved_times():
     res = ts.integrate(lambda t, y: y ** 2, np.array([1.0]), [0.0, 0.5, 0.9, 2.0], rtol=1e-8, atol=1e-12)
     assert res.status == -1 and "t=" in res.message and "non-finite" in res.message
     assert len(res.t) == 3 and res.y[-1][0] == pytest.approx(10.0, rel=1e-6)
+    # the failure is structured: y = 1/(1 − t) blows up at t = 1, after the saved time 0.9
+    f = res.failure
+    assert f.reason == "non-finite" and 0.9 < f.t < 1.001 and f.step == res.nsteps + 1 and f.state is None
+    assert f"t={f.t:.6g}" in res.message and f"step {f.step}" in res.message
+
+
+def test_fixed_step_failure_names_the_time_and_the_step():
+    res = ts.integrate_fixed(lambda t, y, h: y / (1.0 - t - h) if t + h < 0.45 else y * np.inf, np.array([1.0]),
+                             [0.0, 0.2, 1.0], 0.1)
+    f = res.failure
+    assert res.status == -1 and f.reason == "non-finite" and f.t == pytest.approx(0.5) and f.step == 5
+    assert res.t == [0.0, 0.2] and ts.integrate_fixed(lambda t, y, h: y, np.array([1.0]), [0.0, 1.0], 0.5).failure is None
 
 
 def test_monitor_stops_the_run():
@@ -77,6 +89,10 @@ def test_monitor_stops_the_run():
     res = ts.integrate(lambda t, y: y, np.array([1.0]), np.linspace(0, 2, 11), monitor=monitor)
     assert res.status == 1 and isinstance(res.error, SolverError)
     assert res.t[-1] <= np.log(2.0) + 0.3 and len(res.t) >= 4
+    # the state the monitor stopped, at the time it was given: what a continuation goes on from
+    f = res.failure
+    assert f.reason == "monitor" and f.step == res.nsteps and str(f.t) in res.message
+    assert f.state[0] > 2.0 and f.state[0] == pytest.approx(np.exp(f.t), rel=1e-6)
 
 
 def test_fixed_step_driver_is_exact_euler():
