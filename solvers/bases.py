@@ -16,13 +16,14 @@ mathematical perspective on Transformers* (2023), §3):
   stability analysis of zonal states.
 
 `ResolutionPolicy` is the one rule for an automatic resolution (``modes="auto"`` / ``lmax="auto"``):
-where it starts, how it grows on refinement, and the checks of a fixed resolution.
+where it starts, how it grows on refinement, and the checks of a fixed resolution. Each basis
+carries its numbers as ``Basis.policy``; a solver adds its memory estimate (`ResolutionPolicy.with_memory`).
 
 How a solver uses a basis: build it in ``_setup(resolution)``; synthesise the fields it needs on
 ``basis.points`` (``synthesis``, ``gradient``), form the nonlinear products there, come back with
 ``analysis`` (or ``divergence`` on S^2); on refinement, ``basis.pad(state, finer_basis)``.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 import numpy as np
@@ -112,6 +113,10 @@ class ResolutionPolicy:
         """The next resolution: the bandwidth doubled, at most ``cap``."""
         return min(2 * (int(resolution) + self.offset) - self.offset, int(cap))
 
+    def with_memory(self, memory):
+        """The same policy with a solver's estimate ``memory(resolution)`` of its working memory in bytes."""
+        return replace(self, memory=memory)
+
 
 # -- S^1 ------------------------------------------------------------------------------------------------
 def fourier_grid_size(degree):
@@ -136,9 +141,13 @@ class FourierBasis:
         total degree <= ``degree`` are transformed back exactly (default 3K: the 3/2 rule, a product
         of two degree-K fields tested against a degree-K mode).
 
+    ``FourierBasis.policy``: K >= 8 (at most 2^26); "auto" starts at 64 modes and stops at 16384 by default.
+
     Attributes: ``modes``, ``M``, ``degrees`` and ``wavenumbers`` k = 0..K (int, float), ``angles`` θ_j,
     ``points`` (M, 2), ``weights`` 1/M, ``laplacian`` k² (−Δ e^{ikθ} = k² e^{ikθ}).
     """
+
+    policy = ResolutionPolicy("modes", "max_modes", low=8, auto_start=64, auto_cap=16384, high=2 ** 26)
 
     def __init__(self, modes, degree=None):
         self.modes = K = check_int(modes, "modes", low=1)
@@ -202,10 +211,16 @@ class SphericalHarmonicBasis:
         degree <= ``degree`` (default 3L: a product of two degree-L fields tested against degree L).
     nthreads : ducc0 threads.
 
+    ``SphericalHarmonicBasis.policy``: 4 <= L <= 8191; "auto" starts at degree 31 and stops at 1023.
+
     Attributes: ``lmax``, ``ntheta``, ``nphi``, ``theta`` (colatitudes of the rings), ``points``
     (ntheta, nphi, 3), ``weights`` (summing to 1), ``degrees``/``orders`` l, m of each a_lm,
     ``laplacian`` l(l+1).
     """
+
+    # the bandwidth is L + 1; the automatic start is the kernel's minimum degree itself (O(L³) transforms)
+    policy = ResolutionPolicy("lmax", "max_lmax", low=4, auto_start=31, auto_cap=1023, high=8191, offset=1,
+                              round_start=False)
 
     def __init__(self, lmax, degree=None, nthreads=1):
         from meanfield.representations.harmonics import alm_degrees
@@ -289,10 +304,14 @@ class GegenbauerBasis:
     rule : (nodes, weights) of a Gauss–Gegenbauer rule already computed (instead of ``nodes``),
         as `in_sector` passes it.
 
+    ``GegenbauerBasis.policy``: L >= 4; "auto" starts at degree 32 and stops at 1024 by default.
+
     Attributes: ``degrees``, ``nodes`` s_j, ``weights`` w_j (summing to 1), ``table`` G (n, k) of
     the values at the nodes, ``projection`` Gᵀdiag(w) (k, n), ``derivative_table`` (sector 0:
     p_l'(s_j)), ``laplacian`` l(l + d − 2).
     """
+
+    policy = ResolutionPolicy("lmax", "max_lmax", low=4, auto_start=32, auto_cap=1024)
 
     def __init__(self, lmax, dim, nodes=None, *, sector=0, lowest=0, rule=None):
         self.lmax = L = check_int(lmax, "lmax", low=0)

@@ -35,14 +35,11 @@ from meanfield.quadrature import trapezoid
 from meanfield.representations.fourier import FourierSeries
 
 from .base import Solver
-from .bases import FourierBasis, ResolutionPolicy, fourier_grid_size, midpoint_coefficients
-from .handover import HandOverToCharacteristics
+from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
+from .lagrangian import HandsOver
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
 
-MIN_MODES = 8
-AUTO_START = 64          # modes="auto": first resolution (raised to the kernel's minimum if needed)
-AUTO_MAX_MODES = 16384   # modes="auto": default cap
 STABLE_CFL = 0.8         # |h·k·v| below the imaginary-axis stability limit of the adaptive pairs
 BYTES_PER_MODE = 800     # measured peak working memory of a run per mode (stages, padded grid, W1 measure)
 
@@ -52,7 +49,7 @@ def padded_size(modes, dealias=1.5):
     return fourier_grid_size(int(np.ceil(dealias * 2 * int(modes))))
 
 
-class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
+class FourierCircle(HandsOver, AutoResolution, Solver):
     """Fourier pseudo-spectral solver on S^1 (``model.dim == 2``, zonal models: Q^T K = I, V = v·I).
 
     Parameters
@@ -92,12 +89,11 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
     """
 
-    policy = ResolutionPolicy("modes", "max_modes", low=MIN_MODES, auto_start=AUTO_START, auto_cap=AUTO_MAX_MODES,
-                              high=2 ** 26, memory=lambda K: BYTES_PER_MODE * K)
+    policy = FourierBasis.policy.with_memory(lambda K: BYTES_PER_MODE * K)
     auto_resolution = (policy.name, policy.cap_name)
 
-    def __init__(self, model, modes=512, *, tail_tol=DEFAULT_TAIL_TOL, dealias=1.5, max_modes=AUTO_MAX_MODES,
-                 w1=True):
+    def __init__(self, model, modes=512, *, tail_tol=DEFAULT_TAIL_TOL, dealias=1.5,
+                 max_modes=FourierBasis.policy.auto_cap, w1=True):
         Solver.__init__(self, model)
         if model.dim != 2:
             raise UnsupportedModel(f"FourierCircle solves on S^1: `model.dim` must be 2, got {model.dim} "
@@ -229,7 +225,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
             raise SolverError(f"K*ρ is not positive on the grid at t={t:.6g} (min {run.workspace['zmin']:.3g}), so "
                               "log(K*ρ) is undefined: the discrete density has large negative parts; "
                               "increase `modes`.")
-        self.tail.check_or_refine(t, self._power(run, u), self.modes, self.refinable)
+        self.tail.check_or_refine(t, u, self._power(run, u), self.modes, self.refinable)
 
     def _diagnostics(self, run, t, u):
         """Mass, E_β, min ρ, tail, dE/dt (discrete) vs the identity (3.6), W1 to σ and to δ."""

@@ -38,13 +38,10 @@ from meanfield.errors import SolverError, UnderResolved
 from meanfield.representations.gegenbauer import GegenbauerSeries, axis_vector, lift, orthogonal_basis
 
 from .base import Solver
-from .bases import GegenbauerBasis, ResolutionPolicy, node_count
+from .bases import GegenbauerBasis, node_count
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, energy_diagnostics,
                        noise_dissipation, spectral_tail)
 
-MIN_LMAX = 4
-AUTO_START = 32          # lmax="auto": first degree (raised to the kernel's minimum if needed)
-AUTO_MAX_LMAX = 1024     # lmax="auto": default cap
 ZONAL_RTOL = 1e-8        # tolerance of the zonality check of a callable initial density
 MAX_NORM = 1e12          # ‖ρ‖_{L²(σ)} beyond which the coefficients lose more than 12 digits
 
@@ -94,11 +91,11 @@ class Gegenbauer(AutoResolution, Solver):
 
     steppers = ("dopri5", "bs32")
     stepper_defaults = {}
-    policy = ResolutionPolicy("lmax", "max_lmax", low=MIN_LMAX, auto_start=AUTO_START, auto_cap=AUTO_MAX_LMAX)
+    policy = GegenbauerBasis.policy
     auto_resolution = (policy.name, policy.cap_name)
 
-    def __init__(self, model, lmax=64, axis=None, *, tail_tol=DEFAULT_TAIL_TOL, max_lmax=AUTO_MAX_LMAX,
-                 max_norm=MAX_NORM):
+    def __init__(self, model, lmax=64, axis=None, *, tail_tol=DEFAULT_TAIL_TOL,
+                 max_lmax=GegenbauerBasis.policy.auto_cap, max_norm=MAX_NORM):
         Solver.__init__(self, model)
         self._require_zonal()
         self.max_norm = check_real(max_norm, "max_norm", low=1.0, low_open=True)
@@ -165,7 +162,7 @@ class Gegenbauer(AutoResolution, Solver):
                 "coefficients carry only ~16 − log10‖ρ‖ digits. The density is concentrating where σ has little "
                 "mass (in high dimension ‖ρ‖ grows like e^{d s̄²/2} with s̄ = <x, e>); stop earlier.",
                 t=t, tail=float(spectral_tail(power)), tol=self.tail.tol)
-        self.tail.check_or_refine(t, power, self.lmax, self.refinable)
+        self.tail.check_or_refine(t, y, power, self.lmax, self.refinable)
 
     def _diagnostics(self, run, t, y):
         """Mass, E_β, min f at the nodes, tail, dE/dt of the discrete flow vs the identity."""

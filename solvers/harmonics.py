@@ -36,18 +36,15 @@ from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cr
                                                  real_to_alm)
 
 from .base import Solver
-from .bases import ResolutionPolicy, SphericalHarmonicBasis
-from .handover import HandOverToCharacteristics
+from .bases import SphericalHarmonicBasis
+from .lagrangian import HandsOver
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
 
-MIN_LMAX = 4
-AUTO_START = 31          # lmax="auto": first degree (raised to the kernel's minimum if needed)
-AUTO_MAX_LMAX = 1023     # lmax="auto": default cap
 BYTES_PER_DEGREE2 = 800  # measured peak working memory of a run per lmax² (grids, stages, fine diagnostics grid)
 
 
-class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
+class SphericalHarmonics(HandsOver, AutoResolution, Solver):
     """Spectral solver on S^2 (model.dim == 3, zonal models: Q^T K = I, V = v·I).
 
     Parameters
@@ -75,14 +72,11 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
     """
 
-    # the bandwidth L + 1 doubles on refinement; the start is the kernel's minimum degree itself
-    policy = ResolutionPolicy("lmax", "max_lmax", low=MIN_LMAX, auto_start=AUTO_START, auto_cap=AUTO_MAX_LMAX,
-                              high=8191, offset=1, round_start=False,
-                              memory=lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
+    policy = SphericalHarmonicBasis.policy.with_memory(lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
     auto_resolution = (policy.name, policy.cap_name)
 
-    def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL, max_lmax=AUTO_MAX_LMAX, w1=False,
-                 w1_points=512):
+    def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL,
+                 max_lmax=SphericalHarmonicBasis.policy.auto_cap, w1=False, w1_points=512):
         Solver.__init__(self, model)
         if model.dim != 3:
             raise UnsupportedModel(f"SphericalHarmonics solves on S^2: `model.dim` must be 3, got {model.dim} "
@@ -192,7 +186,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         return alm_to_real(alm, self.lmax)
 
     def _monitor(self, run, t, alm):
-        self.tail.check_or_refine(t, alm_power(alm, self.lmax), self.lmax, self.refinable)
+        self.tail.check_or_refine(t, alm, alm_power(alm, self.lmax), self.lmax, self.refinable)
 
     def velocity(self, alm):
         """The velocity X = s∇Φ ((3.7)/(3.10)) on the dealiasing grid (``self.points``) for ducc0
