@@ -3,17 +3,23 @@
 One problem — (SA) with β = 1, V = I, from a von Mises–Fisher density — is solved twice:
 
 * by the PDE solver (`solvers.FourierCircle` on S^1, `solvers.SphericalHarmonics` on S^2), whose ρ_t is
-  discretised finely as the reference (S^1: 2^16 midpoints, error O(2^-16); S^2: a randomly rotated
-  Fibonacci set of M points with weights ∝ ρ_t, error ≈ 0.6·M^{-1/2});
-* by `solvers.Particles` from N iid or quasi (quadrature-weighted) samples of ρ0.
+  discretised finely as the reference (S^1: 2^18 points for iid samples, 16·max N for quasi ones, at
+  most 2^24, error O(1/m) below either sample's; S^2: randomly rotated
+  Fibonacci sets with weights ∝ ρ_t, of M = 6000 points for W1, error ≈ 0.6·M^{-1/2}, and of
+  2·10^5 points for the kernel distance, error far below it);
+* by `solvers.Particles` from N iid or quasi (quadrature-weighted) samples of ρ0, N from 10^2 to
+  10^6: the particle sums are spectral beyond a few hundred particles (O(N) per step).
 
-It reports W1(μ^N_t, ρ_t) against N at several t, and the fitted exponent p of W1 ≈ C·N^{-p}.
-docs/mathematics.md §8 predicts p = 1/2 for iid samples on S^1 and sqrt(log N / N) on S^2 (a fitted p
-slightly below 1/2), p = 1 for quasi samples on S^1 and p = 1/2 with a smaller constant on S^2.
-Dobrushin's estimate W1(μ^N_t, ρ_t) <= e^{Lt}·W1(μ^N_0, ρ_0) is drawn with the crude constant
+It reports, against N at several t, W1(μ^N_t, ρ_t) (exact: on S^1 for every N, on S^2 while N·M <=
+2.5e7) and the kernel distance D_κ(μ^N_t, ρ_t) of `meanfield.kernel_distance` (κ = 4, for every N;
+D_κ <= 2·W1), with the fitted exponents p of ≈ C·N^{-p}. docs/mathematics.md §8 predicts for W1 p = 1/2
+for iid samples on S^1 and sqrt(log N / N) on S^2 (a fitted p slightly below 1/2), p = 1 for quasi
+samples on S^1 and p = 1/2 with a smaller constant on S^2; D_κ decays like N^{-1/2} for iid samples
+in any dimension, and faster for quasi ones.
+Dobrushin's estimate W1(μ^N_t, ρ_t) <= e^{Lt}·W1(μ^N_0, ρ_0) is compared, with the crude constant
 L(β) = 2 + 2(1 + 2β)e^{2β} (Lipschitz constants of (x, μ) ↦ X[μ](x) for (SA); the paper's constant is
-not given, docs/mathematics.md §8) together with the measured growth. Particles with N above
-``n_dynamic_max`` are compared at t = 0 only (the particle solver costs O(N²) per step).
+not given, docs/mathematics.md §8), with the measured growth. Particles with N above
+``n_dynamic_max`` are compared at t = 0 only.
 
 Wasserstein decay: W1 of ρ_t to the nearest Dirac mass (attractive) or to σ (repulsive) against t,
 for the PDE and for particles, with the fitted exponential rates. Near a single cluster (SA) contracts
@@ -32,7 +38,8 @@ from ..kernels import linear_growth_rates
 from ..model import Model
 from ..quadrature import sphere_quadrature
 from ..sampling import sample
-from ..wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
+from ..spectralsums import kernel_distance
+from ..wasserstein import EXACT_MAX_SIZE, w1_to_dirac, w1_to_uniform, wasserstein
 from .report import Report, fit_exponential, fit_power_law, pyplot, show_progress
 from .options import Options, experiment, option
 from .parallel import check_parallel, map_tasks
@@ -51,9 +58,20 @@ def _rotation(dim, rng):
     return q * np.sign(np.diag(r))
 
 
+KAPPA = 4.0                 # the kernel distance's κ
+M_KERNEL = 200_000          # S^2: reference points for the kernel distance
+
+
 def reference_measure(sol, i, m=None, rng=None):
     """A fine discretisation of the PDE density ρ at saved index i, independent of the sample points."""
     d = sol.model.dim
+    if d == 2 and hasattr(sol.representation, "grid_values"):
+        # ρ at the m points 2π(j + 3/4)/m (a quarter-cell shift from the quasi samples' midpoints), by FFT
+        m = m or (1 << 18)
+        values = sol.representation.grid_values(sol.data[i], 2 * m)[1::2]
+        theta = 2 * np.pi * (np.arange(m) + 0.75) / m
+        w = np.clip(values, 0.0, None)
+        return np.stack([np.cos(theta), np.sin(theta)], -1), w / w.sum()
     if d == 2:
         m = m or (1 << 16)
         x, q = sphere_quadrature(m, 2)
@@ -142,54 +160,74 @@ def fit_decay_rate(t, w, low=1e-10, high=1e-3):
     return out
 
 
-def w1_sample(task, *, model, rho0, times, refs, n_dynamic_max):
-    """W1(μ^N_t, ρ_t) at the saved times for one sample ``task = (method, j, N, s)`` (a task of `map_tasks`).
+def distance_sample(task, *, model, rho0, times, refs, n_dynamic_max):
+    """(W1, D_κ)(μ^N_t, ρ_t) at the saved times for one sample ``task = (method, j, N, s)`` (a task of
+    `map_tasks`); W1 is NaN on S^2 where the exact linear program would be too large.
 
     The sample's seed 1000·s + j depends only on the task, so the result does not depend on how the
-    tasks are spread over workers.
+    tasks are spread over workers. The particles are integrated to a tolerance below their sampling
+    error (rtol 1e-7 for iid samples, 1e-9 for quasi ones, whose W1 is O(1/N)).
     """
     import solvers
 
     method, j, n, s = task
     x0, w0 = sample(rho0, int(n), model.dim, rng=1000 * s + j, method=method)
     if n <= n_dynamic_max and times.size > 1:
-        ps = solvers.Particles(model).solve(x0, times, weights=w0, rtol=1e-8, atol=1e-10, progress=False)
-        xs = [np.asarray(ps.positions[i]) for i in range(times.size)]
+        rtol = 1e-7 if method == "iid" else 1e-9
+        ps = solvers.Particles(model, diagnostics="none").solve(x0, times, weights=w0, rtol=rtol, atol=1e-3 * rtol,
+                                                                progress=False)
+        xs = [np.asarray(ps.measure(i)[0]) for i in range(times.size)]
     else:
         xs = [x0]
-    return [wasserstein((x, w0), refs[i]) for i, x in enumerate(xs)]
+    out = []
+    for i, x in enumerate(xs):
+        ref_w1, ref_kernel = refs[method][i]
+        exact = model.dim == 2 or len(x) * len(ref_w1[1]) <= EXACT_MAX_SIZE
+        out.append((wasserstein((x, w0), ref_w1) if exact else np.nan, kernel_distance((x, w0), ref_kernel, KAPPA)))
+    return out
 
 
 def sampling_study(dim, model, rho0, times, ns, methods, seeds, n_dynamic_max, quick=False, progress=False, m_ref=None,
                    workers=None, scheduler=None):
     """W1(μ^N_t, ρ_t) for N in ``ns`` (iid: averaged over ``seeds``), at every t in ``times``.
 
-    Returns a dict method -> array (len(times), len(ns)) (NaN where N > n_dynamic_max and t > 0), and
-    the PDE Solution. ``workers``, ``scheduler``: one task per sample (see `map_tasks`).
+    Returns dicts method -> array (len(times), len(ns)) of W1 and of D_κ (NaN where N > n_dynamic_max
+    and t > 0, and for W1 where it is not computed), and the PDE Solution. ``workers``, ``scheduler``:
+    one task per sample (see `map_tasks`).
     """
     times = times_all = np.asarray(times, dtype=float)
     sol, note = _pde(model, rho0, times, quick, progress)
     reached = len(sol.t)            # the PDE may stop (UnderResolved) before the last time: NaN rows there
     times = times[:reached]
-    refs = [reference_measure(sol, i, m_ref, rng=100 + i) for i in range(reached)]
+    refs = {method: [] for method in methods}
+    fine = min(1 << 24, max(1 << 18, 16 * max(ns))) if dim == 2 and m_ref is None else m_ref
+    for i in range(reached):
+        ref = reference_measure(sol, i, m_ref, rng=100 + i)
+        kernel_ref = ref if dim == 2 else reference_measure(sol, i, M_KERNEL, rng=200 + i)
+        for method in methods:
+            if dim == 2 and method == "quasi" and fine != m_ref:
+                quasi = reference_measure(sol, i, fine)
+                refs[method].append((quasi, quasi))
+            else:
+                refs[method].append((ref, kernel_ref))
     tasks = [(method, j, n, s) for method in methods for j, n in enumerate(ns)
              for s in range(seeds if method == "iid" else 1)]
-    values = map_tasks(w1_sample, tasks, workers=workers, scheduler=scheduler, progress=progress,
+    values = map_tasks(distance_sample, tasks, workers=workers, scheduler=scheduler, progress=progress,
                        desc=f"W1 against N on S^{dim - 1}", priority=[n for _, _, n, _ in tasks],   # largest N first
                        shared=dict(model=model, rho0=rho0, times=times, refs=refs, n_dynamic_max=n_dynamic_max))
-    out = {}
+    w1, kd = {}, {}
     for method in methods:
-        w1 = np.full((len(np.atleast_1d(times_all)), len(ns)), np.nan)
+        mean = np.full((2, len(np.atleast_1d(times_all)), len(ns)), np.nan)
         for j in range(len(ns)):
-            acc = np.zeros(times.size)
+            acc = np.zeros((2, times.size))
             cnt = np.zeros(times.size)
             for (m, jj, _, _), w in zip(tasks, values):       # seeds in order, as a serial loop adds them
                 if (m, jj) == (method, j):
-                    acc[:len(w)] += w
+                    acc[:, :len(w)] += np.asarray(w, dtype=float).T
                     cnt[:len(w)] += 1
-            w1[:reached, j] = np.where(cnt > 0, acc / np.maximum(cnt, 1), np.nan)
-        out[method] = w1
-    return out, sol
+            mean[:, :reached, j] = np.where(cnt > 0, acc / np.maximum(cnt, 1), np.nan)
+        w1[method], kd[method] = mean
+    return w1, kd, sol
 
 
 def decay_study(dim, model, rho0, t_end, n_particles, quick=False, progress=False):
@@ -256,11 +294,10 @@ class MeanFieldLimitOptions(Options):
     kappa: float = option(2.0, "concentration of the von Mises-Fisher initial density", low=0.0)
     times: tuple[float, ...] | None = option(None, "saved times for W1 against N", low=0.0, shown="0, 0.5, 1",
                                              quick="0, 1")
-    ns: dict | None = option(None, "dim -> list of N", shown="S^1: 10^2 ... 10^5, S^2: 100 ... 1600")
+    ns: dict | None = option(None, "dim -> list of N", shown="10^2 ... 10^6 on S^1 and S^2 (half decades)")
     seeds: int | None = option(None, "iid repetitions per N", low=1, shown="4", quick="2")
     n_dynamic_max: int | None = option(None, "particles are evolved for N up to this; larger N are compared at "
-                                       "t = 0 only", low=1, shown="3162 on S^1, 1600 on S^2",
-                                       quick="1000 and 400")
+                                       "t = 0 only", low=1, shown="10^6", quick="10^4")
     decay_t_end: float = option(26.0, "end time of the Wasserstein-decay run (W1 to the Dirac mass is below "
                                 "1e-10 from t = 24)", low=0.0, low_open=True)
 
@@ -280,11 +317,11 @@ def mean_field_limit(out, o, *, quick, progress, workers, scheduler):
     workers, scheduler = check_parallel(workers, scheduler)
     times = np.asarray(o.times if o.times is not None else ((0.0, 1.0) if quick else (0.0, 0.5, 1.0)), dtype=float)
     seeds = o.seeds if o.seeds is not None else (2 if quick else 4)
-    default_ns = {2: [100, 316, 1000, 3162, 10000, 31623, 100000] if not quick else [100, 316, 1000, 3162, 10000],
-                  3: [100, 200, 400, 800, 1600] if not quick else [50, 100, 200, 400]}
+    decades = [100, 316, 1000, 3162, 10_000, 31_623, 100_000, 316_228, 1_000_000]
+    default_ns = {d: decades[:5] if quick else decades for d in (2, 3)}
     ns = {**default_ns, **{int(d): list(v) for d, v in (o.ns or {}).items()}}     # TOML keys are strings
     if o.n_dynamic_max is None:
-        n_dynamic_max = {2: 1000 if quick else 3162, 3: 400 if quick else 1600}
+        n_dynamic_max = {2: 10_000 if quick else 1_000_000, 3: 10_000 if quick else 1_000_000}
     else:
         n_dynamic_max = {d: o.n_dynamic_max for d in (2, 3)}
     progress = show_progress(progress)
@@ -298,14 +335,22 @@ def mean_field_limit(out, o, *, quick, progress, workers, scheduler):
         for dim in dims:
             model = Model(beta=beta, dim=dim, normalized=normalized, V=V)
             rho0 = densities.von_mises_fisher(np.eye(dim)[-1], kappa)
-            w1, sol = sampling_study(dim, model, rho0, times, ns[dim], ("iid", "quasi"), seeds, n_dynamic_max[dim],
+            w1, kd, sol = sampling_study(dim, model, rho0, times, ns[dim], ("iid", "quasi"), seeds, n_dynamic_max[dim],
                                      quick=quick, progress=progress, workers=workers, scheduler=scheduler)
             report.save_dataset(sol, f"pde_d{dim}.nc")
             res = report.results.setdefault(f"S{dim - 1}", {})
             nn = np.asarray(ns[dim], dtype=float)
             rates = {m: [fit_power_law(nn, w1[m][i])[0] for i in range(times.size)] for m in w1}
+            krates = {m: [fit_power_law(nn, kd[m][i])[0] for i in range(times.size)] for m in kd}
             res.update({"N": nn, "times": times, "w1_iid": w1["iid"], "w1_quasi": w1["quasi"], "rate_iid": rates["iid"],
-                        "rate_quasi": rates["quasi"]})
+                        "rate_quasi": rates["quasi"], "kernel_kappa": KAPPA, "kernel_iid": kd["iid"],
+                        "kernel_quasi": kd["quasi"], "kernel_rate_iid": krates["iid"],
+                        "kernel_rate_quasi": krates["quasi"]})
+            report.check(f"S^{dim - 1}: iid kernel-distance exponent at t = {times[-1]:g} within ±0.1 of 1/2 "
+                         f"(N up to {int(nn[-1])})", abs(krates["iid"][-1] - 0.5) <= 0.1,
+                         f"fitted {krates['iid'][-1]:.3f}; quasi samples: {krates['quasi'][-1]:.3f}",
+                         compared=f"the exponent p of D_κ ≈ C N^-p (κ = {KAPPA:g}, iid particles against the PDE, "
+                                  f"t = {times[-1]:g}) with 1/2 (E D_κ² = (1 − ∬k)/N)", tolerance="|p − 1/2| <= 0.1")
             growth = [float(np.nanmax(w1["iid"][i] / w1["iid"][0])) for i in range(times.size)]
             res["measured_growth_iid"] = growth
             expected_iid = 0.5
@@ -326,9 +371,10 @@ def mean_field_limit(out, o, *, quick, progress, workers, scheduler):
                 report.check("S^1: quasi W1 exponent at t = 0 close to 1 (quantile/midpoint rate O(1/N))",
                              rates["quasi"][0] >= 0.85, f"fitted {rates['quasi'][0]:.3f}",
                              compared="the exponent p of W1 ≈ C N^-p (quasi samples, t = 0)", tolerance="p >= 0.85")
-            better = bool(np.all(w1["quasi"][0] < w1["iid"][0]))
+            better = bool(np.all(w1["quasi"][0][np.isfinite(w1["quasi"][0])] < w1["iid"][0][np.isfinite(w1["iid"][0])]))
             report.check(f"S^{dim - 1}: quasi samples beat iid samples at every N (t = 0)", better,
-                         f"W1 ratio quasi/iid at the largest N: {w1['quasi'][0][-1] / w1['iid'][0][-1]:.3f}",
+                         f"W1 ratio quasi/iid at the largest N: "
+                         f"{np.nanmin(w1['quasi'][0] / w1['iid'][0]):.3f}",
                          compared="W1 to the PDE of quasi and of iid samples at each N (t = 0)",
                          tolerance="quasi < iid at every N")
             # Dobrushin's bound with the crude L(β) holds by orders of magnitude: drawn, not counted as a check
@@ -371,12 +417,12 @@ def mean_field_limit(out, o, *, quick, progress, workers, scheduler):
                          tolerance="<= 5% of W1 at t = 0")
             report.write()
             if plt is not None:
-                _plot(report, dim, nn, times, w1, dec, L, model)
+                _plot(report, dim, nn, times, w1, kd, dec, L, model)
         report.finish()
     return report
 
 
-def _plot(report, dim, nn, times, w1, dec, L, model):
+def _plot(report, dim, nn, times, w1, kd, dec, L, model):
     from ..plotting import model_label, suptitle
 
     fig, axes = report.subplots(1, 3, figsize=(15, 4.6))
@@ -388,6 +434,11 @@ def _plot(report, dim, nn, times, w1, dec, L, model):
             ok = np.isfinite(y)
             if ok.any():
                 ax.loglog(nn[ok], y[ok], style, color=f"C{i}", ms=4, label=f"{method}, t = {t:g}")
+    for method, style in (("iid", "o:"), ("quasi", "s:")):
+        y = kd[method][-1]
+        ok = np.isfinite(y) & (y > 0)
+        if ok.any():
+            ax.loglog(nn[ok], y[ok], style, color="0.4", ms=3, label=fr"{method}: $D_\kappa$, t = {times[-1]:g}")
     p, c = fit_power_law(nn, w1["iid"][0])
     ax.loglog(nn, c * nn ** -p, "k-", lw=0.6, alpha=0.6, label=f"fit iid t=0: N^-{p:.2f}")
     ax.set(xlabel="N", ylabel=r"$W_1(\mu^N_t, \rho_t)$", title=fr"$S^{dim - 1}$: particles vs PDE")
