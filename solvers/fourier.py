@@ -36,7 +36,7 @@ from meanfield.representations.fourier import FourierSeries
 
 from .base import Solver
 from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
-from .lagrangian import HandsOver
+from .handover import HandOverToCharacteristics
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
 
@@ -49,7 +49,7 @@ def padded_size(modes, dealias=1.5):
     return fourier_grid_size(int(np.ceil(dealias * 2 * int(modes))))
 
 
-class FourierCircle(HandsOver, AutoResolution, Solver):
+class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     """Fourier pseudo-spectral solver on S^1 (``model.dim == 2``, zonal models: Q^T K = I, V = v·I).
 
     Parameters
@@ -225,7 +225,7 @@ class FourierCircle(HandsOver, AutoResolution, Solver):
             raise SolverError(f"K*ρ is not positive on the grid at t={t:.6g} (min {run.workspace['zmin']:.3g}), so "
                               "log(K*ρ) is undefined: the discrete density has large negative parts; "
                               "increase `modes`.")
-        self.tail.check_or_refine(t, u, self._power(run, u), self.modes, self.refinable)
+        self.tail.check_or_refine(t, self._power(run, u), self.modes, self.refinable)
 
     def _diagnostics(self, run, t, u):
         """Mass, E_β, min ρ, tail, dE/dt (discrete) vs the identity (3.6), W1 to σ and to δ."""

@@ -162,7 +162,7 @@ class Gegenbauer(AutoResolution, Solver):
                 "coefficients carry only ~16 − log10‖ρ‖ digits. The density is concentrating where σ has little "
                 "mass (in high dimension ‖ρ‖ grows like e^{d s̄²/2} with s̄ = <x, e>); stop earlier.",
                 t=t, tail=float(spectral_tail(power)), tol=self.tail.tol)
-        self.tail.check_or_refine(t, y, power, self.lmax, self.refinable)
+        self.tail.check_or_refine(t, power, self.lmax, self.refinable)
 
     def _diagnostics(self, run, t, y):
         """Mass, E_β, min f at the nodes, tail, dE/dt of the discrete flow vs the identity."""

@@ -37,14 +37,14 @@ from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cr
 
 from .base import Solver
 from .bases import SphericalHarmonicBasis
-from .lagrangian import HandsOver
+from .handover import HandOverToCharacteristics
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
 
 BYTES_PER_DEGREE2 = 800  # measured peak working memory of a run per lmax² (grids, stages, fine diagnostics grid)
 
 
-class SphericalHarmonics(HandsOver, AutoResolution, Solver):
+class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     """Spectral solver on S^2 (model.dim == 3, zonal models: Q^T K = I, V = v·I).
 
     Parameters
@@ -186,7 +186,7 @@ class SphericalHarmonics(HandsOver, AutoResolution, Solver):
         return alm_to_real(alm, self.lmax)
 
     def _monitor(self, run, t, alm):
-        self.tail.check_or_refine(t, alm, alm_power(alm, self.lmax), self.lmax, self.refinable)
+        self.tail.check_or_refine(t, alm_power(alm, self.lmax), self.lmax, self.refinable)
 
     def velocity(self, alm):
         """The velocity X = s∇Φ ((3.7)/(3.10)) on the dealiasing grid (``self.points``) for ducc0
