@@ -53,7 +53,9 @@ def circle_w1(theta_a, wa, theta_b, wb):
 
 def geodesic_distance(x, y):
     """Angle between unit vectors, accurate near 0 and π: 2·atan2(|x − y|, |x + y|)."""
-    return 2.0 * np.arctan2(np.linalg.norm(x - y, axis=-1), np.linalg.norm(x + y, axis=-1))
+    minus, plus = x - y, x + y
+    return 2.0 * np.arctan2(np.sqrt(np.einsum("...d,...d->...", minus, minus)),
+                            np.sqrt(np.einsum("...d,...d->...", plus, plus)))
 
 
 def _geodesic_cost(xa, xb, p, chunk=256):
@@ -193,12 +195,13 @@ def w1_to_dirac(measure):
     # a few heavy atoms as further starts (cheap, avoids the antipodal trap of the mean)
     for k in np.argsort(w)[-8:]:
         cands.append(x[k])
-    best = min(cands, key=cost)
-    z = best
+    costs = [cost(c) for c in cands]
+    best = cands[int(np.argmin(costs))]
+    z, ang = best, geodesic_distance(x, best)
+    f_best = f_z = float(w @ ang)
     for _ in range(100):
-        ang = geodesic_distance(x, z)
         tangent = x - (x @ z)[:, None] * z
-        norms = np.linalg.norm(tangent, axis=1)
+        norms = np.sqrt(np.einsum("nd,nd->n", tangent, tangent))
         ok = norms > 1e-14
         if not np.any(ok):
             break
@@ -206,18 +209,22 @@ def w1_to_dirac(measure):
         g = -(w[ok] / norms[ok]) @ tangent[ok]
         hess = np.sum(w[ok] * ang[ok] / np.maximum(np.sin(ang[ok]), 1e-14) / np.maximum(ang[ok], 1e-14))
         step = -g / max(hess, 1e-12)
-        s = np.linalg.norm(step)
-        if s < 1e-13:
-            break
-        znew = np.cos(s) * z + np.sin(s) * step / s
-        if cost(znew) > cost(z):
-            step *= 0.5
+        moved = False
+        for _halving in range(2):                       # the Newton-like step, else half of it
             s = np.linalg.norm(step)
-            znew = np.cos(s) * z + np.sin(s) * step / s
-            if cost(znew) > cost(z):
+            if s < 1e-13:
                 break
-        z = znew
-    return min(cost(z), cost(best))
+            znew = np.cos(s) * z + np.sin(s) * step / s
+            ang_new = geodesic_distance(x, znew)
+            f_new = float(w @ ang_new)
+            if f_new <= f_z:
+                converged = f_z - f_new <= 1e-14 * f_z
+                z, ang, f_z, moved = znew, ang_new, f_new, not converged
+                break
+            step *= 0.5
+        if not moved:
+            break
+    return min(f_z, f_best)
 
 
 def w1_to_uniform(measure, n_reference=None):
