@@ -85,7 +85,8 @@ class MetastabilityOptions(Options):
     tol: float = option(1e-3, "cluster tolerance in radians (`meanfield.diagnostics.find_clusters`)")
     min_mass: float = option(1e-2, "the smallest mass of a cluster (`find_clusters`)")
     stray: float = option(0.05, "the mass allowed outside the clusters (`find_clusters`)")
-    quasi_ns: tuple[int, ...] = option((250, 1000, 4000), "particle numbers of the quasi samples", low=16,
+    quasi_ns: tuple[int, ...] = option((250, 1000, 4000, 100_000), "particle numbers of the quasi samples (spectral "
+                                       "sums beyond a few hundred)", low=16,
                                        quick="the largest <= 1000")
     n_long: int = option(1000, "quasi runs with n <= n_long go to the last time (merges, plateaus); larger ones "
                          "stop shortly after the continuum's clusters formed", low=1)
