@@ -163,6 +163,9 @@ class Solution:
                          "stats_json": json.dumps(jsonable(self.stats)),
                          "conventions": "densities relative to the uniform probability measure sigma (meanfield docs/mathematics.md section 2)",
                          "meanfield_version": _version()})
+        for key in ("sums", "sums_error_bound"):          # the kernel sums of a particle or Lagrangian run
+            if key in self.stats:
+                ds.attrs[key] = self.stats[key]
         ds["time"].attrs["long_name"] = "layer depth t"
         ds["energy"].attrs["long_name"] = "interaction energy E_beta (3.5)"
         if grid:
