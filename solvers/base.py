@@ -1,47 +1,80 @@
 """The solver protocol: one `Solver.solve` for every discretisation, per-run state in a `Run`.
 
-A solver is a discretisation of the mean-field equation (docs/mathematics.md §2): it turns a
-`meanfield.Model` and a resolution into a right-hand side, a representation and monitors. It is
+A solver is a discretisation of the mean-field equation (docs/mathematics.md §2; (3.1) of
+Geshkovski, Letrouit, Polyanskiy, Rigollet, *A mathematical perspective on Transformers*): it turns
+a `meanfield.Model` and a resolution into a right-hand side, a representation and monitors. It is
 immutable after ``__init__``, so one solver object can be shared by threads and pickled to worker
-processes. Everything that belongs to one run (the initial mass, the weights of points, the noise seed,
-work buffers, the current resolution of an automatic run) lives on the `Run` that `Solver.solve`
-creates and hands to every hook. Time stepping is done by the named steppers of
-`solvers.timestepping` (like Dedalus, a new basis needs no new time stepper).
+processes. Everything that belongs to one run lives on the `Run` that `Solver.start` creates and
+hands to every hook. Time stepping is done by the named steppers of `solvers.timestepping` (like
+Dedalus, a new basis needs no new time stepper).
 
-Contract for whoever adds a solver (like scipy's ``OdeSolver``):
+Contract for whoever adds a solver (like scipy's ``OdeSolver``; `Solver.__init_subclass__` checks
+the items marked (checked) when the class is defined and raises TypeError naming the item):
 
 1. ``__init__(model, <resolution>, **options)`` calls ``Solver.__init__(self, model)``, validates the
    resolution (ValueError naming the argument and the accepted range) and raises
-   `meanfield.UnsupportedModel` for models it cannot represent. It stores nothing that changes.
-2. Class attributes: ``steppers`` (names in `solvers.timestepping.STEPPERS`, the first is the
-   default), ``solve_options`` (extra keyword options of ``solve`` with their defaults),
-   ``stepper_defaults`` (overrides of the steppers' default options), ``retracts``.
-3. Initial states, one hook per kind of ``initial`` (implement those that apply):
+   `meanfield.UnsupportedModel` for models it cannot represent (``_require_zonal()`` for a solver
+   of zonal models). It stores nothing that changes during a run.
+2. Class attributes (checked):
+   ``steppers``: names in `solvers.timestepping.STEPPERS`, the first is the default;
+   ``solve_options``: the solver's own keyword options of ``solve`` with their defaults (none may
+   be one of ``solve``'s own keywords);
+   ``positional_options``: names among ``solve_options`` that ``solve`` also takes positionally,
+   in order, after ``initial`` and ``t_eval``;
+   ``stepper_defaults``: overrides of the steppers' default options (only options of its steppers);
+   ``retracts``: the state lives on a manifold and ``_retract`` is applied after each step;
+   ``retract_invariant``: ``_rhs(run, t, y)`` = ``_rhs(run, t, _retract(run, y))`` (it retracts its
+   argument itself), so an adaptive pair reuses its last stage after a retraction (needs ``retracts``);
+   ``auto_resolution``: None, or (resolution attribute, cap attribute) of an automatic resolution
+   (e.g. ("modes", "max_modes"), `solvers.spectral.AutoResolution`);
+   ``run_type``: the `Run` of its runs (below).
+3. Per-run state (checked): values that belong to one run are fields of ``run_type``, a subclass of
+   `Run` declared as a dataclass with slots, each field with a default and a comment; the hooks
+   set them (``_configure``, the initial-state hooks). An undeclared name raises AttributeError.
+   A refinement's run (`Run.derived`) keeps them and starts with a fresh ``workspace``.
+4. Initial states, one hook per kind of ``initial`` (checked: at least one of them):
    ``_initial_from_callable(run, rho0, normalize)``, ``_initial_from_data(run, data, normalize)``
    (an array in the solver's own representation: exactly what ``_to_data`` returns),
    ``_initial_from_solution(run, sol)`` (default: the last saved slice through
-   ``_initial_from_data``), ``_initial_from_measure(run, points, weights, normalize)``,
-   ``_initial_from_grid(run, grid, normalize)`` (`meanfield.densities.GridValues`; default: its
-   interpolant through ``_initial_from_callable``, rescaled to the grid's mass).
-4. The discretisation: ``_rhs(run, t, y)``; ``_linear(run)`` (a diagonal applied exactly by the
-   integrating factor, or None); ``_retract(run, y)``; ``_representation(run)``; ``_to_data(run, y)``.
-5. Optional: ``_configure(run)`` (check solver options, before the initial state), ``_monitor(run, t, y)``
-   (raise `meanfield.UnderResolved` or another `SolverError` to stop), ``_next(run, t, y, reason)``
-   (the continuation: the discretisation and state on which a stopped run, or a run starting from a
-   Solution, goes on), ``_diagnostics(run, t, y)``,
-   ``_stable_step(run, y)`` (stability limit of an explicit stepper), ``_keep(run, i, y)`` (what is
-   kept of saved time i after its diagnostics, e.g. nothing for a run that saves diagnostics only),
-   ``_run_context(run)`` (a context held while the stepper runs, e.g. thread limits),
-   and the hooks a stepper
-   ``needs`` (``_euler``/``_cfl_rate``/``_split`` for SSP-RK3, ``_tangent_noise`` for Euler–Maruyama,
-   ``_euler_velocity`` for Euler-then-normalise).
-6. Do not override ``solve``: it validates the options, builds the run, drives the stepper, counts
-   evaluations, draws the progress bar, writes checkpoints, refines automatic resolutions and turns
-   failures into exceptions that carry the `Solution` computed so far.
+   ``_initial_from_data``, for a Solution of the same representation),
+   ``_initial_from_measure(run, points, weights, normalize)``, ``_initial_from_grid(run, grid,
+   normalize)`` (`meanfield.densities.GridValues`; default: its interpolant through
+   ``_initial_from_callable``, rescaled to the grid's mass). Each returns the initial state y0.
+5. The discretisation (checked: ``_rhs`` and ``_representation``): ``_rhs(run, t, y)``;
+   ``_linear(run)`` (a diagonal applied exactly by the integrating factor, or None);
+   ``_retract(run, y)`` and ``_retract_euler(run, y, h, f)`` (the retraction of y + h·f in one pass);
+   ``_representation(run)``: a `meanfield.representations.Representation` whose ``name`` is in the
+   representation registry (`meanfield.representations.register`), so that `meanfield.load` reads
+   the Solution back; ``_to_data(run, y)``: one saved slice of it.
+6. Monitoring and recording (optional): ``_configure(run)`` (check the solver's options and set
+   per-run values, before the initial state); ``_choose_method(method, options)`` (the stepper
+   when ``method`` is None, default ``steppers[0]``); ``_monitor(run, t, y)`` after each accepted
+   step (raise `meanfield.UnderResolved` or another `SolverError` to stop the run at t);
+   ``_diagnostics(run, t, y)`` -> dict of numbers at each saved time; ``_keep(run, i, y)`` (what is
+   kept of saved time i after its diagnostics); ``_stats(run)`` (facts for ``Solution.stats``);
+   ``_stable_step(run, y)`` (the stability limit of an explicit pair); ``_run_context(run)`` (a
+   context held while the stepper runs, e.g. thread limits).
+7. Continuation (optional): ``_next(run, t, y, reason)`` -> (solver, state) or None, the one
+   mechanism by which a run goes on on another discretisation. ``reason`` is the `SolverError`
+   the monitor raised at time t (y: the state it stopped) or None when a run starts from a
+   Solution y. The answer is a state of ``solver`` for a run that keeps this run's options and
+   per-run values (a refinement: `Run.derived`), or a `Solution` that ``solver`` starts from with
+   its own options (another kind of discretisation: the result gets a new segment); None stops
+   the run with ``reason``. Strategies are mixins that answer some reasons and pass the others on
+   with ``super()._next(...)``: `solvers.spectral.AutoResolution` (refinement), and
+   `solvers.handover.HandOverToCharacteristics` (continues an under-resolved run elsewhere).
+8. The hooks a stepper ``needs`` (checked): ``_euler``/``_cfl_rate``/``_split`` for SSP-RK3,
+   ``_tangent_noise`` for Euler–Maruyama, ``_euler_velocity`` and ``_tangent_noise`` for
+   Euler-then-normalise (`solvers.timestepping.Stepper.needs`).
+9. Written once, not overridden (checked): ``solve`` validates the options, builds the run
+   (``start``), drives the stepper, counts evaluations, draws the progress bar, writes
+   checkpoints, asks ``_next`` where a stopped run goes on and turns failures (the stepper's
+   `solvers.timestepping.Failure`) into exceptions that carry the `Solution` computed so far.
 """
 import contextlib
 import os
 import time
+from dataclasses import dataclass, field, is_dataclass, replace
 
 import numpy as np
 
@@ -54,23 +87,35 @@ from meanfield.solution import Solution, concat
 from .timestepping import STEPPERS, keyed_normal
 
 
+@dataclass(eq=False, slots=True)
 class Run:
     """The state of one run of a solver: the discretisation in use, the saved times, the resolved
-    options, the noise seed and per-run work buffers (``workspace``). Solvers keep per-run values
-    here (as attributes), never on themselves."""
+    options, the noise seed and per-run work buffers (``workspace``).
 
-    def __init__(self, solver, t_eval, method, options, seed=None):
-        self.solver = solver
-        self.model = solver.model
-        self.t_eval = t_eval
-        self.method = method
-        self.stepper = STEPPERS[method]
-        self.options = options
-        self.seed = seed
-        self.workspace = {}
-        self.retracts = solver.retracts
-        self.magnitude = None      # the adaptive error control's size of the state (None: |y| componentwise)
-        self.y0 = None
+    A solver whose runs carry values of their own declares them in a subclass (a dataclass with
+    slots: every field has a default and a comment, and assigning an undeclared name raises
+    AttributeError) and names it in its ``run_type``; solvers keep per-run values there, never on
+    themselves. The fields after ``seed`` follow from the solver and the method, or are set by
+    `Solver.start`, the solver's hooks (``magnitude``) and the fixed-step steppers (``dt``).
+    """
+
+    solver: object
+    t_eval: np.ndarray
+    method: str                   # the name of the stepper in `solvers.timestepping.STEPPERS`
+    options: dict                 # the stepper's and the solver's options, checked
+    seed: int = None              # the noise seed (`keyed_normal`)
+    model: Model = field(init=False)
+    stepper: object = field(init=False)
+    retracts: bool = field(init=False)               # retract after each step (``_retract``)
+    workspace: dict = field(init=False, default_factory=dict)   # work buffers of the hooks
+    magnitude: object = field(init=False, default=None)   # the error control's size of y (None: |y|)
+    y0: object = field(init=False, default=None)     # the initial state
+    dt: float = field(init=False, default=None)      # the step of a fixed-step stepper
+
+    def __post_init__(self):
+        self.model = self.solver.model
+        self.stepper = STEPPERS[self.method]
+        self.retracts = self.solver.retracts
 
     def rhs(self, t, y):
         return self.solver._rhs(self, t, y)
@@ -101,10 +146,12 @@ class Run:
         return self.solver._representation(self)
 
     def derived(self, solver, y0, t_eval):
-        """A run of ``solver`` (a refinement of this run's) from ``y0`` with the same options and seed."""
-        run = Run(solver, t_eval, self.method, self.options, self.seed)
-        run.__dict__.update({k: v for k, v in self.__dict__.items() if k not in run.__dict__})
-        run.workspace = {}
+        """A run of ``solver`` (a refinement of this run's) from ``y0`` with the same options, seed and
+        solver's per-run values (the fields of its ``run_type``); fresh work buffers."""
+        if solver.run_type is not type(self):
+            raise TypeError(f"a state of {type(solver).__name__} cannot continue a {type(self).__name__}: `_next` "
+                            "returns a Solution for a discretisation with other per-run values.")
+        run = replace(self, solver=solver, t_eval=t_eval)
         solver._configure(run)
         run.y0 = y0
         return run
@@ -118,6 +165,51 @@ class Run:
         if isinstance(y, Solution):
             return solver.start(y, t_eval, method=self.method if self.method in solver.steppers else None)
         return self.derived(solver, y, t_eval)
+
+
+_SOLVE_KEYWORDS = ("initial", "t_eval", "method", "normalize", "progress", "checkpoint", "checkpoint_every",
+                   "history")
+_INITIAL_HOOKS = ("_initial_from_callable", "_initial_from_data", "_initial_from_solution", "_initial_from_measure",
+                  "_initial_from_grid")
+
+
+def _check_contract(cls):
+    """The checked items of the contract (module docstring) for the solver class ``cls``."""
+    def refuse(item, message):
+        raise TypeError(f"{cls.__name__} breaks item {item} of the solver contract (solvers/base.py): {message}")
+
+    if "solve" in vars(cls) or "start" in vars(cls):
+        refuse(9, "`solve` and `start` are written once, in Solver; implement the hooks instead.")
+    steppers = cls.steppers
+    if not isinstance(steppers, tuple) or not steppers or any(m not in STEPPERS for m in steppers):
+        refuse(2, f"`steppers` must be a non-empty tuple of names in {sorted(STEPPERS)}, got {steppers!r}.")
+    if not isinstance(cls.solve_options, dict) or set(cls.solve_options) & set(_SOLVE_KEYWORDS):
+        refuse(2, f"`solve_options` must be a dict whose keys are not among {_SOLVE_KEYWORDS}, got {cls.solve_options!r}.")
+    if not isinstance(cls.positional_options, tuple) or not set(cls.positional_options) <= set(cls.solve_options):
+        refuse(2, f"`positional_options` must be a tuple of names in `solve_options`, got {cls.positional_options!r}.")
+    known = set().union(*(STEPPERS[m].options for m in steppers))
+    if not isinstance(cls.stepper_defaults, dict) or not set(cls.stepper_defaults) <= known:
+        refuse(2, f"`stepper_defaults` must be a dict of options of its steppers ({sorted(known)}), got "
+                  f"{cls.stepper_defaults!r}.")
+    if not isinstance(cls.retracts, bool) or not isinstance(cls.retract_invariant, bool) or (
+            cls.retract_invariant and not cls.retracts):
+        refuse(2, "`retracts` and `retract_invariant` must be True or False, and `retract_invariant` needs `retracts`.")
+    auto = cls.auto_resolution
+    if auto is not None and not (isinstance(auto, tuple) and len(auto) == 2 and all(isinstance(a, str) for a in auto)):
+        refuse(2, f"`auto_resolution` must be None or (resolution attribute, cap attribute), got {auto!r}.")
+    run_type = cls.run_type
+    if not (isinstance(run_type, type) and issubclass(run_type, Run) and is_dataclass(run_type)
+            and "__slots__" in vars(run_type)):
+        refuse(3, f"`run_type` must be a subclass of Run declared with @dataclass(slots=True), got {run_type!r}.")
+    if not any(getattr(cls, h) is not getattr(Solver, h) for h in _INITIAL_HOOKS):
+        refuse(4, f"implement at least one of {', '.join(_INITIAL_HOOKS)}.")
+    for hook in ("_rhs", "_representation"):
+        if getattr(cls, hook) is getattr(Solver, hook):
+            refuse(5, f"implement `{hook}`.")
+    for method in steppers:
+        missing = [h for h in STEPPERS[method].needs if not callable(getattr(cls, h, None))]
+        if missing:
+            refuse(8, f"the stepper {method!r} needs {', '.join(missing)}.")
 
 
 def _seed_of(rng):
@@ -146,6 +238,12 @@ class Solver:
     positional_options = ()
     stepper_defaults = {}
     retracts = False
+    retract_invariant = False
+    run_type = Run
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _check_contract(cls)
 
     def __init__(self, model):
         if not isinstance(model, Model):
@@ -284,7 +382,7 @@ class Solver:
         else:
             t_eval = check_times(t_eval)
             seed = opts.get("rng", None)
-        run = Run(self, t_eval, method, opts, _seed_of(seed))
+        run = self.run_type(self, t_eval, method, opts, _seed_of(seed))
         self._configure(run)
         if isinstance(initial, Solution):
             solver, initial = self._next(run, float(initial.t[-1]), initial, None)
@@ -426,7 +524,7 @@ def _build(run, res, diags):
     diag_arrays = {k: np.array([d.get(k, np.nan) for d in diags[:n]]) for k in keys}
     stats = res.stats()
     stats["method"] = run.method
-    if getattr(run, "dt", None) is not None:
+    if run.dt is not None:
         stats["dt"] = float(run.dt)
     stats["t_requested"] = float(run.t_eval[-1])      # a stopped run's picture shows what was not reached
     stats.update(run.solver._stats(run))

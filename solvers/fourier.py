@@ -26,6 +26,8 @@ Discretisation:
   capped at 0.8/(K·max|v|) (an advective CFL bound, `_stable_step`), so that rounding in the top
   modes cannot grow while the error control looks elsewhere, and default tolerances stay loose.
 """
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.fft as sfft
 
@@ -34,7 +36,7 @@ from meanfield.errors import SolverError, UnsupportedModel
 from meanfield.quadrature import trapezoid
 from meanfield.representations.fourier import FourierSeries
 
-from .base import Solver
+from .base import Run, Solver
 from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
 from .handover import HandOverToCharacteristics
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
@@ -47,6 +49,13 @@ BYTES_PER_MODE = 800     # measured peak working memory of a run per mode (stage
 def padded_size(modes, dealias=1.5):
     """Product-grid size M >= ceil(dealias·2K) + 1 (3K + 1 for the 3/2 rule), with small prime factors."""
     return fourier_grid_size(int(np.ceil(dealias * 2 * int(modes))))
+
+
+@dataclass(eq=False, slots=True)
+class FourierRun(Run):
+    """The per-run values of a `FourierCircle` run: the state is c_1..c_K, the mass c_0 is constant."""
+
+    mass0: float = 1.0                # c_0, the mass of the density
 
 
 class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
@@ -91,6 +100,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
 
     policy = FourierBasis.policy.with_memory(lambda K: BYTES_PER_MODE * K)
     auto_resolution = (policy.name, policy.cap_name)
+    run_type = FourierRun
 
     def __init__(self, model, modes=512, *, tail_tol=DEFAULT_TAIL_TOL, dealias=1.5,
                  max_modes=FourierBasis.policy.auto_cap, w1=True):

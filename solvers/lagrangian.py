@@ -37,6 +37,7 @@ Noise: with ν > 0 the density is not transported by any flow map (diffusion spr
 into a law), so the characteristics carry no diffusion and the model raises `UnsupportedModel`.
 """
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,7 +49,7 @@ from meanfield.quadrature import circle_points, gauss_legendre, trapezoid
 from meanfield.representations.lagrangian import LagrangianNodes, monotone_lift
 from meanfield.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
 
-from .base import Solver
+from .base import Run, Solver
 
 _SPAN_TOL = 1e-12
 MAX_DEFAULT_NODES = {2: 4100, 3: 4608}     # the cap of the labels chosen from a spectral resolution
@@ -158,6 +159,18 @@ def _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threa
     return X, div
 
 
+@dataclass(eq=False, slots=True)
+class LagrangianRun(Run):
+    """The per-run values of a `Lagrangian` run (set with the initial state)."""
+
+    systems: list = None              # [(slice of the state, label weights)]: the labels, then the companion's
+    system_sums: list = None          # the kernel sums of each system: "direct" or "spectral"
+    rep: LagrangianNodes = None       # the representation: labels, weights, ρ_0 at the labels, companion
+    sums: str = "direct"              # the fine labels' sums (recorded in stats)
+    sums_error_bound: float = 0.0     # their bound of the relative error
+    last_estimate: float = np.nan     # the last W1 distance to the companion
+
+
 class Lagrangian(Solver):
     """Characteristics with exact densities on S^1 (dim 2) and S^2 (dim 3), zonal models, no noise.
 
@@ -211,6 +224,7 @@ class Lagrangian(Solver):
 
     steppers = ("dopri5", "bs32")
     stepper_defaults = {"rtol": 1e-10, "atol": 1e-12}
+    run_type = LagrangianRun
     diagnostic_names = ("mass", "energy", "energy_rate_identity", "n_clusters", "largest_cluster", "clustered_mass",
                         "w1_to_dirac", "max_density", "min_density", "error_estimate", "nodes")
 
@@ -463,7 +477,7 @@ class Lagrangian(Solver):
         return {k: v for k, v in out.items() if k in wanted}
 
     def _stats(self, run):
-        return {"nodes": int(run.rep.n), "error_estimate": float(getattr(run, "last_estimate", np.nan)),
+        return {"nodes": int(run.rep.n), "error_estimate": float(run.last_estimate),
                 "sums": run.sums, "sums_error_bound": float(run.sums_error_bound)}
 
     # -- label refinement on S^1 ------------------------------------------------------------------------

@@ -24,6 +24,7 @@ with P_x y = y − ⟨x, y⟩x. Equal weights w_j = 1/n give (SA) and (USA) exac
   E⟨x, x0⟩ to r(h)E⟨x, x0⟩ exactly, r(h) = E(1 + 2νhχ²_{d−1})^{−1/2} = 1 − ν(d−1)h + O(h²)).
 """
 import contextlib
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import expm
@@ -39,7 +40,7 @@ from meanfield.representations.particles import ParticleCloud
 from meanfield.representations.sampled_particles import SampledParticleCloud, saved_slice
 from meanfield.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
 
-from .base import Solver
+from .base import Run, Solver
 
 _NO_SHIFT_MAX = 300.0      # |β⟨x, M y⟩| below this: e^L needs no shift
 _EXP_MAX = 690.0           # e^c representable with room for the bounded factor
@@ -53,6 +54,24 @@ def point_norms(y):
     """|y_i| (..., n, 1): the size of each point, what ``rtol`` is relative to in the adaptive error
     control (one scale per point, so the control is invariant under rotations of R^d)."""
     return np.sqrt(np.einsum("...d,...d->...", y, y))[..., None]
+
+
+@dataclass(eq=False, slots=True)
+class ParticlesRun(Run):
+    """The per-run values of a `Particles` run (`Particles._configure` and the initial state set them)."""
+
+    domain: str = "sphere"            # "sphere" (S^{d-1}) or "euclidean" (R^d)
+    rescaled: bool = False            # integrate z = e^{-tV} x ((9.2)-(9.3))
+    log_time_factor: float = 0.0      # β in time τ = e^β t ((USA), ``rescale_time``), else 0
+    adaptive: bool = False            # an adaptive pair: the field normalises its argument
+    threads: int = 1                  # threads of the kernel sums
+    diagnostics_level: object = "auto"   # "auto" | "full" | "none" | a frozenset of DIAGNOSTICS
+    save: object = "auto"             # the checked ``save``: one of SAVE or a mask over t_eval
+    weights: np.ndarray = None        # (n,), summing to 1
+    batch: int = None                 # B realisations, or None for one
+    kept: np.ndarray = None           # mask of the saved times whose positions are kept; None: all
+    sums: str = "direct"              # the kernel sums: "direct" or "spectral"
+    sums_error_bound: float = 0.0     # the spectral sums' bound of the field's relative error
 
 
 class Particles(Solver):
@@ -120,6 +139,7 @@ class Particles(Solver):
     positional_options = ("weights", "rng")
     retracts = True
     retract_invariant = True       # the adaptive field normalises its argument: the last stage is reused
+    run_type = ParticlesRun
 
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None, sums="auto",
                  sums_tol=1e-6):

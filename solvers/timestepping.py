@@ -481,7 +481,7 @@ class AdaptiveRK(Stepper):
                          retract=run.retract if run.retracts else None, monitor=run.monitor,
                          callback=callback, first_step=o["first_step"], max_step=o["max_step"], progress=progress,
                          desc=desc, stable_step=run.stable_step, dense_output=o["dense_output"],
-                         retract_invariant=getattr(run.solver, "retract_invariant", False), magnitude=run.magnitude)
+                         retract_invariant=run.solver.retract_invariant, magnitude=run.magnitude)
 
 
 class _Fixed(Stepper):

@@ -13,6 +13,7 @@ import pytest
 
 import meanfield as mf
 import solvers
+from solvers.base import Run
 from solvers.timestepping import STEPPERS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -188,14 +189,70 @@ def test_automatic_resolution_is_one_solution_with_the_final_resolution(tmp_path
     np.testing.assert_array_equal(mf.load(tmp_path / "s.nc").data, sol.data)
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_per_run_values_are_declared(name):
+    """Each solver's run is a dataclass with slots (its ``run_type``): every per-run value is a declared
+    field, and a misspelt one is an error instead of a new attribute."""
+    import dataclasses
+
+    make, initials, opts = CASES[name]
+    solver = make()
+    run = solver.start(initials[0], T, **{k: v for k, v in opts.items() if k != "rng"})
+    assert type(run) is solver.run_type and issubclass(solver.run_type, Run) and dataclasses.is_dataclass(run)
+    assert not hasattr(run, "__dict__")
+    with pytest.raises(AttributeError):
+        run.wieghts = None
+    # a continuation on a refinement keeps the per-run values and starts with fresh work buffers
+    run.workspace["buffer"] = 1
+    again = run.derived(solver, run.y0, T[2:])
+    assert type(again) is type(run) and again.workspace == {} and again.seed == run.seed
+    base = {f.name for f in dataclasses.fields(Run)}
+    for f in dataclasses.fields(run):
+        if f.name not in base:
+            a, b = getattr(again, f.name), getattr(run, f.name)
+            assert a is b or (np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b), f.name
+
+
+def test_a_solver_class_that_breaks_the_contract_is_refused_where_it_is_defined():
+    """`Solver.__init_subclass__` checks the numbered contract of solvers/base.py and names the item."""
+    from dataclasses import dataclass
+
+    def define(**attrs):
+        body = {"_rhs": lambda self, run, t, y: y, "_representation": lambda self, run: None,
+                "_initial_from_data": lambda self, run, data, normalize: data}
+        body.update(attrs)
+        return type("Toy", (solvers.Solver,), {k: v for k, v in body.items() if v is not None})
+
+    define()                                           # the smallest solver that keeps the contract
+    cases = [({"steppers": ("rk4",)}, "item 2"), ({"steppers": ("ssprk3",)}, "item 8"),
+             ({"solve_options": {"method": 1}}, "item 2"), ({"positional_options": ("weights",)}, "item 2"),
+             ({"stepper_defaults": {"dt": 0.1}}, "item 2"), ({"retract_invariant": True}, "item 2"),
+             ({"auto_resolution": "modes"}, "item 2"), ({"_initial_from_data": None}, "item 4"),
+             ({"_rhs": None}, "item 5"), ({"solve": lambda self: None}, "item 9")]
+
+    class Loose(Run):                                  # a Run subclass without declared fields
+        pass
+
+    @dataclass(eq=False)
+    class WithDict(Run):
+        extra: int = 0
+
+    cases += [({"run_type": Loose}, "item 3"), ({"run_type": WithDict}, "item 3"), ({"run_type": dict}, "item 3")]
+    for attrs, item in cases:
+        with pytest.raises(TypeError, match=f"Toy breaks {item} of the solver contract"):
+            define(**attrs)
+
+
 def test_base_names_no_particular_solver():
-    """The protocol module knows no solver: refinement, hand-over and any other change of discretisation
-    reach it through the continuation hook `Solver._next`."""
+    """The protocol module names no solver, and no strategy's own names: refinement, hand-over and any
+    other change of discretisation reach it through the continuation hook `Solver._next` (its docstring
+    may point to the strategy mixins as examples)."""
     import re
 
     text = (ROOT / "solvers" / "base.py").read_text()
-    modules = [p.stem for p in (ROOT / "solvers").glob("*.py") if p.stem not in ("base", "__init__", "timestepping")]
-    names = sorted(SOLVERS) + modules + ["Refine", "HandOver", "characteristics", "spectral"]
+    modules = sorted({cls.__module__.split(".")[-1] for cls in SOLVERS.values()})    # fourier, ..., particles
+    names = sorted(SOLVERS) + modules + ["Refine", "handover_target", "handover_solver",
+                                         "characteristics", "on_underresolved"]
     found = sorted({m.group(0) for m in re.finditer(r"\b(%s)\b" % "|".join(names), text, re.IGNORECASE)})
     assert not found, found
 
