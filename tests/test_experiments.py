@@ -261,7 +261,7 @@ def test_iid_sampling_rate_on_circle():
     model = mf.Model(beta=1.0, dim=2)
     rho0 = mf.densities.von_mises_fisher([0.0, 1.0], 2.0)
     ns = [100, 300, 1000, 3000, 10000, 30000]
-    w1, _ = mfl.sampling_study(2, model, rho0, [0.0], ns, ("iid", "quasi"), 6, 0, quick=True)
+    w1, _, _ = mfl.sampling_study(2, model, rho0, [0.0], ns, ("iid", "quasi"), 6, 0, quick=True)
     p_iid, _ = fit_power_law(ns, w1["iid"][0])
     p_quasi, _ = fit_power_law(ns, w1["quasi"][0])
     assert abs(p_iid - 0.5) <= 0.15, p_iid
