@@ -88,7 +88,7 @@ def particle_run(task, *, epsilon, degrees, tol, min_mass, stray, rtol, times):
     rho0 = seeded_perturbation(dim, epsilon, degrees, seed)
     x, w = sample(rho0, int(n), dim, method="quasi")
     sol = solvers.Particles(Model(beta=float(beta), dim=dim), diagnostics="none").solve(
-        (x, w), t, rtol=rtol, atol=rtol * 1e-2, dense_output=True)
+        (x, w), t, rtol=rtol, atol=rtol * 1e-2, dense_output=True, save="positions")    # every time: clusters below
     hist = cluster_history((sol.measure(i) for i in range(len(sol.t))), tol, min_mass, stray)
     energy = np.asarray(sol.energy, dtype=float) if full else None
     return {"t": np.asarray(sol.t), "count": hist["count"], "energy": energy,
