@@ -133,6 +133,12 @@ def test_an_options_object_checks_and_normalises_its_values():
         exp.function(None, EXPERIMENTS["metastability"].options())
 
 
+def test_a_field_declared_without_option_is_refused():
+    plain = dataclasses.make_dataclass("Plain", [("alpha", int, dataclasses.field(default=1))], bases=(Options,))
+    with pytest.raises(TypeError, match=r"Plain.alpha: declare every option with `option"):
+        plain()
+
+
 # -- adding an option is one edit: a new experiment, then one more field -----------------------------------
 def _register(extra):
     """Register the experiment ``toy`` whose options are ``beta`` plus the fields ``extra``."""

@@ -202,6 +202,8 @@ def fields(options):
     hints = typing.get_type_hints(options)
     out = []
     for f in dataclasses.fields(options):
+        if "option" not in f.metadata:
+            raise TypeError(f"{options.__name__}.{f.name}: declare every option with `option(default, help, ...)`.")
         kind, optional = _base(hints[f.name])
         out.append(Field(f.name, kind, optional, f.default, f.metadata["option"]))
     return tuple(out)
