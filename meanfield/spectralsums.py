@@ -85,9 +85,16 @@ def _angles_circle(x):
 def _angles_sphere(x):
     """loc (n, 2) = (colatitude, longitude) for ducc0, and the frame (e_θ, e_φ) at x."""
     rho = np.hypot(x[:, 0], x[:, 1])
-    theta = np.arctan2(rho, x[:, 2])
-    phi = np.arctan2(x[:, 1], x[:, 0])
-    return np.stack([theta, np.mod(phi, 2 * np.pi)], -1), (np.cos(theta), np.sin(theta), np.cos(phi), np.sin(phi))
+    loc = np.empty((len(x), 2))
+    np.arctan2(rho, x[:, 2], out=loc[:, 0])
+    np.arctan2(x[:, 1], x[:, 0], out=loc[:, 1])
+    np.mod(loc[:, 1], 2 * np.pi, out=loc[:, 1])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos_phi, sin_phi = x[:, 0] / rho, x[:, 1] / rho
+    pole = rho == 0                                     # φ = 0 at the poles, as arctan2 gives
+    cos_phi[pole], sin_phi[pole] = 1.0, 0.0
+    norm = np.hypot(rho, x[:, 2])                       # cos θ and sin θ of the unit vector x/|x|
+    return loc, (x[:, 2] / norm, rho / norm, cos_phi, sin_phi)
 
 
 class ZonalSums:
