@@ -88,7 +88,7 @@ def _workload(betas, threads, scheme, names, workers=0):
     shared = dict(x0=x0, threads=threads, scheme=scheme, names=names)
     cpu0 = _cpu()
     if workers:
-        from meanfield.experiments.sweep import map_tasks
+        from meanfield.experiments.parallel import map_tasks
 
         t0 = time.perf_counter()
         runs = map_tasks(_beta_run, [float(b) for b in betas], workers=workers, shared=shared, progress=False, log=None)
