@@ -496,20 +496,21 @@ class Solver:
             sol.stats["handover_t"] = changed_at
         if checkpoint is not None:
             sol.save(checkpoint)
-        if res.status == 0:
+        stop = res.failure
+        if stop is None:
             return sol
         name = type(self).__name__
-        if res.status == 1 and isinstance(res.error, SolverError):
+        if stop.reason == "monitor":
             res.error.solution = sol
             raise res.error
-        if res.status == -2:
+        if stop.reason == "interrupted":
             raise Interrupted(f"{name}: {res.message}; the Solution up to t={sol.t[-1]:.6g} is in `exc.solution`"
                               + (f" and in {checkpoint}" if checkpoint else ""), sol)
-        if res.status == -3:
+        if stop.reason == "step-size underflow":
             raise SolverError(f"{name}: {res.message}. The saved times up to t={sol.t[-1]:.6g} are in "
                               "`exc.solution`.", sol)
         raise NonFiniteState(f"{name}: {res.message}. The saved times up to t={sol.t[-1]:.6g} are in "
-                             "`exc.solution`.", sol, t=float(res.failure.t), step=res.failure.step)
+                             "`exc.solution`.", sol, t=stop.t, step=stop.step)
 
 
 def _build(run, res, diags):

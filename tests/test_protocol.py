@@ -283,6 +283,31 @@ def test_a_continuation_changes_the_discretisation_where_the_run_stops():
     assert np.max(np.abs(sol.data[-1] - fine.data[-1])) < 1e-6
 
 
+def test_each_failure_of_the_stepper_is_its_exception_with_the_solution_so_far():
+    """The stepper's `Failure` decides the exception: an interrupt is `Interrupted`, an error control that
+    cannot be met a `SolverError` naming the step-size underflow; both carry the saved times before."""
+
+    class Impatient(solvers.FourierCircle):
+        def _monitor(self, run, t, y):
+            if t > 0.3:
+                raise KeyboardInterrupt
+            return super()._monitor(run, t, y)
+
+    model, t = mf.Model(beta=3.0, dim=2), np.linspace(0.0, 1.0, 6)
+    rho0 = mf.densities.perturbed_uniform(0.1, 2)
+    with pytest.raises(mf.Interrupted) as info:
+        Impatient(model, modes=32, w1=False).solve(rho0, t)
+    stopped = float(str(info.value).split("interrupted at t=")[1].split(";")[0])
+    assert 0.3 < stopped <= 0.4 and list(info.value.solution.t) == list(t[:2])
+    class Erratic(solvers.FourierCircle):          # a right-hand side that no step size makes smooth
+        def _rhs(self, run, t, u):
+            return 1e20 * np.random.default_rng().standard_normal(u.shape) + 0j
+
+    with pytest.raises(mf.SolverError, match="step size underflow") as info:
+        Erratic(model, modes=32, w1=False).solve(rho0, t)
+    assert type(info.value) is mf.SolverError and list(info.value.solution.t) == [0.0]
+
+
 def _imports(path, package):
     """Modules of the two packages imported by ``path`` (module level and inside functions)."""
     out = set()
