@@ -14,12 +14,35 @@ ncview, Panoply, ParaView, xarray, or a Julia or R script can read it as it is:
   on S^2, ``edge_node_connectivity`` on S^1, start index 0) and the node coordinates.
 
 Each coordinate carries ``units``, ``standard_name`` where CF has one (latitude, longitude) or a
-``long_name``, and ``axis``. The time of the dynamics (the layer depth of the Transformer) has no
-calendar: its coordinate has ``units = "1"``.
+``long_name``, and ``axis`` for latitude and longitude. θ is an angle on the circle, not a longitude:
+``units = "radian"`` and a ``long_name``, no ``standard_name`` (CF has none for it) and no ``axis``
+(``axis = "X"`` would declare it a longitude or a projection coordinate).
+
+Every file `Solution.save` writes, with or without the grid, follows CF-1.11 (`describe`): a long name
+for every variable, no fill value on coordinates, ``Conventions``, ``title``, ``history`` and
+``source``, and the time coordinate of `TIME_ATTRS` (`cf_time`). The layer depth t of the dynamics is
+dimensionless, but CF has no dimensionless time coordinate, so t is stored as "seconds since
+1970-01-01" (see `TIME_ATTRS`): the stored numbers are t itself. `meanfield.load` reads them as
+numbers; ``xarray.open_dataset`` decodes them as dates unless given ``decode_times=False``
+(`time_values` turns such dates back into t).
 """
 import numpy as np
 
 CONVENTIONS = "CF-1.11"      # the first CF version that includes UGRID
+# The time coordinate. The layer depth t is dimensionless, and CF has no dimensionless time: a time
+# coordinate must have units "<time unit> since <reference time>" (CF 1.11 section 4.4; a units "1"
+# is refused), and a dimension called time is identified by standard_name = "time" (section 5.1).
+# So t is written as seconds after an arbitrary reference time in a calendar without gaps
+# and without leap seconds (proleptic Gregorian, "leap_seconds: none", section 4.4.1): the numbers in
+# the file are t, unchanged; "comment" says so.
+TIME_EPOCH = "1970-01-01 00:00:00"
+TIME_ATTRS = {"standard_name": "time", "long_name": "layer depth t of the dynamics (dimensionless)",
+              "units": f"seconds since {TIME_EPOCH}", "calendar": "proleptic_gregorian",
+              "units_metadata": "leap_seconds: none", "axis": "T",
+              "comment": "t is dimensionless; CF requires a time coordinate in units of time since a reference, "
+                         f"so the value t is stored as t seconds since {TIME_EPOCH} (an arbitrary reference)"}
+# θ on S^1: an angle on the circle, x = (cos θ, sin θ). Not a longitude: no axis, no standard_name.
+THETA_ATTRS = {"units": "radian", "long_name": "angle theta on the circle, x = (cos theta, sin theta)"}
 UGRID = "UGRID-1.0"
 DENSITY_NAME = "density"
 _DENSITY_ATTRS = {"long_name": "density relative to the uniform probability measure sigma on the sphere",
@@ -120,8 +143,8 @@ def ugrid_variables(rep):
                         "long_name": "vertices of each triangle of the icosphere, counter-clockwise"}
     else:
         theta = np.mod(np.arctan2(v[:, 1], v[:, 0]), 2 * np.pi)
-        nodes = {"mesh_node_theta": ("vertex", theta, {"long_name": "angle of the mesh nodes on the circle",
-                                                       "units": "radian", "axis": "X"})}
+        nodes = {"mesh_node_theta": ("vertex", theta, dict(THETA_ATTRS, long_name="angle theta of the mesh nodes "
+                                                                                  "on the circle"))}
         topology = {"topology_dimension": 1, "node_coordinates": "mesh_node_theta",
                     "edge_node_connectivity": "cells", "edge_dimension": "cell"}
         connectivity = {"cf_role": "edge_node_connectivity", "start_index": 0,
@@ -145,16 +168,50 @@ def add_grid(ds, sol, n=None):
     for k, a in var_attrs.items():
         ds[k].attrs.update(a)
     ds.attrs.update(attrs)
-    ds["time"].attrs.update(units="1", long_name="time t of the dynamics (layer depth), no calendar")
+    return describe(ds, sol, grid=True)
+
+
+def describe(ds, sol, grid=False):
+    """``ds`` (from `Solution.to_xarray`) with the CF-1.11 description every saved file carries: the
+    time coordinate (`TIME_ATTRS`), a long name for every variable (CF 3.3), no fill value on
+    coordinates (CF 2.5.1), ``Conventions``, ``title``, ``history`` and ``source`` (CF 2.6.2).
+
+    In memory the time coordinate holds t as plain numbers (``units = "1"``); `cf_time` gives it the
+    CF time attributes when the Dataset is written (`Solution.save`)."""
+    ds["time"].attrs.update(long_name=TIME_ATTRS["long_name"], units="1")
     for name, var in ds.variables.items():
         if "long_name" not in var.attrs and "standard_name" not in var.attrs:
             var.attrs["long_name"] = LONG_NAMES.get(name) or (f"diagnostic {name[5:]}" if name.startswith("diag_")
                                                                 else name.replace("_", " "))
     for name in ds.coords:
         ds[name].encoding["_FillValue"] = None          # CF 2.5.1: coordinates have no missing values
+    ds.attrs.setdefault("Conventions", CONVENTIONS)
+    what = "density on a grid" if grid else "coefficients"
     ds.attrs.setdefault("title", f"meanfield Solution: {sol.solver or sol.representation.name}, "
-                                 f"{sol.model!r}, density on a grid")
+                                 f"{sol.model!r}, {what}")
     ds.attrs.setdefault("history", f"written by meanfield {ds.attrs.get('meanfield_version', '')} "
-                                   "(Solution.save with grid=True)")
+                                   f"(Solution.save{' with grid=True' if grid else ''})")
     ds.attrs.setdefault("source", "meanfield: mean-field self-attention dynamics on the sphere")
     return ds
+
+
+def cf_time(ds):
+    """``ds`` with the time coordinate described as CF requires (`TIME_ATTRS`), for writing: the
+    values stay t."""
+    ds = ds.copy()
+    ds["time"].attrs.update(TIME_ATTRS)
+    return ds
+
+
+def time_values(ds):
+    """The times t of a Dataset written by `Solution.save`, as floats, whether its time coordinate was
+    read as numbers (``decode_times=False``, `meanfield.load`) or decoded as dates (xarray's default):
+    a date is t seconds after `TIME_EPOCH`."""
+    t = np.asarray(ds["time"].values)
+    if np.issubdtype(t.dtype, np.datetime64):
+        return (t - np.datetime64(TIME_EPOCH.replace(" ", "T"))) / np.timedelta64(1, "s")
+    if t.dtype == object and t.size and hasattr(t.flat[0], "year"):       # cftime dates
+        import cftime
+
+        return np.asarray(cftime.date2num(t, TIME_ATTRS["units"], calendar=TIME_ATTRS["calendar"]), dtype=float)
+    return t.astype(float)

@@ -10,6 +10,7 @@ import pathlib
 
 import numpy as np
 
+from .gridded import add_grid, cf_time, describe, time_values
 from .validation import check_points
 from .model import Model
 from .representations import from_dataset
@@ -142,7 +143,10 @@ class Solution:
 
         ``grid=True`` adds the density on a grid described by the CF conventions (θ in radians on
         S^1, lat/lon in degrees on S^2; UGRID for P1 meshes), ``grid_size`` points per axis
-        (default the representation's): see `meanfield.gridded`."""
+        (default the representation's): see `meanfield.gridded`. With or without the grid, the
+        Dataset is described as CF-1.11 asks (long names, ``Conventions``, ``title`` ...); its time
+        coordinate holds t as numbers, and `save` writes it with the CF time attributes of
+        `meanfield.gridded.TIME_ATTRS` (t is dimensionless: read as dates, it is seconds since 1970)."""
         import xarray as xr
 
         data_vars, coords, attrs = self.representation.to_dataset(self.data)
@@ -166,20 +170,21 @@ class Solution:
         for key in ("sums", "sums_error_bound"):          # the kernel sums of a particle or Lagrangian run
             if key in self.stats:
                 ds.attrs[key] = self.stats[key]
-        ds["time"].attrs["long_name"] = "layer depth t"
         ds["energy"].attrs["long_name"] = "interaction energy E_beta (3.5)"
         if grid:
-            from .gridded import add_grid
-
-            ds = add_grid(ds, self, grid_size)
-        return ds
+            return add_grid(ds, self, grid_size)
+        return describe(ds, self)
 
     def save(self, path, grid=False, grid_size=None):
-        """Write the Solution as NetCDF-4 (readable by xarray, netCDF4, ncdump, ...); ``grid=True``
-        adds the density on a CF-described grid for other tools (see `to_xarray`)."""
+        """Write the Solution as NetCDF-4 (readable by xarray, netCDF4, ncdump, ...) following CF-1.11;
+        ``grid=True`` adds the density on a CF-described grid for other tools (see `to_xarray`).
+
+        The time coordinate holds t, described as "seconds since 1970-01-01" because CF has no
+        dimensionless time (`meanfield.gridded.TIME_ATTRS`): `meanfield.load` reads t back as
+        numbers; ``xarray.open_dataset`` shows dates unless given ``decode_times=False``."""
         import os
 
-        ds = self.to_xarray(grid=grid, grid_size=grid_size)
+        ds = cf_time(self.to_xarray(grid=grid, grid_size=grid_size))
         tmp = f"{os.fspath(path)}.{os.getpid()}.tmp"      # written aside, then renamed: a killed run never
         ds.to_netcdf(tmp, engine="netcdf4")                 # leaves a half-written file (checkpoints)
         os.replace(tmp, path)
@@ -190,7 +195,7 @@ class Solution:
         rep, data = from_dataset(ds)
         diags = {k[5:]: ds[k].values for k in ds.data_vars if k.startswith("diag_")}
         diags["energy"] = ds["energy"].values
-        return cls(ds["time"].values, Model.from_attrs(ds.attrs), rep, data, diags,
+        return cls(time_values(ds), Model.from_attrs(ds.attrs), rep, data, diags,
                    json.loads(ds.attrs.get("stats_json", "{}")), int(ds.attrs.get("status", 0)),
                    ds.attrs.get("message", ""), ds.attrs.get("solver", ""))
 
@@ -266,7 +271,7 @@ def load(path):
     import xarray as xr
 
     try:
-        ds = xr.open_dataset(path, engine="netcdf4")
+        ds = xr.open_dataset(path, engine="netcdf4", decode_times=False)     # t is a number (gridded.TIME_ATTRS)
     except (OSError, ValueError, RuntimeError) as exc:
         raise ValueError(f"`path` {str(path)!r} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
     with ds:

@@ -11,16 +11,18 @@ import solvers
 from meanfield import densities as D
 from meanfield.experiments import run as run_experiment
 from meanfield.experiments.report import clusters_summary, final_state, tidy
-from meanfield.gridded import grid_points
+from meanfield.gridded import grid_points, time_values
 from meanfield.representations.p1 import P1Field
 from meanfield.representations.particles import ParticleCloud
 from solvers.meshes import icosphere, polygon
 
 # (variable, attribute, value) that CF requires of each kind of grid
-S1_ATTRS = [("theta", "units", "radian"), ("theta", "axis", "X")]
+S1_ATTRS = [("theta", "units", "radian")]
 S2_ATTRS = [("lat", "units", "degrees_north"), ("lat", "standard_name", "latitude"), ("lat", "axis", "Y"),
             ("lon", "units", "degrees_east"), ("lon", "standard_name", "longitude"), ("lon", "axis", "X")]
-DENSITY_ATTRS = [("density", "units", "1"), ("time", "units", "1")]
+TIME_ATTRS = [("time", "standard_name", "time"), ("time", "units", "seconds since 1970-01-01 00:00:00"),
+              ("time", "calendar", "proleptic_gregorian"), ("time", "axis", "T")]
+DENSITY_ATTRS = [("density", "units", "1")] + TIME_ATTRS
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +52,10 @@ def _open_both(path):
 
 def _assert_attrs(ds, nc, required):
     for var, key, value in required:
-        assert ds[var].attrs[key] == value, (var, key)
+        assert ds[var].attrs.get(key, ds[var].encoding.get(key)) == value, (var, key)
         assert nc[var].getncattr(key) == value, (var, key)
+    if "theta" in nc.variables:          # an angle on the circle, not a longitude
+        assert not {"axis", "standard_name"} & set(nc["theta"].ncattrs())
     for var in ("theta", "lat", "lon", "density", "time"):
         if var in ds.variables:
             assert ds[var].attrs.get("long_name") or ds[var].attrs.get("standard_name"), var
@@ -142,22 +146,71 @@ def test_particles_have_no_grid(tmp_path):
         sol.save(tmp_path / "p.nc", grid=True)
 
 
-def test_compliance_checker(circle, sphere, tmp_path):
-    """The IOOS compliance checker (CF 1.11) finds nothing but what we state: a time without a
-    calendar (the dynamics' t is dimensionless), θ read as a longitude, and the UGRID roles that its
-    discrete-sampling check does not know (CF 1.11 admits them)."""
+def _fem_solution(dim):
+    for module in ("mpi4py.MPI", "dolfinx"):          # mpi4py.MPI first: it loads the MPI library dolfinx links to
+        pytest.importorskip(module, reason="the fem extra (dolfinx) is not installed")
+    rho0 = D.perturbed_uniform(0.2, 2) if dim == 2 else D.von_mises_fisher([0, 0, 1.0], 1.0)
+    return solvers.FiniteElements(mf.Model(beta=1.0, dim=dim), refinement=5 if dim == 2 else 3).solve(
+        rho0, [0.0, 0.1], progress=False)
+
+
+SOLUTIONS = {
+    "FourierCircle": lambda request: request.getfixturevalue("circle"),
+    "SphericalHarmonics": lambda request: request.getfixturevalue("sphere"),
+    "Gegenbauer": lambda request: solvers.Gegenbauer(mf.Model(beta=1.0, dim=4), 16).solve(
+        D.von_mises_fisher([0, 0, 0, 1.0], 1.0), [0.0, 0.2], progress=False),
+    "Lagrangian S^1": lambda request: solvers.Lagrangian(mf.Model(beta=2.0, dim=2), nodes=64).solve(
+        D.perturbed_uniform(0.2, 2), [0.0, 0.5], progress=False),
+    "Lagrangian S^2": lambda request: solvers.Lagrangian(mf.Model(beta=2.0, dim=3), nodes=200).solve(
+        D.von_mises_fisher([0, 0, 1.0], 1.0), [0.0, 0.5], progress=False),
+    "Particles": lambda request: solvers.Particles(mf.Model(beta=2.0, dim=3)).solve(
+        mf.sampling.uniform_points(20, 3, 0), [0.0, 0.5], progress=False),
+    "P1 S^1": lambda request: _p1(2),
+    "P1 S^2": lambda request: _p1(3),
+    "FiniteElements S^1": lambda request: _fem_solution(2),
+    "FiniteElements S^2": lambda request: _fem_solution(3),
+}
+# The compliance checker (6.1) applies the discrete-sampling list of cf_role values (CF 9.5) to every
+# variable with a cf_role; CF 1.11 (section 5.9) also admits the UGRID roles of a mesh, which a P1
+# grid needs (mesh_topology, edge/face_node_connectivity). Only these two messages are tolerated,
+# and only on the UGRID files.
+UGRID_ROLES = ("is not a valid cf_role value", "may only be one variable containing the cf_role")
+
+
+def _failed_checks(path, weight):
+    """The messages of the cf:1.11 checks of ``weight`` (3: high priority) that fail on ``path``."""
     runner = pytest.importorskip("compliance_checker.runner")
     suite = runner.CheckSuite()
     suite.load_all_available_checkers()
-    known = ("should have standard_name='time'", "is not a valid cf_role value", "may only be one variable containing "
-             "the cf_role", "should define valid units for longitude")
-    for name, sol in [("circle", circle), ("sphere", sphere), ("p1", _p1(3))]:
-        path = sol.save(tmp_path / f"{name}.nc", grid=True)
-        results, errors = suite.run_all(suite.load_dataset(str(path)), ["cf:1.11"], skip_checks=[])["cf:1.11"]
-        assert not errors
-        failed = [m for r in results for m in r.msgs
-                  if (r.value is False or (isinstance(r.value, tuple) and r.value[0] < r.value[1]))]
-        assert failed and all(any(k in m for k in known) for m in failed), (name, failed)
+    results, errors = suite.run_all(suite.load_dataset(str(path)), ["cf:1.11"], skip_checks=[])["cf:1.11"]
+    assert not errors
+    return [m for r in results if r.weight == weight
+            and (r.value is False or (isinstance(r.value, tuple) and r.value[0] < r.value[1]))
+            for m in (r.msgs or [r.name])]
+
+
+@pytest.mark.parametrize("grid", [False, True], ids=["coefficients", "grid"])
+@pytest.mark.parametrize("name", list(SOLUTIONS))
+def test_no_failed_high_priority_cf_check(name, grid, request, tmp_path):
+    """The IOOS compliance checker (CF 1.11) finds no failed high-priority check in the files of every
+    solver, with the density on a grid or without (the UGRID roles of P1 meshes aside, see UGRID_ROLES)."""
+    pytest.importorskip("compliance_checker.runner")
+    sol = SOLUTIONS[name](request)
+    if grid and not sol.representation.is_density:
+        pytest.skip("a particle Solution has no grid (`grid`=True is refused, test_particles_have_no_grid)")
+    path = sol.save(tmp_path / "s.nc", grid=grid)
+    failed = _failed_checks(path, 3)
+    if grid and sol.representation.name == "p1":
+        assert failed and all(any(k in m for k in UGRID_ROLES) for m in failed), failed
+    else:
+        assert failed == []
+    ds, nc = _open_both(path)
+    with nc:
+        _assert_attrs(ds, nc, TIME_ATTRS)
+        assert nc.getncattr("Conventions").startswith("CF-1.11") and nc.getncattr("title")
+        assert not any(f"'{name}'" in m for m in _failed_checks(path, 2) for name in ("theta", "s"))   # no longitude
+    np.testing.assert_allclose(time_values(ds), sol.t, rtol=0, atol=1e-9)   # dates back to t
+    assert np.array_equal(mf.load(path).t, sol.t)                                       # numbers: exact
 
 
 # -- summary.json ---------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..energy import energy_from_spectrum
+from ..gridded import THETA_ATTRS
 from ..quadrature import trapezoid
 from .base import Representation
 
@@ -72,7 +73,7 @@ class FourierSeries(Representation):
         n = max(4 * (2 * self.modes + 1), 512) if n is None else int(n)
         theta = trapezoid(n).angles
         da = xr.DataArray(self.grid_values(data, n), coords={"theta": theta}, dims=("theta",), name="rho")
-        da["theta"].attrs.update(units="radian", long_name="angle theta on the circle, x = (cos theta, sin theta)", axis="X")
+        da["theta"].attrs.update(THETA_ATTRS)
         da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
         return da
 

@@ -277,7 +277,7 @@ class GegenbauerSeries(Representation):
         edge = self.reliable_interval()
         s = np.linspace(-edge, edge, n)
         da = xr.DataArray(self.profile(data, s), coords={"s": s}, dims=("s",), name="rho")
-        da["s"].attrs.update(long_name="s = <x, e>, the coordinate along the axis e", units="1", axis="X")
+        da["s"].attrs.update(long_name="s = <x, e>, the coordinate along the axis e", units="1")   # no axis: not a longitude
         da.attrs.update(long_name="zonal density relative to the uniform probability measure", units="1",
                         zonal_axis=self.axis.tolist())
         return da

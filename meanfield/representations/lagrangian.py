@@ -36,6 +36,7 @@ kept when they hold at least two nodes and a mass of at least ``min_mass``.
 import numpy as np
 
 from ..energy import discrete_energy
+from ..gridded import THETA_ATTRS
 from .base import Representation
 
 _SWAP_TOL = 1e-9     # S^1: consecutive nodes closer than this (in angle) may swap by round-off
@@ -377,7 +378,7 @@ class LagrangianNodes(Representation):
             n = 1024 if n is None else int(n)
             theta = 2 * np.pi * (np.arange(n) + 0.5) / n
             da = xr.DataArray(self._evaluate_circle(data, theta), coords={"theta": theta}, dims=("theta",), name="rho")
-            da["theta"].attrs.update(units="radian", long_name="angle theta on the circle, x = (cos theta, sin theta)", axis="X")
+            da["theta"].attrs.update(THETA_ATTRS)
         else:
             n = 64 if n is None else int(n)
             lat = 90 - 180 * (np.arange(n) + 0.5) / n
