@@ -10,6 +10,7 @@ from .errors import Interrupted, NonFiniteState, SolverError, UnderResolved, Uns
 from .energy import dirac_energy, energy_from_spectrum, interaction_energy, uniform_energy
 from .kernels import fastest_mode, kernel_multipliers, linear_growth_rates, velocity_multipliers
 from .model import Model
+from .representations.harmonics import from_pyshtools
 from . import quadrature
 from .quadrature import sphere_quadrature
 from .sampling import sample
@@ -20,6 +21,6 @@ from .wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
 __all__ = [
     "Model", "kernel_multipliers", "velocity_multipliers", "linear_growth_rates", "fastest_mode", "interaction_energy",
     "energy_from_spectrum", "uniform_energy", "dirac_energy", "densities", "sample", "sphere_quadrature", "quadrature",
-    "wasserstein", "kernel_distance", "w1_to_dirac", "w1_to_uniform", "Solution", "load", "UnsupportedModel", "SolverError",
+    "wasserstein", "kernel_distance", "from_pyshtools", "w1_to_dirac", "w1_to_uniform", "Solution", "load", "UnsupportedModel", "SolverError",
     "UnderResolved", "NonFiniteState", "Interrupted", "__version__",
 ]

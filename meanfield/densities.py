@@ -428,3 +428,143 @@ class SeededPerturbation(Density):
 def seeded_perturbation(dim, epsilon=1e-4, degrees=8, seed=0):
     """ρ_0 = 1 + ε Σ_{l=1..L} Y_l, the seeded near-uniform density of `SeededPerturbation`."""
     return SeededPerturbation(dim, epsilon, degrees, seed)
+
+
+def _entries(coefficients, name, width, what):
+    """The rows of ``coefficients`` as a float array (n, width), each checked to be ``width`` finite numbers."""
+    if isinstance(coefficients, np.ndarray):
+        coefficients = coefficients.tolist()
+    if not isinstance(coefficients, (list, tuple)) or not coefficients:
+        raise ValueError(f"`{name}` must be a non-empty list of {what}, got {coefficients!r}.")
+    rows = []
+    for i, row in enumerate(coefficients):
+        ok = isinstance(row, (list, tuple, np.ndarray)) and len(row) == width
+        try:
+            values = [float(v) for v in row] if ok and not any(isinstance(v, (bool, str)) for v in row) else None
+        except (TypeError, ValueError):
+            values = None
+        if values is None or not np.all(np.isfinite(values)):
+            raise ValueError(f"`{name}[{i}]` must be {what}, got {row!r}.")
+        rows.append(values)
+    return np.array(rows, dtype=float), list(coefficients)
+
+
+def _integer(value, name, i, what, low, row):
+    if value != np.floor(value) or value < low:
+        raise ValueError(f"`{name}[{i}]` must be {what}, got {row!r}.")
+    return int(value)
+
+
+class FourierModes(Density):
+    """ρ(θ) = 1 + Σ_j a_j cos(k_j θ + φ_j) on S^1, x = (cos θ, sin θ), from rows [k, amplitude, phase].
+
+    Mass exactly 1 (k >= 1). In the σ-relative Fourier coefficients of `solvers.FourierCircle`
+    (ρ = Σ c_k e^{ikθ}) the row adds (a/2)e^{iφ} to c_k. ρ must be non-negative: it is checked on
+    max(4096, 64 max k) midpoints (a trigonometric polynomial of degree K varies by at most
+    a K² (2π/n)²/8 between two of them), and a negative minimum is refused, naming ``name``.
+    """
+
+    dim = 2
+
+    def __init__(self, coefficients, name="coefficients"):
+        what = "[k, amplitude, phase] with k >= 1 an integer"
+        rows, given = _entries(coefficients, name, 3, what)
+        self.k = np.array([_integer(r[0], name, i, what, 1, given[i]) for i, r in enumerate(rows)])
+        self.amplitude, self.phase = rows[:, 1].copy(), rows[:, 2].copy()
+        n = max(4096, 64 * int(self.k.max()))
+        theta = trapezoid(n).angles
+        values = self.evaluate_angles(theta)
+        j = int(np.argmin(values))
+        if values[j] < 0:
+            raise ValueError(f"`{name}` gives a density 1 + Σ a cos(kθ + φ) that is negative: its minimum is "
+                             f"{values[j]:.3g} at θ = {theta[j]:.4g}; a density must be non-negative.")
+
+    def evaluate_angles(self, theta):
+        theta = np.asarray(theta, dtype=float)
+        return 1.0 + np.cos(np.multiply.outer(theta, self.k) + self.phase) @ self.amplitude
+
+    def fourier_coefficients(self, modes):
+        """The σ-relative coefficients c_0..c_modes (complex) of ρ (as `solvers.FourierCircle` stores them)."""
+        c = np.zeros(int(modes) + 1, dtype=complex)
+        c[0] = 1.0
+        keep = self.k <= modes
+        np.add.at(c, self.k[keep], 0.5 * self.amplitude[keep] * np.exp(1j * self.phase[keep]))
+        return c
+
+    def _evaluate(self, x):
+        return self.evaluate_angles(np.arctan2(x[..., 1], x[..., 0]))
+
+    def __repr__(self):
+        rows = [[int(k), float(a), float(p)] for k, a, p in zip(self.k, self.amplitude, self.phase)]
+        return f"fourier_modes({rows})"
+
+
+def fourier_modes(coefficients):
+    """ρ = 1 + Σ a cos(kθ + φ) on S^1 from rows [k, amplitude, phase] (k >= 1); see `FourierModes`."""
+    return FourierModes(coefficients)
+
+
+class HarmonicSeries(Density):
+    """ρ(x) = Σ_{l<=L} Σ_{m=0}^{l} [clm[0,l,m] R^c_lm(x) + clm[1,l,m] R^s_lm(x)] on S^2.
+
+    The real harmonics are those of `real_sh` and of `solvers.SphericalHarmonics`: orthonormal in
+    L²(σ), no Condon–Shortley phase (pyshtools '4pi', csphase=1), R^c_lm = real_sh(l, m),
+    R^s_lm = real_sh(l, −m); so clm[0, 0, 0] is the mass. ``clm`` is the array
+    `solvers.SphericalHarmonics` stores (``sol.data[i]``) and `meanfield.from_pyshtools` returns.
+    Evaluated by ducc0's synthesis at arbitrary points (accuracy 1e-13 of the coefficients' norm).
+    """
+
+    dim = 3
+
+    def __init__(self, clm, name="clm"):
+        c = np.asarray(clm)
+        if (c.ndim != 3 or c.shape[0] != 2 or c.shape[1] != c.shape[2] or not np.isrealobj(c)
+                or not np.all(np.isfinite(c))):
+            raise ValueError(f"`{name}` must be a finite real array of shape (2, L+1, L+1), got shape {c.shape}.")
+        self.clm = np.array(c, dtype=float)
+        self.clm.setflags(write=False)
+        self.lmax = c.shape[1] - 1
+
+    def minimum(self):
+        """(min ρ, its point) on a Gauss–Legendre grid of 4(L + 1) rings and 8(L + 1) longitudes."""
+        from .representations.harmonics import SphericalHarmonicSeries
+        from .quadrature import gauss_legendre_grid
+
+        n = 4 * (self.lmax + 1)
+        values = SphericalHarmonicSeries(self.lmax).grid_values(self.clm, n, 2 * n)
+        pts = gauss_legendre_grid(n, 2 * n)[2]
+        j = np.unravel_index(int(np.argmin(values)), values.shape)
+        return float(values[j]), pts[j]
+
+    def _evaluate(self, x):
+        from .representations.harmonics import real_to_alm, synthesis_points
+
+        return synthesis_points(real_to_alm(self.clm), self.lmax, x)
+
+    def __repr__(self):
+        return f"HarmonicSeries(<clm of degree {self.lmax}>, mass={self.clm[0, 0, 0]:g})"
+
+
+def spherical_harmonics(coefficients):
+    """ρ = 1 + Σ a Y_lm on S^2 from rows [l, m, amplitude] (l >= 1, −l <= m <= l), Y_lm = `real_sh`(l, m):
+    orthonormal in L²(σ), m > 0 cos(mφ), m < 0 sin(|m|φ) type, no Condon–Shortley phase. Mass exactly 1;
+    a density negative on a fine grid (`HarmonicSeries.minimum`) is refused. A `HarmonicSeries`."""
+    name, what = "coefficients", "[l, m, amplitude] with l >= 1 and -l <= m <= l integers"
+    rows, given = _entries(coefficients, name, 3, what)
+    lm = []
+    for i, r in enumerate(rows):
+        l = _integer(r[0], name, i, what, 1, given[i])
+        if r[1] != np.floor(r[1]) or abs(r[1]) > l:
+            raise ValueError(f"`{name}[{i}]` must be {what}, got {given[i]!r}.")
+        lm.append((l, int(r[1])))
+    L = max(l for l, _ in lm)
+    clm = np.zeros((2, L + 1, L + 1))
+    clm[0, 0, 0] = 1.0
+    for (l, m), r in zip(lm, rows):
+        clm[0 if m >= 0 else 1, l, abs(m)] += r[2]
+    rho = HarmonicSeries(clm)
+    low, at = rho.minimum()
+    if low < 0:
+        raise ValueError(f"`{name}` gives a density 1 + Σ a Y_lm that is negative: its minimum is {low:.3g} at "
+                         f"x = {np.round(at, 4).tolist()}; a density must be non-negative.")
+    return rho

@@ -394,3 +394,20 @@ def test_legendre_zonal_rejects_bad_input():
     sharp = mf.densities.von_mises_fisher([0, 0, 1.0], 30.0)
     with pytest.raises(ValueError, match="raise `L`"):
         legendre_zonal(1.0, lambda z: sharp(np.stack([np.sqrt(1 - z * z), 0 * z, z], -1)), 1.0, L=8)
+
+
+def test_spherical_harmonics_density_rows_and_their_coefficients():
+    """ρ = 1 + Σ a Y_lm from rows [l, m, amplitude]: the real harmonics of `real_sh` (m < 0: sine type),
+    the same numbers as the solver's clm (its projection of the callable gives them back)."""
+    rows = [[1, 0, 0.3], [2, -1, 0.2], [3, 2, -0.1], [3, 2, 0.05]]
+    rho = mf.densities.spherical_harmonics(rows)
+    x = mf.sampling.uniform_points(200, 3, 4)
+    ref = 1 + 0.3 * real_sh(1, 0, x) + 0.2 * real_sh(2, -1, x) - 0.05 * real_sh(3, 2, x)
+    np.testing.assert_allclose(rho(x), ref, rtol=0, atol=1e-13)
+    assert rho.clm[0, 0, 0] == 1.0 and rho.clm[1, 2, 1] == 0.2 and rho.clm[0, 3, 2] == pytest.approx(-0.05)
+    sol = SOLVER(mf.Model(beta=1.0, dim=3), lmax=16).solve(rho, [0.0], progress=False)
+    np.testing.assert_allclose(sol.data[0][:, :4, :4], rho.clm, rtol=0, atol=1e-14)
+    with pytest.raises(ValueError, match=r"`coefficients\[1\]` must be \[l, m, amplitude\]"):
+        mf.densities.spherical_harmonics([[1, 0, 0.1], [1, 2, 0.1]])
+    with pytest.raises(ValueError, match="`coefficients` gives a density .* negative"):
+        mf.densities.spherical_harmonics([[1, 0, 0.9]])

@@ -98,7 +98,8 @@ class State:
 
     ``data`` is read only through ``representation``; ``density(x)``, ``measure(n)``,
     ``spectrum()`` (degree powers ‖ρ_l‖² in L²(σ), where the representation is spectral),
-    ``to_grid(n)`` (an `xarray.DataArray`), ``mass`` and ``energy`` (E_β, (3.5)).
+    ``to_grid(n)`` (an `xarray.DataArray`), ``to_pyshtools()`` (on S^2, spherical harmonics),
+    ``mass`` and ``energy`` (E_β, (3.5)).
     """
 
     def __init__(self, representation, data, t=None, model=None):
@@ -115,6 +116,15 @@ class State:
 
     def spectrum(self):
         return self.representation.power(self.data)
+
+    def to_pyshtools(self):
+        """A ``pyshtools.SHCoeffs`` of the state, for the representations that have one (spherical
+        harmonics on S^2: `harmonics.SphericalHarmonicSeries.to_pyshtools`)."""
+        convert = getattr(self.representation, "to_pyshtools", None)
+        if convert is None:
+            raise AttributeError(f"representation {self.representation.name!r} has no pyshtools coefficients "
+                                 "(only a spherical-harmonic state on S^2 has)")
+        return convert(self.data)
 
     def to_grid(self, n=None):
         da = self.representation.to_grid(self.data, n)

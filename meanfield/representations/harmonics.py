@@ -14,6 +14,15 @@ m(2L+1−m)/2 + l), orthonormal for the area measure dA and with the Condon–Sh
     a_l0 = sqrt(4π)·C_l0,    a_lm = sqrt(2π)·(−1)^m·(C_lm − i S_lm)  (m > 0).
 
 `real_to_alm` / `alm_to_real` implement this map (tested against pyshtools).
+
+pyshtools. ``clm`` is exactly a pyshtools real coefficient array in the '4pi' normalisation with
+``csphase=1``: '4pi' is the normalisation in which ∫ Y_lm² dΩ = 4π, i.e. the real harmonics are
+orthonormal for σ = dΩ/4π, which is ours, and csphase=1 leaves out the Condon–Shortley phase, as we
+do. So `SphericalHarmonicSeries.to_pyshtools` and `from_pyshtools` copy the numbers unchanged (the
+round trip is exact), the '4pi' power spectrum of pyshtools (``SHCoeffs.spectrum()``) is the degree
+power ‖ρ_l‖²_{L²(σ)} of `meanfield.representations.State.spectrum`, and ``coeffs.coeffs[0, 0, 0]`` is
+the mass. pyshtools' other normalisations ('ortho', 'schmidt', 'unnorm') and the complex kind would
+scale every coefficient; `from_pyshtools` converts them with pyshtools' own ``convert``.
 """
 import numpy as np
 
@@ -22,6 +31,8 @@ from ..quadrature import gauss_legendre_grid   # also re-exported: the ducc0 "GL
 from .base import Representation
 
 EVAL_EPSILON = 1e-13   # accuracy of ducc0's synthesis_general (relative to the coefficient norm)
+PYSHTOOLS_NORMALIZATION = "4pi"    # real harmonics orthonormal for σ = dΩ/4π (see the module docstring)
+PYSHTOOLS_CSPHASE = 1              # no Condon–Shortley phase
 
 
 def alm_size(lmax):
@@ -99,6 +110,56 @@ def synthesis_points(alm, lmax, x, nthreads=1):
     return out.reshape(shape)
 
 
+def pyshtools_ducc(nthreads=1):
+    """The pyshtools module with its ducc0 backend selected and ``nthreads`` threads set explicitly
+    (``pyshtools.backends.select_preferred_backend("ducc", nthreads=...)``; pyshtools keeps this one
+    choice for the whole process, so later ``expand()`` calls of the caller use it too)."""
+    import pyshtools
+
+    pyshtools.backends.select_preferred_backend("ducc", nthreads=int(nthreads))
+    return pyshtools
+
+
+def from_pyshtools(coeffs, kind="coefficients", nthreads=1):
+    """Initial data on S^2 from a ``pyshtools.SHCoeffs``.
+
+    ``coeffs`` carries its normalisation. Real '4pi' coefficients with ``csphase=1`` are ours
+    exactly (see the module docstring) and are copied unchanged; any other normalisation
+    ('ortho', 'schmidt', 'unnorm'), either Condon–Shortley phase and the complex kind are first
+    converted by pyshtools (``coeffs.convert(normalization="4pi", csphase=1, kind="real")``).
+
+    ``kind="coefficients"`` (default) returns the array ``clm`` of shape (2, lmax+1, lmax+1) that
+    `solvers.SphericalHarmonics` takes as ``initial`` (lmax <= the solver's; exact, no projection);
+    ``kind="density"`` returns the density callable ρ(x) = Σ clm Y_lm(x)
+    (`meanfield.densities.HarmonicSeries`) for every solver on S^2. The solvers check that ρ is
+    non-negative with mass ∫ρ dσ = clm[0, 0, 0] = 1 (or pass ``normalize=True``).
+    """
+    pysh = pyshtools_ducc(nthreads)
+    if not isinstance(coeffs, pysh.SHCoeffs):
+        raise ValueError("`coeffs` must be a pyshtools.SHCoeffs (it carries its normalisation; wrap an array with "
+                         "pyshtools.SHCoeffs.from_array(array, normalization=..., csphase=...)), got "
+                         f"{type(coeffs).__name__}.")
+    if kind not in ("coefficients", "density"):
+        raise ValueError(f"`kind` must be 'coefficients' or 'density', got {kind!r}.")
+    if coeffs.normalization not in ("4pi", "ortho", "schmidt", "unnorm") or coeffs.csphase not in (1, -1):
+        raise ValueError(f"`coeffs` has normalization={coeffs.normalization!r}, csphase={coeffs.csphase!r}; "
+                         "expected one of pyshtools' '4pi', 'ortho', 'schmidt', 'unnorm' with csphase 1 or -1.")
+    if (coeffs.normalization, coeffs.csphase, coeffs.kind) != (PYSHTOOLS_NORMALIZATION, PYSHTOOLS_CSPHASE, "real"):
+        try:        # check=True: pyshtools refuses complex coefficients of a function that is not real
+            coeffs = coeffs.convert(normalization=PYSHTOOLS_NORMALIZATION, csphase=PYSHTOOLS_CSPHASE, kind="real",
+                                    check=True)
+        except (ValueError, RuntimeError) as exc:
+            raise ValueError(f"`coeffs` could not be converted to real '4pi' coefficients: {exc}") from None
+    clm = np.array(coeffs.coeffs, dtype=float)
+    if not np.all(np.isfinite(clm)):
+        raise ValueError("`coeffs` holds NaN or inf.")
+    if kind == "density":
+        from ..densities import HarmonicSeries
+
+        return HarmonicSeries(clm)
+    return clm
+
+
 class SphericalHarmonicSeries(Representation):
     """ρ as real spherical harmonics up to ``lmax``, orthonormal in L²(σ) (see the module docstring)."""
 
@@ -123,6 +184,14 @@ class SphericalHarmonicSeries(Representation):
 
     def mass(self, data):
         return float(np.asarray(data)[0, 0, 0])
+
+    def to_pyshtools(self, data):
+        """The state as a ``pyshtools.SHCoeffs`` (real, lmax = this lmax, normalization '4pi',
+        csphase=1: the numbers of ``data`` unchanged, see the module docstring), with pyshtools'
+        ducc0 backend selected with this representation's ``nthreads`` (`pyshtools_ducc`)."""
+        pysh = pyshtools_ducc(self.nthreads)
+        return pysh.SHCoeffs.from_array(np.array(data, dtype=float), normalization=PYSHTOOLS_NORMALIZATION,
+                                        csphase=PYSHTOOLS_CSPHASE, lmax=self.lmax, copy=True)
 
     def embed(self, data_all, source):
         """Coefficients up to a lower (or equal) degree, zero-padded to this lmax."""
