@@ -3,8 +3,9 @@
 One problem — (SA) with β = 1, V = I, from a von Mises–Fisher density — is solved twice:
 
 * by the PDE solver (`solvers.FourierCircle` on S^1, `solvers.SphericalHarmonics` on S^2), whose ρ_t is
-  discretised finely as the reference (S^1: 2^18 points for iid samples, 16·max N for quasi ones, at
-  most 2^24, error O(1/m) below either sample's; S^2: randomly rotated
+  the reference: on S^1 W1 is computed against the density itself (`circle_w1_to_density`, exact),
+  and the kernel distance against its values at 2^18 points (exact for the kernel's degrees); on S^2
+  randomly rotated
   Fibonacci sets with weights ∝ ρ_t, of M = 6000 points for W1, error ≈ 0.6·M^{-1/2}, and of
   2·10^5 points for the kernel distance, error far below it);
 * by `solvers.Particles` from N iid or quasi (quadrature-weighted) samples of ρ0, N from 10^2 to
@@ -39,7 +40,7 @@ from ..model import Model
 from ..quadrature import sphere_quadrature
 from ..sampling import sample
 from ..spectralsums import kernel_distance
-from ..wasserstein import EXACT_MAX_SIZE, w1_to_dirac, w1_to_uniform, wasserstein
+from ..wasserstein import EXACT_MAX_SIZE, circle_w1_to_density, w1_to_dirac, w1_to_uniform, wasserstein
 from .report import Report, fit_exponential, fit_power_law, pyplot, show_progress
 from .options import Options, experiment, option
 from .parallel import check_parallel, map_tasks
@@ -60,6 +61,7 @@ def _rotation(dim, rng):
 
 KAPPA = 4.0                 # the kernel distance's κ
 M_KERNEL = 200_000          # S^2: reference points for the kernel distance
+ONE_SEED_FROM = 100_000     # iid samples of this size or more: one realisation (their spread is a few %)
 
 
 def reference_measure(sol, i, m=None, rng=None):
@@ -181,15 +183,19 @@ def distance_sample(task, *, model, rho0, times, refs, n_dynamic_max):
         xs = [x0]
     out = []
     for i, x in enumerate(xs):
-        ref_w1, ref_kernel = refs[method][i]
-        exact = model.dim == 2 or len(x) * len(ref_w1[1]) <= EXACT_MAX_SIZE
-        out.append((wasserstein((x, w0), ref_w1) if exact else np.nan, kernel_distance((x, w0), ref_kernel, KAPPA)))
+        ref_w1, ref_kernel = refs[i]
+        if model.dim == 2:
+            w1 = circle_w1_to_density((x, w0), ref_w1)
+        else:
+            w1 = wasserstein((x, w0), ref_w1) if len(x) * len(ref_w1[1]) <= EXACT_MAX_SIZE else np.nan
+        out.append((w1, kernel_distance((x, w0), ref_kernel, KAPPA)))
     return out
 
 
 def sampling_study(dim, model, rho0, times, ns, methods, seeds, n_dynamic_max, quick=False, progress=False, m_ref=None,
                    workers=None, scheduler=None):
-    """W1(μ^N_t, ρ_t) for N in ``ns`` (iid: averaged over ``seeds``), at every t in ``times``.
+    """W1(μ^N_t, ρ_t) for N in ``ns`` (iid: averaged over ``seeds`` below N = 10^5, one beyond), at every
+    t in ``times``.
 
     Returns dicts method -> array (len(times), len(ns)) of W1 and of D_κ (NaN where N > n_dynamic_max
     and t > 0, and for W1 where it is not computed), and the PDE Solution. ``workers``, ``scheduler``:
@@ -199,19 +205,14 @@ def sampling_study(dim, model, rho0, times, ns, methods, seeds, n_dynamic_max, q
     sol, note = _pde(model, rho0, times, quick, progress)
     reached = len(sol.t)            # the PDE may stop (UnderResolved) before the last time: NaN rows there
     times = times[:reached]
-    refs = {method: [] for method in methods}
-    fine = min(1 << 24, max(1 << 18, 16 * max(ns))) if dim == 2 and m_ref is None else m_ref
+    refs = []                       # per time: (the W1 reference, the kernel-distance reference)
     for i in range(reached):
-        ref = reference_measure(sol, i, m_ref, rng=100 + i)
-        kernel_ref = ref if dim == 2 else reference_measure(sol, i, M_KERNEL, rng=200 + i)
-        for method in methods:
-            if dim == 2 and method == "quasi" and fine != m_ref:
-                quasi = reference_measure(sol, i, fine)
-                refs[method].append((quasi, quasi))
-            else:
-                refs[method].append((ref, kernel_ref))
+        if dim == 2:                # W1 against the Fourier coefficients themselves
+            refs.append((np.asarray(sol.data[i]), reference_measure(sol, i, m_ref)))
+        else:
+            refs.append((reference_measure(sol, i, m_ref, rng=100 + i), reference_measure(sol, i, M_KERNEL, rng=200 + i)))
     tasks = [(method, j, n, s) for method in methods for j, n in enumerate(ns)
-             for s in range(seeds if method == "iid" else 1)]
+             for s in range(seeds if method == "iid" and n < ONE_SEED_FROM else 1)]
     values = map_tasks(distance_sample, tasks, workers=workers, scheduler=scheduler, progress=progress,
                        desc=f"W1 against N on S^{dim - 1}", priority=[n for _, _, n, _ in tasks],   # largest N first
                        shared=dict(model=model, rho0=rho0, times=times, refs=refs, n_dynamic_max=n_dynamic_max))
