@@ -440,7 +440,9 @@ class Stepper:
        (a solver may override a default through its ``stepper_defaults``).
     2. ``needs``: the solver hooks it calls besides ``_rhs`` (checked by `check`).
     3. ``integrate(run, y0, t_eval, callback, progress, desc)`` advances the run's state and returns
-       an `IntegrationResult`; the solver's hooks are reached through the `solvers.base.Run`.
+       an `IntegrationResult`; the solver's hooks are reached through the `solvers.base.Run`. A run
+       that stops before the last saved time sets ``failure`` (a `Failure`: where, which step, why,
+       and for a monitor's stop the state), from which `Solver.solve` continues or raises.
     """
 
     name = None
