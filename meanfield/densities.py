@@ -568,3 +568,77 @@ def spherical_harmonics(coefficients):
         raise ValueError(f"`{name}` gives a density 1 + Σ a Y_lm that is negative: its minimum is {low:.3g} at "
                          f"x = {np.round(at, 4).tolist()}; a density must be non-negative.")
     return rho
+
+
+class StateDensity(Density):
+    """The density of a saved state (a `meanfield.representations.State`), as a callable: ρ(x) =
+    ``state.density(x)``, evaluated by the state's own representation (exact for the spectral series,
+    the Lagrangian nodes and P1 fields). ``t`` is the time of the state in its run."""
+
+    def __init__(self, state, source=""):
+        self.state = state
+        self.dim = state.representation.dim
+        self.t = state.t
+        self.source = source
+
+    def _evaluate(self, x):
+        return np.asarray(self.state.density(x), dtype=float)
+
+    def __repr__(self):
+        return f"from_file({self.source!r}: {self.state.representation.name} state at t = {self.t:g})"
+
+
+def from_file(path):
+    """The initial density stored in a NetCDF file written by `Solution.save`.
+
+    * A saved Solution (any PDE solver, with or without ``grid=True``): the density of its last saved
+      state (`StateDensity`, evaluated from the stored coefficients or nodes, not from a grid). A
+      run that starts from it starts at t = 0; to continue the saved run instead, pass the Solution
+      (or its path) to ``solve``.
+    * A file holding only the CF grid variable ``density(time, theta)`` or ``density(time, lat, lon)``
+      (as ``save(grid=True)`` writes it, e.g. after another tool kept only the grid): the values at
+      the last time, on the grids of `on_grid` (midpoints θ_j = 2π(j + ½)/n on S^1, the
+      Gauss–Legendre grid on S^2); other grids are refused.
+
+    Raises ValueError naming ``path`` when the file is missing, not NetCDF, holds particles (no
+    density) or a grid that is not one of these.
+    """
+    import pathlib
+
+    import xarray as xr
+
+    from .quadrature import gauss_legendre_grid
+
+    where = f"`path` {str(path)!r}"
+    if not pathlib.Path(path).is_file():
+        raise ValueError(f"{where}: no such file.")
+    try:
+        with xr.open_dataset(path, engine="netcdf4", decode_times=False) as ds:
+            is_solution = "representation" in ds.attrs and "model_json" in ds.attrs
+            grid = None if is_solution or "density" not in ds.variables else ds["density"].load()
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"{where} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
+    if is_solution:
+        from .solution import load
+
+        sol = load(path)
+        if not sol.representation.is_density:
+            raise ValueError(f"{where} holds particles, not a density; give a density file (a PDE run), or pass "
+                             "the particles' (points, weights) to the solver.")
+        return StateDensity(sol.state(-1), source=str(path))
+    if grid is None:
+        raise ValueError(f"{where} is neither a meanfield Solution nor a grid file with a `density` variable.")
+    values = np.asarray(grid.values if "time" not in grid.dims else grid.isel(time=-1).values, dtype=float)
+    dims = tuple(d for d in grid.dims if d != "time")
+    if dims == ("theta",):
+        expected = {"theta": trapezoid(values.size).angles}
+    elif dims == ("lat", "lon"):
+        theta, phi = gauss_legendre_grid(*values.shape)[:2]
+        expected = {"lat": 90 - np.degrees(theta), "lon": np.degrees(phi)}
+    else:
+        raise ValueError(f"{where}: its `density` has dimensions {grid.dims}; expected (time, theta) or (time, lat, lon).")
+    for c, want in expected.items():
+        if c not in grid.coords or not np.allclose(grid[c].values, want, rtol=0, atol=1e-9):
+            raise ValueError(f"{where}: its `{c}` coordinate is not the grid of densities.on_grid "
+                             f"({'midpoints theta_j = 2 pi (j + 1/2)/n' if c == 'theta' else 'Gauss-Legendre lat, lon = 360 k/nphi'}).")
+    return GridValues(values)

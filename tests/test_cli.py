@@ -156,7 +156,8 @@ def test_quick_subcommands_pass(tmp_path, cmd):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["circle", "sphere", "fem", "particles", "lagrangian", "handover", "gegenbauer"])
+@pytest.mark.parametrize("name", ["circle", "sphere", "fem", "particles", "lagrangian", "handover", "gegenbauer",
+                                  "fourier_modes"])
 def test_examples_run(tmp_path, name):
     import importlib.util
 
@@ -224,3 +225,115 @@ def test_sigint_during_phase_diagram(tmp_path):
     with xr.open_dataset(out / "phase_diagram.nc") as ds:
         assert ds["t_star"].shape == (2,)
         assert np.isfinite(ds["p"].values[0, :part.t.size]).all()      # p of the saved times kept
+
+
+# -- initial data from coefficients and files ---------------------------------------------------------
+def _config_text(initial, solver='name = "fourier"\nmodes = 64', model="beta = 4.0\ndim = 2", t="t_end = 0.5\nn_saves = 3"):
+    return (f"[solver]\n{solver}\n\n[model]\n{model}\n\n[initial]\n{initial}\n\n[times]\n{t}\n\n"
+            "[output]\nname = \"r\"\nplot = false\n")
+
+
+def test_fourier_modes_example_forms_three_clusters(tmp_path, capsys):
+    """examples/fourier_modes.toml (fewer labels): ρ0 = 1 + Σ a cos(kθ + φ) at t = 0, and at β = 5 the
+    fastest mode k* = 3 gives three clusters, counted in summary.json."""
+    text = (ROOT / "examples" / "fourier_modes.toml").read_text().replace("nodes = 1024", "nodes = 128") + "plot = false\n"
+    cfg = tmp_path / "fourier_modes.toml"
+    cfg.write_text(text)
+    out = tmp_path / "fm"
+    assert main(["run", str(cfg), "--quick", "--out", str(out), "--no-progress"]) == 0
+    assert "clusters: 3 with masses" in capsys.readouterr().out
+    clusters = _summary(out)["results"]["final_state"]["clusters"]
+    assert clusters["separated"] and clusters["count"] == 3 and sum(clusters["masses"]) == pytest.approx(1.0)
+    sol = mf.load(out / "fourier_modes.nc")
+    theta = np.linspace(0, 2 * np.pi, 50)
+    x = np.stack([np.cos(theta), np.sin(theta)], -1)
+    exact = 1 + 0.03 * np.cos(2 * theta + 1.0) + 0.03 * np.cos(3 * theta) + 0.02 * np.cos(5 * theta + 2.5)
+    np.testing.assert_allclose(sol.density(x, 0), exact, rtol=0, atol=1e-5)     # between the labels: interpolated
+
+
+def test_fourier_coefficients_start_the_spectral_solver_exactly(tmp_path):
+    from meanfield.experiments.config import parse_config
+
+    cfg = parse_config({"solver": {"name": "fourier", "modes": 32}, "model": {"beta": 2.0, "dim": 2},
+                        "initial": {"density": "fourier", "coefficients": [[1, 0.2, 0.3], [4, -0.1, 2.0]]},
+                        "times": {"values": [0.0]}})
+    sol = cfg.make_solver().solve(cfg.density(), cfg.t_eval, progress=False)
+    c = sol.data[0]
+    assert c[1] == pytest.approx(0.1 * np.exp(0.3j), abs=1e-15) and c[4] == pytest.approx(-0.05 * np.exp(2j), abs=1e-15)
+    assert np.max(np.abs(np.delete(c, [0, 1, 4]))) < 1e-15 and c[0] == 1.0
+    np.testing.assert_allclose(c, cfg.density().fourier_coefficients(32), rtol=0, atol=1e-15)
+
+
+def test_harmonics_coefficients_in_a_config(tmp_path):
+    cfg = tmp_path / "h.toml"
+    cfg.write_text(_config_text('density = "harmonics"\ncoefficients = [[1, 0, 0.2], [2, -2, 0.1], [3, 1, -0.05]]',
+                                solver='name = "harmonics"\nlmax = 16', model="beta = 1.0\ndim = 3",
+                                t="values = [0.0, 0.1]"))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    c = mf.load(tmp_path / "o" / "r.nc").data[0]
+    expected = np.zeros_like(c)
+    expected[0, 0, 0], expected[0, 1, 0], expected[1, 2, 2], expected[0, 3, 1] = 1.0, 0.2, 0.1, -0.05
+    np.testing.assert_allclose(c, expected, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("initial,message", [
+    ('density = "fourier"\ncoefficients = [[1, 0.1, 0.0], [2, 0.1, 0.0], [0, 0.1, 0.0]]',
+     "`initial.coefficients[2]` must be [k, amplitude, phase] with k >= 1 an integer, got [0, 0.1, 0.0]."),
+    ('density = "fourier"\ncoefficients = [[1, 0.1, 0.0], [2.5, 0.1, 0.0]]',
+     "`initial.coefficients[1]` must be [k, amplitude, phase] with k >= 1 an integer"),
+    ('density = "fourier"\ncoefficients = [[1, 0.1]]', "`initial.coefficients[0]` must be [k, amplitude, phase]"),
+    ('density = "fourier"\ncoefficients = []', "`initial.coefficients` must be a non-empty list"),
+    ('density = "fourier"\ncoefficients = [[3, 0.7, 0.0], [1, 0.6, 0.0]]',
+     "`initial.coefficients` gives a density 1 + Σ a cos(kθ + φ) that is negative: its minimum is"),
+    ('density = "fourier"\namplitude = 0.1', "unknown key `initial.amplitude`"),
+    ('density = "harmonics"\ncoefficients = [[1, 0, 0.1]]', "`initial` (harmonics) lives on S^2 but `model.dim`=2"),
+    ('density = "file"\npath = "nowhere.nc"', "`initial.path` 'nowhere.nc': no such file."),
+])
+def test_bad_initial_data_names_the_key_and_index(tmp_path, capsys, initial, message):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(_config_text(initial))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_harmonics_rows(tmp_path, capsys):
+    cfg = tmp_path / "bad.toml"
+    for rows, message in [("[[1, 0, 0.1], [2, 3, 0.1]]", "`initial.coefficients[1]` must be [l, m, amplitude] with l >= 1 "
+                                                         "and -l <= m <= l integers, got [2, 3, 0.1]."),
+                          ("[[1, 0, 0.9]]", "`initial.coefficients` gives a density 1 + Σ a Y_lm that is negative")]:
+        cfg.write_text(_config_text(f'density = "harmonics"\ncoefficients = {rows}', solver='name = "harmonics"\nlmax = 8',
+                                    model="beta = 1.0\ndim = 3"))
+        assert main(["run", str(cfg), "--out", str(tmp_path / "out")]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_initial_density_from_a_file(tmp_path, monkeypatch):
+    """`density = "file"`: a saved Solution's last state (evaluated from its coefficients) or, in a file
+    that holds only the CF grid, the grid values; a new run starts from it at t = 0."""
+    import xarray as xr
+
+    import solvers
+
+    monkeypatch.chdir(tmp_path)                       # a relative path is read from the working directory
+    first = solvers.FourierCircle(mf.Model(beta=3.0, dim=2), modes=32).solve(
+        mf.densities.perturbed_uniform(0.2, 2), [0.0, 0.4], progress=False)
+    first.save("first.nc", grid=True)
+    cfg = tmp_path / "f.toml"
+    cfg.write_text(_config_text('density = "file"\npath = "first.nc"', solver='name = "fourier"\nmodes = 32',
+                                model="beta = 3.0\ndim = 2", t="values = [0.0, 0.1]"))
+    assert main(["run", str(cfg), "--out", "o1", "--no-progress"]) == 0
+    again = mf.load("o1/r.nc")
+    assert again.t[0] == 0.0
+    np.testing.assert_allclose(again.data[0], first.data[-1], rtol=0, atol=1e-14)
+    with xr.open_dataset("first.nc", decode_times=False) as ds:    # keep only the grid (as another tool might)
+        ds[["density"]].load().drop_attrs().to_netcdf("grid_only.nc")
+    cfg.write_text(cfg.read_text().replace("first.nc", "grid_only.nc"))
+    assert main(["run", str(cfg), "--out", "o2", "--no-progress"]) == 0
+    np.testing.assert_allclose(mf.load("o2/r.nc").data[0], first.data[-1], rtol=0, atol=1e-13)   # 512 midpoints > 2K+1
+    particles = solvers.Particles(mf.Model(beta=3.0, dim=2)).solve(mf.sampling.uniform_points(8, 2, 0), [0.0],
+                                                                    progress=False)
+    particles.save("p.nc")
+    cfg.write_text(cfg.read_text().replace("grid_only.nc", "p.nc"))
+    assert main(["run", str(cfg), "--out", "o3"]) == 2

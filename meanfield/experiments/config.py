@@ -28,6 +28,11 @@ or a bad value raises ValueError naming the key (``solver.modes``) and the accep
     degree = 3
     # density = "mixture" takes  components = [{density = "von_mises_fisher", ...}, ...]  and  weights
     # a direction (`mean`, `axis`) may be given as "pole": e_d = (0, ..., 0, 1)
+    # density = "fourier" (S^1):   coefficients = [[k, amplitude, phase], ...]  ρ = 1 + Σ a cos(kθ + φ)
+    # density = "harmonics" (S^2): coefficients = [[l, m, amplitude], ...]  ρ = 1 + Σ a Y_lm, the real
+    #                              harmonics of densities.real_sh (orthonormal in L²(σ), m < 0: sin)
+    # density = "file":  path = "out/run/run.nc"  a saved Solution's last state (or a grid-only file),
+    #                    relative to the working directory, like output.dir
 
     [times]                 # either  values = [0, 0.5, 1]  or  t_end (and n_saves, default 21)
     t_end = 5.0
@@ -96,6 +101,9 @@ _DENSITIES = {
     "perturbed_uniform": _densities.perturbed_uniform,
     "band_limited": _densities.band_limited,
     "mixture": _densities.mixture,
+    "fourier": _densities.fourier_modes,          # coefficients = [[k, amplitude, phase], ...]: 1 + Σ a cos(kθ + φ)
+    "harmonics": _densities.spherical_harmonics,  # coefficients = [[l, m, amplitude], ...]: 1 + Σ a Y_lm (real_sh)
+    "file": _densities.from_file,                 # path = "...": a saved Solution's last state, or a grid file
 }
 
 
@@ -257,6 +265,10 @@ def build_density(spec, dim, where="initial"):
     try:
         rho = fn(**params)
     except (ValueError, TypeError) as exc:
+        msg = str(exc)
+        key = msg.split("`")[1] if msg.startswith("`") and msg.count("`") >= 2 else ""
+        if key.split("[")[0] in params:              # the message names a key of the table: `initial.coefficients[2]`
+            raise ValueError(f"`{where}.{key}`{msg.split('`', 2)[2]}") from None
         raise ValueError(f"`{where}` ({name}): {exc}") from None
     if getattr(rho, "dim", None) not in (None, dim):
         raise ValueError(f"`{where}` ({name}) lives on S^{rho.dim - 1} but `model.dim`={dim}.")
