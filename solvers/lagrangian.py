@@ -201,9 +201,9 @@ class Lagrangian(Solver):
     sums : "auto" | "direct" | "spectral"
         The kernel sums of the velocity and its divergence: "direct" (n² exponentials), "spectral"
         (ducc0's nonuniform FFT on S^1 / SHT on S^2, O(n + L² log L); relative error at label j at
-        most about ε/w_j with ε = 3e-13, `meanfield.spectralsums`), or "auto": spectral where it is
-        faster and its bound is at most ``sums_tol``. Recorded in ``sol.stats`` (``sums``,
-        ``sums_error_bound``).
+        most about ε/max(w_j, e^{−2β}) with ε = 3e-13, `meanfield.spectralsums`), or "auto": spectral
+        where it is faster and its bound is at most ``sums_tol``. Recorded in ``sol.stats``
+        (``sums``, ``sums_error_bound``).
     sums_tol : float > 0, the largest bound "auto" accepts (default 1e-6).
 
     Notes
