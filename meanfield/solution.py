@@ -64,8 +64,12 @@ class Solution:
         diags = {k: v[idx] for k, v in self.diagnostics.items() if v.shape[:1] == self.t.shape}
         if self._energy is not None:
             diags["energy"] = np.asarray(self._energy)[idx]
-        return Solution(self.t[idx], self.model, self.representation, self.data[idx], diags, self.stats,
-                        self.status, self.message, self.solver)
+        rep, data, solver = self.representation, self.data[idx], self.solver
+        segment_of = getattr(rep, "segment_of", None)          # a run in several representations
+        if segment_of is not None and idx.size and np.unique(segment_of(data)).size == 1:
+            k = int(segment_of(data)[0])                       # all in one segment: a plain Solution in its own
+            rep, data, solver = rep.representations[k], rep.stack(data, k), rep.solvers[k] or solver
+        return Solution(self.t[idx], self.model, rep, data, diags, self.stats, self.status, self.message, solver)
 
     @property
     def energy(self):

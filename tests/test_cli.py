@@ -74,11 +74,13 @@ def test_run_circle_example_writes_files(tmp_path, capsys):
     out = tmp_path / "circle"
     assert main(["run", str(ROOT / "examples" / "circle.toml"), "--quick", "--out", str(out), "--no-progress"]) == 0
     text = capsys.readouterr().out
-    assert "2/2 checks passed" in text             # finished, E_β monotone (the mass is c_0, a constant)
+    assert "3/3 checks passed" in text             # finished, E_β monotone, mass (after the hand-over)
+    assert "clusters: 3 with masses 0.333, 0.333, 0.333" in text      # what the README shows
     s = _summary(out)
     assert s["status"] == "finished" and s["passed"] and s["results"]["mass_error"] < 1e-12
+    assert s["results"]["final_state"]["clusters"]["count"] == 3
     sol = mf.load(out / "circle.nc")
-    assert sol.t.size == 11 and sol.t[-1] == 5.0
+    assert sol.t.size == 11 and sol.t[-1] == 10.0 and sol.solver == "FourierCircle+Lagrangian"
     assert sol.energy[-1] > sol.energy[0]
     import xarray as xr
 

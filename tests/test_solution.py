@@ -84,3 +84,23 @@ def test_slicing():
     s = sol[1]
     assert s.t.tolist() == [1.5] and s.energy[0] == sol.energy[1]
     assert len(sol[0:2]) == 2
+
+
+def test_a_slice_of_a_handed_over_run_within_one_segment_is_a_plain_solution(tmp_path):
+    """sol[:k] of a spectral run handed over to the characteristics: the spectral times alone are a
+    FourierCircle Solution (saved and loaded as such); across the hand-over the segments stay."""
+    import solvers
+
+    sol = solvers.FourierCircle(mf.Model(beta=8.0, dim=2), modes=32).solve(
+        mf.densities.perturbed_uniform(0.05, 3), np.linspace(0, 6, 7), progress=False, on_underresolved="lagrangian")
+    assert sol.representation.name == "segments"
+    first = sol[:3]
+    assert first.solver == "FourierCircle" and first.representation.name == "fourier" and first.data.shape == (3, 33)
+    back = mf.load(first.save(tmp_path / "first.nc"))
+    assert np.array_equal(back.data, sol.segments[0].data[:3]) and np.array_equal(back.t, [0.0, 1.0, 2.0])
+    last = sol[-1]
+    assert last.solver == "Lagrangian" and last.representation.name == "lagrangian"
+    x = np.array([[1.0, 0.0], [0.0, 1.0]])
+    assert np.array_equal(last.density(x, 0), sol.density(x, -1))
+    both = sol[2:]
+    assert both.representation.name == "segments" and mf.load(both.save(tmp_path / "both.nc")).t.size == 5
