@@ -173,12 +173,23 @@ def add_grid(ds, sol, n=None):
 
 def describe(ds, sol, grid=False):
     """``ds`` (from `Solution.to_xarray`) with the CF-1.11 description every saved file carries: the
-    time coordinate (`TIME_ATTRS`), a long name for every variable (CF 3.3), no fill value on
-    coordinates (CF 2.5.1), ``Conventions``, ``title``, ``history`` and ``source`` (CF 2.6.2).
+    time coordinate (`TIME_ATTRS`), and what `describe_dataset` adds to any Dataset.
 
     In memory the time coordinate holds t as plain numbers (``units = "1"``); `cf_time` gives it the
     CF time attributes when the Dataset is written (`Solution.save`)."""
     ds["time"].attrs.update(long_name=TIME_ATTRS["long_name"], units="1")
+    what = "density on a grid" if grid else "coefficients"
+    return describe_dataset(ds, title=f"meanfield Solution: {sol.solver or sol.representation.name}, {sol.model!r}, "
+                                      f"{what}",
+                            history=f"Solution.save{' with grid=True' if grid else ''}")
+
+
+def describe_dataset(ds, title, history=""):
+    """``ds`` with what CF-1.11 asks of any file the project writes (an experiment's results as well
+    as a Solution): a long name for every variable that has neither one nor a standard name (CF 3.3;
+    `LONG_NAMES`, else the variable's name in words), no fill value on coordinates (CF 2.5.1), and
+    the global ``Conventions``, ``title``, ``history`` and ``source`` (CF 2.6) where not set.
+    A coordinate named ``time`` should be t and get `cf_time` when written. Returns ``ds`` (changed)."""
     for name, var in ds.variables.items():
         if "long_name" not in var.attrs and "standard_name" not in var.attrs:
             var.attrs["long_name"] = LONG_NAMES.get(name) or (f"diagnostic {name[5:]}" if name.startswith("diag_")
@@ -186,11 +197,9 @@ def describe(ds, sol, grid=False):
     for name in ds.coords:
         ds[name].encoding["_FillValue"] = None          # CF 2.5.1: coordinates have no missing values
     ds.attrs.setdefault("Conventions", CONVENTIONS)
-    what = "density on a grid" if grid else "coefficients"
-    ds.attrs.setdefault("title", f"meanfield Solution: {sol.solver or sol.representation.name}, "
-                                 f"{sol.model!r}, {what}")
-    ds.attrs.setdefault("history", f"written by meanfield {ds.attrs.get('meanfield_version', '')} "
-                                   f"(Solution.save{' with grid=True' if grid else ''})")
+    ds.attrs.setdefault("title", title)
+    ds.attrs.setdefault("history", f"written by meanfield {ds.attrs.get('meanfield_version', '')} ({history})"
+                        if history else "written by meanfield")
     ds.attrs.setdefault("source", "meanfield: mean-field self-attention dynamics on the sphere")
     return ds
 
