@@ -10,7 +10,7 @@ from .errors import Interrupted, NonFiniteState, SolverError, UnderResolved, Uns
 from .energy import dirac_energy, energy_from_spectrum, interaction_energy, uniform_energy
 from .kernels import fastest_mode, kernel_multipliers, linear_growth_rates, velocity_multipliers
 from .model import Model
-from .representations.harmonics import from_pyshtools
+from .densities import from_pyshtools
 from . import quadrature
 from .quadrature import sphere_quadrature
 from .sampling import sample

@@ -642,3 +642,43 @@ def from_file(path):
             raise ValueError(f"{where}: its `{c}` coordinate is not the grid of densities.on_grid "
                              f"({'midpoints theta_j = 2 pi (j + 1/2)/n' if c == 'theta' else 'Gauss-Legendre lat, lon = 360 k/nphi'}).")
     return GridValues(values)
+
+
+def from_pyshtools(coeffs, kind="coefficients", nthreads=1):
+    """Initial data on S^2 from a ``pyshtools.SHCoeffs``.
+
+    ``coeffs`` carries its normalisation. Real '4pi' coefficients with ``csphase=1`` are ours
+    exactly (see the module docstring) and are copied unchanged; any other normalisation
+    ('ortho', 'schmidt', 'unnorm'), either Condon–Shortley phase and the complex kind are first
+    converted by pyshtools (``coeffs.convert(normalization="4pi", csphase=1, kind="real")``).
+
+    ``kind="coefficients"`` (default) returns the array ``clm`` of shape (2, lmax+1, lmax+1) that
+    `solvers.SphericalHarmonics` takes as ``initial`` (lmax <= the solver's; exact, no projection);
+    ``kind="density"`` returns the density callable ρ(x) = Σ clm Y_lm(x)
+    (`meanfield.densities.HarmonicSeries`) for every solver on S^2. The solvers check that ρ is
+    non-negative with mass ∫ρ dσ = clm[0, 0, 0] = 1 (or pass ``normalize=True``).
+    """
+    from .representations.harmonics import PYSHTOOLS_CSPHASE, PYSHTOOLS_NORMALIZATION, pyshtools_ducc
+
+    pysh = pyshtools_ducc(nthreads)
+    if not isinstance(coeffs, pysh.SHCoeffs):
+        raise ValueError("`coeffs` must be a pyshtools.SHCoeffs (it carries its normalisation; wrap an array with "
+                         "pyshtools.SHCoeffs.from_array(array, normalization=..., csphase=...)), got "
+                         f"{type(coeffs).__name__}.")
+    if kind not in ("coefficients", "density"):
+        raise ValueError(f"`kind` must be 'coefficients' or 'density', got {kind!r}.")
+    if coeffs.normalization not in ("4pi", "ortho", "schmidt", "unnorm") or coeffs.csphase not in (1, -1):
+        raise ValueError(f"`coeffs` has normalization={coeffs.normalization!r}, csphase={coeffs.csphase!r}; "
+                         "expected one of pyshtools' '4pi', 'ortho', 'schmidt', 'unnorm' with csphase 1 or -1.")
+    if (coeffs.normalization, coeffs.csphase, coeffs.kind) != (PYSHTOOLS_NORMALIZATION, PYSHTOOLS_CSPHASE, "real"):
+        try:        # check=True: pyshtools refuses complex coefficients of a function that is not real
+            coeffs = coeffs.convert(normalization=PYSHTOOLS_NORMALIZATION, csphase=PYSHTOOLS_CSPHASE, kind="real",
+                                    check=True)
+        except (ValueError, RuntimeError) as exc:
+            raise ValueError(f"`coeffs` could not be converted to real '4pi' coefficients: {exc}") from None
+    clm = np.array(coeffs.coeffs, dtype=float)
+    if not np.all(np.isfinite(clm)):
+        raise ValueError("`coeffs` holds NaN or inf.")
+    if kind == "density":
+        return HarmonicSeries(clm)
+    return clm

@@ -18,7 +18,7 @@ m(2L+1−m)/2 + l), orthonormal for the area measure dA and with the Condon–Sh
 pyshtools. ``clm`` is exactly a pyshtools real coefficient array in the '4pi' normalisation with
 ``csphase=1``: '4pi' is the normalisation in which ∫ Y_lm² dΩ = 4π, i.e. the real harmonics are
 orthonormal for σ = dΩ/4π, which is ours, and csphase=1 leaves out the Condon–Shortley phase, as we
-do. So `SphericalHarmonicSeries.to_pyshtools` and `from_pyshtools` copy the numbers unchanged (the
+do. So `SphericalHarmonicSeries.to_pyshtools` and `meanfield.densities.from_pyshtools` copy the numbers unchanged (the
 round trip is exact), the '4pi' power spectrum of pyshtools (``SHCoeffs.spectrum()``) is the degree
 power ‖ρ_l‖²_{L²(σ)} of `meanfield.representations.State.spectrum`, and ``coeffs.coeffs[0, 0, 0]`` is
 the mass. pyshtools' other normalisations ('ortho', 'schmidt', 'unnorm') and the complex kind would
@@ -118,46 +118,6 @@ def pyshtools_ducc(nthreads=1):
 
     pyshtools.backends.select_preferred_backend("ducc", nthreads=int(nthreads))
     return pyshtools
-
-
-def from_pyshtools(coeffs, kind="coefficients", nthreads=1):
-    """Initial data on S^2 from a ``pyshtools.SHCoeffs``.
-
-    ``coeffs`` carries its normalisation. Real '4pi' coefficients with ``csphase=1`` are ours
-    exactly (see the module docstring) and are copied unchanged; any other normalisation
-    ('ortho', 'schmidt', 'unnorm'), either Condon–Shortley phase and the complex kind are first
-    converted by pyshtools (``coeffs.convert(normalization="4pi", csphase=1, kind="real")``).
-
-    ``kind="coefficients"`` (default) returns the array ``clm`` of shape (2, lmax+1, lmax+1) that
-    `solvers.SphericalHarmonics` takes as ``initial`` (lmax <= the solver's; exact, no projection);
-    ``kind="density"`` returns the density callable ρ(x) = Σ clm Y_lm(x)
-    (`meanfield.densities.HarmonicSeries`) for every solver on S^2. The solvers check that ρ is
-    non-negative with mass ∫ρ dσ = clm[0, 0, 0] = 1 (or pass ``normalize=True``).
-    """
-    pysh = pyshtools_ducc(nthreads)
-    if not isinstance(coeffs, pysh.SHCoeffs):
-        raise ValueError("`coeffs` must be a pyshtools.SHCoeffs (it carries its normalisation; wrap an array with "
-                         "pyshtools.SHCoeffs.from_array(array, normalization=..., csphase=...)), got "
-                         f"{type(coeffs).__name__}.")
-    if kind not in ("coefficients", "density"):
-        raise ValueError(f"`kind` must be 'coefficients' or 'density', got {kind!r}.")
-    if coeffs.normalization not in ("4pi", "ortho", "schmidt", "unnorm") or coeffs.csphase not in (1, -1):
-        raise ValueError(f"`coeffs` has normalization={coeffs.normalization!r}, csphase={coeffs.csphase!r}; "
-                         "expected one of pyshtools' '4pi', 'ortho', 'schmidt', 'unnorm' with csphase 1 or -1.")
-    if (coeffs.normalization, coeffs.csphase, coeffs.kind) != (PYSHTOOLS_NORMALIZATION, PYSHTOOLS_CSPHASE, "real"):
-        try:        # check=True: pyshtools refuses complex coefficients of a function that is not real
-            coeffs = coeffs.convert(normalization=PYSHTOOLS_NORMALIZATION, csphase=PYSHTOOLS_CSPHASE, kind="real",
-                                    check=True)
-        except (ValueError, RuntimeError) as exc:
-            raise ValueError(f"`coeffs` could not be converted to real '4pi' coefficients: {exc}") from None
-    clm = np.array(coeffs.coeffs, dtype=float)
-    if not np.all(np.isfinite(clm)):
-        raise ValueError("`coeffs` holds NaN or inf.")
-    if kind == "density":
-        from ..densities import HarmonicSeries
-
-        return HarmonicSeries(clm)
-    return clm
 
 
 class SphericalHarmonicSeries(Representation):
