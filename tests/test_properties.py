@@ -264,6 +264,7 @@ def _tiny(cfg):
     if "n" in s:
         s["n"] = min(s["n"], 40)
     if s.get("name") == "lagrangian":
+        s.pop("nodes", None)
         s["panels"] = 8
     return cfg
 
