@@ -6,7 +6,7 @@ from .kernels import kernel_multipliers, velocity_multipliers
 from .kernelsums import kernel_energy
 
 _CHUNK = 1024      # block size of the double sums (benchmarks/bench_kernelsums.py: fastest of 1024/2048/4096)
-SPECTRAL_ENERGY_MIN = 4096
+LARGE_CLOUD = 4096
 
 
 def discrete_energy(beta, x, w, chunk=_CHUNK, scaled=False):
@@ -14,7 +14,7 @@ def discrete_energy(beta, x, w, chunk=_CHUNK, scaled=False):
 
     x (n, d) or (..., n, d) for a batch of measures (then an array of energies); the double sum is
     `meanfield.kernelsums.kernel_energy` (blocks of ``chunk``², the fixed shift e^{β(⟨x_i,x_j⟩−1)} ∈
-    [e^{−2β}, 1]; docs/mathematics.md §11.1). On S^1 and S^2, for more than SPECTRAL_ENERGY_MIN =
+    [e^{−2β}, 1]; docs/mathematics.md §11.1). On S^1 and S^2, for more than LARGE_CLOUD =
     4096 points and 0 < β <= 100, it is Σ_l ã_l |μ̂_l|² from one adjoint nonuniform transform instead
     (`meanfield.spectralsums.spectral_energy`, O(n), relative error below 1e-12).
     """
@@ -23,7 +23,7 @@ def discrete_energy(beta, x, w, chunk=_CHUNK, scaled=False):
         e = 0.5 * np.einsum("...d,...d->...", m, m)
     else:
         n, d = np.shape(x)[-2:]
-        if n > SPECTRAL_ENERGY_MIN and d in (2, 3) and beta <= 100.0:
+        if n > LARGE_CLOUD and d in (2, 3) and beta <= 100.0:
             from .spectralsums import spectral_energy
 
             total = spectral_energy(beta, x, w)
