@@ -24,6 +24,11 @@ def check_real(value, name, *, low=None, high=None, low_open=False, allow_inf=Fa
     value = float(value)
     if np.isnan(value) or (np.isinf(value) and not allow_inf):
         raise ValueError(f"`{name}` must be finite, got {value}.")
+    return _check_range(value, name, low, high, low_open)
+
+
+def _check_range(value, name, low, high, low_open=False):
+    """``value`` itself, or ValueError naming `name` and the bound it breaks."""
     if low is not None and (value < low or (low_open and value == low)):
         op = ">" if low_open else ">="
         raise ValueError(f"`{name}` must be {op} {low}, got {value}.")
@@ -43,12 +48,7 @@ def check_int(value, name, *, low=None, high=None):
             value = int(value)
         else:
             raise ValueError(f"`{name}` must be an integer, got {value!r}.")
-    value = int(value)
-    if low is not None and value < low:
-        raise ValueError(f"`{name}` must be >= {low}, got {value}.")
-    if high is not None and value > high:
-        raise ValueError(f"`{name}` must be <= {high}, got {value}.")
-    return value
+    return _check_range(int(value), name, low, high)
 
 
 def check_dim(dim, name="dim"):
