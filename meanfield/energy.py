@@ -10,20 +10,21 @@ LARGE_CLOUD = 4096
 
 
 def discrete_energy(beta, x, w, chunk=_CHUNK, scaled=False):
-    """(1/2β) Σ_ij w_i w_j e^{β⟨x_i,x_j⟩} (3.5), times e^{−β} if ``scaled``, with β = 0 → ½|Σ w_i x_i|².
+    """(1/2β) Σ_ij w_i w_j e^{β⟨x_i,x_j⟩} (3.5), times e^{−|β|} if ``scaled``, with β = 0 → ½|Σ w_i x_i|².
 
     x (n, d) or (..., n, d) for a batch of measures (then an array of energies); the double sum is
-    `meanfield.kernelsums.kernel_energy` (blocks of ``chunk``², the fixed shift e^{β(⟨x_i,x_j⟩−1)} ∈
-    [e^{−2β}, 1]; docs/mathematics.md §11.1). On S^1 and S^2, for more than LARGE_CLOUD =
+    `meanfield.kernelsums.kernel_energy` (blocks of ``chunk``², the fixed shift e^{β⟨x_i,x_j⟩−|β|} ∈
+    [e^{−2|β|}, 1]; docs/mathematics.md §11.1). On S^1 and S^2, for more than LARGE_CLOUD =
     4096 points and 0 < β <= 100, it is Σ_l ã_l |μ̂_l|² from one adjoint nonuniform transform instead
-    (`meanfield.spectralsums.spectral_energy`, O(n), relative error below 1e-12).
+    (`meanfield.spectralsums.spectral_energy`, O(n), relative error below 1e-12; not for β < 0, where the
+    sum can be as small as e^{−2|β|} and the transform's error is absolute).
     """
     if beta == 0.0:
         m = np.einsum("i,...id->...d", w, x)
         e = 0.5 * np.einsum("...d,...d->...", m, m)
     else:
         n, d = np.shape(x)[-2:]
-        if n > LARGE_CLOUD and d in (2, 3) and beta <= 100.0:
+        if n > LARGE_CLOUD and d in (2, 3) and 0.0 < beta <= 100.0:
             from .spectralsums import spectral_energy
 
             total = spectral_energy(beta, x, w)
@@ -31,11 +32,11 @@ def discrete_energy(beta, x, w, chunk=_CHUNK, scaled=False):
             total = kernel_energy(beta, x, w, chunk=chunk)
         if scaled:
             e = total / (2 * beta)
-        elif beta < 700.0:
-            e = np.exp(beta) * total / (2 * beta)
+        elif abs(beta) < 700.0:
+            e = np.exp(abs(beta)) * total / (2 * beta)
         else:
             with np.errstate(over="ignore", divide="ignore"):
-                e = np.exp(beta + np.log(total) - np.log(2 * beta))
+                e = np.sign(beta) * np.exp(abs(beta) + np.log(total) - np.log(2 * abs(beta)))
     return float(e) if np.ndim(e) == 0 else e
 
 
@@ -59,7 +60,7 @@ def energy_from_spectrum(beta, dim, power):
         return power[..., 1] / (2 * dim) if lmax >= 1 else np.zeros(power.shape[:-1])
     a = kernel_multipliers(beta, dim, lmax, scaled=True)
     with np.errstate(over="ignore"):
-        return np.exp(beta) * (power @ a) / (2 * beta)
+        return np.exp(abs(beta)) * (power @ a) / (2 * beta)
 
 
 def energy_rate_from_spectrum(beta, dim, cross):
@@ -79,32 +80,35 @@ def interaction_energy(beta, measure, scaled=False):
 
     Parameters
     ----------
-    beta : float >= 0
+    beta : float, of either sign
     measure : (points, weights) or Solution
         A discrete measure Σ w_j δ_{x_j} (points (n, d) on the sphere, weights summing to 1), or a
         `Solution` with a single saved time (``sol[i]``) — or any `Solution`, in which case the
         energies at all saved times are returned.
     scaled : bool
-        Return E_β·e^{-β} (finite for every β).
+        Return E_β·e^{−|β|} (finite for every β).
 
     Notes
     -----
     O(n²) work in blocks of 1024 × 1024 (`meanfield.kernelsums`), O(n + 1024²) memory. At β = 0 the library reports
-    E_0[μ] = ½‖∫x dμ‖², the limit of E_β − 1/(2β) (docs/mathematics.md §4). The uniform measure gives a_0/(2β)
-    (the minimum) and a Dirac mass e^β/(2β) (the maximum), Proposition 3.4.
+    E_0[μ] = ½‖∫x dμ‖², the limit of E_β − 1/(2β) (docs/mathematics.md §4). For β > 0 the uniform measure gives
+    a_0/(2β) (the minimum) and a Dirac mass e^β/(2β) (the maximum), Proposition 3.4; for β < 0 a Dirac mass
+    is still the maximum and a balanced antipodal pair ½(δ_x + δ_{−x}) gives the minimum cosh β/(2β)
+    (`energy_bounds`, docs/mathematics.md §4).
     """
     beta = check_beta(beta)
     if hasattr(measure, "representation") and hasattr(measure, "data"):
         e = np.array([measure.representation.energy(beta, measure.data[i]) for i in range(len(measure.t))])
         if scaled:
-            e = e * np.exp(-beta)
+            e = e * np.exp(-abs(beta))
         return float(e[0]) if e.size == 1 else e
     x, w = check_measure(measure)
     return discrete_energy(beta, x, w, scaled=scaled)
 
 
 def uniform_energy(beta, dim):
-    """E_β[σ] = a_0(β)/(2β), the minimum (Proposition 3.4); 0 at β = 0 (docs/mathematics.md §4)."""
+    """E_β[σ] = a_0(β)/(2β): the minimum for β > 0 (Proposition 3.4), neither extreme for β < 0 (a saddle;
+    `energy_bounds`); 0 at β = 0 (docs/mathematics.md §4)."""
     beta = check_beta(beta)
     dim = check_dim(dim)
     if beta == 0.0:
@@ -113,8 +117,25 @@ def uniform_energy(beta, dim):
 
 
 def dirac_energy(beta):
-    """E_β[δ_x] = e^β/(2β), the maximum (Proposition 3.4); ½ at β = 0."""
+    """E_β[δ_x] = e^β/(2β), the maximum for β of either sign (Proposition 3.4; docs/mathematics.md §4); ½ at β = 0."""
     beta = check_beta(beta)
     if beta == 0.0:
         return 0.5
     return float(np.exp(beta) / (2 * beta))
+
+
+def energy_bounds(beta, dim):
+    """(min, max) of E_β over probability measures on S^{dim−1} (docs/mathematics.md §4).
+
+    β > 0: [a_0(β)/(2β), e^β/(2β)], the uniform measure and a Dirac mass (Proposition 3.4).
+    β < 0: [cosh β/(2β), e^β/(2β)]: ∬e^{β⟨x,y⟩}dμdμ >= e^β, with equality only at a Dirac mass, and
+    <= cosh β, with equality only at a balanced antipodal pair ½(δ_x + δ_{−x}) (the odd part
+    sinh(β⟨x,y⟩) has the multipliers a_l(β) < 0 of the odd degrees, and cosh(β⟨x,y⟩) <= cosh β).
+    β = 0: [0, ½] for the reported E_0 = ½‖∫x dμ‖².
+    """
+    beta = check_beta(beta)
+    dim = check_dim(dim)
+    if beta == 0.0:
+        return 0.0, 0.5
+    low = uniform_energy(beta, dim) if beta > 0 else float(np.cosh(beta) / (2 * beta))
+    return low, dirac_energy(beta)

@@ -6,14 +6,26 @@ from the proof of Proposition 3.4)
 
     a_l(β) = Γ(d/2) (2/β)^{(d-2)/2} I_{l+(d-2)/2}(β),
 
-so a_l = I_l(β) on S^1 and a_l = i_l(β) = sqrt(π/(2β)) I_{l+1/2}(β) on S^2. Every function here
-works with the exponentially scaled values a_l·e^{-β} (`scipy.special.ive`) and multiplies by e^β
-only on request, so β up to several thousand stays finite in scaled form.
+so a_l = I_l(β) on S^1 and a_l = i_l(β) = sqrt(π/(2β)) I_{l+1/2}(β) on S^2. β may have either sign:
+e^{−β⟨x,y⟩} = e^{β⟨x,−y⟩} and Y_l(−y) = (−1)^l Y_l(y) give the parity
+
+    a_l(−β) = (−1)^l a_l(β)        (I_l(−β) = (−1)^l I_l(β) on S^1),
+
+so every multiplier is evaluated at |β| and given the sign (−1)^l for β < 0 (docs/mathematics.md §3).
+Every function here works with the exponentially scaled values a_l·e^{−|β|} (`scipy.special.ive`;
+|β| is the maximum of β⟨x,y⟩) and multiplies by e^{|β|} only on request, so |β| up to several
+thousand stays finite in scaled form.
 """
 import numpy as np
 from scipy import special
 
 from .validation import check_beta, check_dim, check_int, check_real
+
+
+def parity(beta, degrees):
+    """(−1)^l for β < 0, 1 for β >= 0: the sign that a_l(β) = (−1)^l a_l(|β|) carries (float array)."""
+    degrees = np.asarray(degrees)
+    return np.where((degrees % 2 == 1) & (beta < 0), -1.0, 1.0)
 
 
 def _log_prefactor(beta, dim):
@@ -29,21 +41,24 @@ def kernel_multipliers(beta, dim, lmax, scaled=False):
 
     Parameters
     ----------
-    beta : float >= 0
+    beta : float, of either sign
     dim : int >= 2
     lmax : int >= 0
     scaled : bool
-        Return a_l(β)·e^{-β} instead (finite for every β; use it for β >~ 700).
+        Return a_l(β)·e^{−|β|} instead (finite for every β; use it for |β| >~ 700).
 
     Returns
     -------
-    ndarray of shape (lmax + 1,); all entries are positive for β > 0 (Proposition 3.4), and
-    entries below the double-precision range underflow to 0.
+    ndarray of shape (lmax + 1,); all entries are positive for β > 0 (Proposition 3.4), and for
+    β < 0 they alternate in sign, a_l(β) = (−1)^l a_l(|β|); entries below the double-precision range
+    underflow to 0.
 
     Notes
     -----
-    Evaluated as Γ(d/2)(2/β)^λ ive(l+λ, β) with λ = (d-2)/2, i.e. from exponentially scaled modified
-    Bessel functions, never by quadrature. At β = 0, a_0 = 1 and a_l = 0 for l >= 1.
+    Evaluated as Γ(d/2)(2/|β|)^λ ive(l+λ, |β|) with λ = (d-2)/2, i.e. from exponentially scaled
+    modified Bessel functions, never by quadrature, times the parity (−1)^l for β < 0 (`parity`; for
+    half-integer orders ive of a negative argument is not real, the parity of the multipliers is).
+    At β = 0, a_0 = 1 and a_l = 0 for l >= 1.
     """
     beta = check_beta(beta)
     dim = check_dim(dim)
@@ -52,6 +67,8 @@ def kernel_multipliers(beta, dim, lmax, scaled=False):
     if beta == 0.0:
         a[0] = 1.0
         return a
+    if beta < 0:
+        return parity(beta, np.arange(lmax + 1)) * kernel_multipliers(-beta, dim, lmax, scaled)
     lam = 0.5 * (dim - 2)
     orders = np.arange(lmax + 1) + lam
     with np.errstate(under="ignore", divide="ignore"):
@@ -99,7 +116,8 @@ def velocity_multipliers(beta, dim, lmax, scaled=False):
 
     The constant mode does not move anything (∇_S kills it), so c_0 is set to 0. The ratios stay
     finite as β → 0: c_1 → 1/d and c_l → 0 for l >= 2 (docs/mathematics.md §3), which gives (4.1) at β = 0.
-    With ``scaled=True`` returns c_l·e^{-β}.
+    For β < 0, c_l(β) = (−1)^{l+1} c_l(|β|): the odd ones stay positive. With ``scaled=True``
+    returns c_l·e^{−|β|}.
     """
     beta = check_beta(beta)
     dim = check_dim(dim)
@@ -110,6 +128,8 @@ def velocity_multipliers(beta, dim, lmax, scaled=False):
     if beta == 0.0:
         c[1] = 1.0 / dim
         return c
+    if beta < 0:
+        return -parity(beta, np.arange(lmax + 1)) * velocity_multipliers(-beta, dim, lmax, scaled)
     if beta < 1e-3:
         # series a_l/β = Γ(d/2)/Γ(l+d/2) (β/2)^l / β · (1 + (β/2)^2/(l+d/2) + ...), exact to rounding
         l = np.arange(1, lmax + 1)
@@ -151,7 +171,8 @@ def linear_growth_rates(model, lmax):
     """Exact growth rates ς_l of degree-l perturbations of the uniform density (docs/mathematics.md §5).
 
     ς_l = v·l(l+d−2)·a_l/β for (USA), v·l(l+d−2)·a_l/(β a_0) for (SA), minus ν·l(l+d−2) with noise
-    (v = +1 attractive, −1 repulsive). Returns an array of length lmax + 1 (ς_0 = 0).
+    (v = +1 attractive, −1 repulsive). Returns an array of length lmax + 1 (ς_0 = 0). For β < 0,
+    a_l/β = (−1)^{l+1} a_l(|β|)/|β|: the odd degrees grow (v = 1) and the even ones decay.
     """
     from .errors import UnsupportedModel
 
@@ -163,7 +184,7 @@ def linear_growth_rates(model, lmax):
     if model.normalized:
         c = c / kernel_multipliers(model.beta, model.dim, 0, scaled=True)[0]
     else:
-        c = c * np.exp(model.beta)
+        c = c * np.exp(abs(model.beta))
     return model.v * lap * c - model.noise * lap
 
 
@@ -183,7 +204,8 @@ def fastest_mode(model, lmax=None):
 
 
 def minimum_degree(beta, dim, tol=1e-14):
-    """Smallest L with a_l(β)/a_0(β) < tol for every l >= L (resolution needed for the kernel).
+    """Smallest L with |a_l(β)/a_0(β)| < tol for every l >= L (resolution needed for the kernel; the
+    same for β and −β).
 
     Spectral solvers refuse a cut-off below this degree, because the kernel itself is not resolved.
     """
@@ -195,7 +217,7 @@ def minimum_degree(beta, dim, tol=1e-14):
     L = 16
     while True:
         a = kernel_multipliers(beta, dim, L, scaled=True)
-        ratio = a / a[0]
+        ratio = np.abs(a / a[0])
         if not np.all(np.isfinite(ratio)):
             raise ValueError(f"`beta`={beta:g}: the kernel multipliers a_l(β) are not finite in dimension {dim}.")
         above = np.nonzero(ratio >= tol)[0]

@@ -18,14 +18,14 @@ order whatever the number of threads, so the results are bit-for-bit independent
 
 The shift c keeps e^{β⟨x_i, M y_j⟩ − c_i} a normal float (docs/mathematics.md §11.1):
 
-* ``"none"``: c = 0, valid while β‖M‖₂·max|x|·max|y| <= 300;
-* ``"fixed"``: c = β, the exact rescaling e^{β⟨x_i, y_j⟩} = e^β e^{β(⟨x_i, y_j⟩ − 1)} for unit vectors
-  and M = I (⟨x_i, y_j⟩ <= 1), carried by the matmul as an extra coordinate; the rows do not
-  underflow when each x_i has some y_j nearby (as when y = x);
+* ``"none"``: c = 0, valid while |β|‖M‖₂·max|x|·max|y| <= 300;
+* ``"fixed"``: c = |β|, the exact rescaling e^{β⟨x_i, y_j⟩} = e^{|β|} e^{β⟨x_i, y_j⟩ − |β|} for unit
+  vectors and M = I (β⟨x_i, y_j⟩ <= |β|, for β of either sign), carried by the matmul as an extra
+  coordinate; for β > 0 the rows do not underflow when each x_i has some y_j nearby (as when y = x);
 * ``"running"``: c_i = max_j β⟨x_i, M y_j⟩, accumulated block by block as a running maximum with
   exact rescaling of the partial sums (log-sum-exp);
-* ``"auto"``: none if allowed, else fixed when M is None and the points are unit (to within 1/β),
-  else running.
+* ``"auto"``: none if allowed, else fixed when β > 0, M is None and the points are unit (to within
+  1/β), else running.
 
 Many small problems in d <= 3 (n <= ``FUSED_ROWS`` rows, shifts "none" and "fixed", at most 4 values:
 the particle steps of Figure 3) take instead one compiled pass, `meanfield._fused.exp_sums4`, when
@@ -168,14 +168,14 @@ def _radii(x):
 
 
 def _extent(beta, x, y, M, unit=False):
-    """β‖M‖₂·max|x|·max|y| (a bound on |β⟨x_i, M y_j⟩|) and max(|x| − 1, |y| − 1) over all points
-    (β‖M‖₂ and 0 for points known to be ``unit``)."""
+    """|β|‖M‖₂·max|x|·max|y| (a bound on |β⟨x_i, M y_j⟩|) and max(|x| − 1, |y| − 1) over all points
+    (|β|‖M‖₂ and 0 for points known to be ``unit``)."""
     norm = 1.0 if M is None else _operator_norm(M)
     if unit:
-        return beta * norm, 0.0
+        return abs(beta) * norm, 0.0
     lox, hix = _radii(x)
     loy, hiy = (lox, hix) if y is x else _radii(y)
-    scale = beta * norm * (hix if x.size else 0.0) * (hiy if y.size else 0.0)
+    scale = abs(beta) * norm * (hix if x.size else 0.0) * (hiy if y.size else 0.0)
     deviation = max(hix - 1.0, 1.0 - lox, hiy - 1.0, 1.0 - loy)
     return scale, deviation
 
@@ -193,9 +193,10 @@ def _shift(beta, x, y, M, shift, unit):
     scale, deviation = _extent(beta, x, y, M, unit)
     kind = shift
     if shift == "auto":
-        kind = "none" if scale <= NO_SHIFT_MAX else "fixed" if M is None and beta * deviation <= 1.0 else "running"
-    lowest = {"none": -scale, "fixed": -scale - beta, "running": -2 * scale}[kind]
-    highest = {"none": scale, "fixed": scale - beta, "running": 0.0}[kind]
+        fits = M is None and beta > 0 and beta * deviation <= 1.0    # β < 0: rows far from e^{|β|}: running
+        kind = "none" if scale <= NO_SHIFT_MAX else "fixed" if fits else "running"
+    lowest = {"none": -scale, "fixed": -scale - abs(beta), "running": -2 * scale}[kind]
+    highest = {"none": scale, "fixed": scale - abs(beta), "running": 0.0}[kind]
     return kind, lowest < EXP_FLOOR, highest
 
 
@@ -222,7 +223,7 @@ def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512, threads=
     x : (..., n, d) array, the rows (points where the sums are wanted).
     y : (..., m, d') array, the columns (sources).
     values : (..., m, p) array, F_j (already weighted by the caller).
-    beta : float >= 0.
+    beta : float, of either sign.
     M : None (identity) or a (d, d') matrix, e.g. Q^T K.
     shift : "auto" | "none" | "fixed" | "running" (see the module docstring).
     chunk : int >= 1, columns per block (the rows fill a block of ``BLOCK`` entries; many small
@@ -239,7 +240,7 @@ def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512, threads=
 
     Returns
     -------
-    (S, c), or (S, c, counts) with ``count_at``: S of shape (..., n, p); c a 0-d float64 (0 or β)
+    (S, c), or (S, c, counts) with ``count_at``: S of shape (..., n, p); c a 0-d float64 (0 or |β|)
     for "none"/"fixed", an array (..., n) for "running"; counts an int64 array (..., n). The
     unshifted sums are e^{c_i} S_i.
 
@@ -278,12 +279,13 @@ def _sums(x, y, values, attention, beta, M, shift, chunk, threads, count_at, uni
     kind, clamp, highest = _shift(beta, x, y, M, shift, unit)
     xq = x if M is None else x @ M                      # row i: (M^T x_i)^T, so xq_i · y_j = ⟨x_i, M y_j⟩
     threshold = None
-    if count_at is not None and beta > 0:
+    if count_at is not None and beta > 0:         # β <= 0: the exponents do not order ⟨x_i, M y_j⟩ upwards
         threshold = beta * count_at - (beta if kind == "fixed" else 0.0)
-    fixed = kind == "fixed"     # the shift rides in the inner product: [β x_i, −β]·[y_j, 1] = β(⟨x_i, y_j⟩ − 1)
+    fixed = kind == "fixed"     # the shift rides in the inner product: [β x_i, −|β|]·[y_j, 1] = β⟨x_i, y_j⟩ − |β|
     out = None
     if kind != "running" and highest <= NO_SHIFT_MAX and xq.shape[-2] <= FUSED_ROWS:
-        out = _fused_blocked(xq, y, values, beta, (-beta, 1.0) if fixed else None, threads, threshold, attention, clamp)
+        out = _fused_blocked(xq, y, values, beta, (-abs(beta), 1.0) if fixed else None, threads, threshold, attention,
+                             clamp)
     if out is None:
         if attention is not None:
             values = compiled.weighted(np.ascontiguousarray(y), attention[0], attention[1])
@@ -291,12 +293,12 @@ def _sums(x, y, values, attention, beta, M, shift, chunk, threads, count_at, uni
         if beta != 1.0:
             xq = beta * xq
         if fixed:
-            xq = np.concatenate([xq, np.full(xq.shape[:-1] + (1,), -beta)], axis=-1)
+            xq = np.concatenate([xq, np.full(xq.shape[:-1] + (1,), -abs(beta))], axis=-1)
             yq = np.concatenate([y, np.ones(y.shape[:-1] + (1,))], axis=-1)
         out = _blocked(xq, yq, values, kind, clamp, chunk, threads, threshold)
     S, c, counts = out
     if kind != "running":
-        c = np.float64(beta if kind == "fixed" else 0.0)
+        c = np.float64(abs(beta) if kind == "fixed" else 0.0)
     if count_at is None:
         return S, c
     if threshold is None:                               # β = 0: the exponents carry no inner products
@@ -509,10 +511,10 @@ def _row_counts(L, threshold):
 
 
 def kernel_energy(beta, x, w, chunk=1024, threads=None):
-    """Σ_ij w_i w_j e^{β(⟨x_i, x_j⟩ − 1)}: the interaction energy (3.5) times 2β e^{−β}, in blocks.
+    """Σ_ij w_i w_j e^{β⟨x_i, x_j⟩ − |β|}: the interaction energy (3.5) times 2β e^{−|β|}, in blocks.
 
     x (..., n, d) unit vectors, w (n,) or (..., n). Returns a float array of shape (...,), each in
-    [e^{−2β}(Σw)², (Σw)²]. This is `kernel_sums` with values w and the fixed shift c = β.
+    [e^{−2|β|}(Σw)², (Σw)²]. This is `kernel_sums` with values w and the fixed shift c = |β|.
     """
     x = np.asarray(x, dtype=float)
     w = np.asarray(w, dtype=float)

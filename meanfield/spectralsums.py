@@ -12,23 +12,25 @@ The coefficients μ̂ come from one adjoint nonuniform transform of the weights 
 NUFFT on S^1, ``adjoint_synthesis_general`` on S^2), and Z, its surface gradient and its
 Laplace–Beltrami operator at the points x_i from nonuniform syntheses (type-2 NUFFT; spin-0 and
 spin-1 ``synthesis_general``): O(n + m + L² log L) instead of the n·m exponentials of
-`meanfield.kernelsums`. Everything is scaled by e^{−β} (multipliers ã_l = a_l(β) e^{−β}), and
+`meanfield.kernelsums`. Everything is scaled by e^{−|β|}, the bound of the kernel on the sphere
+for β of either sign (multipliers ã_l = a_l(β) e^{−|β|}, of alternating signs (−1)^l for β < 0), and
 returned as
 
-    Zs = e^{−β} Z,    G = e^{−β} ∇_S Z / β,    H = e^{−β} Δ_S Z / β,
+    Zs = e^{−|β|} Z,    G = e^{−|β|} ∇_S Z / β,    H = e^{−|β|} Δ_S Z / β,
 
 with the multipliers ã_l/β of G and H finite at β = 0 (`meanfield.kernels.velocity_multipliers`).
-The attention field is X = v G/Zs for (SA) and X = v e^β G for (USA) (docs/mathematics.md §2), its
-divergence v(H/Zs − β|G/Zs|²) and v e^β H (§9).
+The attention field is X = v G/Zs for (SA) and X = v e^{|β|} G for (USA) (docs/mathematics.md §2), its
+divergence v(H/Zs − β|G/Zs|²) and v e^{|β|} H (§9).
 
 Truncation and accuracy (docs/mathematics.md §12): the series is cut at the degree L where
-Σ_{l>L} N_l (1 + l(l+d−2)) ã_l falls below ε (N_l the multiplicity of degree l), and the
+Σ_{l>L} N_l (1 + l(l+d−2)) |ã_l| falls below ε (N_l the multiplicity of degree l), and the
 transforms are accurate to ε relative to the coefficients' size (ducc0). Every error is therefore
 at most about ε·Σ_j w_j in Zs, ε/β-relative in G and H. The field is G/Zs, so its relative error at
-x_i is at most about ε·Σ_j w_j / Zs(x_i), and Zs(x_i) is bounded below twice over: by e^{−2β}Σ_j w_j
-(the kernel is at least e^{−2β}), and, when x_i is also a source (particles, Lagrangian labels), by
-its own weight w_i. Hence the bound ε / max(w_i/Σw, e^{−2β}) (`error_bound`): ε e^{2β} for small β,
-ε·n for equal weights at large β.
+x_i is at most about ε·Σ_j w_j / Zs(x_i), and Zs(x_i) is bounded below: by e^{−2|β|}Σ_j w_j (the
+scaled kernel is at least e^{−2|β|}), and for β > 0, when x_i is also a source (particles,
+Lagrangian labels), by its own weight w_i (its own term is e^{β − β} = 1; for β < 0 it is e^{−2|β|}).
+Hence the bound ε / max(w_i/Σw, e^{−2β}) for β > 0 and ε e^{2|β|} for β < 0 (`error_bound`): ε e^{2|β|}
+for small |β|, ε·n for equal weights at large β > 0.
 """
 import functools
 
@@ -50,7 +52,7 @@ def multiplicity(dim, degrees):
 
 @functools.lru_cache(maxsize=256)
 def truncation_degree(beta, dim, epsilon=EPSILON):
-    """The smallest L with Σ_{l>L} N_l (1 + l(l+d−2)) a_l(β) e^{−β} <= ε: the degree at which the
+    """The smallest L with Σ_{l>L} N_l (1 + l(l+d−2)) |a_l(β)| e^{−|β|} <= ε: the degree at which the
     expansions of Zs, G and H are cut (their truncation error is then below ε·Σ_j w_j); at least
     MIN_DEGREE = 8, since ducc0's transforms lose accuracy on tinier grids (2e-10 at degree 1)."""
     beta = check_beta(beta)
@@ -60,7 +62,7 @@ def truncation_degree(beta, dim, epsilon=EPSILON):
     L = 32
     while True:
         ls = np.arange(L + 1)
-        a = kernel_multipliers(beta, dim, L, scaled=True)
+        a = np.abs(kernel_multipliers(beta, dim, L, scaled=True))
         tail = (multiplicity(dim, ls) * (1.0 + ls * (ls + dim - 2)) * a)[::-1].cumsum()[::-1]
         ok = np.nonzero(tail <= epsilon)[0]          # tail[l] = Σ_{l' >= l}, decreasing in l
         if ok.size and ok[0] <= L // 2:
@@ -69,13 +71,16 @@ def truncation_degree(beta, dim, epsilon=EPSILON):
 
 
 def error_bound(weights, beta, epsilon=EPSILON):
-    """ε / max(min_j w_j/Σw, e^{−2β}) (over the positive weights): the bound on the relative error of
-    the spectral field at the points that carry the weights (module docstring)."""
+    """ε / max(min_j w_j/Σw, e^{−2β}) (over the positive weights) for β >= 0, ε e^{2|β|} for β < 0: the
+    bound on the relative error of the spectral field at the points that carry the weights (module
+    docstring)."""
     w = np.asarray(weights, dtype=float)
+    beta = check_beta(beta)
     positive = w[w > 0]
     if not positive.size:
         return 0.0
-    return float(epsilon / max(positive.min() / positive.sum(), np.exp(-2.0 * check_beta(beta))))
+    own = positive.min() / positive.sum() if beta >= 0 else 0.0
+    return float(epsilon / max(own, np.exp(-2.0 * abs(beta))))
 
 
 def _angles_circle(x):
@@ -102,7 +107,7 @@ class ZonalSums:
 
     Parameters
     ----------
-    beta : float >= 0
+    beta : float, of either sign
     dim : 2 or 3
     epsilon : float, the accuracy of the transforms and of the truncation (default 3e-13).
     threads : int >= 1, ducc0's threads.
@@ -229,9 +234,11 @@ def weighted_power(coeff, multipliers, dim, lmax):
 
 
 def spectral_energy(beta, x, w, epsilon=EPSILON, threads=1):
-    """Σ_ij w_i w_j e^{β(⟨x_i, x_j⟩ − 1)} = Σ_l ã_l |μ̂_l|² (the interaction energy (3.5) times 2β e^{−β})
-    from the coefficients of one adjoint transform, for unit vectors x (..., n, d), d ∈ {2, 3}: every
-    term positive, so the result is accurate to ε relative to (Σ w)² whatever n."""
+    """Σ_ij w_i w_j e^{β⟨x_i, x_j⟩ − |β|} = Σ_l ã_l |μ̂_l|² (the interaction energy (3.5) times 2β e^{−|β|})
+    from the coefficients of one adjoint transform, for unit vectors x (..., n, d), d ∈ {2, 3}: for
+    β > 0 every term is positive, so the result is accurate to ε relative to (Σ w)² whatever n (for
+    β < 0 the odd degrees count negatively, and the result, at least e^{−2|β|}(Σ w)², is accurate to
+    ε(Σ w)² absolutely)."""
     x = np.asarray(x, dtype=float)
     w = np.asarray(w, dtype=float)
     dim = x.shape[-1]

@@ -251,7 +251,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         beta, s = self.model.beta, self.field.s
         integrand = rho * v * v
         if self.field.normalized:
-            integrand = integrand * z * (np.exp(beta) if beta > 0 else 1.0)
+            integrand = integrand * z * self.field.unscale
         ident = s * float(np.mean(integrand)) + noise_dissipation(beta, 2, self.model.noise, power)
         out = energy_diagnostics(beta, 2, power, cross, ident)
         out.update({"mass": float(c[0].real), "min_density": float(rho.min()),

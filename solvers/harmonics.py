@@ -208,7 +208,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         w = self.fine.weights
         speed2 = x[0] ** 2 + x[1] ** 2
         if z is not None:
-            integrand = rho * z * speed2 * (np.exp(beta) if beta > 0 else 1.0)
+            integrand = rho * z * speed2 * self.field.unscale
         else:
             integrand = rho * speed2
         ident = self.field.s * float(np.sum(w * integrand)) + noise_dissipation(beta, 3, self.model.noise, power)

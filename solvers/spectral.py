@@ -111,13 +111,14 @@ class SpectralVelocity:
     """The velocity X = s∇_S Φ of a spectral density (docs/mathematics.md §2–§3), shared by the
     Fourier, spherical-harmonic, Gegenbauer and FEM-spectral paths.
 
-    With Z̃ = e^{−β}K*ρ (degree-l multipliers ``kernel`` = a_l(β)e^{−β}) and the scaled potential
-    Ψ̃ = e^{−β}K*ρ/β (multipliers ``potential`` = a_l(β)e^{−β}/β, finite at β = 0),
+    With Z̃ = e^{−|β|}K*ρ (degree-l multipliers ``kernel`` = a_l(β)e^{−|β|}) and the scaled potential
+    Ψ̃ = e^{−|β|}K*ρ/β (multipliers ``potential`` = a_l(β)e^{−|β|}/β, finite at β = 0),
 
         (SA)   Φ = (1/β) log K*ρ:   X = s ∇Ψ̃ / Z̃            ((3.4), (3.7)),
-        (USA)  Φ = K*ρ/β:           X = s e^{β} ∇Ψ̃          ((3.10)),
+        (USA)  Φ = K*ρ/β:           X = s e^{|β|} ∇Ψ̃        ((3.10)),
 
-    so e^{β} never appears for (SA). A basis synthesises ∇Ψ̃ (and Z̃ for (SA)) and calls `velocity`.
+    so e^{|β|} (``unscale``; |β| bounds β⟨x,y⟩ for β of either sign) never appears for (SA). A basis
+    synthesises ∇Ψ̃ (and Z̃ for (SA)) and calls `velocity`.
     """
 
     def __init__(self, model, lmax):
@@ -128,16 +129,17 @@ class SpectralVelocity:
         self.normalized = bool(model.normalized)
         self.potential = velocity_multipliers(self.beta, model.dim, lmax, scaled=True)
         self.kernel = kernel_multipliers(self.beta, model.dim, lmax, scaled=True) if self.normalized else None
-        self.usa_factor = self.s * (np.exp(self.beta) if self.beta > 0 else 1.0)
+        self.unscale = float(np.exp(abs(self.beta)))           # Z = e^{|β|} Z̃
+        self.usa_factor = self.s * self.unscale
 
     def velocity(self, grad, z=None, log_shift=0.0):
         """X from ∇Ψ̃ (``grad``, any layout) and, for (SA), Z̃ (``z``, broadcastable to ``grad``);
-        ``log_shift``: the sums were taken with e^{−(β + log_shift)} instead of e^{−β} ((USA) only)."""
+        ``log_shift``: the sums were taken with e^{−(|β| + log_shift)} instead of e^{−|β|} ((USA) only)."""
         if self.normalized:
             return grad * (self.s / z)
         if np.ndim(log_shift) == 0 and log_shift == 0.0:
             return grad * self.usa_factor
-        return grad * (self.s * np.exp(self.beta + log_shift))
+        return grad * (self.s * np.exp(abs(self.beta) + log_shift))
 
 
 def check_coefficients(mass, minimum, *, normalize, tail_tol, name="initial"):

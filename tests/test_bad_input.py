@@ -21,7 +21,7 @@ BAD_MEASURES = [(OFF, "unit sphere"), (NAN_PTS, "NaN"), (NEG_W, "non-negative"),
     lambda b: mf.interaction_energy(b, GOOD), lambda b: mf.uniform_energy(b, 3), lambda b: mf.dirac_energy(b),
     lambda b: mf.energy_from_spectrum(b, 3, [1.0, 0.1]), lambda b: mf.Model(beta=b, dim=3),
 ])
-@pytest.mark.parametrize("beta", [-1e-9, -3.0, np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("beta", [np.nan, np.inf, -np.inf])     # β < 0 is accepted (tests/test_negative_beta.py)
 def test_beta(fn, beta):
     with pytest.raises(ValueError, match="beta"):
         fn(beta)

@@ -117,4 +117,4 @@ def test_bad_measures(measure, match):
 
 def test_bad_beta():
     with pytest.raises(ValueError, match="beta"):
-        mf.interaction_energy(-1.0, (np.array([[1.0, 0.0]]), np.array([1.0])))
+        mf.interaction_energy(np.nan, (np.array([[1.0, 0.0]]), np.array([1.0])))

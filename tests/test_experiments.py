@@ -96,7 +96,7 @@ def test_run_config_lagrangian_and_handover():
     ({"solver": {"name": "spectral"}}, ["`solver.name`", "fourier", "particles"]),
     ({"solver": {"name": "fourier", "modes": 2}}, ["`solver.modes`", ">= 8"]),
     ({"solver": {"name": "harmonics"}}, ["`solver.name`", "model.dim"]),
-    ({"model": {"beta": -1.0, "dim": 2}}, ["`model.beta`", ">= 0"]),
+    ({"model": {"beta": float("nan"), "dim": 2}}, ["`model.beta`", "finite"]),
     ({"model": {"beta": 1.0, "dim": 2, "temperature": 3}}, ["`model.temperature`", "beta"]),
     ({"model": {"beta": 1.0, "dim": 2, "normalized": "yes"}}, ["`model.normalized`", "true or false"]),
     ({"initial": {"density": "gaussian"}}, ["`initial.density`", "von_mises_fisher"]),

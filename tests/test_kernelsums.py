@@ -177,7 +177,7 @@ def test_kernel_energy():
     ({"shift": "lse"}, "shift"),
     ({"chunk": 0}, "chunk"),
     ({"M": np.eye(2)}, "M"),
-    ({"beta": -1.0}, "beta"),
+    ({"beta": np.inf}, "beta"),
     ({"values": np.ones((4, 2))}, "values"),
     ({"y": np.ones((5, 2))}, "x"),
 ])

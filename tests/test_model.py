@@ -35,7 +35,7 @@ def test_round_trip():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(beta=-1.0, dim=3), "beta"),
+    (dict(beta=-np.inf, dim=3), "beta"),
     (dict(beta=np.nan, dim=3), "beta"),
     (dict(beta=np.inf, dim=3), "beta"),
     (dict(beta=1.0, dim=1), "dim"),

@@ -292,7 +292,7 @@ def parse_config(raw, source="<dict>", name=None):
     # [model]
     m = raw["model"]
     refuse_unknown(m, _MODEL_KEYS, "model")
-    beta = _checked(check_real, _require(m, "beta", "model"), "model.beta", low=0.0)
+    beta = _checked(check_real, _require(m, "beta", "model"), "model.beta")         # either sign (docs/negative-beta.md)
     dim = _checked(check_int, _require(m, "dim", "model"), "model.dim", low=2)
     normalized = _bool(m.get("normalized", True), "model.normalized")
     V = _checked(check_real, m.get("V", 1.0), "model.V")
