@@ -33,6 +33,10 @@ trapezoid node; pairs of panels merged; about half the Gauss–Legendre nodes on
 the same state, and records the W1 distance between the two node measures at each saved time
 (``error_estimate``). `solve_adaptive` records instead the W1 distance to its previous round.
 
+General attention (heads (Q_h, K_h, V_h), M_h = Q_hᵀK_h): X = P_x Σ_h F_h with F_h the softmax mean of
+V_h x_k under e^{β⟨x, M_h x_k⟩} (the plain sum for (USA)), and div_S X = Σ_h tr(P_x DF_h P_x) − (d−1)⟨x, F⟩
+from the same moments, one kernel-sum pass per head (`_head_terms`; docs/mathematics.md §9).
+
 Noise: with ν > 0 the density is not transported by any flow map (diffusion spreads each label
 into a law), so the characteristics carry no diffusion and the model raises `UnsupportedModel`.
 """
@@ -53,6 +57,7 @@ from .base import Run, Solver
 
 _SPAN_TOL = 1e-12
 MAX_DEFAULT_NODES = {2: 4100, 3: 4608}     # the cap of the labels chosen from a spectral resolution
+ZONAL_DIAGNOSTICS = frozenset({"energy", "energy_rate_identity"})   # defined for the gradient flow of E_β only
 BYTES_PER_NODE = 1000      # measured working memory of a run per label (state, stages, companion, kernel sums)
 
 
@@ -90,8 +95,8 @@ def _moment_values(x, w):
     return vals
 
 
-def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, chunk=512, partition=False, sums="direct",
-                        threads=1):
+def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, heads=None, chunk=512, partition=False,
+                        sums="direct", threads=1):
     """The velocity X(z_i) and its surface divergence div_S X(z_i) for μ = Σ_k w_k δ_{x_k}.
 
     (SA) X = s P_z F with F the softmax mean Σ ŵ_k x_k, div_S X = s[β tr(P_z C P_z) − (d−1)⟨z, F⟩]
@@ -103,6 +108,10 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, chunk=51
     ----------
     z : (m, d) points on the sphere where the field is wanted; x : (n, d) sources; weights : (n,).
     beta : float >= 0; normalized : True for (SA), False for (USA); v : the scalar of V = v·I.
+    heads : optional sequence of (M_h, V_h) = (Q_hᵀK_h, V_h), (d, d) each, for general attention (2.7):
+        X = P_z Σ_h F_h with F_h = Σ_k ŵ_k^h V_h x_k (softmax weights of e^{β⟨z, M_h x_k⟩}) for (SA),
+        and div_S X = Σ_h tr(P_z DF_h P_z) − (d−1)⟨z, F⟩ (docs/mathematics.md §9.4); ``v`` is then
+        unused. Direct sums only.
     partition : also return Z(z_i) = Σ_k w_k e^{β⟨z_i,x_k⟩} (the partition function of (3.6)).
     sums : "direct" (the moments [w, w x, w x⊗x] in one pass of `meanfield.kernelsums.kernel_sums`) or
         "spectral" (S^1/S^2: Zs = e^{−β}Z, G = e^{−β}∇_S Z/β and H = e^{−β}Δ_S Z/β from
@@ -118,6 +127,11 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, chunk=51
     x = np.asarray(x, dtype=float)
     w = np.asarray(weights, dtype=float)
     d = x.shape[1]
+    if heads is not None:
+        if sums != "direct" or partition:
+            raise ValueError("`heads`: general attention has direct sums only and no single partition function "
+                             "(`sums` must be 'direct', `partition` False).")
+        return _velocity_divergence_heads(z, x, w, beta, normalized, heads, chunk)
     if sums == "spectral":
         return _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threads)
     S, c = kernel_sums(z, x, _moment_values(x, w), beta, chunk=chunk)
@@ -141,6 +155,50 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, chunk=51
     if partition:
         return X, div, S[:, 0] * np.exp(c)
     return X, div
+
+
+def _head_terms(z, S, c, M, V, beta, normalized):
+    """One head's F_h (m, d) and the parts of tr(P_z DF_h P_z) for a general head (M = QᵀK, V): from the
+    moments S = Σ_k w_k e^{β⟨z, M x_k⟩ − c}[1, x_k, x_k x_kᵀ] (docs/mathematics.md §9.4).
+
+    (SA)  F = V Y/Z, DF = β(V S₂ Mᵀ/Z − F (M Y/Z)ᵀ);   (USA) F = e^c V Y, DF = β e^c V S₂ Mᵀ,
+    with Z = S_0, Y = S_x, S₂ = S_xx. Returns (F, tr(P_z DF P_z)) where tr(P DF P) = tr DF − zᵀ DF z."""
+    d = z.shape[1]
+    iu, ju, _, _ = _pairs(d)
+    S2 = np.zeros((len(z), d, d))
+    S2[:, iu, ju] = S[:, 1 + d:]
+    S2[:, ju, iu] = S[:, 1 + d:]
+    S2[:, d - 1, d - 1] = S[:, 0] - np.einsum("nii->n", S2)
+    Y = S[:, 1:1 + d]
+    Vz, Mz = z @ V, z @ M                                  # Vᵀz, Mᵀz as rows
+    trC = np.einsum("nab,ab->n", S2, V.T @ M)              # tr(V S₂ Mᵀ)
+    zCz = np.einsum("na,nab,nb->n", Vz, S2, Mz)            # zᵀ V S₂ Mᵀ z
+    F = Y @ V.T
+    if normalized:
+        Z = S[:, 0]
+        F /= Z[:, None]
+        m = (Y @ M.T) / Z[:, None]
+        tr = (trC - zCz) / Z - np.einsum("nd,nd->n", F, m) + np.einsum("nd,nd->n", z, F) * np.einsum("nd,nd->n", z, m)
+    else:
+        scale = np.exp(c)
+        scale = scale[:, None] if np.ndim(scale) else scale
+        F *= scale
+        tr = (trC - zCz) * np.squeeze(scale)
+    return F, beta * tr
+
+
+def _velocity_divergence_heads(z, x, w, beta, normalized, heads, chunk):
+    """`velocity_divergence` for general heads (see its ``heads``): one pass of the moments per head."""
+    values = _moment_values(x, w)
+    F = np.zeros_like(z)
+    tr = np.zeros(len(z))
+    for M, V in heads:
+        S, c = kernel_sums(z, x, values, beta, M=M, chunk=chunk)
+        Fh, trh = _head_terms(z, S, c, M, V, beta, normalized)
+        F += Fh
+        tr += trh
+    zF = np.einsum("nd,nd->n", z, F)
+    return F - zF[:, None] * z, tr - (z.shape[1] - 1) * zF
 
 
 def _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threads):
@@ -172,16 +230,18 @@ class LagrangianRun(Run):
 
 
 class Lagrangian(Solver):
-    """Characteristics with exact densities on S^1 (dim 2) and S^2 (dim 3), zonal models, no noise.
+    """Characteristics with exact densities on S^1 (dim 2) and S^2 (dim 3), any attention, no noise.
 
     Parameters
     ----------
-    model : `meanfield.Model` with dim 2 or 3, zonal (Q^T K = I, V = v·I), ``noise == 0``.
+    model : `meanfield.Model` with dim 2 or 3 and ``noise == 0``: zonal (Q^T K = I, V = v·I), or general
+        Q, K, V with one or several heads (direct sums, no energy diagnostics; docs/mathematics.md §9).
     nodes : int, optional
         Number of labels: the trapezoid rule with ``nodes`` points on S^1 (default 1024); on S^2
         Gauss–Legendre × trapezoid with ntheta = round(sqrt(nodes/2)) rings of 2·ntheta points
         (default 2048). The rule must integrate the kernel's moments: exact degree >=
-        minimum_degree(β, d) + 2 (`meanfield.kernels.minimum_degree`), else ValueError naming `nodes`.
+        minimum_degree(β‖M‖₂, d) + 2 (`meanfield.kernels.minimum_degree`; M = QᵀK, I for a zonal
+        model), else ValueError naming `nodes`.
     panels : int or 1-D array, optional (S^1 only)
         Composite Gauss–Legendre labels instead: that many equal panels, or the panel edges
         (strictly increasing, spanning one turn). ``nodes`` is then panels × order.
@@ -235,14 +295,16 @@ class Lagrangian(Solver):
         if d not in (2, 3):
             raise UnsupportedModel(f"Lagrangian solves on S^1 and S^2: `model.dim` must be 2 or 3, got {d} "
                                    "(use solvers.Particles in higher dimension).")
-        self._require_zonal()
         if model.noise > 0:
             raise UnsupportedModel(
                 f"Lagrangian needs noise = 0, got noise={model.noise:g}: with diffusion the density is not "
                 "transported by a flow map, so the characteristics do not carry it (each label would spread "
                 "into a law). Use solvers.FourierCircle / solvers.SphericalHarmonics, or solvers.Particles.")
         self.normalized = model.normalized
-        self.v = float(model.v)
+        # general attention: the heads (M_h, V_h) = (Q_hᵀK_h, V_h) and the kernel's largest exponent β‖M_h‖₂
+        self.heads = None if model.is_zonal else [(Q.T @ K, V) for Q, K, V in model.heads]
+        self.v = float(model.v) if model.is_zonal else np.nan
+        reach = abs(model.beta) * max((np.linalg.norm(M, 2) for M, _ in self.heads or ()), default=1.0)
         self.estimate = bool(estimate)
         self.cluster_tol = check_real(cluster_tol, "cluster_tol", low=0.0, low_open=True, high=np.pi)
         self.min_mass = check_real(min_mass, "min_mass", low=0.0, low_open=True, high=1.0)
@@ -253,11 +315,17 @@ class Lagrangian(Solver):
         if unknown:
             raise ValueError(f"`diagnostics` must be 'full', 'none' or names among {self.diagnostic_names}, got "
                              f"{unknown}.")
+        if self.heads is not None:
+            if diagnostics is self.diagnostic_names:
+                diagnostics = [k for k in diagnostics if k not in ZONAL_DIAGNOSTICS]
+            elif ZONAL_DIAGNOSTICS & set(diagnostics):
+                raise ValueError(f"`diagnostics` {sorted(ZONAL_DIAGNOSTICS & set(diagnostics))} need a zonal model: "
+                                 "for general Q, K, V the flow is not the gradient flow of E_β (3.5).")
         self.diagnostics = frozenset(diagnostics)
         self.sums = check_sums(sums, model)
         self.sums_tol = check_real(sums_tol, "sums_tol", low=0.0, low_open=True)
         self.order = check_int(order, "order", low=2, high=64)
-        need = minimum_degree(model.beta, d) + 2
+        need = minimum_degree(reach, d) + 2
         self.panels = None
         if d == 2:
             if panels is not None and np.ndim(panels) == 0:
@@ -321,7 +389,7 @@ class Lagrangian(Solver):
     def velocity(self, z, x, weights):
         """(X(z), div_S X(z)) for the node measure Σ w_k δ_{x_k} (see `velocity_divergence`)."""
         return velocity_divergence(z, x, weights, self.model.beta, normalized=self.normalized, v=self.v,
-                                   chunk=self.chunk)
+                                   heads=self.heads, chunk=self.chunk)
 
     def _rhs(self, run, t, y):
         """ẋ_i = X(x_i), ℓ̇_i = div_S X(x_i) for the fine labels and, separately, the companion's."""
@@ -331,7 +399,7 @@ class Lagrangian(Solver):
         for (sl, w), sums in zip(run.systems, run.system_sums):
             xs = x[sl]
             X, div = velocity_divergence(xs, xs, w, self.model.beta, normalized=self.normalized, v=self.v,
-                                         chunk=self.chunk, sums=sums, threads=default_threads())
+                                         heads=self.heads, chunk=self.chunk, sums=sums, threads=default_threads())
             out[sl, :d] = X
             out[sl, d] = div
         return out

@@ -302,8 +302,6 @@ def test_bad_input():
         Lagrangian(mf.Model(1.0, 2, noise=0.1))
     with pytest.raises(UnsupportedModel, match="`model.dim`"):
         Lagrangian(mf.Model(1.0, 4))
-    with pytest.raises(UnsupportedModel, match="zonal"):
-        Lagrangian(mf.Model(1.0, 2, Q=np.diag([1.0, 2.0])))
     with pytest.raises(ValueError, match=r"`panels`"):
         Lagrangian(mf.Model(1.0, 2), nodes=64).solve_adaptive(circle_density, [0.0, 1.0])
     with pytest.raises(ValueError, match=r"`rho0`"):
