@@ -169,12 +169,13 @@ class FiniteElements(Solver):
             cell_name = "triangle"
         self.h = mesh_size(pts, cells)
         beta = model.beta
-        if beta > 0 and self.kernel_cells * self.h * np.sqrt(beta) > 1.0:
+        width = 1 / np.sqrt(abs(beta)) if beta else np.inf
+        if self.kernel_cells * self.h > width:
             raise ValueError(
-                f"the mesh is too coarse for `beta`={beta:g}: the kernel width 1/sqrt(beta) = {1 / np.sqrt(beta):.3g} "
+                f"the mesh is too coarse for `beta`={beta:g}: the kernel width 1/sqrt|beta| = {width:.3g} "
                 f"is below kernel_cells={self.kernel_cells:g} mesh sizes (h = {self.h:.3g}); increase `refinement` "
-                f"(need h <= {1 / (self.kernel_cells * np.sqrt(beta)):.3g}).")
-        if beta > 700 and not model.normalized:
+                f"(need h <= {width / self.kernel_cells:.3g}).")
+        if abs(beta) > 700 and not model.normalized:
             raise ValueError(f"`beta`={beta:g}: e^beta overflows for (USA); use beta <= 700.")
 
         # -- dolfinx objects (the mesh lives on every rank: COMM_SELF) -----------------------------
@@ -260,7 +261,7 @@ class FiniteElements(Solver):
         self._fft_index = j
         delta = 2 * np.pi * np.arange(self.N) / self.N
         beta = self.model.beta
-        k = np.exp(beta * (np.cos(delta) - 1.0))
+        k = np.exp(beta * np.cos(delta) - abs(beta))                  # scaled by e^{−|β|}, as SpectralVelocity
         self._fft_kernels = np.fft.rfft(k), np.fft.rfft(k * np.sin(delta))
 
     def _setup_sht(self):
@@ -315,10 +316,10 @@ class FiniteElements(Solver):
         if beta == 0.0:
             local[:, :d + 1] = A.sum(axis=0)
         elif support.any():
-            shift = "running" if beta > 200.0 else "fixed"
+            shift = "running" if abs(beta) > 200.0 else "fixed"
             S, c = kernel_sums(self.x[lo:hi], self.x[support], A, beta, shift=shift, chunk=self.chunk)
             local[:, :d + 1] = S
-            local[:, d + 1] = np.asarray(c) - beta
+            local[:, d + 1] = np.asarray(c) - abs(beta)
         if self.comm.Get_size() == 1:
             return local
         out = np.empty((self.N, d + 2))

@@ -164,14 +164,14 @@ class Particles(Solver):
 
     # -- the vector field ------------------------------------------------------------------------
     def _shift_kind(self, head, x, domain):
-        """'none', 'fixed' (c = β, zonal) or 'running' (log-sum-exp) for this head and state."""
+        """'none', 'fixed' (c = β, zonal, β > 0) or 'running' (log-sum-exp) for this head and state."""
         beta = self.model.beta
         if domain == "sphere":
-            if beta * head["norm"] <= _NO_SHIFT_MAX:
+            if abs(beta) * head["norm"] <= _NO_SHIFT_MAX:
                 return "none"
-            return "fixed" if head["M"] is None else "running"
+            return "fixed" if head["M"] is None and beta > 0 else "running"
         r2 = float(np.max(np.einsum("...d,...d->...", x, x)))
-        return "none" if beta * head["norm"] * r2 <= _NO_SHIFT_MAX else "running"
+        return "none" if abs(beta) * head["norm"] * r2 <= _NO_SHIFT_MAX else "running"
 
     def _attention_sums(self, x, head, w, domain, threads=None, count_at=None):
         """S_i = Σ_j w_j e^{β⟨x_i, M x_j⟩ − c_i} [V x_j, 1] and the shift c_i (0-d if fixed), in blocks
@@ -214,18 +214,18 @@ class Particles(Solver):
 
     def _evaluate_spectral(self, x, w, threads, log_time_factor=0.0):
         """`_evaluate` through the spectral sums (zonal, S^1/S^2): with Zs = Σ_j w_j e^{β(⟨x_i, x_j⟩ − 1)}
-        and G = e^{−β}∇_S Z/β (`meanfield.spectralsums`), the (SA) field is v G/Zs and the (USA) one
-        v e^β G; the denominators Zs with c = β give the energy. No pair counts come with these sums
+        and G = e^{−|β|}∇_S Z/β (`meanfield.spectralsums`), the (SA) field is v G/Zs and the (USA) one
+        v e^{|β|} G; the denominators Zs with c = |β| give the energy. No pair counts come with these sums
         (`_diagnostics` counts the clustered pairs with a spatial index)."""
         beta, v = self.model.beta, self.model.v
         Zs, G = zonal_sums(beta, self.model.dim, EPSILON, threads, x.shape[-2]).sums(x, x, w)
         if self.model.normalized:
             out = G / Zs[..., None]
         else:
-            out = G * np.exp(beta - log_time_factor)
+            out = G * np.exp(abs(beta) - log_time_factor)
         if v != 1.0:
             out *= v
-        return {"x": x, "out": out, "den": Zs, "c": np.float64(beta), "counts": None}
+        return {"x": x, "out": out, "den": Zs, "c": np.float64(abs(beta)), "counts": None}
 
     def _energy(self, hit, w):
         """E_β (3.5) = e^c Σ_i w_i den_i / 2β from an evaluation (one value per realisation)."""
@@ -309,7 +309,7 @@ class Particles(Solver):
         else:
             run.log_time_factor = 0.0
             if (not self.model.normalized and domain == "sphere"
-                    and beta * max(h["norm"] for h in self._heads) > _EXP_MAX):
+                    and abs(beta) * max(h["norm"] for h in self._heads) > _EXP_MAX):
                 raise ValueError(f"(USA) with `beta`={beta:g}: the velocity is of size e^beta, beyond float64 for "
                                  f"beta > {_EXP_MAX:g}. Pass rescale_time=True to integrate in tau = e^beta t.")
         check_sums(self.sums, self.model, domain)
