@@ -41,8 +41,10 @@ class Model:
 
     Parameters
     ----------
-    beta : float >= 0
-        Inverse temperature β in e^{β⟨Qx, Ky⟩}.
+    beta : float, of either sign
+        Inverse temperature β in e^{β⟨Qx, Ky⟩}. β < 0 is not repulsion (the attention weights stay
+        positive): on the circle the literature studies it for the threshold of synchronisation
+        (docs/negative-beta.md).
     dim : int >= 2
         Ambient dimension d; particles live on S^{d-1}.
     normalized : bool

@@ -251,7 +251,7 @@ def test_failure_names_the_residual():
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda: st.critical_noise(-1.0, 2), r"`beta`"),
+    (lambda: st.critical_noise(np.nan, 2), r"`beta`"),
     (lambda: st.beta_star(1), r"`dim`"),
     (lambda: st.branch(1.0, 2, resolution=2), r"`resolution`"),
     (lambda: st.branch(1.0, 2, nu_min=-1.0), r"`nu_min`"),

@@ -12,7 +12,8 @@ from meanfield.validation import check_beta, check_dim
 
 
 def multiplier_ratios(beta, dim, lmax):
-    """(q_l = a_l/a_1 for l = 1..lmax, g = a_1/a_0), from scaled multipliers (finite for every β >= 0)."""
+    """(q_l = a_l/a_1 for l = 1..lmax, g = a_1/a_0), from scaled multipliers (finite for every β; for
+    β < 0, q_l = (−1)^{l+1} q_l(|β|) and g = −g(|β|))."""
     c = velocity_multipliers(beta, dim, max(lmax, 2), scaled=True)          # a_l e^{-β}/β, finite at β = 0
     a0 = kernel_multipliers(beta, dim, 0, scaled=True)[0]
     return c[1:lmax + 1] / c[1], beta * c[1] / a0
@@ -22,7 +23,8 @@ def critical_noise(beta, dim, normalized=False):
     """ν_c, the noise below which the uniform density loses stability (degree 1).
 
     ν_c = a_1(β)/β for (USA) and a_1(β)/(β a_0(β)) for (SA): the zero of the exact linear rate of
-    degree 1 (docs/mathematics.md §5). At β = 0 both equal 1/d.
+    degree 1 (docs/mathematics.md §5). At β = 0 both equal 1/d. Both are even in β (a_1 is odd, a_0
+    even), and for β < 0 degree 1 is still the first to lose stability (the even degrees never do).
     """
     beta = check_beta(beta)
     dim = check_dim(dim)

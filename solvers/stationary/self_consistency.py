@@ -190,7 +190,7 @@ def _dirac_image(model, e):
         if model.normalized or beta == 0.0:
             h = v * s / nu
         else:
-            h = v * np.exp(beta * (s - 1.0) + beta - np.log(beta * nu))
+            h = v * np.sign(beta) * np.exp(beta * s - np.log(abs(beta) * nu))     # v e^{βs}/(βν), either sign
         return np.exp(h - np.max(h))
     return rho
 
