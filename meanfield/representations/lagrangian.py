@@ -318,8 +318,7 @@ class LagrangianNodes(Representation):
         The companion solves the same equation on a coarser quadrature, so this is an estimate of
         the companion's discretisation error, which bounds the fine one's while the method converges.
         Exact on S^1 (`meanfield.wasserstein`); on S^2 the exact linear program while n·m <= 2.5e7,
-        else the one between the measures merged on a fine grid (`method="merged"`) plus the merging
-        cost (tiny once the labels sit in clusters).
+        else the binned one (`method="binned"`) plus its error bound.
         """
         if self.companion is None:
             return float("nan")
@@ -330,7 +329,7 @@ class LagrangianNodes(Representation):
         b = (a[self.n:, :self.dim], wc / wc.sum())
         if self.dim == 2 or self.n * len(wc) <= EXACT_MAX_SIZE:
             return float(wasserstein(self.measure(data), b))
-        val, bound = wasserstein(self.measure(data), b, method="merged", return_bound=True)
+        val, bound = wasserstein(self.measure(data), b, method="binned", return_bound=True)
         return float(val + bound)
 
     # -- I/O ------------------------------------------------------------------------------------------
