@@ -279,11 +279,15 @@ def test_triangle_threshold(beta, synchronises):
     assert np.all(np.diff(sol.energy) >= -1e-15 * abs(sol.energy[0]))   # E_β increases (3.6)
 
 
-def test_triangle_linear_threshold():
-    """Linearised at the triangle (SA, S^1), the non-rotational mode has rate λ(β) with λ(−2/3) = 0,
-    positive above and negative below: finite differences of the particle field."""
+@pytest.mark.parametrize("sa", [True, False], ids=["SA", "USA"])
+def test_triangle_linear_threshold(sa):
+    """Linearised at the triangle (S^1), the two non-rotational modes have the rate (docs/mathematics.md §13)
+
+        λ(β) = 3 e^{−β/2}(1/2 + 3β/4)/(e^β + 2e^{−β/2})  (SA),    e^{−β/2}(1/2 + 3β/4)  (USA),
+
+    zero at β = −2/3: finite differences of the particle field."""
     def rate(beta):
-        model = mf.Model(beta=beta, dim=2)
+        model = mf.Model(beta=beta, dim=2, normalized=sa)
         p = solvers.Particles(model, sums="direct")
         theta0 = 2 * np.pi * np.arange(3) / 3
 
@@ -297,8 +301,12 @@ def test_triangle_linear_threshold():
         ev = np.linalg.eigvals(J).real
         return ev[np.argsort(np.abs(ev))][1:]                                # λ twice (0 left out: rotations)
 
-    assert np.allclose(rate(-2 / 3), 0.0, atol=1e-8)
-    assert np.all(rate(-0.6) > 0.05) and np.all(rate(-0.75) < -0.05)
+    for beta in (-1.0, -0.75, -2 / 3, -0.6, 0.5):
+        exact = np.exp(-beta / 2) * (0.5 + 0.75 * beta)
+        if sa:
+            exact *= 3 / (np.exp(beta) + 2 * np.exp(-beta / 2))
+        assert np.allclose(rate(beta), exact, rtol=0, atol=1e-8), (beta, rate(beta), exact)
+    assert rate(-0.6).min() > 0.05 and rate(-0.75).max() < -0.05
 
 
 # -- stationary states with noise --------------------------------------------------------------------------
