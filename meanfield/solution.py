@@ -10,7 +10,7 @@ import pathlib
 
 import numpy as np
 
-from .gridded import add_grid, cf_time, describe, time_values
+from .gridded import add_grid, cf_time, describe, grid_kind, time_values
 from .validation import check_points
 from .model import Model
 from .representations import from_dataset
@@ -145,9 +145,13 @@ class Solution:
     def to_xarray(self, grid=False, grid_size=None):
         """An xarray.Dataset: the state, energy, mass, diagnostics; model parameters in attrs.
 
-        ``grid=True`` adds the density on a grid described by the CF conventions (θ in radians on
-        S^1, lat/lon in degrees on S^2; UGRID for P1 meshes), ``grid_size`` points per axis
-        (default the representation's): see `meanfield.gridded`. With or without the grid, the
+        ``grid=True`` (or ``"means"``) adds the mean density over each cell of a grid described by
+        the CF conventions (θ in radians on S^1, lat/lon in degrees on S^2, s = ⟨x, e⟩ for zonal
+        runs; ``cell_methods`` "mean", with the cells' bounds and σ-measures ``cell_weight``), so that
+        the grid's mass Σ density·cell_weight is the run's mass at every saved time, clustered or not,
+        for every solver (particles: the histogram of their weights). ``grid="points"`` writes the
+        point values instead; P1 meshes write their nodal values with UGRID. ``grid_size``: cells on
+        S^1 (and in s), latitude bands on S^2 (default the representation's): see `meanfield.gridded`. With or without the grid, the
         Dataset is described as CF-1.11 asks (long names, ``Conventions``, ``title`` ...); its time
         coordinate holds t as numbers, and `save` writes it with the CF time attributes of
         `meanfield.gridded.TIME_ATTRS` (t is dimensionless: read as dates, it is seconds since 1970)."""
@@ -175,13 +179,15 @@ class Solution:
             if key in self.stats:
                 ds.attrs[key] = self.stats[key]
         ds["energy"].attrs["long_name"] = "interaction energy E_beta (3.5)"
-        if grid:
-            return add_grid(ds, self, grid_size)
+        kind = grid_kind(grid)
+        if kind is not None:
+            return add_grid(ds, self, grid_size, kind)
         return describe(ds, self)
 
     def save(self, path, grid=False, grid_size=None):
         """Write the Solution as NetCDF-4 (readable by xarray, netCDF4, ncdump, ...) following CF-1.11;
-        ``grid=True`` adds the density on a CF-described grid for other tools (see `to_xarray`).
+        ``grid=True`` adds the cell means of the density on a CF-described grid for other tools
+        (mass conserved), ``grid="points"`` its point values (see `to_xarray`).
 
         The time coordinate holds t, described as "seconds since 1970-01-01" because CF has no
         dimensionless time (`meanfield.gridded.TIME_ATTRS`): `meanfield.load` reads t back as

@@ -321,7 +321,7 @@ def test_initial_density_from_a_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)                       # a relative path is read from the working directory
     first = solvers.FourierCircle(mf.Model(beta=3.0, dim=2), modes=32).solve(
         mf.densities.perturbed_uniform(0.2, 2), [0.0, 0.4], progress=False)
-    first.save("first.nc", grid=True)
+    first.save("first.nc", grid="points")
     cfg = tmp_path / "f.toml"
     cfg.write_text(_config_text('density = "file"\npath = "first.nc"', solver='name = "fourier"\nmodes = 32',
                                 model="beta = 3.0\ndim = 2", t="values = [0.0, 0.1]"))

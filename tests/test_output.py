@@ -72,7 +72,7 @@ def _assert_grid_values(sol, ds, tol=1e-12):
 @pytest.mark.parametrize("which", ["circle", "sphere"])
 def test_grid_is_cf_and_agrees_with_the_density(which, request, tmp_path):
     sol = request.getfixturevalue(which)
-    path = sol.save(tmp_path / f"{which}.nc", grid=True)
+    path = sol.save(tmp_path / f"{which}.nc", grid="points")
     ds, nc = _open_both(path)
     with nc:
         assert nc.getncattr("Conventions").startswith("CF-1.11")
@@ -125,25 +125,26 @@ def test_zonal_and_lagrangian_grids(tmp_path):
     d = 6
     geg = solvers.Gegenbauer(mf.Model(beta=1.0, dim=d), 12).solve(D.von_mises_fisher([0.0] * (d - 1) + [1.0], 1.0),
                                                                   [0.0, 0.2], progress=False)
-    ds, nc = _open_both(geg.save(tmp_path / "g.nc", grid=True))
+    ds, nc = _open_both(geg.save(tmp_path / "g.nc", grid="points"))
     with nc:
         assert nc["density"].dimensions == ("time", "s") and nc["s"].getncattr("units") == "1"
     s = ds["s"].values
     np.testing.assert_allclose(ds["density"].values[1], geg.representation.profile(geg.data[1], s), rtol=0, atol=1e-12)
     lag = solvers.Lagrangian(mf.Model(beta=2.0, dim=2), nodes=64).solve(D.perturbed_uniform(0.2, 2), [0.0, 0.5],
                                                                        progress=False)
-    ds, nc = _open_both(lag.save(tmp_path / "l.nc", grid=True))
+    ds, nc = _open_both(lag.save(tmp_path / "l.nc", grid="points"))
     with nc:
         _assert_attrs(ds, nc, S1_ATTRS + DENSITY_ATTRS)
     _assert_grid_values(lag, ds)
     assert np.array_equal(mf.load(tmp_path / "l.nc").data, lag.data)
 
 
-def test_particles_have_no_grid(tmp_path):
+def test_particles_have_no_point_values(tmp_path):
+    """Particles have cell means (the histogram, tests/test_grids.py) but no density values."""
     x = mf.sampling.uniform_points(10, 3, 0)[None]
     sol = mf.Solution([0.0], mf.Model(beta=1.0, dim=3), ParticleCloud(np.full(10, 0.1), 3), x)
     with pytest.raises(ValueError, match="`grid`"):
-        sol.save(tmp_path / "p.nc", grid=True)
+        sol.save(tmp_path / "p.nc", grid="points")
 
 
 def _fem_solution(dim):
@@ -193,11 +194,9 @@ def _failed_checks(path, weight):
 @pytest.mark.parametrize("name", list(SOLUTIONS))
 def test_no_failed_high_priority_cf_check(name, grid, request, tmp_path):
     """The IOOS compliance checker (CF 1.11) finds no failed high-priority check in the files of every
-    solver, with the density on a grid or without (the UGRID roles of P1 meshes aside, see UGRID_ROLES)."""
+    solver, with the cell means of the density on a grid (particles: their histogram) or without (the UGRID roles of P1 meshes aside, see UGRID_ROLES)."""
     pytest.importorskip("compliance_checker.runner")
     sol = SOLUTIONS[name](request)
-    if grid and not sol.representation.is_density:
-        pytest.skip("a particle Solution has no grid (`grid`=True is refused, test_particles_have_no_grid)")
     path = sol.save(tmp_path / "s.nc", grid=grid)
     failed = _failed_checks(path, 3)
     if grid and sol.representation.name == "p1":
@@ -316,7 +315,7 @@ def test_handed_over_run_has_one_grid_and_marks_the_hand_over(tmp_path):
     sol = solvers.FourierCircle(mf.Model(beta=8.0, dim=2), modes=32).solve(
         D.perturbed_uniform(0.05, 3), np.linspace(0, 6, 7), progress=False, on_underresolved="lagrangian")
     assert len(sol.segments) == 2
-    ds, nc = _open_both(sol.save(tmp_path / "h.nc", grid=True))
+    ds, nc = _open_both(sol.save(tmp_path / "h.nc", grid="points"))
     nc.close()
     _assert_grid_values(sol, ds)                    # spectral times and Lagrangian times on one θ grid
     fig = sol.plot()

@@ -3,6 +3,8 @@ import importlib
 
 import numpy as np
 
+from ..validation import check_int
+
 _REGISTRY = {
     "fourier": "meanfield.representations.fourier:FourierSeries",
     "harmonics": "meanfield.representations.harmonics:SphericalHarmonicSeries",
@@ -49,6 +51,9 @@ class Representation:
        called "time"), coords and attrs; ``from_dataset(ds)`` (classmethod) inverts it exactly.
     6. optional, for `meanfield.plotting`: ``space_time(data_all, n)`` -> (θ midpoints, ρ (T, n)) on S^1
        (default: point values); ``to_grid(data, n)``: the density on a grid as a CF-described DataArray.
+    7. optional, for files: ``cell_means(data, grid)``: the mean density over each cell of a
+       `meanfield.gridded.CellGrid` (``cells(n)``, default ``default_cells`` cells), i.e. μ(cell)/σ(cell):
+       the grid's mass Σ ρ̄·σ(cell) is the state's mass for any state, clustered or not.
     """
 
     name = None
@@ -92,6 +97,20 @@ class Representation:
         """The density on a grid as an `xarray.DataArray` (θ on S^1, lat/lon in degrees on S^2)."""
         raise AttributeError(f"representation {self.name!r} has no grid of density values")
 
+    default_cells = {2: 512, 3: 64}     # cells on S^1; latitude bands on S^2 (× twice as many longitudes)
+
+    def cells(self, n=None):
+        """The `meanfield.gridded.CellGrid` of the cell means: n cells on S^1, n latitude bands × 2n
+        longitudes on S^2 (default ``default_cells``)."""
+        from ..gridded import cell_grid_of
+
+        n = self.default_cells[self.dim] if n is None else n
+        return cell_grid_of(self.dim, check_int(n, "grid_size", low=1))
+
+    def cell_means(self, data, grid):
+        """The mean density μ(cell)/σ(cell) over each cell of ``grid`` (a `meanfield.gridded.CellGrid`)."""
+        raise AttributeError(f"representation {self.name!r} has no cell means")
+
 
 class State:
     """The state of a run at one saved time, carrying its representation (like pyshtools' SHCoeffs).
@@ -126,8 +145,18 @@ class State:
                                  "(only a spherical-harmonic state on S^2 has)")
         return convert(self.data)
 
-    def to_grid(self, n=None):
-        da = self.representation.to_grid(self.data, n)
+    def to_grid(self, n=None, kind="points"):
+        """The density on a grid as an `xarray.DataArray`: ``kind="points"`` its values at the grid
+        points (``to_grid`` of the representation), ``kind="means"`` its mean over each cell
+        (``cell_means``: mass conserved, clusters narrower than a cell kept; the cells' bounds are
+        ``representation.cells(n).bounds``)."""
+        if kind == "means":
+            grid = self.representation.cells(n)
+            da = grid.dataarray(self.representation.cell_means(self.data, grid))
+        elif kind == "points":
+            da = self.representation.to_grid(self.data, n)
+        else:
+            raise ValueError(f"`kind` must be 'points' or 'means', got {kind!r}.")
         if self.t is not None:
             da = da.assign_coords(time=self.t)
         return da

@@ -77,6 +77,19 @@ class FourierSeries(Representation):
         da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
         return da
 
+    @property
+    def default_cells(self):
+        return {2: max(4 * (2 * self.modes + 1), 512)}
+
+    def cell_means(self, data, grid):
+        """The mean of ρ over each cell [2πj/n, 2π(j + 1)/n] of ``grid`` (`meanfield.gridded.circle_cells`),
+        exactly: the mean of e^{ikθ} over a cell of width h = 2π/n about θ_j is e^{ikθ_j}·sinc(kh/2), so
+        the cell means are the midpoint values of the series with c_k·sin(πk/n)/(πk/n). They sum to n·c_0
+        for any n (sinc vanishes at the aliases k = n, 2n, ...)."""
+        c = np.asarray(data)
+        n = grid.shape[0]
+        return self.grid_values(c * np.sinc(np.arange(c.shape[-1]) / n), n)
+
     def energy(self, beta, data):
         return float(energy_from_spectrum(beta, 2, self.power(data)))
 

@@ -282,6 +282,34 @@ class GegenbauerSeries(Representation):
                         zonal_axis=self.axis.tolist())
         return da
 
+    @property
+    def default_cells(self):
+        return {self.dim: 2 * (self.lmax + 1) + 1}
+
+    def cells(self, n=None):
+        """The `meanfield.gridded.CellGrid` of n cells in s = ⟨x, e⟩ (default 2(lmax + 1) + 1): equal cells on
+        [−s*, s*] (`reliable_interval`) and, when s* < 1, one cell each for [−1, −s*] and [s*, 1], so
+        that the cells cover [−1, 1] and hold all the mass. Weights: the law of s under σ,
+        I_{(1+s)/2}((d−1)/2, (d−1)/2) between the edges."""
+        from ..gridded import zonal_cells
+        from ..validation import check_int
+
+        n = check_int(self.default_cells[self.dim] if n is None else n, "grid_size", low=3)
+        edge = self.reliable_interval()
+        edges = np.linspace(-1.0, 1.0, n + 1) if edge >= 1.0 else np.concatenate(
+            [[-1.0], np.linspace(-edge, edge, n - 1), [1.0]])
+        a = 0.5 * (self.dim - 1)
+        return zonal_cells(edges, np.diff(special.betainc(a, a, 0.5 * (1.0 + edges))))
+
+    def cell_means(self, data, grid):
+        """The mean of ρ over each cell [s_a, s_b] of ``grid`` (`cells`) under the law of s, exactly:
+        (F(s_b) − F(s_a))/ν([s_a, s_b]) with F the closed-form `marginal_cdf`; the masses telescope to
+        c_0. In high dimension the outer cells beyond the reliable interval carry a tiny law ν, and
+        their means are the ratio of two tiny numbers."""
+        edges = np.append(grid.bounds["s"][:, 0], grid.bounds["s"][-1, 1])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.diff(self.marginal_cdf(data, edges)) / grid.weights
+
     def to_dataset(self, data_all):
         c = np.asarray(data_all, dtype=float)
         data_vars = {"gegenbauer_coefficients": (("time", "l"), c)}

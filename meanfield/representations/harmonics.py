@@ -178,6 +178,37 @@ class SphericalHarmonicSeries(Representation):
         da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
         return da
 
+    @property
+    def default_cells(self):
+        return {3: self.lmax + 2}
+
+    def cell_means(self, data, grid):
+        """The mean of ρ over each cell of ``grid`` (`meanfield.gridded.sphere_cells`: n latitude bands
+        of equal angle × 2n longitude cells), μ(cell)/σ(cell).
+
+        In longitude exactly: the mean of e^{imφ} over a cell of width Δ about φ_j is e^{imφ_j}·sinc(mΔ/2),
+        so one synthesis with a_lm·sin(mΔ/2)/(mΔ/2) at the cell centres gives the longitude means. In
+        latitude, ∫ sin θ (·) dθ over each band by q Gauss–Legendre points in θ: the integrand is a
+        trigonometric polynomial of degree <= lmax + 1, and q = ⌈3(lmax + 1)/n⌉ + 8 points integrate it
+        over a band of width π/n to round-off. The grid's mass Σ ρ̄ σ(cell) is clm[0, 0, 0] to round-off."""
+        from ducc0.sht import synthesis
+
+        n, nphi = grid.shape
+        L = self.lmax
+        _, ms = alm_degrees(L)
+        alm = self._alm(data) * np.sinc(ms / nphi)               # the longitude cell means
+        q = int(np.ceil(3 * (L + 1) / n)) + 8
+        g, gw = np.polynomial.legendre.leggauss(q)
+        edges = np.pi * np.arange(n + 1) / n                      # colatitude edges, north to south
+        half = 0.5 * np.diff(edges)
+        theta = (0.5 * (edges[:-1] + edges[1:])[:, None] + half[:, None] * g[None, :]).ravel()
+        rings = theta.size
+        values = synthesis(alm=alm[None], theta=theta, lmax=L, spin=0, nthreads=self.nthreads,
+                           nphi=np.full(rings, nphi, dtype=np.uintp), phi0=np.full(rings, np.pi / nphi),
+                           ringstart=(np.arange(rings) * nphi).astype(np.uintp))[0].reshape(n, q, nphi)
+        w = (half[:, None] * gw[None, :]) * np.sin(theta).reshape(n, q) / 2      # σ of each ring's share / Δφ·2π
+        return np.einsum("iq,iqj->ij", w, values) / (nphi * grid.weights)
+
     def energy(self, beta, data):
         """E_β = (1/2β) Σ_l i_l(β)‖ρ_l‖² (docs/mathematics.md §4)."""
         return float(energy_from_spectrum(beta, 3, self.power(data)))

@@ -135,6 +135,21 @@ def _mls_log_fit(pos, logr, tree, q, k, degree=3):
     return np.linalg.solve(G, rhs)[:, 0, 0], ok
 
 
+def _tangent_frame(x):
+    """Orthonormal tangent vectors (e1, e2) at unit vectors x (k, 3)."""
+    a = np.where(np.abs(x[:, :1]) < 0.9, np.array([[1.0, 0, 0]]), np.array([[0, 1.0, 0]]))
+    e1 = a - np.einsum("kd,kd->k", a, x)[:, None] * x
+    e1 /= np.linalg.norm(e1, axis=1, keepdims=True)
+    return e1, np.cross(x, e1)
+
+
+def _disk_points(m):
+    """m equal-area points of the unit disk (rings of radius sqrt((i + ½)/m) at golden-angle turns), (m, 2)."""
+    i = np.arange(m)
+    r, psi = np.sqrt((i + 0.5) / m), i * np.pi * (3.0 - np.sqrt(5.0))
+    return np.stack([r * np.cos(psi), r * np.sin(psi)], -1)
+
+
 class LagrangianNodes(Representation):
     """Moving labels: one time slice is (n [+ m], d + 1) = [positions, log-Jacobians] (module docstring).
 
@@ -318,7 +333,8 @@ class LagrangianNodes(Representation):
         The companion solves the same equation on a coarser quadrature, so this is an estimate of
         the companion's discretisation error, which bounds the fine one's while the method converges.
         Exact on S^1 (`meanfield.wasserstein`); on S^2 the exact linear program while n·m <= 2.5e7,
-        else the binned one (`method="binned"`) plus its error bound.
+        else the one between the measures merged on a fine grid (`method="merged"`) plus the merging
+        cost (tiny once the labels sit in clusters).
         """
         if self.companion is None:
             return float("nan")
@@ -329,7 +345,7 @@ class LagrangianNodes(Representation):
         b = (a[self.n:, :self.dim], wc / wc.sum())
         if self.dim == 2 or self.n * len(wc) <= EXACT_MAX_SIZE:
             return float(wasserstein(self.measure(data), b))
-        val, bound = wasserstein(self.measure(data), b, method="binned", return_bound=True)
+        val, bound = wasserstein(self.measure(data), b, method="merged", return_bound=True)
         return float(val + bound)
 
     # -- I/O ------------------------------------------------------------------------------------------
@@ -392,11 +408,89 @@ class LagrangianNodes(Representation):
         da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
         return da
 
+    @property
+    def default_cells(self):
+        """1024 cells on S^1; on S^2 about four labels per cell (n = √(labels/8) bands, at least 8)."""
+        return {2: 1024, 3: max(8, int(round(np.sqrt(self.n / 8))))}
+
+    def cell_means(self, data, grid):
+        """The mean density μ_t(cell)/σ(cell) over each cell of ``grid`` (`meanfield.gridded.CellGrid`);
+        the masses of the labels are exact, so the grid's mass Σ ρ̄ σ(cell) is Σ_j w_j to round-off.
+
+        * S^1: `cell_averages` (the node measure spread along the interpolated monotone map).
+        * S^2: the push-forward of the labels' quadrature cells. Label j stands for a cell of σ-measure
+          q_j = w_j/ρ_0(y_j) about y_j; the flow maps it to a region of σ-measure q_j J_j = w_j/ρ_t(x_j)
+          about x_j (J_j = e^{ℓ_j}, exact along the characteristics). Each label's mass is spread evenly
+          over the spherical cap of that measure about x_j (equal-area points of the cap, as many as
+          the cap needs to be resolved by the cells) and binned: inside a cluster the caps are far
+          smaller than a cell (binning), where the density is smooth they tile the sphere at the
+          labels' spacing."""
+        if self.dim == 2:
+            return self.cell_averages(data, grid.shape[0])[1]
+        from ..gridded import bin_masses
+
+        pos, ell = self.nodes(data)
+        w = self.weights
+        M = self._cell_maps(pos, ell)
+        extent = np.linalg.norm(M, ord=2, axis=(1, 2))                  # the image cell's largest radius
+        cell = np.pi / grid.shape[0]
+        # points per cell: a power of 4 with spacing below a third of a grid cell, from 16 (a cell
+        # across an edge of the grid is shared between the grid's cells) to 1024
+        k = np.clip(np.ceil(np.log(np.maximum((3 * extent / cell) ** 2, 1.0)) / np.log(4)), 2, 5).astype(int)
+        f1, f2 = _tangent_frame(pos)
+        out = np.zeros(grid.shape)
+        for level in np.unique(k):
+            sel = np.nonzero(k == level)[0]
+            m = 4 ** int(level)
+            v = np.einsum("kab,mb->kma", M[sel], _disk_points(m))                     # tangent offsets
+            v = v[..., :1] * f1[sel, None, :] + v[..., 1:] * f2[sel, None, :]
+            norm = np.linalg.norm(v, axis=-1, keepdims=True)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                pts = np.cos(norm) * pos[sel, None, :] + np.where(norm > 0, np.sin(norm) / norm, 1.0) * v
+            out += bin_masses(grid, pts.reshape(-1, 3), np.repeat(w[sel] / m, m))
+        return out / grid.weights
+
+    def _cell_maps(self, pos, ell, neighbours=8):
+        """S^2: for each label, the 2×2 map M_j from the unit disk onto the flow's image of its
+        quadrature cell, in the tangent plane at x_j: the label's cell is the ellipse of σ-measure q_j
+        shaped by the offsets of its ``neighbours`` nearest labels (a Gauss–Legendre cell near a pole
+        is long and thin); the flow's derivative there is the least-squares map of the neighbours'
+        offsets, rescaled so that the image has the exact measure q_j J_j = w_j/ρ_t(x_j)."""
+        if getattr(self, "_label_cells", None) is None:
+            from scipy.spatial import cKDTree
+
+            y = self.labels
+            idx = cKDTree(y).query(y, k=min(neighbours + 1, self.n))[1][:, 1:]
+            g1, g2 = _tangent_frame(y)
+            dy = y[idx] - y[:, None, :]
+            Y = np.stack([np.einsum("knd,kd->kn", dy, g1), np.einsum("knd,kd->kn", dy, g2)], -1)     # (n, k, 2)
+            C = np.einsum("kna,knb->kab", Y, Y)
+            # the ellipse {L u : |u| <= 1} with L L^T ∝ C and area π det L = 4π q_j
+            L = np.linalg.cholesky(C + 1e-300 * np.eye(2))
+            q = np.where(self.rho0 > 0, self.weights / np.where(self.rho0 > 0, self.rho0, 1.0), 0.0)
+            L *= np.sqrt(4 * q / np.abs(np.linalg.det(L)))[:, None, None]
+            self._label_cells = (idx, Y, np.linalg.pinv(Y), L)
+        idx, Y, Yinv, L = self._label_cells
+        f1, f2 = _tangent_frame(pos)
+        dx = pos[idx] - pos[:, None, :]
+        X = np.stack([np.einsum("knd,kd->kn", dx, f1), np.einsum("knd,kd->kn", dx, f2)], -1)
+        A = np.swapaxes(Yinv @ X, 1, 2)                                   # X ≈ Y A^T
+        M = A @ L
+        det = np.abs(np.linalg.det(M))
+        target = np.abs(np.linalg.det(L)) * np.exp(ell)                   # J_j times the label cell
+        with np.errstate(invalid="ignore", divide="ignore"):
+            scale = np.where(det > 0, np.sqrt(target / det), 0.0)
+        M = M * scale[:, None, None]
+        # a degenerate fit (the neighbours on a line) becomes a disk of the exact measure
+        flat = ~(det > 0) | ~np.isfinite(scale)
+        M[flat] = np.sqrt(target[flat])[:, None, None] * np.eye(2)
+        return M
+
     def cell_averages(self, data, n=1024):
-        """(θ (n,), ρ̄ (n,)) on S^1: the mean density over n equal cells centred at θ_k = 2π(k + ½)/n,
-        n·μ_t(cell). μ_t is the node measure with each node's mass spread half on each side along the
-        interpolated map (a CDF linear in the map's parameter ξ between nodes): clusters narrower than
-        a cell keep their mass (point values of ρ would miss them). For pictures."""
+        """(θ (n,), ρ̄ (n,)) on S^1: the mean density over the n equal cells [2πk/n, 2π(k + 1)/n] centred at
+        θ_k = 2π(k + ½)/n, n·μ_t(cell). μ_t is the node measure with each node's mass spread half on each
+        side along the interpolated map (a CDF linear in the map's parameter ξ between nodes): clusters
+        narrower than a cell keep their mass (point values of ρ would miss them)."""
         if self.dim != 2:
             raise ValueError("`cell_averages` is defined on S^1 (dim 2) only.")
         pos, ell = self.nodes(data)
@@ -407,13 +501,16 @@ class LagrangianNodes(Representation):
         Te = np.append(Theta, Theta[0] + 2 * np.pi)
         ye = np.append(self.label_angles, self.label_angles[0] + 2 * np.pi)
         J = np.exp(np.append(ell, ell[0]))
-        edges = 2 * np.pi * np.arange(n + 1) / n - np.pi / n
+        edges = 2 * np.pi * np.arange(n) / n
         p = Theta[0] + np.mod(edges - Theta[0], 2 * np.pi)
         j = np.clip(np.searchsorted(Te, p, side="right") - 1, 0, self.n - 1)
         dT = Te[j + 1] - Te[j]
         xi, _ = rational_quadratic_inverse(np.clip(p - Te[j], 0.0, dT), dT, ye[j + 1] - ye[j], J[j], J[j + 1])
         F = C[j] + xi * (C[j + 1] - C[j])
-        dF = np.diff(F) + total * (np.diff(p) < 0)
+        # the CDF along the unwrapped edges: + total after the turn; the last edge is the first one turned
+        # once (not evaluated again: at a cluster on an edge, F there is ill-conditioned)
+        F = F + total * np.concatenate([[0], np.cumsum(np.diff(p) < 0)])
+        dF = np.diff(np.append(F, F[0] + total))
         return 2 * np.pi * (np.arange(n) + 0.5) / n, n * dF
 
     def space_time(self, data_all, n=1024):

@@ -37,6 +37,19 @@ class ParticleCloud(Representation):
             x = x[batch]
         return x, self.weights
 
+    def cell_means(self, data, grid):
+        """The histogram of the weights over the cells of ``grid`` divided by σ(cell) (S^1, S^2): the
+        cell means of the empirical measure, whose mass is the total weight exactly. A batch
+        (B, n, d) gives the histogram of the mean of its B empirical measures."""
+        from ..gridded import bin_masses
+
+        x = np.asarray(data)
+        if self.domain != "sphere":
+            raise ValueError("`grid`: particles in R^d have no grid on the sphere.")
+        reps = 1 if x.ndim == 2 else x.shape[0]
+        w = np.broadcast_to(self.weights / reps, x.shape[:-1])
+        return bin_masses(grid, x, w) / grid.weights
+
     def to_dataset(self, data_all):
         x = np.asarray(data_all)
         dims = ("time", "particle", "component") if x.ndim == 3 else ("time", "batch", "particle", "component")

@@ -73,6 +73,12 @@ class SampledParticleCloud(ParticleCloud):
     def measure(self, data, n=None, batch=None):
         return super().measure(self._require(data), n=n, batch=batch)
 
+    def cell_means(self, data, grid):
+        """`ParticleCloud.cell_means` where the positions were kept; NaN elsewhere."""
+        if data is None:
+            return np.full(grid.shape, np.nan)
+        return super().cell_means(data, grid)
+
     def to_dataset(self, data_all):
         kept = self.kept(data_all)
         x = np.stack([data_all[k] for k in kept]) if kept.size else np.empty((0,) + self._shape())

@@ -113,6 +113,14 @@ class Segments(Representation):
         rep, a = self._piece(data)
         return rep.to_grid(a, n)
 
+    def cells(self, n=None):
+        """The first segment's cell grid (every segment's cell means are taken on it)."""
+        return self.representations[0].cells(n)
+
+    def cell_means(self, data, grid):
+        rep, a = self._piece(data)
+        return rep.cell_means(a, grid)
+
     def embed(self, data_all, source):
         if source is not self:
             raise ValueError("segmented data are joined by meanfield.solution.concat, not embedded.")
