@@ -2,9 +2,11 @@
 import numpy as np
 import ot
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import meanfield as mf
-from meanfield.wasserstein import circle_w1
+from meanfield.wasserstein import circle_w1, wasserstein
 
 
 def circle_points(theta):
@@ -175,3 +177,34 @@ def test_circle_w1_to_density_against_a_fine_discretisation(n):
     ref = (np.stack([np.cos(theta), np.sin(theta)], -1), rho / rho.sum())
     x, w = mf.sample(mf.densities.von_mises_fisher([0.0, 1.0], 1.0), n, 2, rng=n)
     assert circle_w1_to_density((x, w), c) == pytest.approx(mf.wasserstein((x, w), ref), abs=4 * np.pi / m)
+
+
+def _clusters(n, seed, width):
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    x = centres[rng.integers(0, 3, n)] + width * rng.standard_normal((n, 3))
+    return x / np.linalg.norm(x, axis=1, keepdims=True), np.full(n, 1.0 / n)
+
+
+def test_merged_equals_exact_within_the_merging_cost():
+    """Clustered measures (width 1e-6): the merged LP is the exact one to its bound (about 3e-8); spread ones
+    are not merged at all (bound 0)."""
+    a, b = _clusters(3000, 1, 1e-6), _clusters(2000, 2, 1e-6)
+    exact = wasserstein(a, b)
+    val, bound = wasserstein(a, b, method="merged", return_bound=True)
+    assert 0 < bound <= 1e-7 and abs(val - exact) <= bound
+    x, y = mf.sample(mf.densities.uniform(), 1500, 3, rng=1), mf.sample(mf.densities.uniform(), 1200, 3, rng=2)
+    val, bound = wasserstein(x, y, method="merged", return_bound=True)
+    assert bound < 1e-15 and abs(val - wasserstein(x, y)) <= 1e-12
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10 ** 6), spacing=st.floats(1e-3, 0.5))
+def test_merge_on_grid_cost_bounds_the_change_of_w1(seed, spacing):
+    """|W1(a, b) − W1(merged a, b)| <= the merging cost, and the merged measure keeps the mass."""
+    from meanfield.wasserstein import merge_on_grid
+
+    a, b = _clusters(300, seed, 0.05), _clusters(200, seed + 1, 0.05)
+    x, w, cost = merge_on_grid(a[0], a[1], spacing)
+    assert abs(w.sum() - 1.0) <= 1e-14 and np.allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-14)
+    assert abs(wasserstein((x, w), b) - wasserstein(a, b)) <= cost + 1e-12
