@@ -37,16 +37,9 @@ def _check_range(value, name, low, high, low_open=False):
     return value
 
 
-def check_beta(beta, name="beta", *, nonnegative_for=None):
-    """β as a finite float of either sign (docs/negative-beta.md).
-
-    ``nonnegative_for`` names what needs β >= 0 (a sentence fragment); then β < 0 raises a
-    ValueError naming `name`, the accepted range and that reason.
-    """
-    beta = check_real(beta, name)
-    if nonnegative_for is not None and beta < 0:
-        raise ValueError(f"`{name}` must be >= 0 for {nonnegative_for}, got {beta:g}.")
-    return beta
+def check_beta(beta, name="beta"):
+    """β as a finite float of either sign (docs/negative-beta.md)."""
+    return check_real(beta, name)
 
 
 def check_int(value, name, *, low=None, high=None):
