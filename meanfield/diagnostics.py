@@ -113,15 +113,9 @@ def count_clusters(positions, delta, *, chunk=_CHUNK, max_iter=10_000):
     xt = np.swapaxes(xb, -1, -2)
     labels = np.broadcast_to(np.arange(n), xb.shape[:-1]).copy()
     if n <= 256:
-        # small clouds (many realisations): transitive closure R by repeated squaring, then the number
-        # of components is Σ_i 1/|component(i)| = Σ_i 1/Σ_j R_ij
-        R = (xb @ xt >= 1.0 - delta).astype(np.float32)
-        for _ in range(max(1, int(np.ceil(np.log2(max(n, 2))))) + 1):
-            R2 = (R @ R > 0).astype(np.float32)
-            if np.array_equal(R2, R):
-                break
-            R = R2
-        counts = np.rint((1.0 / R.sum(axis=-1, dtype=float)).sum(axis=-1)).astype(int).reshape(lead)
+        # small clouds (many realisations): the number of components is Σ_i 1/|component(i)|
+        sizes = _component_sizes(xb, delta)
+        counts = np.rint((1.0 / sizes).sum(axis=-1)).astype(int).reshape(lead)
         return _scalar_or_array(counts)
     blocks = _blocks(n, chunk)
     small = len(blocks) == 1
@@ -138,6 +132,47 @@ def count_clusters(positions, delta, *, chunk=_CHUNK, max_iter=10_000):
         labels = new
     counts = np.count_nonzero(labels == np.arange(n), axis=-1).reshape(lead)
     return _scalar_or_array(counts.astype(int))
+
+
+def _component_sizes(xb, delta):
+    """|component(i)| (G, n) of the graph i ~ j ⟺ ⟨x_i, x_j⟩ >= 1 − δ for clouds xb (G, n, d), from
+    the transitive closure R by repeated squaring (|component(i)| = Σ_j R_ij; O(n³ log n) per cloud)."""
+    n = xb.shape[-2]
+    R = (xb @ np.swapaxes(xb, -1, -2) >= 1.0 - delta).astype(np.float32)
+    for _ in range(max(1, int(np.ceil(np.log2(max(n, 2))))) + 1):
+        R2 = (R @ R > 0).astype(np.float32)
+        if np.array_equal(R2, R):
+            break
+        R = R2
+    return R.sum(axis=-1, dtype=float)
+
+
+def cluster_sizes(positions, delta):
+    """The cluster-size distribution: counts[..., s − 1] = the number of clusters of s particles, the
+    clusters being the connected components of i ~ j ⟺ ⟨x_i, x_j⟩ >= 1 − δ (as in `count_clusters`).
+
+    Returns an int array of shape positions.shape[:-2] + (n,); Σ_s counts[s − 1] is the number of
+    clusters and Σ_s s·counts[s − 1] = n. O(n³ log n) per cloud (the transitive closure).
+    """
+    x = _as_positions(positions)
+    delta = check_real(delta, "delta", low=0.0, low_open=True, high=2.0)
+    lead, (n, d) = x.shape[:-2], x.shape[-2:]
+    sizes = np.rint(_component_sizes(x.reshape(-1, n, d), delta)).astype(np.int64)     # (G, n), each in 1..n
+    G = sizes.shape[0]
+    members = np.bincount((np.arange(G)[:, None] * n + sizes - 1).ravel(), minlength=G * n).reshape(G, n)
+    return (members // np.arange(1, n + 1)).reshape(lead + (n,))       # s particles in each cluster of size s
+
+
+def span_dimension(positions, tol=1e-3):
+    """The dimension of the span of the points (rank collapse): the number of eigenvalues of the Gram
+    matrix (⟨x_i, x_j⟩)_ij above ``tol`` (1e-3 in the authors' phase diagrams), from the d × d matrix
+    Σ_i x_i x_iᵀ, which has the same nonzero eigenvalues. Returns an int, or an int array of shape
+    positions.shape[:-2]."""
+    x = _as_positions(positions)
+    tol = check_real(tol, "tol", low=0.0)
+    xt = np.swapaxes(x, -1, -2)
+    gram = xt @ x if x.shape[-1] <= x.shape[-2] else x @ xt
+    return _scalar_or_array(np.count_nonzero(np.linalg.eigvalsh(gram) > tol, axis=-1))
 
 
 def w1_to_nearest_dirac(positions, weights=None):

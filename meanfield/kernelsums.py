@@ -153,7 +153,10 @@ def _buffer(size):
 
 
 def _operator_norm(M):
-    """‖M‖₂ exactly for small matrices, else the cheaper upper bound min(‖M‖_F, sqrt(‖M‖_1‖M‖_∞))."""
+    """‖M‖₂ exactly for small matrices, else the cheaper upper bound min(‖M‖_F, sqrt(‖M‖_1‖M‖_∞));
+    for a stack of matrices (..., d, d') the largest Frobenius norm (a bound on each ‖M‖₂)."""
+    if M.ndim > 2:
+        return float(np.sqrt(np.max(np.einsum("...ij,...ij->...", M, M)))) if M.size else 0.0
     if max(M.shape) <= 64:
         return float(np.linalg.norm(M, 2))
     return float(min(np.linalg.norm(M), np.sqrt(np.abs(M).sum(0).max() * np.abs(M).sum(1).max())))
@@ -210,8 +213,9 @@ def _check_pair(x, y, M):
             raise ValueError(f"`x` and `y` must have the same last axis without `M`, got {x.shape} and {y.shape}.")
     else:
         M = np.asarray(M, dtype=float)
-        if M.shape != (x.shape[-1], y.shape[-1]):
-            raise ValueError(f"`M` must have shape ({x.shape[-1]}, {y.shape[-1]}), got {M.shape}.")
+        if M.shape[-2:] != (x.shape[-1], y.shape[-1]) or M.ndim > max(x.ndim, 2):
+            raise ValueError(f"`M` must have shape ({x.shape[-1]}, {y.shape[-1]}), or (..., {x.shape[-1]}, "
+                             f"{y.shape[-1]}) with the leading axes of `x`, got {M.shape}.")
     return x, y, M
 
 
@@ -224,7 +228,8 @@ def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512, threads=
     y : (..., m, d') array, the columns (sources).
     values : (..., m, p) array, F_j (already weighted by the caller).
     beta : float, of either sign.
-    M : None (identity) or a (d, d') matrix, e.g. Q^T K.
+    M : None (identity), a (d, d') matrix, e.g. Q^T K, or a stack (..., d, d') of them, one per
+        leading index of x (per-realisation parameters; the leading axes broadcast).
     shift : "auto" | "none" | "fixed" | "running" (see the module docstring).
     chunk : int >= 1, columns per block (the rows fill a block of ``BLOCK`` entries; many small
         problems are grouped into one block).

@@ -32,7 +32,8 @@ from scipy.linalg import expm
 from meanfield import compiled
 from meanfield.validation import (NORMALIZE_POINTS, NORMALIZE_WEIGHTS, check_int, check_memory, check_points, check_real,
                                check_weights)
-from meanfield.diagnostics import clustered_pair_fraction, count_clusters, w1_to_nearest_dirac
+from meanfield.diagnostics import (cluster_sizes, clustered_pair_fraction, count_clusters, span_dimension,
+                                   w1_to_nearest_dirac)
 from meanfield.energy import discrete_energy
 from meanfield.errors import UnsupportedModel
 from meanfield.kernelsums import blas_single_threaded, attention_sums, check_threads, gram_counts, kernel_sums
@@ -45,7 +46,8 @@ from .base import Run, Solver
 _NO_SHIFT_MAX = 300.0      # |β⟨x, M y⟩| below this: e^L needs no shift
 _EXP_MAX = 690.0           # e^c representable with room for the bounded factor
 _EYE_TOL = 1e-14
-DIAGNOSTICS = ("energy", "clustered_fraction", "clusters", "w1_to_dirac")
+FULL = ("energy", "clustered_fraction", "clusters", "w1_to_dirac")
+DIAGNOSTICS = FULL + ("span_dimension", "cluster_sizes")      # the last two only when named
 SAVE = ("auto", "positions", "ends", "diagnostics")
 AUTO_SAVE_BYTES = 1 << 28  # save="auto" keeps every position up to 256 MB of them, else the first and last
 
@@ -54,6 +56,27 @@ def point_norms(y):
     """|y_i| (..., n, 1): the size of each point, what ``rtol`` is relative to in the adaptive error
     control (one scale per point, so the control is invariant under rotations of R^d)."""
     return np.sqrt(np.einsum("...d,...d->...", y, y))[..., None]
+
+
+class Layers:
+    """Piecewise-constant parameters: ``layers[k]`` (a list of (Q, K, V) heads) for t in [kT, (k + 1)T),
+    the last one from then on; a Transformer whose layers differ (Section 1 of the paper: the
+    parameters of the continuous-time model may depend on t). Pass it as ``Particles.solve(...,
+    parameters=Layers(layers, T))``; a step that starts at t uses the layer of t (so with a step that
+    divides T, each layer acts for exactly T)."""
+
+    def __init__(self, layers, period):
+        self.layers = list(layers)
+        if not self.layers:
+            raise ValueError("`layers` must hold at least one list of (Q, K, V) heads.")
+        self.period = check_real(period, "period", low=0.0, low_open=True)
+
+    def index(self, t):
+        """k = ⌊t/T⌋ (to within 1e-9 of a layer's start, so that t = kT from a sum of steps is layer k)."""
+        return min(max(int(np.floor(t / self.period + 1e-9)), 0), len(self.layers) - 1)
+
+    def __call__(self, t):
+        return self.layers[self.index(t)]
 
 
 @dataclass(eq=False, slots=True)
@@ -72,6 +95,8 @@ class ParticlesRun(Run):
     kept: np.ndarray = None           # mask of the saved times whose positions are kept; None: all
     sums: str = "direct"              # the kernel sums: "direct" or "spectral"
     sums_error_bound: float = 0.0     # the spectral sums' bound of the field's relative error
+    parameters: object = None         # the run's heads (a list or a callable of t), None: the model's
+    heads: list = None                # the prepared heads of constant ``parameters``
 
 
 class Particles(Solver):
@@ -88,7 +113,10 @@ class Particles(Solver):
         not all kept), the clustered-pair fraction and the number of clusters when n <= 4096, and W1
         to the nearest Dirac mass for a single realisation with n <= 1024; "full" all four (O(n²)
         per saved time and a loop over realisations for W1); "none" nothing; or the names wanted,
-        e.g. ``("energy", "clustered_fraction")``.
+        e.g. ``("energy", "clustered_fraction")``, which may also name "span_dimension" (the number of
+        Gram eigenvalues above 1e-3, `meanfield.diagnostics.span_dimension`) and "cluster_sizes"
+        (clusters of each size at ``cluster_delta``, (n,) per realisation,
+        `meanfield.diagnostics.cluster_sizes`).
     delta : float in (0, 2]
         Tolerance δ of the clustered-pair fraction (⟨x_i, x_j⟩ >= 1 − δ), default 1e-3 (Figure 3).
     cluster_delta : float in (0, 2], default ``delta``
@@ -122,6 +150,16 @@ class Particles(Solver):
     z_i = e^{−tV}x_i ((9.2)–(9.3)); ``rescale_time=True`` ((USA)) integrates in τ = e^β t, required
     for β > 690. Failures (NaN/inf) raise `NonFiniteState` naming t and the step, with ``.solution``.
 
+    ``parameters`` replaces the model's heads for one run (the model's β, (SA)/(USA) and noise stay):
+    a list of (Q, K, V) heads, Q, K of shape (m, d) and V (d, d) (None: the identity; a scalar V:
+    V·I), each possibly with a leading axis of one matrix per realisation, (B, m, d) / (B, d, d) for
+    x0 of shape (B, n, d): the B realisations, each with its own parameters, are still one
+    vectorised evaluation (the kernel sums take the stack M_b = Q_bᵀK_b); or a callable t -> such
+    a list, for time-dependent parameters, called at the start of every step (and at every stage of
+    the adaptive pairs), e.g. `Layers` (piecewise constant: layers that differ). Its results are
+    checked once per distinct object returned. The energy of the Solution is that of (3.5) (the
+    identity interaction), as for any non-zonal model.
+
     ``save`` chooses what each saved time keeps besides its diagnostics: "positions" (all),
     "ends" (the first and last saved times), "diagnostics" (none), or a list of saved times;
     "auto" (default) is "positions" while they take at most AUTO_SAVE_BYTES (256 MB), else "ends".
@@ -135,7 +173,7 @@ class Particles(Solver):
 
     steppers = ("dopri5", "bs32", "euler-maruyama", "euler-normalize")
     solve_options = {"weights": None, "rng": None, "domain": "sphere", "rescaled": False, "rescale_time": False,
-                     "save": "auto", "diagnostics": None, "threads": None}
+                     "save": "auto", "diagnostics": None, "threads": None, "parameters": None}
     positional_options = ("weights", "rng")
     retracts = True
     retract_invariant = True       # the adaptive field normalises its argument: the last stage is reused
@@ -152,15 +190,72 @@ class Particles(Solver):
         self.delta = check_real(delta, "delta", low=0.0, low_open=True, high=2.0)
         self.cluster_delta = self.delta if cluster_delta is None else check_real(
             cluster_delta, "cluster_delta", low=0.0, low_open=True, high=2.0)
-        d = model.dim
-        self._heads = []
-        for Q, K, V in model.heads:
-            M = Q.T @ K
-            identity = bool(np.allclose(M, np.eye(d), rtol=0, atol=_EYE_TOL))
-            v = V[0, 0]
+        self._heads = self._prepare_heads(model.heads)
+
+    def _prepare_heads(self, heads, batch=None):
+        """The heads as the field uses them: [{"M": QᵀK or None for I, "V", "v": the scalar of V = v·I or
+        None, "norm": ‖M‖₂ (the largest over realisations)}]. Each Q, K (m, d) and V (d, d) may carry
+        a leading realisation axis of length ``batch`` (per-realisation parameters); Q or K None is I,
+        a scalar V is V·I. Checked here: ValueError naming `parameters`."""
+        d, out = self.model.dim, []
+        try:
+            heads = list(heads)
+        except TypeError:
+            raise ValueError("`parameters` must be a list of (Q, K, V) heads or a callable t -> such a list, "
+                             f"got {type(heads).__name__}.") from None
+        if not heads:
+            raise ValueError("`parameters` must hold at least one (Q, K, V) head.")
+        for k, head in enumerate(heads):
+            try:
+                Q, K, V = (None if a is None else np.asarray(a, dtype=float) for a in head)
+            except (TypeError, ValueError):
+                raise ValueError(f"`parameters[{k}]` must be a triple (Q, K, V) of real arrays (None: identity).") from None
+            if V is None:
+                V = np.float64(1.0)
+            for name, a in (("Q", Q), ("K", K), ("V", V)):
+                if a is None or a.ndim == 0:
+                    continue
+                lead = a.shape[:-2]
+                if (a.ndim not in (2, 3) or a.shape[-1] != d or (name == "V" and a.shape[-2] != d)
+                        or (lead and (batch is None or lead[0] != batch)) or not np.all(np.isfinite(a))):
+                    raise ValueError(f"`parameters[{k}]`: {name} must be a finite ({'d' if name == 'V' else 'm'}, "
+                                     f"{d}) array, or ({batch}, ..., {d}) with one per realisation of `x0`, "
+                                     f"got shape {a.shape}.")
+            if V.ndim == 0:
+                V = float(V) * np.eye(d)
+            if Q is None and K is None:
+                M = None
+            else:
+                Qt = np.eye(d) if Q is None else np.swapaxes(Q, -1, -2)
+                M = Qt @ (np.eye(d) if K is None else K)
+                if M.ndim == 2 and np.allclose(M, np.eye(d), rtol=0, atol=_EYE_TOL):
+                    M = None
+            v = float(V.flat[0])
             scalar_v = bool(np.allclose(V, v * np.eye(d), rtol=0, atol=_EYE_TOL))
-            self._heads.append({"M": None if identity else M, "V": V, "v": v if scalar_v else None,
-                                "norm": 1.0 if identity else float(np.linalg.norm(M, 2))})
+            norm = 1.0 if M is None else float(np.max(np.linalg.norm(M, 2, axis=(-2, -1))))
+            out.append({"M": M, "V": V, "v": v if scalar_v else None, "norm": norm})
+        return out
+
+    def _heads_at(self, run, t):
+        """The prepared heads of the step or saved time at t: the model's, or the run's ``parameters``
+        (a list, or a callable of t, whose result is prepared once per distinct object it returns)."""
+        if run is None or run.parameters is None:
+            return self._heads
+        if not callable(run.parameters):
+            return run.heads
+        heads = run.parameters(t)
+        cached = run.workspace.get("parameters")
+        if cached is None or cached[0] is not heads:
+            run.workspace["parameters"] = cached = (heads, self._checked_parameters(run, heads))
+        return cached[1]
+
+    def _checked_parameters(self, run, heads):
+        prepared = self._prepare_heads(heads, run.batch)
+        if (not self.model.normalized and run.domain == "sphere" and not run.log_time_factor
+                and abs(self.model.beta) * max(h["norm"] for h in prepared) > _EXP_MAX):
+            raise ValueError("`parameters`: (USA) velocities of size e^(beta |QᵀK|) beyond float64; pass "
+                             "rescale_time=True.")
+        return prepared
 
     # -- the vector field ------------------------------------------------------------------------
     def _shift_kind(self, head, x, domain):
@@ -179,25 +274,28 @@ class Particles(Solver):
         M, V, v = head["M"], head["V"], head["v"]
         options = dict(M=M, shift=self._shift_kind(head, x, domain), chunk=self.chunk, threads=threads,
                        count_at=count_at, unit=domain == "sphere")
-        if v is None:
-            return kernel_sums(x, x, compiled.weighted(x @ V.T, w), self.model.beta, **options)
+        if v is None:                           # x_j ↦ V x_j, per realisation when V is (B, d, d)
+            return kernel_sums(x, x, compiled.weighted(x @ np.swapaxes(V, -1, -2), w), self.model.beta, **options)
         return attention_sums(x, x, w, self.model.beta, v=None if v == 1.0 else v, **options)
 
-    def _energy_head(self, domain):
+    def _energy_head(self, domain, heads=None):
         """Whether the denominators Σ_j w_j e^{β⟨x_i, x_j⟩} of the field give the energy (3.5)."""
-        return domain == "sphere" and len(self._heads) == 1 and self._heads[0]["M"] is None
+        heads = self._heads if heads is None else heads
+        return domain == "sphere" and len(heads) == 1 and heads[0]["M"] is None
 
-    def _evaluate(self, run, x, w, domain="sphere", log_time_factor=0.0, count=False):
+    def _evaluate(self, run, x, w, domain="sphere", log_time_factor=0.0, count=False, heads=None):
         """The unprojected Σ_h (attention output) at the particles x, with what the same sums give:
         {"x", "out", "den" (Σ_j w_j e^{β⟨x_i, x_j⟩ − c}, when it is the kernel of the energy), "c",
-        "counts" (per row, the j with ⟨x_i, x_j⟩ >= 1 − δ, i = j included, if ``count``; else None)}."""
+        "counts" (per row, the j with ⟨x_i, x_j⟩ >= 1 − δ, i = j included, if ``count``; else None),
+        "heads" (the prepared heads used: ``heads``, default the model's)}."""
         if run is not None and run.sums == "spectral":
             return self._evaluate_spectral(x, w, run.threads, log_time_factor)
+        heads = self._heads if heads is None else heads
         out = den = c_den = counts = None
         d = x.shape[-1]
         threads = None if run is None else run.threads
-        free = self._energy_head(domain)
-        for head in self._heads:
+        free = self._energy_head(domain, heads)
+        for head in heads:
             res = self._attention_sums(x, head, w, domain, threads, 1.0 - self.delta if count and free else None)
             acc, c = res[0], res[1]
             if self.model.normalized:
@@ -210,7 +308,7 @@ class Particles(Solver):
                 den, c_den, counts = acc[..., d], c, (res[2] if count else None)
         if count and counts is None:
             counts = gram_counts(x, x, 1.0 - self.delta, chunk=self.chunk, threads=threads)
-        return {"x": x, "out": out, "den": den, "c": c_den, "counts": counts}
+        return {"x": x, "out": out, "den": den, "c": c_den, "counts": counts, "heads": heads}
 
     def _evaluate_spectral(self, x, w, threads, log_time_factor=0.0):
         """`_evaluate` through the spectral sums (zonal, S^1/S^2): with Zs = Σ_j w_j e^{β(⟨x_i, x_j⟩ − 1)}
@@ -225,7 +323,7 @@ class Particles(Solver):
             out = G * np.exp(abs(beta) - log_time_factor)
         if v != 1.0:
             out *= v
-        return {"x": x, "out": out, "den": Zs, "c": np.float64(abs(beta)), "counts": None}
+        return {"x": x, "out": out, "den": Zs, "c": np.float64(abs(beta)), "counts": None, "heads": self._heads}
 
     def _energy(self, hit, w):
         """E_β (3.5) = e^c Σ_i w_i den_i / 2β from an evaluation (one value per realisation)."""
@@ -238,9 +336,9 @@ class Particles(Solver):
                 np.exp(c) * total / (2 * beta) if c < 700.0 else np.exp(c + np.log(total) - np.log(2 * beta)))
         return float(e) if np.ndim(e) == 0 else e
 
-    def _field(self, run, x, w, project, domain="sphere", log_time_factor=0.0):
+    def _field(self, run, x, w, project, domain="sphere", log_time_factor=0.0, t=0.0):
         """Σ_h (attention output) at the particles x, projected onto the tangent spaces if asked."""
-        out = self._evaluate(run, x, w, domain, log_time_factor)["out"]
+        out = self._evaluate(run, x, w, domain, log_time_factor, heads=self._heads_at(run, t))["out"]
         return self._project(x, out) if project else out
 
     @staticmethod
@@ -248,10 +346,10 @@ class Particles(Solver):
         return compiled.project(x, out)
 
     @staticmethod
-    def _cached(run, y):
-        """The evaluation kept for the state y (the same array values), or None."""
+    def _cached(run, y, heads):
+        """The evaluation kept for the state y (the same array values) under these heads, or None."""
         hit = run.workspace.get("evaluation")
-        if hit is None:
+        if hit is None or hit["heads"] is not heads:
             return None
         x = hit["x"]
         if x is y or (x.shape == y.shape and x.ravel()[:4].tolist() == y.ravel()[:4].tolist() and np.array_equal(x, y)):
@@ -321,6 +419,10 @@ class Particles(Solver):
         run.threads = check_threads(o["threads"])
         run.diagnostics_level = self.diagnostics_level if o["diagnostics"] is None else self._check_diagnostics(o["diagnostics"])
         run.save = self._check_save(o["save"], run.t_eval)
+        run.parameters = o["parameters"]
+        if run.parameters is not None and (rescaled or self.sums == "spectral"):
+            raise ValueError("`parameters` (per-realisation or time-dependent heads) need the direct sums "
+                             "(sums='auto' or 'direct') and rescaled=False.")
 
     @staticmethod
     def _check_diagnostics(diagnostics):
@@ -363,12 +465,14 @@ class Particles(Solver):
         if domain == "sphere":
             if run.adaptive:                     # X(y/|y|): unchanged by the retraction (retract_invariant)
                 y = compiled.normalise(y)
-            hit = self._cached(run, y)
+            heads = self._heads_at(run, t)
+            hit = self._cached(run, y, heads)
             if hit is None:                      # kept: the last stage is the next saved state's (FSAL)
-                hit = run.workspace["evaluation"] = self._evaluate(run, y, w, domain, run.log_time_factor)
+                hit = run.workspace["evaluation"] = self._evaluate(run, y, w, domain, run.log_time_factor,
+                                                                   heads=heads)
             return self._project(y, hit["out"])
         if not run.rescaled:
-            return self._field(run, y, w, False, domain)
+            return self._field(run, y, w, False, domain, t=t)
         # rescaled form (9.2)–(9.3): x = e^{tV} z, ż_i = −V z_i + e^{−tV} Σ_j A_ij V x_j
         V = self.model.V
         E = expm(t * V)
@@ -379,9 +483,10 @@ class Particles(Solver):
         """The authors' unprojected update direction Σ_h A_h V_h x (euler-normalize)."""
         if run.domain != "sphere":
             return self._rhs(run, t, y)
-        hit = self._cached(run, y)                                  # the saved state's evaluation
+        heads = self._heads_at(run, t)
+        hit = self._cached(run, y, heads)                           # the saved state's evaluation
         if hit is None:
-            hit = self._evaluate(run, y, run.weights, run.domain, run.log_time_factor)
+            hit = self._evaluate(run, y, run.weights, run.domain, run.log_time_factor, heads=heads)
         return hit["out"]
 
     def _stats(self, run):
@@ -417,6 +522,10 @@ class Particles(Solver):
         run.batch = x.shape[0] if x.ndim == 3 else None
         run.sums, run.sums_error_bound = choose_sums(self.sums, self.model, x.shape[-2], run.weights,
                                                      domain=run.domain, tol=self.sums_tol)
+        if run.parameters is not None:
+            run.sums, run.sums_error_bound = "direct", 0.0
+            if not callable(run.parameters):
+                run.heads = self._checked_parameters(run, run.parameters)
         save = run.save
         if isinstance(save, str) and save == "auto":
             save = "positions" if len(run.t_eval) * x.nbytes <= AUTO_SAVE_BYTES else "ends"
@@ -471,7 +580,7 @@ class Particles(Solver):
     def _retract_euler(self, run, y, h, f):
         return compiled.euler_normalise(y, h, f)         # normalise(y + h·f) in one pass, bit for bit
 
-    def _wanted(self, run, y):
+    def _wanted(self, run, y, heads=None):
         """The diagnostics recorded for this run (see ``diagnostics``)."""
         level = run.diagnostics_level
         if run.domain != "sphere" or (isinstance(level, str) and level == "none"):
@@ -479,10 +588,10 @@ class Particles(Solver):
         if not isinstance(level, str):
             return level
         if level == "full":
-            return frozenset(DIAGNOSTICS)
+            return frozenset(FULL)
         n = y.shape[-2]
         names = set()
-        if self._energy_head(run.domain) or run.kept is not None:
+        if self._energy_head(run.domain, heads) or run.kept is not None:
             names.add("energy")
         if n <= 4096:
             names.update(("clustered_fraction", "clusters"))
@@ -491,17 +600,19 @@ class Particles(Solver):
         return frozenset(names)
 
     def _diagnostics(self, run, t, y):
-        wanted = self._wanted(run, y)
+        heads = self._heads_at(run, t)
+        wanted = self._wanted(run, y, heads)
         out = {}
         if not wanted:
             return out
         count = "clustered_fraction" in wanted
-        hit = self._cached(run, y)
-        if hit is None and (("energy" in wanted and self._energy_head(run.domain)) or (count and not run.adaptive)):
+        hit = self._cached(run, y, heads)
+        free = self._energy_head(run.domain, heads)
+        if hit is None and (("energy" in wanted and free) or (count and not run.adaptive)):
             # one evaluation of the field at y gives the energy and the counts, and a fixed step from y
             # reuses it (an adaptive step's last stage is the evaluation at its end, and a saved time
             # between steps, from the interpolant, only needs the inner products for its counts)
-            hit = self._evaluate(run, y, run.weights, run.domain, run.log_time_factor, count=count)
+            hit = self._evaluate(run, y, run.weights, run.domain, run.log_time_factor, count=count, heads=heads)
             run.workspace["evaluation"] = hit
         if "energy" in wanted:
             out["energy"] = (ParticleCloud(run.weights, self.model.dim).energy(self.model.beta, y)
@@ -519,6 +630,10 @@ class Particles(Solver):
             out["clusters"] = count_clusters(y, self.cluster_delta, chunk=self.chunk)
         if "w1_to_dirac" in wanted:
             out["w1_to_dirac"] = w1_to_nearest_dirac(y, run.weights)
+        if "span_dimension" in wanted:
+            out["span_dimension"] = span_dimension(y)
+        if "cluster_sizes" in wanted:
+            out["cluster_sizes"] = cluster_sizes(y, self.cluster_delta)
         return out
 
     def _clustered_fraction(self, y, counts):

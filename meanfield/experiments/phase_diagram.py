@@ -23,6 +23,7 @@ from scipy.special import betainc
 from ..errors import Interrupted
 from ..model import Model
 from ..sampling import uniform_points
+from ..validation import check_memory
 from .report import Report, show_progress
 from .options import Options, experiment, option
 from .parallel import check_parallel, cluster, map_tasks
@@ -90,6 +91,75 @@ def equiangular_check(beta, n=6, normalized=True, t_end=4.0, progress=False):
     return float(np.max(np.abs(off - gamma_curve(beta, n, t, normalized)[:, None])))
 
 
+QK = ("identity", "gaussian", "goe")
+VALUES = ("identity", "wishart", "plus-qk", "minus-qk")
+DRAWS = ("realisation", "beta", "once")
+SPAN_TOL = 1e-3            # Gram eigenvalues above this count in the span dimension (the authors' threshold)
+
+
+def random_parameters(qk, v, dim, rng, size=None):
+    """One draw of the random parameters of Figure 5 (Problem 2 of the paper): the query-key matrix
+    B = QᵀK, so that ⟨Qx, Ky⟩ = xᵀBy, and the value matrix V, from matrices G with i.i.d. N(0, 1)
+    entries (docs/random-parameters.md):
+
+    * ``qk``: "gaussian" B = G₁G₂/√d, "goe" B = (G + Gᵀ)/√2, "identity" B = I;
+    * ``v``: "wishart" V = GGᵀ/√d, "plus-qk" V = Bᵀ/c and "minus-qk" V = −Bᵀ/c with c = √d (gaussian),
+      √(d + 1) (goe), 1 (identity), "identity" V = I.
+
+    V acts on column vectors, ẋ_i = P_{x_i} Σ_j A_ij V x_j; the authors' V = ±B/c multiplies row
+    vectors, which is V = ±Bᵀ/c here. ``rng`` a numpy Generator (B is drawn first, then V);
+    ``size`` None for one pair of (d, d) matrices, else the number of realisations, each with its
+    own (stacks (size, d, d)). Returns (B, V), None for an identity.
+    """
+    if qk not in QK:
+        raise ValueError(f"`qk` must be one of {', '.join(map(repr, QK))}, got {qk!r}.")
+    if v not in VALUES:
+        raise ValueError(f"`v` must be one of {', '.join(map(repr, VALUES))}, got {v!r}.")
+    shape = (dim, dim) if size is None else (size, dim, dim)
+
+    def gaussian():
+        return rng.standard_normal(shape)
+
+    def transpose(a):
+        return np.swapaxes(a, -1, -2)
+
+    B, c = None, 1.0
+    if qk == "gaussian":
+        B, c = gaussian() @ gaussian() / np.sqrt(dim), np.sqrt(dim)
+    elif qk == "goe":
+        G = gaussian()
+        B, c = (G + transpose(G)) / np.sqrt(2.0), np.sqrt(dim + 1.0)
+    if v == "wishart":
+        G = gaussian()
+        V = G @ transpose(G) / np.sqrt(dim)
+    elif v == "identity":
+        V = None
+    else:
+        sign = 1.0 if v == "plus-qk" else -1.0
+        V = sign * (np.eye(dim) if B is None else transpose(B)) / c
+    return B, V
+
+
+def step_times(t, dt):
+    """The saved times of an Euler run on the step grid: each t_k moved to the first step at or after
+    it, dt·⌈t_k/dt⌉ (⌈·⌉ to within 1e-9 steps, so that a t_k on the grid stays), as the authors'
+    phase-diagrams.py records its checkpoints."""
+    return dt * np.ceil(np.asarray(t, dtype=float) / dt - 1e-9) + 0.0      # + 0.0: no −0
+
+
+def layer_parameters(k, batch, *, dim, qk, v, draw, seed, layers):
+    """The heads [(None, B, V)] of each of ``layers`` layers for β number k (`random_parameters`), or
+    None for the identities. ``draw``: "realisation" (a stack of ``batch`` draws, one per realisation,
+    fresh for each β), "beta" (one draw for all realisations, fresh for each β) or "once" (one draw for
+    the whole run). The draws come from the stream seeded by (seed, 1, k) ((seed, 1) for "once"), so
+    that a β's parameters do not depend on which worker runs it."""
+    if qk == "identity" and v == "identity":
+        return None
+    rng = np.random.default_rng([seed, 1] if draw == "once" else [seed, 1, k])
+    size = batch if draw == "realisation" else None
+    return [[(None,) + random_parameters(qk, v, dim, rng, size)] for _ in range(layers)]
+
+
 @dataclass
 class PhaseDiagramOptions(Options):
     """P(<x_1(t), x_2(t)> >= 1 - delta) over a (t, beta) grid for random particles, with the curve Gamma
@@ -105,7 +175,8 @@ class PhaseDiagramOptions(Options):
     delta: float = option(1e-3, "clustering threshold δ in <x_i, x_j> >= 1 - δ", low=0.0, low_open=True, high=1.0)
     betas: tuple[float, ...] | None = option(None, "beta values", low=0.0, shown="10 values 0.9 ... 9", quick="5")
     t_end: float = option(30.0, "final time", low=0.0, low_open=True)
-    n_times: int = option(61, "saved times linspace(0, t_end, n_times)", low=2, quick="at most 31")
+    n_times: int = option(61, "saved times linspace(0, t_end, n_times) (the Euler scheme: each at the first step at "
+                          "or after it)", low=2, quick="at most 31")
     normalized: bool = option(True, "(SA) if true, (USA) otherwise (Γ then uses (6.10))", flags=("--usa",),
                               flag_help="(USA) instead of (SA)")
     scheme: str = option("adaptive", "particle time stepping: error-controlled, or the authors' Euler step then "
@@ -115,11 +186,22 @@ class PhaseDiagramOptions(Options):
                             flags=("--no-clusters",), flag_help="do not count clusters")
     cluster_delta: float = option(1e-2, "particles in one cluster when <x_i, x_j> >= 1 - cluster_delta", low=0.0,
                                   low_open=True, high=1.0)
+    qk: str = option("identity", "query-key matrix B = QᵀK: identity, gaussian G1 G2/√d, goe (G + Gᵀ)/√2 "
+                     "(Figure 5)", choices=QK)
+    v: str = option("identity", "value matrix V: identity, wishart G Gᵀ/√d, plus-qk Bᵀ/c, minus-qk -Bᵀ/c "
+                    "(c = √d gaussian, √(d+1) goe)", choices=VALUES)
+    draw: str = option("realisation", "random matrices drawn per realisation, per β, or once for the run",
+                       choices=DRAWS)
+    layer_period: float | None = option(None, "draw fresh matrices at t = T, 2T, ... (layers that differ)",
+                                        low=0.0, low_open=True, shown="none: one layer")
+    span_dimension: bool = option(False, "also record the dimension of the span of the tokens (Gram eigenvalues "
+                                  "above 1e-3: rank collapse)")
+    cluster_sizes: bool = option(False, "also record the distribution of cluster sizes (at cluster_delta)")
     seed: int = option(0, "random seed", low=0)
 
 
 @experiment("phase-diagram", PhaseDiagramOptions, writes="phase_diagram.nc",
-            help="the Figure 3 phase diagram with the curve Gamma")
+            help="the Figure 3 phase diagram with the curve Gamma (Figure 5: random Q, K, V)")
 def phase_diagram(out, o, *, quick, progress, workers, scheduler):
     """The Figure 3 phase diagram p_d(t, β) with Γ_∞,δ overlaid; returns the `Report`.
 
@@ -127,21 +209,32 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
     most 31 saved times. ``workers``, ``scheduler``: one task per β on dask workers (see
     `meanfield.experiments.parallel.map_tasks`); every realisation starts from the same points, so the
     result does not depend on them.
+
+    Random parameters (Figure 5, docs/random-parameters.md): ``qk``, ``v`` (`random_parameters`),
+    ``draw`` and ``layer_period`` (`layer_parameters`); the equiangular curve Γ stays that of the
+    identities. With ``scheme="euler-normalize"`` each saved time is recorded at the first step at or
+    after it (`step_times`): the run takes exactly ⌈t_end/dt⌉ steps of dt per β, and the file's
+    ``time`` holds the times of the recorded states (``requested_time`` the asked ones).
     """
     dim, n, delta, t_end, n_times, B = o.dim, o.n, o.delta, o.t_end, o.n_times, o.realisations
-    normalized, scheme, dt, clusters, cluster_delta, seed = (o.normalized, o.scheme, o.dt, o.clusters,
-                                                             o.cluster_delta, o.seed)
+    normalized, scheme, dt, seed = o.normalized, o.scheme, o.dt, o.seed
     workers, scheduler = check_parallel(workers, scheduler)
     betas = np.array(o.betas if o.betas is not None else np.linspace(0.9, 9.0, 5 if quick else 10), dtype=float)
     if quick:
         B = min(B, 128)
         n_times = min(n_times, 31)
     progress = show_progress(progress)
-    t = np.linspace(0.0, t_end, n_times)
+    requested = np.linspace(0.0, t_end, n_times)
+    t = step_times(requested, dt) if scheme == "euler-normalize" else requested
+    t_run, inverse = np.unique(t, return_inverse=True)       # a step records every t_k that falls on it
+    identity = o.qk == "identity" and o.v == "identity"
+    layers = 1 if o.layer_period is None else max(1, int(np.ceil(t_run[-1] / o.layer_period - 1e-9)))
+    if not identity:
+        check_memory(layers * (B if o.draw == "realisation" else 1) * 16 * dim * dim, "layer_period", o.layer_period)
+    kind = "SA" if normalized else "USA"
     settings = {"dim": dim, "n": n, "betas": betas, "t_end": t_end, "n_times": n_times, "realisations": B,
-                "delta": delta, "cluster_delta": cluster_delta, "kind": "SA" if normalized else "USA",
-                "scheme": scheme, "dt": dt, "seed": seed,
-                "quick": quick}
+                "delta": delta, "cluster_delta": o.cluster_delta, "kind": kind, "scheme": scheme, "dt": dt,
+                "seed": seed, "qk": o.qk, "v": o.v, "draw": o.draw, "layer_period": o.layer_period, "quick": quick}
     report = Report("phase-diagram", out, settings)
     report.write()
     # the workers (if any) start first: they warm up while Γ is computed here
@@ -155,18 +248,25 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
 
         rng = np.random.default_rng(seed)
         x0 = uniform_points(B * n, dim, rng).reshape(B, n, dim)
-        p = np.full((betas.size, t.size), np.nan)
-        ncl = np.full((betas.size, t.size), np.nan)
+        rows = {name: np.full((betas.size, t.size), np.nan) for name in ("p", "p_stderr", "clusters", "span")}
+        sizes = np.full((betas.size, t.size, n), np.nan) if o.cluster_sizes else None
         bar = None
         if progress:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=betas.size, desc=f"phase diagram d={dim} n={n} B={B}", unit="β")
-        task = dict(x0=x0, t=t, dim=dim, normalized=normalized, scheme=scheme, dt=dt, delta=delta,
-                    clusters=clusters, cluster_delta=cluster_delta)
+        task = dict(x0=x0, t=t_run, betas=betas, dim=dim, normalized=normalized, scheme=scheme, dt=dt, delta=delta,
+                    clusters=o.clusters, cluster_delta=o.cluster_delta, span=o.span_dimension,
+                    sizes=o.cluster_sizes,
+                    draws=None if identity else dict(qk=o.qk, v=o.v, draw=o.draw, seed=seed, layers=layers,
+                                                     period=o.layer_period))
 
-        def fill(k, rows):
-            p[k], ncl[k] = rows
+        def fill(k, result):
+            for name, row in result.items():                  # rows over t_run (fewer if interrupted)
+                target = sizes if name == "sizes" else rows[name]
+                if target is not None and row is not None:
+                    ok = inverse < len(row)
+                    target[k, ok] = row[inverse[ok]]
             if bar is not None:
                 bar.update(1)
 
@@ -184,39 +284,42 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
 
                 # the larger β first, the short checks last: an adaptive run takes fewer steps at small β
                 # (at β = 0.9, 2/3 of the others'), and the short tasks fill the end
-                map_tasks(phase_task, [float(b) for b in betas] + [("equiangular", b) for b in checked],
+                map_tasks(phase_task, list(range(betas.size)) + [("equiangular", b) for b in checked],
                           scheduler=client, shared=task, progress=False, on_result=collect,
                           priority=list(betas) + [-1.0, -1.0])
-            for k, beta in enumerate(() if parallel else betas):
+            for k in (() if parallel else range(betas.size)):
                 try:
-                    sol = _solve_beta(beta, x0, t, dim, normalized, scheme, dt, delta, clusters, cluster_delta)
+                    sol = _solve_beta(k, **task)
                 except Interrupted as exc:                             # keep the saved times of this β
                     if exc.solution is not None and len(exc.solution.t):
-                        rows = _rows(exc.solution)[0]
-                        p[k, :len(rows)] = rows
+                        fill(k, {"p": _rows(exc.solution)["p"]})
                     raise
                 fill(k, _rows(sol))
         finally:
             if bar is not None:
                 bar.close()
-            _save(report, betas, t, p, ncl, gammas, t_star, delta, n, dim, B, settings["kind"])
+            _save(report, betas, t, requested, rows, sizes, gammas, t_star, delta, n, dim, B, settings)
 
+        p = rows["p"]
         # empirical Γ_d,δ at level 1/2
         t_half = np.array([t[np.argmax(row >= 0.5)] if np.any(row >= 0.5) else np.inf for row in p])
         p_exact0 = pair_probability_uniform(dim, delta)
         pairs = B * n * (n - 1)
         se = np.sqrt(p_exact0 * (1 - p_exact0) / max(pairs // 2, 1))
         res = report.results
-        res.update({"p": p, "t": t, "t_half": t_half, "p_initial": p[:, 0], "p_initial_exact": p_exact0,
-                    "p_final": p[:, -1], "mean_clusters_final": ncl[:, -1]})
+        res.update({"p": p, "p_stderr": rows["p_stderr"], "t": t, "t_half": t_half, "p_initial": p[:, 0],
+                    "p_initial_exact": p_exact0, "p_final": p[:, -1], "mean_clusters_final": rows["clusters"][:, -1]})
+        if o.span_dimension:
+            res["span_dimension_final"] = rows["span"][:, -1]
         z = float(np.max(np.abs(p[:, 0] - p_exact0)) / se)
         report.check("p_d(0, β) = P(⟨x,y⟩ >= 1 − δ) for independent uniform points", z <= 6.0,
                      f"measured {np.mean(p[:, 0]):.2e}, exact {p_exact0:.2e}; worst |Δ| = {z:.1f} standard errors",
                      compared="p_d(0, β) for each β with the exact probability for independent uniform points, in "
                               "binomial standard errors", tolerance="<= 6 standard errors")
-        report.check(f"the smallest β = {betas[0]:g} clusters by t = {t_end:g}", p[0, -1] >= 0.9,
-                     f"p_d(t_end, β_min) = {p[0, -1]:.3f}", compared="p_d(t_end, β) at the smallest β",
-                     tolerance=">= 0.9")
+        if identity:                                     # (random parameters: Figure 5 shows, not proves, it)
+            report.check(f"the smallest β = {betas[0]:g} clusters by t = {t_end:g}", p[0, -1] >= 0.9,
+                         f"p_d(t_end, β_min) = {p[0, -1]:.3f}", compared="p_d(t_end, β) at the smallest β",
+                         tolerance=">= 0.9")
         eq_err = max(eq_errors) if eq_errors else max(
             equiangular_check(b, n=min(n, 6), normalized=normalized, progress=False) for b in checked)
         res["equiangular_max_error"] = eq_err
@@ -233,66 +336,118 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
     return report
 
 
-def _solve_beta(beta, x0, t, dim, normalized, scheme, dt, delta=1e-3, clusters=False, cluster_delta=1e-2):
-    """One β: the particle run keeping only its diagnostics at the saved times (the clustered
-    fraction at δ, the number of clusters at ``cluster_delta`` if asked), not the positions."""
+def _solve_beta(k, *, x0, t, betas, dim, normalized, scheme, dt, delta=1e-3, clusters=False, cluster_delta=1e-2,
+                span=False, sizes=False, draws=None):
+    """β number k: the particle run keeping only its diagnostics at the saved times (the clustered
+    fraction at δ; the number of clusters and their sizes at ``cluster_delta``, the span dimension,
+    if asked), not the positions; with ``draws`` (the keywords of `layer_parameters` and the
+    ``period``) under random parameters, one vectorised batch of per-realisation matrices."""
     import solvers
+    from solvers.particles import Layers
 
-    model = Model(beta=float(beta), dim=dim, normalized=normalized)
+    model = Model(beta=float(betas[k]), dim=dim, normalized=normalized)
     kw = {"rtol": 1e-6, "atol": 1e-9, "dense_output": True} if scheme == "adaptive" else {"dt": dt}
-    names = ("clustered_fraction", "clusters") if clusters else ("clustered_fraction",)
+    names = ("clustered_fraction",) + (("clusters",) if clusters else ()) + (("span_dimension",) if span else ()) \
+        + (("cluster_sizes",) if sizes else ())
+    if draws is not None:
+        draws = dict(draws)
+        period = draws.pop("period")
+        layers = layer_parameters(k, x0.shape[0], dim=dim, **draws)
+        kw["parameters"] = layers[0] if period is None else Layers(layers, period)
     solver = solvers.Particles(model, delta=delta, cluster_delta=cluster_delta, diagnostics=names)
     return solver.solve(x0, t, scheme=scheme, save="diagnostics", progress=False, **kw)
 
 
 def _rows(sol):
-    """p_d at every saved time of a run of `_solve_beta` (the mean over realisations of the clustered
-    fraction), and the mean number of clusters (NaN if not counted)."""
-    T = len(sol.t)
-    p = np.asarray(sol.diagnostics["clustered_fraction"], dtype=float).reshape(T, -1).mean(axis=1)
-    c = sol.diagnostics.get("clusters")
-    ncl = np.full(T, np.nan) if c is None else np.asarray(c, dtype=float).reshape(T, -1).mean(axis=1)
-    return p, ncl
+    """The rows of a run of `_solve_beta` at its saved times, means over realisations: "p" (p_d, the
+    clustered fraction), "p_stderr" (its standard error, the realisations' spread over √B),
+    "clusters" (the number of clusters; NaN if not counted), "span" (the span dimension; NaN if not
+    recorded) and "sizes" (the clusters of each size, (T, n); None if not recorded)."""
+    T, diag = len(sol.t), sol.diagnostics
+
+    def mean(name):
+        if name not in diag:
+            return np.full(T, np.nan)
+        return np.asarray(diag[name], dtype=float).reshape(T, -1).mean(axis=1)
+
+    frac = np.asarray(diag["clustered_fraction"], dtype=float).reshape(T, -1)
+    se = frac.std(axis=1, ddof=1) / np.sqrt(frac.shape[1]) if frac.shape[1] > 1 else np.full(T, np.nan)
+    out = {"p": frac.mean(axis=1), "p_stderr": se, "clusters": mean("clusters"), "span": mean("span_dimension"),
+           "sizes": None}
+    if "cluster_sizes" in diag:
+        c = np.asarray(diag["cluster_sizes"], dtype=float)
+        out["sizes"] = c.reshape(T, -1, c.shape[-1]).mean(axis=1)
+    return out
 
 
-def beta_rows(beta, *, x0, t, dim, normalized, scheme, dt, delta, clusters, cluster_delta):
-    """One β of the phase diagram (a task of `map_tasks`): p_d(t, β) and the mean number of clusters."""
-    return _rows(_solve_beta(beta, x0, t, dim, normalized, scheme, dt, delta, clusters, cluster_delta))
+def beta_rows(k, **task):
+    """β number k of the phase diagram (a task of `map_tasks`): the `_rows` of its run."""
+    return _rows(_solve_beta(k, **task))
 
 
 def phase_task(item, **shared):
-    """A task of the distributed phase diagram: a β (`beta_rows`), or ``("equiangular", β)``, the
-    check of Theorem 6.8 (`equiangular_check` with n = min(n, 6)), which then runs beside the β tasks
-    instead of after them."""
+    """A task of the distributed phase diagram: a β number (`beta_rows`), or ``("equiangular", β)``,
+    the check of Theorem 6.8 (`equiangular_check` with n = min(n, 6)), which then runs beside the β
+    tasks instead of after them."""
     if isinstance(item, tuple):
         return equiangular_check(item[1], n=min(shared["x0"].shape[-2], 6), normalized=shared["normalized"])
     return beta_rows(item, **shared)
 
 
-def _save(report, betas, t, p, ncl, gammas, t_star, delta, n, dim, B, kind="SA"):
+def parameters_label(qk, v, draw="realisation", layer_period=None):
+    """The parameters in words, for titles: "V = I" (Figure 3), "B = QᵀK gaussian, V wishart, drawn per
+    realisation", "…, layers of T = 5"."""
+    if qk == "identity" and v == "identity":
+        return "V = I"
+    text = f"QᵀK {qk}, V {v}, drawn per {draw}" if draw != "once" else f"QᵀK {qk}, V {v}, drawn once"
+    return text + (f", layers of T = {layer_period:g}" if layer_period is not None else "")
+
+
+def _save(report, betas, t, requested, rows, sizes, gammas, t_star, delta, n, dim, B, settings):
     if report.out is None:
         return
     import xarray as xr
 
-    ds = xr.Dataset({"p": (("beta", "time"), p), "mean_clusters": (("beta", "time"), ncl),
-                     "gamma": (("beta", "time"), gammas), "t_star": (("beta",), t_star)},
-                    coords={"beta": betas, "time": t})
+    kind = settings["kind"]
+    p, ncl = rows["p"], rows["clusters"]
+    data = {"p": (("beta", "time"), p), "p_stderr": (("beta", "time"), rows["p_stderr"]),
+            "mean_clusters": (("beta", "time"), ncl), "gamma": (("beta", "time"), gammas),
+            "t_star": (("beta",), t_star)}
+    if np.any(np.isfinite(rows["span"])):
+        data["span_dimension"] = (("beta", "time"), rows["span"])
+    if sizes is not None:
+        data["cluster_sizes"] = (("beta", "time", "size"), sizes)
+    ds = xr.Dataset(data, coords={"beta": betas, "time": t, "requested_time": ("time", requested),
+                                  **({"size": np.arange(1, n + 1)} if sizes is not None else {})})
     ds["p"].attrs["long_name"] = "fraction of pairs with <x_i, x_j> >= 1 - delta"
+    ds["p_stderr"].attrs["long_name"] = "standard error of p over the realisations (their spread / sqrt(B))"
     ds["gamma"].attrs["long_name"] = "equiangular solution gamma_beta(t) of (6.9)/(6.10)"
     ds["t_star"].attrs["long_name"] = "time where gamma_beta = 1 - delta (curve Gamma_inf,delta, (6.12))"
-    ds.attrs.update({"delta": delta, "n": n, "dim": dim, "realisations": B})
+    ds["requested_time"].attrs["long_name"] = "saved time asked for, linspace(0, t_end, n_times)"
+    if "span_dimension" in ds:
+        ds["span_dimension"].attrs["long_name"] = (f"mean number of Gram eigenvalues above {SPAN_TOL:g} "
+                                                   "(dimension of the span of the tokens)")
+    if sizes is not None:
+        ds["cluster_sizes"].attrs["long_name"] = "mean number of clusters of each size per realisation"
+    saved = ("each requested time at the first step at or after it, dt*ceil(t/dt) (as the authors' "
+             "phase-diagrams.py records)" if settings["scheme"] == "euler-normalize" else
+             "the requested times (from the adaptive steps' interpolant)")
+    ds.attrs.update({"delta": delta, "n": n, "dim": dim, "realisations": B, "saved_times": saved,
+                     "qk": settings["qk"], "v": settings["v"], "draw": settings["draw"],
+                     "layer_period": "none" if settings["layer_period"] is None else settings["layer_period"]})
     report.save_dataset(ds, "phase_diagram.nc")
     from ..plotting import suptitle
 
     have_cl = np.any(np.isfinite(ncl))
     fig, axes = report.subplots(1, 2 if have_cl else 1, figsize=(11 if have_cl else 6.5, 4.6), squeeze=False)
-    suptitle(fig, f"Figure 3: ({kind}) V = I, d = {dim}, ν = 0, β from {betas.min():g} to {betas.max():g}; "
-                  f"n = {n} particles, {B} realisations, δ = {delta:g}")
+    label = parameters_label(settings["qk"], settings["v"], settings["draw"], settings["layer_period"])
+    suptitle(fig, f"Figure {3 if label == 'V = I' else 5}: ({kind}) {label}, d = {dim}, ν = 0, β from "
+                  f"{betas.min():g} to {betas.max():g}; n = {n} particles, {B} realisations, δ = {delta:g}")
     ax = axes[0, 0]
     mesh = ax.pcolormesh(t, betas, p, shading="auto", cmap="viridis", vmin=0, vmax=1)
     fig.colorbar(mesh, ax=ax, label=r"$p_d(t,\beta)$")
     fine = np.linspace(betas.min(), betas.max(), 60) if betas.size > 1 else betas
-    t_fine = np.array([gamma_crossing(b, n, delta, kind == "SA") for b in fine])
+    t_fine = np.array([gamma_crossing(b, n, delta, kind == "SA", t_max=t[-1]) for b in fine])
     ok = np.isfinite(t_fine) & (t_fine <= t[-1])
     ax.plot(t_fine[ok], fine[ok], "w--", lw=2, label=r"$\Gamma_{\infty,\delta}$: $\gamma_\beta(t) = 1-\delta$")
     ax.set(xlabel="t", ylabel=r"$\beta$", title=f"d = {dim}, n = {n}, δ = {delta:g}, B = {B}")
