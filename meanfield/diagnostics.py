@@ -561,3 +561,115 @@ def white_noise_prediction(beta, dim, n, samples=None, lmax=16, rng=0, normalize
             counts[idx] = [count_maxima(v, edges) for v in coef[l - 1][idx] @ Y.T]
     values, freq = np.unique(counts, return_counts=True)
     return {int(v): float(f) / samples for v, f in zip(values, freq)}
+
+
+CLUSTER_TOLERANCES = (1e-3, 1e-2, 1e-1)      # radians: the linking distances tried at each time, smallest first
+
+
+def cluster_trajectories(t, measures, tolerances=CLUSTER_TOLERANCES, *, min_mass=1e-2, stray=0.05,
+                         same_points=None):
+    """Clusters followed through time: their count, centres, masses and widths, and the merge events
+    (metastability: plateaus between merges, Section 6.3 and Figure 4 of the paper; docs/mathematics.md §9).
+
+    At each saved time the clusters are those of `find_clusters` at the smallest linking distance of
+    ``tolerances`` at which the measure is separated (none where it is not). A cluster keeps its index
+    (a *track*) from one separated time to the next: each earlier cluster goes on as the later
+    cluster that receives most of its points' mass when the points keep their identity
+    (``same_points[i]``: the points of measure i are those of the separated time before it, in the
+    same order, as for particles and Lagrangian nodes), else as the later cluster nearest to its
+    centre. When several earlier clusters go on as one later cluster, that is a *merge*: the track of
+    the heaviest goes on, the others end. A later cluster that no earlier one goes on as starts a
+    new track.
+
+    Parameters
+    ----------
+    t : (T,) saved times; measures : sequence of T weighted measures (points, weights) (or None:
+    no state at that time); tolerances, min_mass, stray : as `find_clusters`; same_points : (T,)
+    booleans, or None (all False).
+
+    Returns
+    -------
+    dict with ``t``; ``count`` (T,) float, NaN where not separated; ``centre`` (T, K, d), ``mass``,
+    ``width`` (T, K) (width: the mass-weighted RMS geodesic radius, radians), NaN where track k does not
+    exist; ``tolerance`` (T,) the linking distance used (NaN where not separated); ``merges``, a list
+    of {"t", "tracks", "masses" (the merging clusters' masses at the time before), "into" (the
+    track that goes on), "mass" (its mass after), "t_before"}.
+    """
+    t = np.asarray(t, dtype=float)
+    T = t.size
+    same_points = np.zeros(T, dtype=bool) if same_points is None else np.asarray(same_points, dtype=bool)
+    found, dims = [], 0
+    for m in measures:
+        c = None
+        if m is not None:
+            dims = np.shape(m[0])[-1]
+            for tol in tolerances:
+                c = find_clusters(m, tol, min_mass=min_mass, stray=stray)
+                if c.separated:
+                    c = (tol, c)
+                    break
+            else:
+                c = None
+        found.append(c)
+    tracks = []                                        # per time: the track index of each cluster
+    merges, prev, count, origin = [], None, 0, {}      # origin: the track a track split from
+    for i, item in enumerate(found):
+        if item is None:
+            tracks.append(None)
+            continue
+        _, c = item
+        k = len(c.masses)
+        ids = np.full(k, -1)
+        split_from = {}
+        if prev is not None:
+            j, pc, pids = prev
+            _, p = pc
+            to = np.empty(len(p.masses), dtype=int)
+            identity = same_points[i] and len(c.labels) == len(p.labels)
+            for a in range(len(p.masses)):
+                if identity:
+                    moved = c.labels[p.labels == a]
+                    moved = moved[moved >= 0]
+                    if moved.size:
+                        to[a] = int(np.argmax(np.bincount(moved, minlength=k)))
+                        continue
+                to[a] = int(np.argmin(_geodesic(c.positions, p.positions[a][None, :])))
+            for b in range(k):
+                parents = np.nonzero(to == b)[0]
+                if parents.size == 0:                  # a split (or a new cluster): where did it come from?
+                    if identity:
+                        came = p.labels[c.labels == b]
+                        came = came[came >= 0]
+                        src = int(np.argmax(np.bincount(came))) if came.size else -1
+                    else:
+                        src = int(np.argmin(_geodesic(p.positions, c.positions[b][None, :])))
+                    split_from[b] = int(pids[src]) if src >= 0 else -1
+                    continue
+                heir = parents[np.argmax(p.masses[parents])]
+                ids[b] = pids[heir]
+                # a cluster seen as two at one time and as one again is no merge
+                real = [a for a in parents if a != heir and origin.get(int(pids[a])) != int(pids[heir])
+                        and origin.get(int(pids[heir])) != int(pids[a])]
+                if real:
+                    merges.append({"t": float(t[i]), "t_before": float(t[j]), "tracks": [int(pids[a]) for a in parents],
+                                   "masses": [float(p.masses[a]) for a in parents], "into": int(pids[heir]),
+                                   "mass": float(c.masses[b])})
+        for b in np.nonzero(ids < 0)[0]:
+            ids[b] = count
+            if split_from.get(b, -1) >= 0:
+                origin[count] = split_from[b]
+            count += 1
+        tracks.append(ids)
+        prev = (i, item, ids)
+    K = count
+    out = {"t": t, "count": np.full(T, np.nan), "tolerance": np.full(T, np.nan), "centre": np.full((T, K, dims), np.nan),
+           "mass": np.full((T, K), np.nan), "width": np.full((T, K), np.nan), "merges": merges}
+    for i, (item, ids) in enumerate(zip(found, tracks)):
+        if item is None:
+            continue
+        tol, c = item
+        out["count"][i], out["tolerance"][i] = len(ids), tol
+        out["centre"][i, ids] = c.positions
+        out["mass"][i, ids] = c.masses
+        out["width"][i, ids] = c.spread
+    return out

@@ -141,8 +141,38 @@ class Solution:
         return (f"Solution({self.solver or self.representation.name}, {self.model!r}, {self.t.size} saved times, "
                 f"{rng}, status={self.status}{', ' + self.message if self.message else ''})")
 
+    def cluster_trajectories(self, **kwargs):
+        """The clusters followed through the saved times (`meanfield.diagnostics.cluster_trajectories`):
+        count, centres, masses, widths per track and the merge events. The measure at each time is
+        ``measure(i)`` (PDE solutions: a quadrature of ρσ; Lagrangian runs: the moving nodes;
+        particles: their positions, realisation 0 of a batch); nodes and particles keep their identity
+        between saved times, so a cluster goes on where its mass goes. ``kwargs``: ``tolerances``,
+        ``min_mass``, ``stray``. Returns None for a cloud in d > 3 of more than 10^6 coordinates."""
+        from .diagnostics import cluster_trajectories
+
+        measures, same = [], []
+        for seg in self.segments:
+            rep = seg.representation
+            keeps = rep.name in ("lagrangian", "particles", "sampled-particles")
+            for data in seg.data:
+                same.append(keeps)
+                if getattr(rep, "domain", "sphere") != "sphere" or data is None:
+                    measures.append(None)
+                elif rep.is_density:
+                    measures.append(rep.measure(data))
+                else:
+                    x = np.asarray(data)
+                    measures.append((x[0] if x.ndim == 3 else x, rep.weights))
+        sizes = [np.size(m[0]) for m in measures if m is not None]
+        if self.model.dim > 3 and sizes and max(sizes) > 10 ** 6:
+            return None
+        if "min_mass" not in kwargs and not self.representation.is_density and sizes:
+            n = max(sizes) // self.model.dim
+            kwargs["min_mass"] = min(1.0, max(0.01, 1.5 / n))     # a lone particle is not a cluster
+        return cluster_trajectories(self.t, measures, same_points=same, **kwargs)
+
     # -- I/O -------------------------------------------------------------------------------------
-    def to_xarray(self, grid=False, grid_size=None):
+    def to_xarray(self, grid=False, grid_size=None, clusters=False):
         """An xarray.Dataset: the state, energy, mass, diagnostics; model parameters in attrs.
 
         ``grid=True`` (or ``"means"``) adds the mean density over each cell of a grid described by
@@ -151,7 +181,12 @@ class Solution:
         the grid's mass Σ density·cell_weight is the run's mass at every saved time, clustered or not,
         for every solver (particles: the histogram of their weights). ``grid="points"`` writes the
         point values instead; P1 meshes write their nodal values with UGRID. ``grid_size``: cells on
-        S^1 (and in s), latitude bands on S^2 (default the representation's): see `meanfield.gridded`. With or without the grid, the
+        S^1 (and in s), latitude bands on S^2 (default the representation's): see `meanfield.gridded`.
+        ``clusters=True`` (or the dict of `cluster_trajectories`) adds the clusters followed through
+        time: ``cluster_count(time)``, ``cluster_centre(time, cluster, component)``,
+        ``cluster_mass(time, cluster)``, ``cluster_width(time, cluster)`` (NaN where a track does not
+        exist), ``cluster_linking_distance(time)`` and the merge events as JSON in the attribute
+        ``cluster_merges_json``. With or without the grid, the
         Dataset is described as CF-1.11 asks (long names, ``Conventions``, ``title`` ...); its time
         coordinate holds t as numbers, and `save` writes it with the CF time attributes of
         `meanfield.gridded.TIME_ATTRS` (t is dimensionless: read as dates, it is seconds since 1970)."""
@@ -179,12 +214,14 @@ class Solution:
             if key in self.stats:
                 ds.attrs[key] = self.stats[key]
         ds["energy"].attrs["long_name"] = "interaction energy E_beta (3.5)"
+        if clusters is not False and clusters is not None:
+            add_cluster_variables(ds, self.cluster_trajectories() if clusters is True else clusters)
         kind = grid_kind(grid)
         if kind is not None:
             return add_grid(ds, self, grid_size, kind)
         return describe(ds, self)
 
-    def save(self, path, grid=False, grid_size=None):
+    def save(self, path, grid=False, grid_size=None, clusters=False):
         """Write the Solution as NetCDF-4 (readable by xarray, netCDF4, ncdump, ...) following CF-1.11;
         ``grid=True`` adds the cell means of the density on a CF-described grid for other tools
         (mass conserved), ``grid="points"`` its point values (see `to_xarray`).
@@ -194,7 +231,7 @@ class Solution:
         numbers; ``xarray.open_dataset`` shows dates unless given ``decode_times=False``."""
         import os
 
-        ds = cf_time(self.to_xarray(grid=grid, grid_size=grid_size))
+        ds = cf_time(self.to_xarray(grid=grid, grid_size=grid_size, clusters=clusters))
         tmp = f"{os.fspath(path)}.{os.getpid()}.tmp"      # written aside, then renamed: a killed run never
         ds.to_netcdf(tmp, engine="netcdf4")                 # leaves a half-written file (checkpoints)
         os.replace(tmp, path)
@@ -215,6 +252,26 @@ class Solution:
         from .plotting import plot_solution
 
         return plot_solution(self, times=times, path=path, show_energy=show_energy, scale=scale, t_end=t_end)
+
+
+def add_cluster_variables(ds, traj):
+    """Put the cluster trajectories ``traj`` (`Solution.cluster_trajectories`; None: nothing) into ``ds``."""
+    if traj is None:
+        return ds
+    ds["cluster_count"] = (("time",), traj["count"], {
+        "long_name": "number of clusters (NaN where the mass is not separated into clusters)", "units": "1"})
+    ds["cluster_linking_distance"] = (("time",), traj["tolerance"], {
+        "long_name": "linking distance at which the clusters were found (meanfield.diagnostics.find_clusters)",
+        "units": "radian"})
+    if traj["mass"].shape[1]:
+        ds["cluster_mass"] = (("time", "cluster"), traj["mass"], {
+            "long_name": "mass of each cluster (track), NaN where it does not exist", "units": "1"})
+        ds["cluster_centre"] = (("time", "cluster", "component"), traj["centre"], {
+            "long_name": "centre of each cluster (track): normalised weighted mean of its points", "units": "1"})
+        ds["cluster_width"] = (("time", "cluster"), traj["width"], {
+            "long_name": "mass-weighted RMS geodesic radius of each cluster about its centre", "units": "radian"})
+    ds.attrs["cluster_merges_json"] = json.dumps(jsonable(traj["merges"]))
+    return ds
 
 
 def concat(*parts):

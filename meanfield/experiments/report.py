@@ -126,13 +126,24 @@ class Report:
             self.files.append(name)
         plt.close(fig)
 
-    def save_dataset(self, ds, name, grid=False):
-        """Write an xarray Dataset (or a `Solution`, with the density on a CF grid when ``grid``) as NetCDF."""
+    def save_dataset(self, ds, name, grid=False, clusters=False):
+        """Write an xarray Dataset or a `Solution` as NetCDF following CF-1.11.
+
+        A `Solution` is written by `Solution.save` (the cell means of the density on a CF grid when
+        ``grid``, the cluster trajectories when ``clusters``). Any other Dataset gets the description
+        of `meanfield.gridded.describe_dataset` (long names, no fill value on coordinates, global
+        attributes) and, when it has a ``time`` coordinate (layer depth t), the CF time attributes."""
         if self.out is None:
             return
         if hasattr(ds, "save") and hasattr(ds, "representation"):
-            ds.save(self.out / name, grid=grid)
+            ds.save(self.out / name, grid=grid, clusters=clusters)
         else:
+            from ..gridded import cf_time, describe_dataset
+
+            ds = describe_dataset(ds.copy(), title=f"meanfield {self.experiment}: {name}",
+                                  history=f"meanfield {self.experiment}")
+            if "time" in ds.coords:
+                ds = cf_time(ds)
             ds.to_netcdf(self.out / name, engine="netcdf4")
         self.files.append(name)
 

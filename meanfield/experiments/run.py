@@ -1,10 +1,12 @@
 """``meanfield run CONFIG.toml``: one simulation from a configuration file.
 
-Writes ``<name>.nc`` (the `Solution`, readable with `meanfield.load` and xarray; with
-``[output] grid = true`` also the density on a CF grid for other tools), ``<name>.png`` (its
-picture and the energy, a stop marked on the time axes) and ``summary.json`` with the status
-("finished", "stopped: <reason>", "interrupted"), the physics of the final state
-(`_report.final_state`) and the checks:
+Writes ``<name>.nc`` (the `Solution`, readable with `meanfield.load` and xarray, with the clusters
+followed through time: ``cluster_count``, ``cluster_centre``, ``cluster_mass`` and ``cluster_width``
+on the dims (time, cluster); with ``[output] grid = true`` also the cell means of the density on a
+CF grid for other tools), ``<name>.png`` (its picture and the energy, a stop marked on the time axes)
+and ``summary.json`` with the status ("finished", "stopped: <reason>", "interrupted"), the physics of
+the final state (`_report.final_state`), the cluster trajectories with their merge events (time,
+the merging masses, the mass after) in ``results["cluster_trajectories"]``, and the checks:
 
 * the run finished (no under-resolution, no interruption);
 * mass is conserved (PDE: |∫ρ dσ − 1| <= 1e-6; particles: the weights);
@@ -96,7 +98,8 @@ def run(config, out=None, *, quick=False, progress=None, resume=None):
             sol, status, message = exc.solution, "stopped", f"{type(exc).__name__}: {exc}"
         report.solution = sol
         if sol is not None and len(sol.t):
-            report.save_dataset(sol, f"{name}.nc", grid=cfg.grid)
+            traj = _cluster_trajectories(report, sol)
+            report.save_dataset(sol, f"{name}.nc", grid=cfg.grid, clusters=traj if traj is not None else False)
             if partial is not None and partial.exists():
                 partial.unlink()
             for stale in () if partial is None else partial.parent.glob(f"{partial.name}.*.tmp"):
@@ -115,6 +118,28 @@ def run(config, out=None, *, quick=False, progress=None, resume=None):
             raise KeyboardInterrupt(message)
         report.write(status=status, message=message)
     return report
+
+
+def _cluster_trajectories(report, sol):
+    """The clusters followed through the run (`Solution.cluster_trajectories`), into the file and, with
+    their merge events (time, masses), into ``summary.json`` (``results["cluster_trajectories"]``)."""
+    traj = sol.cluster_trajectories()
+    if traj is None:
+        return None
+    count = traj["count"]
+    ok = np.isfinite(count)
+    report.results["cluster_trajectories"] = {
+        "count": [None if not np.isfinite(c) else int(c) for c in count],
+        "t_separated": float(sol.t[ok][0]) if ok.any() else None,
+        "max_count": int(np.nanmax(count)) if ok.any() else None,
+        "merges": traj["merges"],
+        "variables": "cluster_count, cluster_centre, cluster_mass, cluster_width in the NetCDF file"}
+    if ok.any():
+        report.note(f"cluster trajectories: separated from t = {sol.t[ok][0]:g}, at most {int(np.nanmax(count))} "
+                    f"clusters, {len(traj['merges'])} merge(s)"
+                    + "".join(f"; t = {m['t']:g}: masses {' + '.join(f'{x:.3g}' for x in m['masses'])} → {m['mass']:.3g}"
+                              for m in traj["merges"][:5]))
+    return traj
 
 
 def checkpoint_of(cfg, directory):
