@@ -268,6 +268,13 @@ def describe_dataset(ds, title, history=""):
     return ds
 
 
+def describe_file(ds, title, history=""):
+    """A copy of any Dataset the project writes (experiment results, sweep cells), described for
+    CF-1.11: `describe_dataset`, and `cf_time` when it has a ``time`` coordinate (the layer depth t)."""
+    ds = describe_dataset(ds.copy(), title=title, history=history)
+    return cf_time(ds) if "time" in ds.coords else ds
+
+
 def cf_time(ds):
     """``ds`` with the time coordinate described as CF requires (`TIME_ATTRS`), for writing: the
     values stay t."""

@@ -131,19 +131,16 @@ class Report:
 
         A `Solution` is written by `Solution.save` (the cell means of the density on a CF grid when
         ``grid``, the cluster trajectories when ``clusters``). Any other Dataset gets the description
-        of `meanfield.gridded.describe_dataset` (long names, no fill value on coordinates, global
-        attributes) and, when it has a ``time`` coordinate (layer depth t), the CF time attributes."""
+        of `meanfield.gridded.describe_file` (long names, no fill value on coordinates, global
+        attributes and, for a ``time`` coordinate (layer depth t), the CF time attributes)."""
         if self.out is None:
             return
         if hasattr(ds, "save") and hasattr(ds, "representation"):
             ds.save(self.out / name, grid=grid, clusters=clusters)
         else:
-            from ..gridded import cf_time, describe_dataset
+            from ..gridded import describe_file
 
-            ds = describe_dataset(ds.copy(), title=f"meanfield {self.experiment}: {name}",
-                                  history=f"meanfield {self.experiment}")
-            if "time" in ds.coords:
-                ds = cf_time(ds)
+            ds = describe_file(ds, title=f"meanfield {self.experiment}: {name}", history=f"meanfield {self.experiment}")
             ds.to_netcdf(self.out / name, engine="netcdf4")
         self.files.append(name)
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..validation import check_int
+from ..gridded import describe_file
 from ..solution import jsonable
 from .report import Report
 from .config import refuse_unknown, parse_config
@@ -284,7 +285,7 @@ def run_cell(spec):
         with tempfile.TemporaryDirectory(prefix="meanfield-cell-") as tmp:
             report = fn(tmp, quick=quick, progress=False, **spec["config"])
             if primary is not None and (pathlib.Path(tmp) / primary).is_file():
-                with xr.open_dataset(pathlib.Path(tmp) / primary, engine="netcdf4") as f:
+                with xr.open_dataset(pathlib.Path(tmp) / primary, engine="netcdf4", decode_times=False) as f:
                     ds = f.load()
             else:
                 ds = xr.Dataset()
@@ -322,7 +323,7 @@ def _cell_complete(out, cell):
         status = json.loads(_status_path(out, cell).read_text())
         if status.get("status") != "done" or status.get("key") != cell.key:
             return False
-        with xr.open_dataset(pathlib.Path(out) / "cells" / status["file"], engine="netcdf4") as ds:
+        with xr.open_dataset(pathlib.Path(out) / "cells" / status["file"], engine="netcdf4", decode_times=False) as ds:
             return set(status["variables"]) <= set(ds.variables)
     except Exception:
         return False
@@ -339,6 +340,7 @@ def _record(out, cell, result):
         ds.attrs.update({"sweep_cell": cell.index, "sweep_parameters": json.dumps(jsonable(cell.parameters)),
                          "sweep_seed": -1 if cell.seed is None else cell.seed})
         nc = cells / f"{cell.stem}.nc"
+        ds = describe_file(ds, title=f"meanfield sweep cell {cell.index}: {cell.parameters}", history="meanfield sweep")
         _write_atomic(nc, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
         status.update({"status": "done", "file": nc.name, "variables": sorted(map(str, ds.variables)), **info})
     _write_atomic(_status_path(out, cell), json.dumps(jsonable(status, strict=True), indent=1) + "\n")
@@ -385,7 +387,8 @@ def open_sweep(out, chunks=None):
         return xr.Dataset()
     files = xr.open_mfdataset([p for _, p in done], combine="nested", concat_dim="cell", join="outer",
                               data_vars="all", coords="minimal", compat="override", combine_attrs="drop_conflicts",
-                              preprocess=_index_dims, engine="netcdf4", chunks=chunks if chunks is not None else {})
+                              preprocess=_index_dims, engine="netcdf4", chunks=chunks if chunks is not None else {},
+                              decode_times=False)       # t, not dates (gridded.TIME_ATTRS)
     taken = set(files.variables) | set(files.dims)
     names = {k: (f"sweep_{n}" if n in taken else n) for k, n in names.items()}
     ds = files.assign_coords(cell=[c["index"] for c, _ in done])
