@@ -1,7 +1,17 @@
 """The Figure 3 particle workload against the exp floor, its peak memory, and the adaptive run.
 
     python benchmarks/bench_phase_diagram.py [--threads 1,2] [--workers 2] [--betas K] [--adaptive] [--energy] [--repeat R]
+    python benchmarks/bench_phase_diagram.py --cli [--repeat R] [--qk gaussian --v wishart]
     python benchmarks/bench_phase_diagram.py --lag [-B 1024]
+
+``--cli`` times the command as users run it, in a subprocess with OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = 1
+(interpreter start, imports, Γ, the equiangular check, the file and the picture included):
+
+    meanfield phase-diagram --dim 3 -n 32 -B 1024 --betas 0.5,1,...,8 --t-end 30 --n-times 201
+        --scheme euler-normalize --dt 0.1 --no-clusters
+
+and prints its wall time over 4800 × the exp floor, the floor measured in this process before and after
+(target <= 4), with p_d(30, β) to three decimals. ``--qk``/``--v`` add random parameters (Figure 5).
 
 The workload of the paper's Figure 3 (`meanfield.experiments.phase_diagram`): (SA), d = 3, n = 32
 particles, B = 1024 realisations, 16 values of β from 0.5 to 8, t ∈ [0, 30] with the authors'
@@ -150,6 +160,46 @@ def lag(B_lag):
               f"p_d(30) {p['ode'][-1]:.3f} {p['dt 0.1'][-1]:.3f}", flush=True)
 
 
+CLI = ["phase-diagram", "--dim", "3", "-n", str(N), "-B", str(B), "--betas", ",".join(f"{b:g}" for b in BETAS),
+       "--t-end", "30", "--n-times", "201", "--scheme", "euler-normalize", "--dt", "0.1", "--no-clusters",
+       "--no-progress"]
+
+
+def cli(repeat, extra=()):
+    """The user's Figure 3 command, timed as a subprocess on one thread, against the exp floor."""
+    import pathlib
+    import tempfile
+
+    import xarray as xr
+
+    exe = pathlib.Path(sys.executable).parent / "meanfield"
+    command = ([str(exe)] if exe.exists() else [sys.executable, "-m", "meanfield.cli"]) + CLI + list(extra)
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    a = np.random.default_rng(1).random(B * N * N)
+    print("command: meanfield " + " ".join(CLI[:-1] + list(extra)) + "  (OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1)")
+    print(f"load average before: {' '.join(_uptime())}")
+    for _ in range(repeat):
+        floor = _floor(a)
+        with tempfile.TemporaryDirectory() as out:
+            cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            subprocess.run(command + ["--out", out], env=env, capture_output=True, text=True, check=True)
+            wall = time.perf_counter() - t0
+            cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            with xr.open_dataset(pathlib.Path(out) / "phase_diagram.nc", decode_times=False) as ds:
+                p_end = ds["p"].values[:, -1]
+                steps = int(round(float(ds["time"].values[-1]) / 0.1))
+        floor = min(floor, _floor(a))
+        cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+        ratio = wall / (STEPS * floor)
+        print(f"  exp floor {floor * 1e3:.3f} ms; the command {wall:.1f} s (CPU {cpu:.1f} s, CPU ratio "
+              f"{cpu / (STEPS * floor):.2f}), {steps} steps per beta; ratio {ratio:.2f} (target <= 4: "
+              f"{'OK' if ratio <= 4 else 'ABOVE'}); p_d(30, beta) = {', '.join(f'{p:.3f}' for p in p_end)}",
+              flush=True)
+    print(f"load average after: {' '.join(_uptime())}")
+
+
 def _uptime():
     try:
         return open("/proc/loadavg").read().split()[:3]
@@ -161,6 +211,9 @@ def main():
     args = sys.argv[1:]
     if "--lag" in args:
         return lag(int(args[args.index("-B") + 1]) if "-B" in args else B)
+    if "--cli" in args:
+        extra = [a for k in ("--qk", "--v", "--draw") if k in args for a in (k, args[args.index(k) + 1])]
+        return cli(int(args[args.index("--repeat") + 1]) if "--repeat" in args else 1, extra)
     if "--child" in args:
         k = args.index("--child")
         return child(int(args[k + 1]), args[k + 2], int(args[k + 3]), tuple(args[k + 4].split(",")),
@@ -174,6 +227,9 @@ def main():
           f"euler-normalize dt=0.1 ({STEPS} steps), {names.replace(',', ' + ')} at {T_EVAL.size} saved times, "
           f"save='diagnostics'" + (f"; {nbetas} betas run, times scaled by {BETAS.size}/{nbetas}" if nbetas < 16 else ""))
     print(f"load average before: {' '.join(_uptime())}")
+    if nbetas == BETAS.size and scheme == "euler":
+        print("the user's command (--cli):")
+        cli(1)
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     workers = int(args[args.index("--workers") + 1]) if "--workers" in args else 0
     configs = [(k, 0) for k in threads] + ([(1, workers)] if workers else [])

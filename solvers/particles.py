@@ -223,6 +223,9 @@ class Particles(Solver):
                                      f"got shape {a.shape}.")
             if V.ndim == 0:
                 V = float(V) * np.eye(d)
+            if Q is not None and K is not None and Q.shape[-2] != K.shape[-2]:
+                raise ValueError(f"`parameters[{k}]`: Q and K must have the same number of rows m, got "
+                                 f"{Q.shape} and {K.shape}.")
             if Q is None and K is None:
                 M = None
             else:

@@ -127,6 +127,8 @@ def test_bad_parameters():
         p.solve(x0, [0, 1], method="euler-normalize", parameters=[(None, np.full((3, 3), np.nan), None)])
     with pytest.raises(ValueError, match="`parameters"):
         p.solve(x0, [0, 1], method="euler-normalize", parameters=[])
+    with pytest.raises(ValueError, match=r"`parameters\[0\]`: Q and K"):
+        p.solve(x0, [0, 1], method="euler-normalize", parameters=[(np.ones((2, 3)), np.ones((4, 3)), None)])
     with pytest.raises(ValueError, match="`period`"):
         Layers([[(None, None, None)]], 0.0)
 
@@ -168,7 +170,7 @@ def test_phase_diagram_random_small(tmp_path):
                               scheme="euler-normalize", qk="gaussian", v="wishart", layer_period=1.0,
                               span_dimension=True, cluster_sizes=True, progress=False)
     assert report.passed, report.checks
-    with xr.open_dataset(tmp_path / "phase_diagram.nc") as ds:
+    with xr.open_dataset(tmp_path / "phase_diagram.nc", decode_times=False) as ds:
         assert ds.attrs["qk"] == "gaussian" and ds.attrs["layer_period"] == 1.0
         assert "first step at or after" in ds.attrs["saved_times"]
         np.testing.assert_allclose(ds["time"], 0.1 * np.ceil(np.linspace(0, 30, 7) - 1e-9), atol=1e-12)

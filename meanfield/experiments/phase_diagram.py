@@ -41,20 +41,33 @@ def equiangular_rhs(beta, n, normalized=True):
 
 
 def gamma_curve(beta, n, t, normalized=True):
-    """γ_β(t) at the times ``t`` (γ_β(0) = 0), from (6.9)/(6.10) with rtol 1e-11."""
+    """γ_β(t) at the times ``t`` (γ_β(0) = 0), from (6.9)/(6.10) with rtol 1e-11; for an array of β,
+    one row per β (one vector ODE: the equations do not couple)."""
     t = np.asarray(t, dtype=float)
-    sol = solve_ivp(equiangular_rhs(beta, n, normalized), (0.0, float(t[-1])), [0.0], t_eval=t,
-                    rtol=1e-11, atol=1e-13, method="DOP853")
-    return sol.y[0]
+    b = np.asarray(beta, dtype=float)
+    sol = solve_ivp(equiangular_rhs(b.reshape(-1), n, normalized), (0.0, float(t[-1])), np.zeros(b.size),
+                    t_eval=t, rtol=1e-11, atol=1e-13, method="DOP853")
+    return sol.y[0] if b.ndim == 0 else sol.y
 
 
 def gamma_crossing(beta, n, delta, normalized=True, t_max=1e6):
-    """t*(β): the time at which γ_β(t) = 1 − δ, so that (t*(β), β) lies on Γ_∞,δ (6.12)."""
-    event = lambda t, g: g[0] - (1.0 - delta)  # noqa: E731
-    event.terminal, event.direction = True, 1
-    sol = solve_ivp(equiangular_rhs(beta, n, normalized), (0.0, t_max), [0.0], events=event, rtol=1e-11,
-                    atol=1e-13, method="DOP853")
-    return float(sol.t_events[0][0]) if sol.t_events[0].size else float("inf")
+    """t*(β): the time at which γ_β(t) = 1 − δ, so that (t*(β), β) lies on Γ_∞,δ (6.12); inf if not by
+    ``t_max``. For an array of β, an array (one vector ODE, stopped when every γ_β has crossed)."""
+    b = np.asarray(beta, dtype=float)
+    level = 1.0 - delta
+
+    def crossing(k):
+        event = lambda t, g: g[k] - level  # noqa: E731
+        event.direction = 1
+        return event
+
+    events = [crossing(k) for k in range(b.size)]
+    done = lambda t, g: np.min(g) - level  # noqa: E731
+    done.terminal, done.direction = True, 1
+    sol = solve_ivp(equiangular_rhs(b.reshape(-1), n, normalized), (0.0, t_max), np.zeros(b.size),
+                    events=events + [done], rtol=1e-11, atol=1e-13, method="DOP853")
+    t_star = np.array([float(e[0]) if e.size else np.inf for e in sol.t_events[:-1]])
+    return float(t_star[0]) if b.ndim == 0 else t_star
 
 
 def pair_probability_uniform(dim, delta):
@@ -241,8 +254,8 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
     with report.guard(), cluster(workers, scheduler) as client:
 
         # Γ_∞,δ from the equiangular ODE (cheap; first, so an interrupted run still has it)
-        t_star = np.array([gamma_crossing(b, n, delta, normalized) for b in betas])
-        gammas = np.array([gamma_curve(b, n, t, normalized) for b in betas])
+        t_star = gamma_crossing(betas, n, delta, normalized)
+        gammas = gamma_curve(betas, n, t, normalized)
         report.results["gamma_curve"] = {"beta": betas, "t_star": t_star}
         report.write()
 
@@ -447,7 +460,7 @@ def _save(report, betas, t, requested, rows, sizes, gammas, t_star, delta, n, di
     mesh = ax.pcolormesh(t, betas, p, shading="auto", cmap="viridis", vmin=0, vmax=1)
     fig.colorbar(mesh, ax=ax, label=r"$p_d(t,\beta)$")
     fine = np.linspace(betas.min(), betas.max(), 60) if betas.size > 1 else betas
-    t_fine = np.array([gamma_crossing(b, n, delta, kind == "SA", t_max=t[-1]) for b in fine])
+    t_fine = gamma_crossing(fine, n, delta, kind == "SA", t_max=t[-1])
     ok = np.isfinite(t_fine) & (t_fine <= t[-1])
     ax.plot(t_fine[ok], fine[ok], "w--", lw=2, label=r"$\Gamma_{\infty,\delta}$: $\gamma_\beta(t) = 1-\delta$")
     ax.set(xlabel="t", ylabel=r"$\beta$", title=f"d = {dim}, n = {n}, δ = {delta:g}, B = {B}")
