@@ -7,7 +7,9 @@
    below machine epsilon, i.e. where they stop changing the kernel e^{βt} in double precision).
 2. **Landscape.** E_β of random probability measures (von Mises–Fisher, mixtures, random
    band-limited densities, discretised by quadrature; iid clouds on S^3) lies in
-   [a_0/(2β), e^β/(2β)] (docs/mathematics.md §4); the gaps to both ends are reported.
+   [a_0/(2β), e^β/(2β)] (docs/mathematics.md §4); the gaps to both ends are reported. Every β here is
+   positive, as in Proposition 3.4; for β < 0 the ends are cosh β/(2β) (the antipodal pair) and
+   e^β/(2β) (`meanfield.energy.energy_bounds`, docs/mathematics.md §13.2, tests/test_negative_beta.py).
 3. **Flows.** The repulsive flow (V = −I) from a random band-limited ρ0 converges to the uniform
    density in L∞ and W1, at the exact linear rate |ς_1| of docs/mathematics.md §5; the attractive
    flow increases E_β monotonically to within 1% of the Dirac value e^β/(2β) (one cluster). Both with
@@ -99,21 +101,21 @@ def _part_coefficients(report, betas, dims):
         ds.attrs["description"] = "Gegenbauer coefficients a_l(beta) of exp(beta t) on S^(d-1) (docs/mathematics.md sec. 3)"
         report.save_dataset(ds, "coefficients.nc")
         fig, axes = report.subplots(1, 2, figsize=(11, 4.4))
-        suptitle(fig, f"Proposition 3.4, part 1: Gegenbauer coefficients a_l(β) of e^(β t); β from {min(B):g} to "
-                      f"{max(B):g}, d in {list(D)}")
+        suptitle(fig, f"Proposition 3.4, part 1: coefficients $a_l(\\beta)$ of $e^{{\\beta t}}$, "
+                      f"$\\beta$ in [{min(B):g}, {max(B):g}], $d$ = {', '.join(str(int(d)) for d in D)}")
         for b in [1e-3, 0.1, 1, 10, 100, 500]:
             a = kernel_multipliers(b, 3, 1100, scaled=True)
             l = np.arange(a.size)
             keep = a > 0
-            axes[0].semilogy(l[keep], a[keep] / a[0], label=f"β = {b:g}")
+            axes[0].semilogy(l[keep], a[keep] / a[0], label=f"$\\beta = {b:g}$")
         axes[0].axhline(EPS, color="k", ls=":", lw=0.8)
         axes[0].set_ylim(1e-310, 10)
-        axes[0].set(xlabel="degree l", ylabel=r"$a_l(\beta)/a_0(\beta)$", title="d = 3: every coefficient > 0")
+        axes[0].set(xlabel="degree $l$", ylabel=r"$a_l(\beta)/a_0(\beta)$", title="$d = 3$: every coefficient > 0")
         axes[0].legend(fontsize=8)
         for d in D:
-            axes[1].semilogx(B, grid["l_eps"][list(D).index(d)], "-o", ms=3, label=f"d = {d}: $a_l/a_0$ < eps")
-        axes[1].semilogx(B, grid["l_underflow"][0], "k--", lw=1, label="d = 2: underflow")
-        axes[1].set(xlabel="β", ylabel="degree", title="where double precision stops resolving $a_l$")
+            axes[1].semilogx(B, grid["l_eps"][list(D).index(d)], "-o", ms=3, label=f"$d = {d}$: $a_l/a_0 < \\epsilon$")
+        axes[1].semilogx(B, grid["l_underflow"][0], "k--", lw=1, label="$d = 2$: underflow")
+        axes[1].set(xlabel=r"$\beta$", ylabel="degree $l$", title="where double precision stops resolving $a_l$")
         axes[1].legend(fontsize=8)
         fig.tight_layout()
         report.save_figure(fig, "coefficients.png")
@@ -295,9 +297,9 @@ def attractive_flow(dim, beta=1.0, t_end=None, quick=False, progress=False):
 def _part_flows(report, dims, quick, progress):
     fig, axes = report.subplots(1, 2, figsize=(11, 4.4)) if report.out is not None else (None, None)
     if fig is not None:
-        suptitle(fig, f"Proposition 3.4, part 3: flows on S^{min(dims) - 1}"
-                      + (f" and S^{max(dims) - 1}" if len(dims) > 1 else "") + "; repulsive (USA) β = 4, V = −I, ν = 0;"
-                      " attractive (SA) β = 1, V = I, ν = 0")
+        suptitle(fig, f"Proposition 3.4, part 3: flows on $S^{{{min(dims) - 1}}}$"
+                      + (f" and $S^{{{max(dims) - 1}}}$" if len(dims) > 1 else "")
+                      + r"; repulsive (USA) $\beta = 4$, $V = -I$, $\nu = 0$; attractive (SA) $\beta = 1$, $V = I$, $\nu = 0$")
     res = report.results.setdefault("flows", {})
     for dim in dims:
         sol, r = repulsive_flow(dim, quick=quick, progress=progress)
