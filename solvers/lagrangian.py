@@ -107,16 +107,16 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, heads=No
     Parameters
     ----------
     z : (m, d) points on the sphere where the field is wanted; x : (n, d) sources; weights : (n,).
-    beta : float >= 0; normalized : True for (SA), False for (USA); v : the scalar of V = v·I.
+    beta : float, of either sign; normalized : True for (SA), False for (USA); v : the scalar of V = v·I.
     heads : optional sequence of (M_h, V_h) = (Q_hᵀK_h, V_h), (d, d) each, for general attention (2.7):
         X = P_z Σ_h F_h with F_h = Σ_k ŵ_k^h V_h x_k (softmax weights of e^{β⟨z, M_h x_k⟩}) for (SA),
         and div_S X = Σ_h tr(P_z DF_h P_z) − (d−1)⟨z, F⟩ (docs/mathematics.md §9.4); ``v`` is then
         unused. Direct sums only.
     partition : also return Z(z_i) = Σ_k w_k e^{β⟨z_i,x_k⟩} (the partition function of (3.6)).
     sums : "direct" (the moments [w, w x, w x⊗x] in one pass of `meanfield.kernelsums.kernel_sums`) or
-        "spectral" (S^1/S^2: Zs = e^{−β}Z, G = e^{−β}∇_S Z/β and H = e^{−β}Δ_S Z/β from
+        "spectral" (S^1/S^2: Zs = e^{−|β|}Z, G = e^{−|β|}∇_S Z/β and H = e^{−|β|}Δ_S Z/β from
         `meanfield.spectralsums`, so that (SA) X = v G/Zs, div_S X = v(H/Zs − β|G/Zs|²) and (USA)
-        X = v e^β G, div_S X = v e^β H; docs/mathematics.md §9, §12).
+        X = v e^{|β|} G, div_S X = v e^{|β|} H; docs/mathematics.md §9, §12).
     threads : ducc0's threads for the spectral sums.
 
     Returns
@@ -209,11 +209,11 @@ def _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threa
         X = v * F
         div = v * (H / Zs - beta * np.einsum("nd,nd->n", F, F))
     else:
-        scale = np.exp(beta)
+        scale = np.exp(abs(beta))                       # the spectral sums carry e^{−|β|}
         X = (v * scale) * G
         div = (v * scale) * H
     if partition:
-        return X, div, Zs * np.exp(beta)
+        return X, div, Zs * np.exp(abs(beta))
     return X, div
 
 

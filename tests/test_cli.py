@@ -209,10 +209,17 @@ def test_sigint_during_phase_diagram(tmp_path):
                              "--t-end", "1000", "--n-times", "11", "--betas", "1,2"],
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while not (out / "summary.json").exists() and time.time() < deadline:
-        time.sleep(0.2)
-    time.sleep(2.0)                                   # inside the first particle run
+    deadline = time.time() + 120
+
+    def gamma_written():                              # Γ is saved just before the particle runs start
+        try:
+            return "gamma_curve" in json.loads((out / "summary.json").read_text()).get("results", {})
+        except (OSError, ValueError):
+            return False
+
+    while not gamma_written() and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)                                   # inside the first particle run (t_end = 1000 takes minutes)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
