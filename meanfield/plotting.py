@@ -286,19 +286,16 @@ def _segment_boundaries(sol):
 
 
 def space_time_panel(ax, sol, scale="auto", t_end=None, fig=None):
-    """ρ(θ, t) on S^1, or the zonal profile ρ at ⟨x, e⟩ = s (Gegenbauer, any d), against t."""
+    """ρ(θ, t) on S^1, or the law of s = ⟨x, e⟩ of a zonal density (Gegenbauer, any d), against t."""
     rep = sol.representation
     t = np.asarray(sol.t, dtype=float)
     if rep.name == "gegenbauer":
-        x, rho = rep.space_time(sol.data)       # s within the interval where ρ is not rounding noise
-        ax.set_xlabel(r"$s = \langle x, e\rangle$ (e the axis of the zonal density)")
-        where = f"zonal density on $S^{{{rep.dim - 1}}}$"
-    else:
-        x, rho = _circle_rows(sol, max(1024, 2 * getattr(rep, "modes", 0) + 2))
-        ax.set_xlabel(r"$\theta$ (radians)")
-        ax.set_xticks(np.pi * np.arange(5) / 2, ["0", "π/2", "π", "3π/2", "2π"])
-        ax.set_xlim(0.0, 2 * np.pi)
-        where = "density on $S^1$"
+        return _zonal_law_panel(ax, sol, scale, t_end, fig)
+    x, rho = _circle_rows(sol, max(1024, 2 * getattr(rep, "modes", 0) + 2))
+    ax.set_xlabel(r"$\theta$ (radians)")
+    ax.set_xticks(np.pi * np.arange(5) / 2, ["0", "π/2", "π", "3π/2", "2π"])
+    ax.set_xlim(0.0, 2 * np.pi)
+    where = "density on $S^1$"
     drawn, norm, cmap, label, ticks = colour_scale(rho, scale)
     if t.size == 1:
         t = np.array([t[0] - 0.5, t[0] + 0.5])
@@ -314,6 +311,56 @@ def space_time_panel(ax, sol, scale="auto", t_end=None, fig=None):
     ax.set_ylim(*_time_limits(sol))
     mark_stop(ax, sol, t_end, axis="y")
     return ax
+
+
+def law_of_s(rep, data_all, n=2001, floor=1e-6):
+    """(s (m,), law (T, m)): the law of s = ⟨x, e⟩ under ρσ (`GegenbauerSeries.marginal_density`, a
+    probability density in s) at every saved time, on the part of the reliable interval |s| <= s*
+    where it exceeds ``floor`` times its maximum at some time (in high dimension the law of s under
+    σ has width about d^{-1/2}, and the series is rounding noise near s = ±1)."""
+    edge = rep.reliable_interval()
+    s = np.linspace(-edge, edge, int(n))
+    law = np.array([rep.marginal_density(c, s) for c in np.asarray(data_all)])
+    keep = np.nonzero((law > floor * np.nanmax(law, axis=1, keepdims=True)).any(axis=0))[0]
+    if keep.size:
+        law, s = law[:, keep[0]:keep[-1] + 1], s[keep[0]:keep[-1] + 1]
+    return s, law
+
+
+def _zonal_law_panel(ax, sol, scale="auto", t_end=None, fig=None):
+    """The law of s = ⟨x, e⟩ against t for a zonal density (any d): what a reader can compare with a
+    histogram of ⟨x_i, e⟩ over particles (docs/gegenbauer.md)."""
+    from matplotlib.colors import LogNorm, Normalize
+
+    rep = sol.representation
+    t = np.asarray(sol.t, dtype=float)
+    s, law = law_of_s(rep, sol.data)
+    top = float(np.nanmax(law)) if np.isfinite(law).any() else 1.0
+    if check_scale(scale) == "log":
+        drawn, norm, label = np.clip(law, top * 1e-6, None), LogNorm(vmin=top * 1e-6, vmax=top), \
+            r"law of $s$ (density in $s$, log scale)"
+    else:
+        drawn, norm, label = np.clip(law, 0.0, None), Normalize(vmin=0.0, vmax=top), r"law of $s$ (density in $s$)"
+    if t.size == 1:
+        t = np.array([t[0] - 0.5, t[0] + 0.5])
+        drawn = np.repeat(drawn, 2, axis=0)
+    mesh = ax.pcolormesh(s, t, drawn, shading="nearest", norm=norm, cmap="magma", rasterized=True)
+    (fig or ax.figure).colorbar(mesh, ax=ax, label=label, pad=0.02)
+    ax.set_xlabel(r"$s = \langle x, e\rangle$ ($e$ the axis of the zonal density)")
+    ax.set_ylabel("$t$")
+    ax.set_title(f"law of $s$ for a zonal density on $S^{{{rep.dim - 1}}}$")
+    ax.set_ylim(*_time_limits(sol))
+    mark_stop(ax, sol, t_end, axis="y")
+    return ax
+
+
+def legend(ax, **kwargs):
+    """``ax.legend`` with each label once (the first handle that carries it)."""
+    handles, labels = ax.get_legend_handles_labels()
+    seen = {}
+    for h, lab in zip(handles, labels):
+        seen.setdefault(lab, h)
+    return ax.legend(list(seen.values()), list(seen), **kwargs)
 
 
 def _map_grid(nlat=90):
@@ -529,7 +576,7 @@ def plot_growth_rates(pred, dims):
         m = ax.pcolormesh(p["beta"], np.arange(p["rate"].shape[1]), p["rate"].T, shading="nearest", cmap="viridis")
         fig.colorbar(m, ax=ax, label=r"$\varsigma_l(\beta)$")
         ax.step(p["beta"], p["k_star"], "w-", where="mid", lw=2, label=r"$k^*(\beta)$")
-        ax.set(xlabel=r"$\beta$", ylabel="degree l", ylim=(0.5, 10.5), title=f"growth rates on S^{d - 1} (SA)")
+        ax.set(xlabel=r"$\beta$", ylabel="degree l", ylim=(0.5, 10.5), title=f"growth rates on $S^{{{d - 1}}}$ (SA)")
         ax.legend(loc="upper left")
     fig.tight_layout()
     return fig
@@ -558,13 +605,13 @@ def plot_cluster_histories(runs, cases, seeds, particles, quasi_ns):
                                norm=LogNorm(vmin=1e-3, vmax=max(float(cells.max()), 10.0)))
         fig.colorbar(m, ax=axes[0], label="cell-averaged density")
         axes[0].set(xlabel=r"$\theta$", ylabel="t", yscale="log", ylim=(5.0, r["t"][-1]),
-                    title=f"continuum on S^1, β = {b:g}, seed 0")
+                    title=f"continuum on $S^1$, $\\beta = {b:g}$, seed 0")
     nmax = max(quasi_ns)
     for c, (d, b) in enumerate(cases):
         e_min, e_max = uniform_energy(b, d), dirac_energy(b)
         for s in range(seeds):
             r, p = runs[(d, b, s)], particles[(d, b, s, nmax)]
-            lab = f"S^{d - 1} β={b:g}" if s == 0 else None
+            lab = f"$S^{{{d - 1}}}$, $\\beta = {b:g}$" if s == 0 else None
             axes[1].step(r["t"], r["count"] + 0.04 * s, "-", where="post", lw=1.2, label=lab, color=f"C{c}")
             axes[1].step(p["t"], p["count"] + 0.04 * s, "--", where="post", lw=0.8, color=f"C{c}")
             axes[2].plot(r["t"], (r["energy"] - e_min) / (e_max - e_min), "-", lw=1, color=f"C{c}", label=lab)
@@ -604,7 +651,7 @@ def plot_mean_clusters(f4):
         if betas.min() <= mid <= betas.max():
             axes[0].text(t[keep][0] * 1.1, mid, f"k* = {k}", color="k", va="center", fontsize=9)
     axes[0].set(xscale="log", xlabel="t", ylabel=r"$\beta$", ylim=(betas.min() - 0.5, betas.max() + 0.5),
-                title="Figure 4 analogue: iid particles on S^1")
+                title="Figure 4 analogue: iid particles on $S^1$")
     axes[1].step(fine, kf, "k-", where="mid", label=r"$k^*(\beta)$")
     axes[1].plot(betas, np.asarray(f4["first_count_mean"], dtype=float), "o", label="mean first count (particles)")
     axes[1].set(xlabel=r"$\beta$", ylabel="clusters", title="first cluster count against the linear theory")
@@ -649,7 +696,7 @@ def plot_staircase(stairs):
     for p in stairs[0]["plateaus"]:
         ax.axvspan(p["start"], p["end"], color="0.85", zorder=0)
         ax.text(np.sqrt(p["start"] * p["end"]), p["energy"], f"{p['clusters']:.0f}", ha="center", va="bottom")
-    ax.set(xscale="log", xlabel="t", ylabel=r"$E_\beta$", title="n = 5 particles, β = 4 on S^1: the staircase")
+    ax.set(xscale="log", xlabel="t", ylabel=r"$E_\beta$", title=r"$n = 5$ particles, $\beta = 4$ on $S^1$: the staircase")
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

@@ -325,7 +325,8 @@ def _dynamics(report, where, d, beta, normalized, nu_c, runs, states, cluster, L
         worst = max((row["distance"] / lim for row, lim in zip(judged, limits)), default=float("nan"))
         what = "the noisy PDE" if m == "pde" else f"noisy particles (n = {n})"
         report.check(f"{where}: {what} ends at a stable state of the diagram", bool(judged) and worst <= 1,
-                     f"max |r − r_stable|/tolerance = {worst:.2g} over {len(judged)} runs (tolerance "
+                     f"{'passed' if bool(judged) and worst <= 1 else 'FAILED'}: the largest |r − r_stable| is "
+                     f"{worst:.2g} of its tolerance (needs <= 1) over {len(judged)} runs (tolerance "
                      + (f"{tol:g}" if m == "pde" else "3·max(1/√n, sqrt(ν/(n(ν − ν_c))))") + ")"
                      + (f" ({len(mine) - len(judged)} runs near ν_c, beyond the branch or cut at t = {cap:g}/ν_c "
                         "not judged)"
@@ -485,8 +486,8 @@ def _figure(report, d, panels, sa_panel):
     for ax, p in zip(axes[0], allp):
         _draw_panel(ax, p)
     betas = ", ".join(f"{p['beta']:.4g} ({p['kind']})" for p in allp)
-    suptitle(fig, f"noise-driven transition on $S^{d - 1}$: V = I, d = {d}, β = {betas}\n"
-                  f"order parameter $r = |\\int x\\,\\rho\\,d\\sigma|$ against ν/ν_c")
+    suptitle(fig, f"noise-driven transition on $S^{{{d - 1}}}$: $V = I$, $d = {d}$, $\\beta$ = {betas}\n"
+                  f"order parameter $r = |\\int x\\,\\rho\\,d\\sigma|$ against $\\nu/\\nu_c$")
     fig.tight_layout()
     report.save_figure(fig, f"noise_transition_d{d}.png")
 
@@ -501,11 +502,15 @@ def draw_branch(ax, ds, label=None, color="C0", uniform=True):
         ax.plot(nu[idx] / nu_c, r[idx], color=color, ls="-" if st[seg[0]] else "--", lw=2,
                 label=label if seg[0] == 0 else None)
     if uniform:
-        ax.plot([1.0, max(1.3, nu.max() / nu_c)], [0, 0], color="k", lw=2, label="uniform state")
+        have = set(ax.get_legend_handles_labels()[1])
+        ax.plot([1.0, max(1.3, nu.max() / nu_c)], [0, 0], color="k", lw=2,
+                label=None if "uniform state" in have else "uniform state")
         ax.plot([min(0.45, nu.min() / nu_c), 1.0], [0, 0], color="k", lw=2, ls="--")
 
 
 def _draw_panel(ax, p):
+    from ..plotting import legend
+
     ds, nu_c = p["branch"], p["nu_c"]
     draw_branch(ax, ds, label="stationary states")
     markers = {("pde", "uniform"): ("o", "C1", "PDE from uniform"), ("pde", "clustered"): ("s", "C3", "PDE from cluster"),
@@ -533,6 +538,6 @@ def _draw_panel(ax, p):
         ax.text(1.01, 0.02, "linear threshold", rotation=90, fontsize=8, color="grey", va="bottom")
     if np.isfinite(ds.attrs.get("nu_fold", np.nan)):
         ax.axvline(ds.attrs["nu_fold"] / nu_c, color="grey", lw=0.8, ls="-.")
-    ax.set(xlabel=r"$\nu/\nu_c$", ylabel="r", ylim=(-0.03, 1.0),
-           title=f"({p['kind']}) β = {p['beta']:.3g}, {ds.attrs['transition']}")
-    ax.legend(fontsize=6.5, loc="upper right")
+    ax.set(xlabel=r"$\nu/\nu_c$", ylabel="$r$", ylim=(-0.03, 1.0),
+           title=f"({p['kind']}) $\\beta = {p['beta']:.3g}$, {ds.attrs['transition']}")
+    legend(ax, fontsize=6.5, loc="upper right")
