@@ -56,6 +56,7 @@ from meanfield.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
 from .base import Run, Solver
 
 _SPAN_TOL = 1e-12
+LABEL_TOL = 1e-8           # the labels integrate the kernel's moments at t = 0 to this, relative
 MAX_DEFAULT_NODES = {2: 4100, 3: 4608}     # the cap of the labels chosen from a spectral resolution
 ZONAL_DIAGNOSTICS = frozenset({"energy", "energy_rate_identity"})   # defined for the gradient flow of E_β only
 BYTES_PER_NODE = 1000      # measured working memory of a run per label (state, stages, companion, kernel sums)
@@ -239,9 +240,9 @@ class Lagrangian(Solver):
     nodes : int, optional
         Number of labels: the trapezoid rule with ``nodes`` points on S^1 (default 1024); on S^2
         Gauss–Legendre × trapezoid with ntheta = round(sqrt(nodes/2)) rings of 2·ntheta points
-        (default 2048). The rule must integrate the kernel's moments: exact degree >=
-        minimum_degree(β‖M‖₂, d) + 2 (`meanfield.kernels.minimum_degree`; M = QᵀK, I for a zonal
-        model), else ValueError naming `nodes`.
+        (default 2048). The rule must integrate the kernel's moments to 1e-8 at t = 0 (`LABEL_TOL`):
+        exact degree >= minimum_degree(β‖M‖₂, d, 1e-8) + 2 (`meanfield.kernels.minimum_degree`; M = QᵀK,
+        I for a zonal model), else ValueError naming `nodes`.
     panels : int or 1-D array, optional (S^1 only)
         Composite Gauss–Legendre labels instead: that many equal panels, or the panel edges
         (strictly increasing, spanning one turn). ``nodes`` is then panels × order.
@@ -325,7 +326,7 @@ class Lagrangian(Solver):
         self.sums = check_sums(sums, model)
         self.sums_tol = check_real(sums_tol, "sums_tol", low=0.0, low_open=True)
         self.order = check_int(order, "order", low=2, high=64)
-        need = minimum_degree(reach, d) + 2
+        need = minimum_degree(reach, d, LABEL_TOL) + 2
         self.panels = None
         if d == 2:
             if panels is not None and np.ndim(panels) == 0:

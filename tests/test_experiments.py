@@ -284,6 +284,7 @@ def test_mean_field_limit_circle_quick(tmp_path):
     assert len(mf.load(tmp_path / "pde_decay_d2.nc").segments) == 2
 
 
+@pytest.mark.slow
 def test_pde_decay_rate_on_the_sphere():
     model = mf.Model(beta=1.0, dim=3)
     rho0 = mf.densities.von_mises_fisher([0.0, 0.0, 1.0], 2.0)

@@ -315,6 +315,7 @@ def test_bad_experiment_sweeps_and_arguments(tmp_path, capsys):
         par.map_tasks(abs, [1], errors="ignore")
 
 
+@pytest.mark.slow
 def test_metastability_and_noise_transition_on_two_workers_equal_serial(client, tmp_path):
     """The two experiments whose runs come in several batches: on one cluster (every batch on it), the
     same numbers as in one process."""
