@@ -588,6 +588,93 @@ class StateDensity(Density):
         return f"from_file({self.source!r}: {self.state.representation.name} state at t = {self.t:g})"
 
 
+class CellMeans(Density):
+    """A density on S^2 with given mean values on the cells of `meanfield.gridded.sphere_cells` (n
+    latitude bands of equal angle × 2n longitude cells), as `Solution.save(grid=True)` writes them.
+
+    Since dσ = dz dλ/4π (z = sin(latitude), λ the longitude; Archimedes), ρ = 4π ∂_z∂_λ M with M(z, λ) the
+    mass of [−1, z] × [0, λ]; M is known exactly at the cells' corners. In λ the cumulative mass of each
+    band is interpolated, periodically, by the monotone piecewise-cubic Hermite (PCHIP, Fritsch–Butland)
+    interpolant; in z, at each λ, the cumulative of these band densities likewise; ρ is 4π times the
+    mixed derivative. So ρ is continuous (up to the seam at the poles), non-negative, and every cell
+    mean, hence the mass, is the file's exactly (to round-off). For a smooth density the point error
+    is O(h²) where ρ > 0 away from the poles, O(h) in the polar bands (z = sin(latitude) is not a
+    smooth coordinate there), h = π/n; clusters narrower than a cell are spread over their cells.
+    """
+
+    dim = 3
+
+    def __init__(self, means):
+        from .gridded import sphere_cells
+
+        v = np.array(means, dtype=float)
+        if v.ndim != 2 or v.shape[1] != 2 * v.shape[0] or not np.all(np.isfinite(v)) or v.min() < 0:
+            raise ValueError("`means` must be finite non-negative cell means of shape (n, 2n) (sphere_cells(n)), "
+                             f"got shape {v.shape}.")
+        self.grid = sphere_cells(v.shape[0])
+        self.means = v
+        self.means.setflags(write=False)
+        self.mass = float(np.sum(v * self.grid.weights))
+        n = v.shape[0]
+        # band edges in z = sin(latitude), south to north (increasing)
+        self._z_edges = np.append(np.sin(np.radians(self.grid.bounds["lat"][::-1, 1])), 1.0)
+        dlam = 2 * np.pi / (2 * n)
+        # mass per unit λ of each band, south to north, in each longitude cell: its λ-secant slopes
+        self._s_lam = (v * self.grid.weights)[::-1] / dlam
+        self._d_lam = _pchip_slopes(self._s_lam, np.full(2 * n, dlam), periodic=True)
+
+    def _evaluate(self, x):
+        n = self.means.shape[0]
+        flat = x.reshape(-1, 3)
+        lam = np.mod(np.arctan2(flat[:, 1], flat[:, 0]), 2 * np.pi)
+        z = np.clip(flat[:, 2], -1.0, 1.0)
+        dlam = 2 * np.pi / (2 * n)
+        j = np.minimum((lam / dlam).astype(np.int64), 2 * n - 1)
+        bands = _hermite_derivative(self._s_lam[:, j].T, self._d_lam[:, j].T, self._d_lam[:, (j + 1) % (2 * n)].T,
+                                    (lam / dlam - j)[:, None])                     # (points, bands): ∂_λ M per band
+        widths = np.diff(self._z_edges)
+        s = bands / widths
+        d = _pchip_slopes(s, widths, periodic=False)
+        k = np.clip(np.searchsorted(self._z_edges, z, side="right") - 1, 0, n - 1)
+        rows = np.arange(k.size)
+        t = (z - self._z_edges[k]) / widths[k]
+        rho = 4 * np.pi * _hermite_derivative(s[rows, k], d[rows, k], d[rows, k + 1], t)
+        return rho.reshape(x.shape[:-1])
+
+    def __repr__(self):
+        n = self.means.shape[0]
+        return f"CellMeans(<{n} x {2 * n} cell means>, mass={self.mass:g})"
+
+
+def _pchip_slopes(s, widths, periodic):
+    """Node derivatives of the monotone (Fritsch–Butland) piecewise-cubic Hermite interpolant of data
+    whose secant slopes over cells of ``widths`` are ``s`` (..., N) (all >= 0 here): N + 1 nodes; with
+    ``periodic`` the last node is the first. Each lies in [0, 3 min(adjacent slopes)], so the
+    interpolant is monotone (its derivative >= 0)."""
+    if periodic:
+        sl, sr = np.roll(s, 1, axis=-1), s
+        hl, hr = np.roll(widths, 1), widths
+    else:
+        sl, sr = s[..., :-1], s[..., 1:]
+        hl, hr = widths[:-1], widths[1:]
+    w1, w2 = 2 * hr + hl, hr + 2 * hl
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where(sl * sr > 0, (w1 + w2) / (w1 / sl + w2 / sr), 0.0)
+    if periodic:
+        return np.concatenate([d, d[..., :1]], axis=-1)
+    h0, h1 = widths[0], widths[1]
+    start = np.clip(((2 * h0 + h1) * s[..., 0] - h0 * s[..., 1]) / (h0 + h1), 0.0, 3 * s[..., 0])
+    h0, h1 = widths[-1], widths[-2]
+    end = np.clip(((2 * h0 + h1) * s[..., -1] - h0 * s[..., -2]) / (h0 + h1), 0.0, 3 * s[..., -1])
+    return np.concatenate([start[..., None], d, end[..., None]], axis=-1)
+
+
+def _hermite_derivative(s, d0, d1, t):
+    """The derivative at t ∈ [0, 1] of the cubic Hermite interpolant on a cell with secant slope s and end
+    derivatives d0, d1: 6t(1 − t)s + (1 − 4t + 3t²)d0 + (3t² − 2t)d1 (its integral over the cell is s·width)."""
+    return 6 * t * (1 - t) * s + (1 - 4 * t + 3 * t * t) * d0 + (3 * t * t - 2 * t) * d1
+
+
 def from_file(path):
     """The initial density stored in a NetCDF file written by `Solution.save`.
 
@@ -596,12 +683,33 @@ def from_file(path):
       run that starts from it starts at t = 0; to continue the saved run instead, pass the Solution
       (or its path) to ``solve``.
     * A file holding only the CF grid variable ``density(time, theta)`` or ``density(time, lat, lon)``
-      (as ``save(grid=True)`` writes it, e.g. after another tool kept only the grid): the values at
-      the last time, on the grids of `on_grid` (midpoints θ_j = 2π(j + ½)/n on S^1, the
-      Gauss–Legendre grid on S^2); other grids are refused.
+      (e.g. after another tool kept only the grid): its last time. What the values are is read from
+      the variable's ``cell_methods`` ("... theta: mean", "area: mean": cell means; "point": point
+      values), or, without it, from the cells' bounds variables (``theta_bnds``, ``lat_bnds``, ...):
+      cell means when present, point values otherwise.
+
+      - Point values (``save(grid="points")``), on the grids of `on_grid` (midpoints θ_j = 2π(j + ½)/n
+        on S^1, the Gauss–Legendre grid on S^2): `on_grid` of them.
+      - S^1 cell means on n equal cells (`meanfield.gridded.circle_cells`): the mean of e^{ikθ} over a
+        cell of width h = 2π/n about θ_j is e^{ikθ_j}·sinc(kh/2), so the discrete Fourier coefficients
+        of the means, divided by sin(πk/n)/(πk/n), are those of the density's values at the midpoints,
+        |k| <= n/2 (docs/mathematics.md §2 for the c_k): the result is `on_grid` of these midpoint values, exact
+        (to round-off) when the density is band-limited to |k| <= n/2 (then `solvers.FourierCircle`
+        starts from its exact coefficients c_k, k < n/2); otherwise it is that band-limited
+        reconstruction, with the file's mass. A reconstruction that is negative somewhere (the cells do
+        not resolve the density, e.g. clusters) is refused.
+      - S^2 cell means on `meanfield.gridded.sphere_cells` (n latitude bands × 2n longitudes, area
+        weighted): there is no exact inverse from finitely many cell means; the result is `CellMeans`,
+        a continuous non-negative density whose cell means (so whose mass) are the file's to
+        round-off, with point error O(h²) (O(h) in the polar bands), h = π/n. Its derivative jumps at
+        the cell edges, so a solver's quadrature of it (`solvers.SphericalHarmonics`' projection)
+        sees a mass 1 ± 1e-5: pass ``normalize=True`` there.
+
+      Zonal grids in s (``save(grid=True)`` of a Gegenbauer run) and other grids are refused: give
+      the saved Solution instead.
 
     Raises ValueError naming ``path`` when the file is missing, not NetCDF, holds particles (no
-    density) or a grid that is not one of these.
+    density), a grid that is not one of these, or ``cell_methods`` that are neither "point" nor "mean".
     """
     import pathlib
 
@@ -616,6 +724,8 @@ def from_file(path):
         with xr.open_dataset(path, engine="netcdf4", decode_times=False) as ds:
             is_solution = "representation" in ds.attrs and "model_json" in ds.attrs
             grid = None if is_solution or "density" not in ds.variables else ds["density"].load()
+            bounds = set() if grid is None else {d for d in grid.dims if f"{d}_bnds" in ds.variables
+                                                  or "bounds" in getattr(ds.variables.get(d), "attrs", {})}
     except (OSError, ValueError, RuntimeError) as exc:
         raise ValueError(f"{where} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
     if is_solution:
@@ -630,18 +740,66 @@ def from_file(path):
         raise ValueError(f"{where} is neither a meanfield Solution nor a grid file with a `density` variable.")
     values = np.asarray(grid.values if "time" not in grid.dims else grid.isel(time=-1).values, dtype=float)
     dims = tuple(d for d in grid.dims if d != "time")
-    if dims == ("theta",):
+    if dims == ("s",):
+        raise ValueError(f"{where}: its `density` is a zonal grid in s = <x, e> (a Gegenbauer run); from_file reads "
+                         "grids on S^1 (time, theta) and S^2 (time, lat, lon): give the saved Solution instead.")
+    if dims not in (("theta",), ("lat", "lon")):
+        raise ValueError(f"{where}: its `density` has dimensions {grid.dims}; expected (time, theta) or (time, lat, lon).")
+    means = _holds_cell_means(grid.attrs.get("cell_methods"), dims, bool(bounds), where)
+    if means:
+        from .gridded import circle_cells, sphere_cells
+
+        cells = circle_cells(values.size) if dims == ("theta",) else sphere_cells(values.shape[0])
+        expected = cells.centres if values.shape == cells.shape else None
+        what = "the cells of meanfield.gridded." + ("circle_cells(n)" if dims == ("theta",) else
+                                                    "sphere_cells(n): n equal-angle latitude bands x 2n longitudes")
+    elif dims == ("theta",):
         expected = {"theta": trapezoid(values.size).angles}
-    elif dims == ("lat", "lon"):
+        what = "the grid of densities.on_grid (midpoints theta_j = 2 pi (j + 1/2)/n)"
+    else:
         theta, phi = gauss_legendre_grid(*values.shape)[:2]
         expected = {"lat": 90 - np.degrees(theta), "lon": np.degrees(phi)}
-    else:
-        raise ValueError(f"{where}: its `density` has dimensions {grid.dims}; expected (time, theta) or (time, lat, lon).")
-    for c, want in expected.items():
-        if c not in grid.coords or not np.allclose(grid[c].values, want, rtol=0, atol=1e-9):
-            raise ValueError(f"{where}: its `{c}` coordinate is not the grid of densities.on_grid "
-                             f"({'midpoints theta_j = 2 pi (j + 1/2)/n' if c == 'theta' else 'Gauss-Legendre lat, lon = 360 k/nphi'}).")
-    return GridValues(values)
+        what = "the grid of densities.on_grid (Gauss-Legendre lat, lon = 360 k/nphi)"
+    for c in dims:
+        if (expected is None or c not in grid.coords
+                or not np.allclose(grid[c].values, expected[c], rtol=0, atol=1e-9)):
+            raise ValueError(f"{where}: its `{c}` coordinate is not {what}.")
+    if not means:
+        return GridValues(values)
+    if np.any(~np.isfinite(values)) or values.min() < 0:
+        raise ValueError(f"{where}: its cell means must be finite and non-negative; they lie in "
+                         f"[{np.nanmin(values):.3g}, {np.nanmax(values):.3g}].")
+    if dims == ("lat", "lon"):
+        return CellMeans(values)
+    n = values.size
+    points = np.fft.irfft(np.fft.rfft(values) / np.sinc(np.arange(n // 2 + 1) / n), n)   # midpoint values
+    if points.min() < 0:
+        raise ValueError(f"{where}: the band-limited density with these {n} cell means is negative (minimum "
+                         f"{points.min():.3g} at theta = {trapezoid(n).angles[np.argmin(points)]:.4g}): the cells do not "
+                         "resolve the density; save it with a larger grid_size, or start from the saved Solution.")
+    return GridValues(points)
+
+
+def _holds_cell_means(cell_methods, dims, has_bounds, where):
+    """Whether a grid's values are cell means (True) or point values (False), from its CF
+    ``cell_methods`` ("name: [name: ...] method" pairs; "area" stands for lat and lon) on ``dims``, or,
+    when it says nothing of them, from the presence of the cells' bounds."""
+    methods, names = {}, []
+    for token in str(cell_methods or "").split():
+        if token.endswith(":"):
+            names.append(token[:-1])
+        elif names:
+            methods.update({name: token for name in names})
+            names = []
+    spatial = {methods[k] for k in (*dims, "area") if k in methods}
+    if not spatial:
+        return has_bounds
+    if spatial == {"mean"}:
+        return True
+    if spatial == {"point"}:
+        return False
+    raise ValueError(f"{where}: its `density` has cell_methods {cell_methods!r}; expected 'point' or 'mean' on "
+                     f"{' and '.join(dims)} (or 'area: mean').")
 
 
 def from_pyshtools(coeffs, kind="coefficients", nthreads=1):
