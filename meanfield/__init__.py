@@ -14,13 +14,13 @@ from .densities import from_pyshtools
 from . import quadrature
 from .quadrature import sphere_quadrature
 from .sampling import sample
-from .solution import Solution, load
+from .solution import Solution, from_file, load
 from .spectralsums import kernel_distance
 from .wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
 
 __all__ = [
     "Model", "kernel_multipliers", "velocity_multipliers", "linear_growth_rates", "fastest_mode", "interaction_energy",
     "energy_from_spectrum", "uniform_energy", "dirac_energy", "densities", "sample", "sphere_quadrature", "quadrature",
-    "wasserstein", "kernel_distance", "from_pyshtools", "w1_to_dirac", "w1_to_uniform", "Solution", "load", "UnsupportedModel", "SolverError",
+    "wasserstein", "kernel_distance", "from_pyshtools", "from_file", "w1_to_dirac", "w1_to_uniform", "Solution", "load", "UnsupportedModel", "SolverError",
     "UnderResolved", "NonFiniteState", "Interrupted", "__version__",
 ]

@@ -675,41 +675,36 @@ def _hermite_derivative(s, d0, d1, t):
     return 6 * t * (1 - t) * s + (1 - 4 * t + 3 * t * t) * d0 + (3 * t * t - 2 * t) * d1
 
 
-def from_file(path):
-    """The initial density stored in a NetCDF file written by `Solution.save`.
+def grid_from_file(path):
+    """The density on the grid of a NetCDF file holding the CF variable ``density(time, theta)`` or
+    ``density(time, lat, lon)`` (its last time), e.g. a file written by ``Solution.save(grid=...)`` after
+    another tool kept only the grid; `meanfield.from_file` reads saved Solutions too. What the values
+    are is read from the variable's ``cell_methods`` ("... theta: mean", "area: mean": cell means;
+    "point": point values), or, without it, from the cells' bounds variables (``theta_bnds``,
+    ``lat_bnds``, ...): cell means when present, point values otherwise.
 
-    * A saved Solution (any PDE solver, with or without ``grid=True``): the density of its last saved
-      state (`StateDensity`, evaluated from the stored coefficients or nodes, not from a grid). A
-      run that starts from it starts at t = 0; to continue the saved run instead, pass the Solution
-      (or its path) to ``solve``.
-    * A file holding only the CF grid variable ``density(time, theta)`` or ``density(time, lat, lon)``
-      (e.g. after another tool kept only the grid): its last time. What the values are is read from
-      the variable's ``cell_methods`` ("... theta: mean", "area: mean": cell means; "point": point
-      values), or, without it, from the cells' bounds variables (``theta_bnds``, ``lat_bnds``, ...):
-      cell means when present, point values otherwise.
+    - Point values (``save(grid="points")``), on the grids of `on_grid` (midpoints θ_j = 2π(j + ½)/n
+      on S^1, the Gauss–Legendre grid on S^2): `on_grid` of them.
+    - S^1 cell means on n equal cells (`meanfield.gridded.circle_cells`): the mean of e^{ikθ} over a
+      cell of width h = 2π/n about θ_j is e^{ikθ_j}·sinc(kh/2), so the discrete Fourier coefficients
+      of the means, divided by sin(πk/n)/(πk/n), are those of the density's values at the midpoints,
+      |k| <= n/2 (docs/mathematics.md §2 for the c_k): the result is `on_grid` of these midpoint values, exact
+      (to round-off) when the density is band-limited to |k| <= n/2 (then `solvers.FourierCircle`
+      starts from its exact coefficients c_k, k < n/2); otherwise it is that band-limited
+      reconstruction, with the file's mass. A reconstruction that is negative somewhere (the cells do
+      not resolve the density, e.g. clusters) is refused.
+    - S^2 cell means on `meanfield.gridded.sphere_cells` (n latitude bands × 2n longitudes, area
+      weighted): there is no exact inverse from finitely many cell means; the result is `CellMeans`,
+      a continuous non-negative density whose cell means (so whose mass) are the file's to
+      round-off, with point error O(h²) (O(h) in the polar bands), h = π/n. Its derivative jumps at
+      the cell edges, so a solver's quadrature of it (`solvers.SphericalHarmonics`' projection)
+      sees a mass 1 ± 1e-5: pass ``normalize=True`` there.
 
-      - Point values (``save(grid="points")``), on the grids of `on_grid` (midpoints θ_j = 2π(j + ½)/n
-        on S^1, the Gauss–Legendre grid on S^2): `on_grid` of them.
-      - S^1 cell means on n equal cells (`meanfield.gridded.circle_cells`): the mean of e^{ikθ} over a
-        cell of width h = 2π/n about θ_j is e^{ikθ_j}·sinc(kh/2), so the discrete Fourier coefficients
-        of the means, divided by sin(πk/n)/(πk/n), are those of the density's values at the midpoints,
-        |k| <= n/2 (docs/mathematics.md §2 for the c_k): the result is `on_grid` of these midpoint values, exact
-        (to round-off) when the density is band-limited to |k| <= n/2 (then `solvers.FourierCircle`
-        starts from its exact coefficients c_k, k < n/2); otherwise it is that band-limited
-        reconstruction, with the file's mass. A reconstruction that is negative somewhere (the cells do
-        not resolve the density, e.g. clusters) is refused.
-      - S^2 cell means on `meanfield.gridded.sphere_cells` (n latitude bands × 2n longitudes, area
-        weighted): there is no exact inverse from finitely many cell means; the result is `CellMeans`,
-        a continuous non-negative density whose cell means (so whose mass) are the file's to
-        round-off, with point error O(h²) (O(h) in the polar bands), h = π/n. Its derivative jumps at
-        the cell edges, so a solver's quadrature of it (`solvers.SphericalHarmonics`' projection)
-        sees a mass 1 ± 1e-5: pass ``normalize=True`` there.
+    Zonal grids in s (``save(grid=True)`` of a Gegenbauer run) and other grids are refused: give
+    the saved Solution instead.
 
-      Zonal grids in s (``save(grid=True)`` of a Gegenbauer run) and other grids are refused: give
-      the saved Solution instead.
-
-    Raises ValueError naming ``path`` when the file is missing, not NetCDF, holds particles (no
-    density), a grid that is not one of these, or ``cell_methods`` that are neither "point" nor "mean".
+    Raises ValueError naming ``path`` when the file is missing, not NetCDF, a saved Solution, a grid that
+    is not one of these, or ``cell_methods`` that are neither "point" nor "mean".
     """
     import pathlib
 
@@ -729,19 +724,13 @@ def from_file(path):
     except (OSError, ValueError, RuntimeError) as exc:
         raise ValueError(f"{where} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
     if is_solution:
-        from .solution import load
-
-        sol = load(path)
-        if not sol.representation.is_density:
-            raise ValueError(f"{where} holds particles, not a density; give a density file (a PDE run), or pass "
-                             "the particles' (points, weights) to the solver.")
-        return StateDensity(sol.state(-1), source=str(path))
+        raise ValueError(f"{where} is a saved Solution: read it with `meanfield.from_file` (its last state).")
     if grid is None:
         raise ValueError(f"{where} is neither a meanfield Solution nor a grid file with a `density` variable.")
     values = np.asarray(grid.values if "time" not in grid.dims else grid.isel(time=-1).values, dtype=float)
     dims = tuple(d for d in grid.dims if d != "time")
     if dims == ("s",):
-        raise ValueError(f"{where}: its `density` is a zonal grid in s = <x, e> (a Gegenbauer run); from_file reads "
+        raise ValueError(f"{where}: its `density` is a zonal grid in s = <x, e> (a Gegenbauer run); grid_from_file reads "
                          "grids on S^1 (time, theta) and S^2 (time, lat, lon): give the saved Solution instead.")
     if dims not in (("theta",), ("lat", "lon")):
         raise ValueError(f"{where}: its `density` has dimensions {grid.dims}; expected (time, theta) or (time, lat, lon).")

@@ -354,6 +354,40 @@ def load(path):
             raise ValueError(f"`path` {str(path)!r} is a damaged meanfield Solution: {type(exc).__name__}: {exc}") from None
 
 
+def from_file(path):
+    """The initial density stored in a NetCDF file written by `Solution.save`.
+
+    * A saved Solution (any PDE solver, with or without ``grid=True``): the density of its last saved
+      state (`meanfield.densities.StateDensity`, evaluated from the stored coefficients or nodes, not
+      from a grid). A run that starts from it starts at t = 0; to continue the saved run instead, pass
+      the Solution (or its path) to ``solve``.
+    * A file holding only the CF grid variable ``density`` (cell means or point values):
+      `meanfield.densities.grid_from_file`, which says what is exact.
+
+    Raises ValueError naming ``path`` when the file is missing, not NetCDF, holds particles (no
+    density), or a grid that `grid_from_file` does not read.
+    """
+    import xarray as xr
+
+    from .densities import StateDensity, grid_from_file
+
+    where = f"`path` {str(path)!r}"
+    if not pathlib.Path(path).is_file():
+        raise ValueError(f"{where}: no such file.")
+    try:
+        with xr.open_dataset(path, engine="netcdf4", decode_times=False) as ds:
+            is_solution = "representation" in ds.attrs and "model_json" in ds.attrs
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"{where} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
+    if not is_solution:
+        return grid_from_file(path)
+    sol = load(path)
+    if not sol.representation.is_density:
+        raise ValueError(f"{where} holds particles, not a density; give a density file (a PDE run), or pass "
+                         "the particles' (points, weights) to the solver.")
+    return StateDensity(sol.state(-1), source=str(path))
+
+
 def jsonable(obj, strict=False):
     """Plain Python (dicts, lists, numbers) for json.dumps. ``strict``: also non-finite floats and
     paths become strings, so that the output is standard JSON (used by the experiment reports)."""

@@ -1,4 +1,4 @@
-"""`meanfield.densities.from_file` on grid-only files: point values, and the cell means that
+"""`meanfield.from_file` on grid-only files: point values, and the cell means that
 `Solution.save(grid=True)` writes (S^1: exact sinc deconvolution; S^2: `CellMeans`, exact cell means)."""
 import numpy as np
 import pytest
@@ -33,7 +33,7 @@ def test_circle_cell_means_round_trip(circle, tmp_path):
     path = _grid_only(circle, tmp_path / "c.nc", grid=True, grid_size=24)
     with xr.open_dataset(path, decode_times=False) as ds:
         assert "mean" in ds["density"].attrs["cell_methods"]
-    g = mf.densities.from_file(path)
+    g = mf.from_file(path)
     assert isinstance(g, mf.densities.GridValues)
     np.testing.assert_allclose(g.values, circle.state(-1).density(trapezoid(24).points), rtol=0, atol=1e-12)
     assert abs(g.mass - 1.0) < 1e-14
@@ -48,12 +48,12 @@ def test_circle_bounds_without_cell_methods_are_means(circle, tmp_path):
         ds = ds.load()
     del ds["density"].attrs["cell_methods"]
     ds.to_netcdf(tmp_path / "bare.nc")
-    g = mf.densities.from_file(tmp_path / "bare.nc")
+    g = mf.from_file(tmp_path / "bare.nc")
     np.testing.assert_allclose(g.values, circle.state(-1).density(trapezoid(24).points), rtol=0, atol=1e-12)
 
 
 def test_circle_points_still_read_as_points(circle, tmp_path):
-    g = mf.densities.from_file(_grid_only(circle, tmp_path / "p.nc", grid="points", grid_size=24))
+    g = mf.from_file(_grid_only(circle, tmp_path / "p.nc", grid="points", grid_size=24))
     np.testing.assert_allclose(g.values, circle.state(-1).density(trapezoid(24).points), rtol=0, atol=1e-14)
 
 
@@ -67,7 +67,7 @@ def test_circle_means_of_a_cluster_are_refused(tmp_path):
                     coords=coords)
     ds.to_netcdf(tmp_path / "cluster.nc")
     with pytest.raises(ValueError, match="`path`.*band-limited density with these 16 cell means is negative"):
-        mf.densities.from_file(tmp_path / "cluster.nc")
+        mf.from_file(tmp_path / "cluster.nc")
 
 
 def _sphere_cell_means(rho, n):
@@ -103,7 +103,7 @@ def test_sphere_cell_means_exact_and_converging(sphere, tmp_path):
         path = _grid_only(sphere, tmp_path / f"s{n}.nc", grid=True, grid_size=n)
         with xr.open_dataset(path, decode_times=False) as ds:
             means = ds["density"].values[-1]
-        rho = mf.densities.from_file(path)
+        rho = mf.from_file(path)
         assert isinstance(rho, mf.densities.CellMeans)
         np.testing.assert_allclose(_sphere_cell_means(rho, n), means, rtol=0, atol=1e-12 * means.max())
         assert abs(rho.mass - 1.0) < 1e-12
@@ -116,7 +116,7 @@ def test_sphere_cell_means_exact_and_converging(sphere, tmp_path):
 
 
 def test_sphere_points_still_read_as_points(sphere, tmp_path):
-    g = mf.densities.from_file(_grid_only(sphere, tmp_path / "p.nc", grid="points", grid_size=26))
+    g = mf.from_file(_grid_only(sphere, tmp_path / "p.nc", grid="points", grid_size=26))
     assert isinstance(g, mf.densities.GridValues)
     again = solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3), lmax=24).solve(g, [0.0], progress=False)
     np.testing.assert_allclose(again.data[0], sphere.data[-1], rtol=0, atol=1e-12)
@@ -132,18 +132,18 @@ def test_bad_grid_files(tmp_path):
     theta = {"theta": cells.centres["theta"]}
     unknown = _write(tmp_path, "u.nc", ("theta",), np.ones(8), theta, {"cell_methods": "theta: maximum"})
     with pytest.raises(ValueError, match=r"`path` .*u\.nc.*cell_methods 'theta: maximum'"):
-        mf.densities.from_file(unknown)
+        mf.from_file(unknown)
     shifted = _write(tmp_path, "sh.nc", ("theta",), np.ones(8), {"theta": cells.centres["theta"] + 0.1},
                      {"cell_methods": "theta: mean"})
     with pytest.raises(ValueError, match=r"`path` .*sh\.nc.*`theta` coordinate is not the cells of .*circle_cells"):
-        mf.densities.from_file(shifted)
+        mf.from_file(shifted)
     zonal = _write(tmp_path, "z.nc", ("s",), np.ones(5), {"s": np.linspace(-0.8, 0.8, 5)}, {"cell_methods": "s: mean"})
     with pytest.raises(ValueError, match=r"`path` .*z\.nc.*zonal grid in s"):
-        mf.densities.from_file(zonal)
+        mf.from_file(zonal)
     xr.Dataset({"rho": (("theta",), np.ones(8))}, coords=theta).to_netcdf(tmp_path / "n.nc")
     with pytest.raises(ValueError, match=r"`path` .*n\.nc.*`density` variable"):
-        mf.densities.from_file(tmp_path / "n.nc")
+        mf.from_file(tmp_path / "n.nc")
     lat = {"lat": sphere_cells(4).centres["lat"], "lon": sphere_cells(4).centres["lon"]}
     negative = _write(tmp_path, "neg.nc", ("lat", "lon"), -np.ones((4, 8)), lat, {"cell_methods": "area: mean"})
     with pytest.raises(ValueError, match=r"`path` .*neg\.nc.*non-negative"):
-        mf.densities.from_file(negative)
+        mf.from_file(negative)

@@ -62,6 +62,7 @@ import numpy as np
 from .. import densities as _densities
 from ..validation import check_int, check_memory, check_real, check_times
 from ..model import Model
+from ..solution import from_file
 
 # solver name -> (class in `solvers`, resolution key, its default, accepted dims or None for any)
 SOLVERS = {
@@ -103,7 +104,7 @@ _DENSITIES = {
     "mixture": _densities.mixture,
     "fourier": _densities.fourier_modes,          # coefficients = [[k, amplitude, phase], ...]: 1 + Σ a cos(kθ + φ)
     "harmonics": _densities.spherical_harmonics,  # coefficients = [[l, m, amplitude], ...]: 1 + Σ a Y_lm (real_sh)
-    "file": _densities.from_file,                 # path = "...": a saved Solution's last state, or a grid file
+    "file": from_file,                 # path = "...": a saved Solution's last state, or a grid file
 }
 
 
