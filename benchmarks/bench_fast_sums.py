@@ -147,16 +147,24 @@ def run_1e6():
           f"{sol.stats['nfev']} right-hand sides; E = {sol.energy[0]:.6f} -> {sol.energy[-1]:.6f}")
 
 
-def lagrangian():
+def lagrangian(rounds=2):
+    """2048 direct against 8192 spectral labels, alternated ``rounds`` times (the best of each)."""
     rho0 = mf.densities.band_limited(3, 6, rng=1, scale=0.01)
     model = mf.Model(BETA, 3)
-    print("\nLagrangian on S^2, (SA) beta = 4 to t = 30 (docs/lagrangian.md)")
-    for nodes, sums in ((2048, "direct"), (8192, "spectral")):
-        t0 = time.perf_counter()
-        sol = solvers.Lagrangian(model, nodes, sums=sums).solve(rho0, np.linspace(0, 30, 31), progress=False)
-        d = sol.diagnostics
-        print(f"  {sol.representation.n:>5} labels, {sums:>8}: {time.perf_counter() - t0:6.1f} s, "
-              f"{int(d['n_clusters'][-1])} clusters, W1 estimate {d['error_estimate'][-1]:.2e}")
+    print(f"\nLagrangian on S^2, (SA) beta = 4 to t = 30 (docs/lagrangian.md), {_threads} thread(s), "
+          f"load average {os.getloadavg()[0]:.2f}")
+    best = {}
+    for _ in range(rounds):
+        for nodes, sums in ((2048, "direct"), (8192, "spectral")):
+            t0 = time.perf_counter()
+            sol = solvers.Lagrangian(model, nodes, sums=sums).solve(rho0, np.linspace(0, 30, 31), progress=False)
+            wall = time.perf_counter() - t0
+            best[sums] = min(best.get(sums, np.inf), wall)
+            d = sol.diagnostics
+            print(f"  {sol.representation.n:>5} labels, {sums:>8}: {wall:6.1f} s, {sol.stats['nfev']} right-hand "
+                  f"sides, {int(d['n_clusters'][-1])} clusters, W1 estimate {d['error_estimate'][-1]:.2e}")
+    print(f"  4x the labels (spectral) over the direct run, best of {rounds}: "
+          f"{best['spectral'] / best['direct']:.2f} of the time (target <= 0.25)")
 
 
 def main():
