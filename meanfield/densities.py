@@ -675,6 +675,28 @@ def _hermite_derivative(s, d0, d1, t):
     return 6 * t * (1 - t) * s + (1 - 4 * t + 3 * t * t) * d0 + (3 * t * t - 2 * t) * d1
 
 
+def read_density_file(path):
+    """(is_solution, grid, bounds) of a NetCDF file: whether it is a saved `Solution`, else its ``density``
+    variable (None without one) and the grid dimensions that have cell bounds. ValueError naming
+    ``path`` when the file is missing or not readable NetCDF."""
+    import pathlib
+
+    import xarray as xr
+
+    where = f"`path` {str(path)!r}"
+    if not pathlib.Path(path).is_file():
+        raise ValueError(f"{where}: no such file.")
+    try:
+        with xr.open_dataset(path, engine="netcdf4", decode_times=False) as ds:
+            is_solution = "representation" in ds.attrs and "model_json" in ds.attrs
+            grid = None if is_solution or "density" not in ds.variables else ds["density"].load()
+            bounds = set() if grid is None else {d for d in grid.dims if f"{d}_bnds" in ds.variables
+                                                  or "bounds" in getattr(ds.variables.get(d), "attrs", {})}
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"{where} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
+    return is_solution, grid, bounds
+
+
 def grid_from_file(path):
     """The density on the grid of a NetCDF file holding the CF variable ``density(time, theta)`` or
     ``density(time, lat, lon)`` (its last time), e.g. a file written by ``Solution.save(grid=...)`` after
@@ -706,23 +728,10 @@ def grid_from_file(path):
     Raises ValueError naming ``path`` when the file is missing, not NetCDF, a saved Solution, a grid that
     is not one of these, or ``cell_methods`` that are neither "point" nor "mean".
     """
-    import pathlib
-
-    import xarray as xr
-
     from .quadrature import gauss_legendre_grid
 
     where = f"`path` {str(path)!r}"
-    if not pathlib.Path(path).is_file():
-        raise ValueError(f"{where}: no such file.")
-    try:
-        with xr.open_dataset(path, engine="netcdf4", decode_times=False) as ds:
-            is_solution = "representation" in ds.attrs and "model_json" in ds.attrs
-            grid = None if is_solution or "density" not in ds.variables else ds["density"].load()
-            bounds = set() if grid is None else {d for d in grid.dims if f"{d}_bnds" in ds.variables
-                                                  or "bounds" in getattr(ds.variables.get(d), "attrs", {})}
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise ValueError(f"{where} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
+    is_solution, grid, bounds = read_density_file(path)
     if is_solution:
         raise ValueError(f"{where} is a saved Solution: read it with `meanfield.from_file` (its last state).")
     if grid is None:

@@ -367,23 +367,13 @@ def from_file(path):
     Raises ValueError naming ``path`` when the file is missing, not NetCDF, holds particles (no
     density), or a grid that `grid_from_file` does not read.
     """
-    import xarray as xr
+    from .densities import StateDensity, grid_from_file, read_density_file
 
-    from .densities import StateDensity, grid_from_file
-
-    where = f"`path` {str(path)!r}"
-    if not pathlib.Path(path).is_file():
-        raise ValueError(f"{where}: no such file.")
-    try:
-        with xr.open_dataset(path, engine="netcdf4", decode_times=False) as ds:
-            is_solution = "representation" in ds.attrs and "model_json" in ds.attrs
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise ValueError(f"{where} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
-    if not is_solution:
+    if not read_density_file(path)[0]:
         return grid_from_file(path)
     sol = load(path)
     if not sol.representation.is_density:
-        raise ValueError(f"{where} holds particles, not a density; give a density file (a PDE run), or pass "
+        raise ValueError(f"`path` {str(path)!r} holds particles, not a density; give a density file (a PDE run), or pass "
                          "the particles' (points, weights) to the solver.")
     return StateDensity(sol.state(-1), source=str(path))
 
