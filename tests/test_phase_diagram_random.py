@@ -180,6 +180,15 @@ def test_phase_diagram_random_small(tmp_path):
         assert np.all(np.isfinite(ds["p_stderr"])) and np.all(ds["p"] >= 0) and np.all(ds["p"] <= 1)
 
 
+@pytest.mark.parametrize("draw, same", [("once", True), ("beta", False), ("realisation", False)])
+def test_draw_once_gives_every_beta_the_same_matrices(draw, same):
+    """Two equal β: the same rows exactly when the matrices are drawn once for the run."""
+    report = pd.phase_diagram(None, betas=[2.0, 2.0], realisations=8, n=6, t_end=2.0, n_times=3,
+                              scheme="euler-normalize", qk="goe", v="plus-qk", draw=draw, progress=False)
+    p = np.asarray(report.results["p"])
+    assert np.array_equal(p[0], p[1]) == same and p[0, -1] > 0
+
+
 def test_identity_minus_qk_is_the_repulsive_model(tmp_path):
     """The phase diagram's parameter path gives the rows of the plain model with V = −1."""
     x0 = _cloud(6, 8, 3, 9)

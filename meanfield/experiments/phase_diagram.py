@@ -451,8 +451,9 @@ def _save(report, betas, t, requested, rows, sizes, gammas, t_star, delta, n, di
     report.save_dataset(ds, "phase_diagram.nc")
     from ..plotting import suptitle
 
-    have_cl = np.any(np.isfinite(ncl))
-    fig, axes = report.subplots(1, 2 if have_cl else 1, figsize=(11 if have_cl else 6.5, 4.6), squeeze=False)
+    have_cl, have_span = np.any(np.isfinite(ncl)), "span_dimension" in ds
+    panels = 1 + have_cl + have_span
+    fig, axes = report.subplots(1, panels, figsize=(6.5 + 4.5 * (panels - 1), 4.6), squeeze=False)
     label = parameters_label(settings["qk"], settings["v"], settings["draw"], settings["layer_period"])
     suptitle(fig, f"Figure {3 if label == 'V = I' else 5}: ({kind}) {label}, d = {dim}, ν = 0, β from "
                   f"{betas.min():g} to {betas.max():g}; n = {n} particles, {B} realisations, δ = {delta:g}")
@@ -472,5 +473,10 @@ def _save(report, betas, t, requested, rows, sizes, gammas, t_star, delta, n, di
                                   norm=LogNorm(vmin=1, vmax=max(2.0, float(np.nanmax(ncl)))))
         fig.colorbar(m, ax=axes[0, 1], label="mean number of clusters")
         axes[0, 1].set(xlabel="t", ylabel=r"$\beta$", title="mean number of clusters (metastability, Fig. 4)")
+    if have_span:                                        # the authors' --plotdim: rank collapse
+        ax = axes[0, panels - 1]
+        m = ax.pcolormesh(t, betas, rows["span"], shading="auto", cmap="RdBu_r", vmin=1, vmax=dim)
+        fig.colorbar(m, ax=ax, label="dimension of the span")
+        ax.set(xlabel="t", ylabel=r"$\beta$", title=f"tokens' span: Gram eigenvalues > {SPAN_TOL:g}")
     fig.tight_layout()
     report.save_figure(fig, "phase_diagram.png")
