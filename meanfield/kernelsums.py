@@ -213,7 +213,11 @@ def _check_pair(x, y, M):
             raise ValueError(f"`x` and `y` must have the same last axis without `M`, got {x.shape} and {y.shape}.")
     else:
         M = np.asarray(M, dtype=float)
-        if M.shape[-2:] != (x.shape[-1], y.shape[-1]) or M.ndim > max(x.ndim, 2):
+        try:                                            # a stack of M: one per leading index of x
+            lead = np.broadcast_shapes(x.shape[:-2], M.shape[:-2])
+        except ValueError:
+            lead = None
+        if M.shape[-2:] != (x.shape[-1], y.shape[-1]) or M.ndim > max(x.ndim, 2) or lead != x.shape[:-2]:
             raise ValueError(f"`M` must have shape ({x.shape[-1]}, {y.shape[-1]}), or (..., {x.shape[-1]}, "
                              f"{y.shape[-1]}) with the leading axes of `x`, got {M.shape}.")
     return x, y, M

@@ -88,6 +88,26 @@ def test_per_realisation_parameters_are_separate_runs():
         np.testing.assert_allclose(np.asarray(sol.positions), ref, rtol=0, atol=tol)
 
 
+@pytest.mark.parametrize("beta, shift", [(2.0, "none"), (400.0, "running")])
+def test_kernel_sums_with_a_stack_of_matrices(beta, shift):
+    """kernel_sums with M of shape (B, d, d): each problem's sums with its own M, in both shifts."""
+    from meanfield.kernelsums import kernel_sums
+
+    rng = np.random.default_rng(3)
+    x = _cloud(5, 7, 3, 4)
+    M = rng.standard_normal((5, 3, 3))
+    values = rng.standard_normal((5, 7, 4))
+    S, c = kernel_sums(x, x, values, beta, M=M, shift=shift)
+    for b in range(5):
+        Sb, cb = kernel_sums(x[b], x[b], values[b], beta, M=M[b], shift=shift)
+        np.testing.assert_allclose(S[b], Sb, rtol=1e-12, atol=1e-300)        # the same shift c_i: the same sums
+        np.testing.assert_allclose(c[b] if np.ndim(c) else c, cb, rtol=1e-14)
+    with pytest.raises(ValueError, match="`M`"):
+        kernel_sums(x, x, values, beta, M=M[:3])
+    with pytest.raises(ValueError, match="`M`"):
+        kernel_sums(x[0], x[0], values[0], beta, M=M)
+
+
 def test_layers_are_runs_one_after_the_other():
     """Layers(layers, T): each layer for time T, the same as three runs handing over their end state."""
     rng = np.random.default_rng(1)
