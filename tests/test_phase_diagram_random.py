@@ -183,6 +183,24 @@ def test_step_times_give_the_authors_300_steps():
     assert sol.stats["nfev"] == 300
 
 
+def test_saved_times_cost_no_extra_kernel_sum(monkeypatch):
+    """On the step grid the energy and the clustered pairs of a saved time come from the sums of the
+    step that starts there: 300 steps and 201 saved times make 301 kernel sums (the last state's own)."""
+    from meanfield import compiled
+
+    calls = []
+    original = compiled.exp_sums4
+    monkeypatch.setattr(compiled, "exp_sums4", lambda *a, **k: (calls.append(1), original(*a, **k))[1])
+    t = np.unique(pd.step_times(np.linspace(0.0, 30.0, 201), 0.1))
+    sol = solvers.Particles(mf.Model(beta=3.0, dim=3), diagnostics=("energy", "clustered_fraction")).solve(
+        _cloud(4, 6, 3), t, method="euler-normalize", dt=0.1, save="diagnostics")
+    assert sol.stats["nfev"] == 300 and len(sol.energy) == 201
+    assert len(calls) == 301
+    x = _cloud(4, 6, 3)                                                  # the energy (3.5) at t = 0, exactly
+    ref = np.exp(3.0 * np.einsum("bid,bjd->bij", x, x)).mean(axis=(1, 2)) / 6.0
+    np.testing.assert_allclose(np.asarray(sol.energy)[0], ref, rtol=1e-13)
+
+
 def test_phase_diagram_random_small(tmp_path):
     import xarray as xr
 
