@@ -194,7 +194,7 @@ class Particles(Solver):
 
     def _prepare_heads(self, heads, batch=None):
         """The heads as the field uses them: [{"M": QᵀK or None for I, "V", "v": the scalar of V = v·I or
-        None, "norm": ‖M‖₂ (the largest over realisations)}]. Each Q, K (m, d) and V (d, d) may carry
+        None, "Vt": Vᵀ (contiguous), "norm": ‖M‖₂ (the largest over realisations)}]. Each Q, K (m, d) and V (d, d) may carry
         a leading realisation axis of length ``batch`` (per-realisation parameters); Q or K None is I,
         a scalar V is V·I. Checked here: ValueError naming `parameters`."""
         d, out = self.model.dim, []
@@ -236,7 +236,8 @@ class Particles(Solver):
             v = float(V.flat[0])
             scalar_v = bool(np.allclose(V, v * np.eye(d), rtol=0, atol=_EYE_TOL))
             norm = 1.0 if M is None else float(np.max(np.linalg.norm(M, 2, axis=(-2, -1))))
-            out.append({"M": M, "V": V, "v": v if scalar_v else None, "norm": norm})
+            out.append({"M": M, "V": V, "Vt": np.ascontiguousarray(np.swapaxes(V, -1, -2)),
+                        "v": v if scalar_v else None, "norm": norm})
         return out
 
     def _heads_at(self, run, t):
@@ -274,11 +275,11 @@ class Particles(Solver):
     def _attention_sums(self, x, head, w, domain, threads=None, count_at=None):
         """S_i = Σ_j w_j e^{β⟨x_i, M x_j⟩ − c_i} [V x_j, 1] and the shift c_i (0-d if fixed), in blocks
         of the shared kernel-sum engine (with the counts of ⟨x_i, M x_j⟩ >= count_at if given)."""
-        M, V, v = head["M"], head["V"], head["v"]
+        M, v = head["M"], head["v"]
         options = dict(M=M, shift=self._shift_kind(head, x, domain), chunk=self.chunk, threads=threads,
                        count_at=count_at, unit=domain == "sphere")
         if v is None:                           # x_j ↦ V x_j, per realisation when V is (B, d, d)
-            return kernel_sums(x, x, compiled.weighted(x @ np.swapaxes(V, -1, -2), w), self.model.beta, **options)
+            return kernel_sums(x, x, compiled.weighted(x @ head["Vt"], w), self.model.beta, **options)
         return attention_sums(x, x, w, self.model.beta, v=None if v == 1.0 else v, **options)
 
     def _energy_head(self, domain, heads=None):
