@@ -193,10 +193,10 @@ class Particles(Solver):
         self._heads = self._prepare_heads(model.heads)
 
     def _prepare_heads(self, heads, batch=None):
-        """The heads as the field uses them: [{"M": QᵀK or None for I, "V", "v": the scalar of V = v·I or
-        None, "Vt": Vᵀ (contiguous), "norm": ‖M‖₂ (the largest over realisations)}]. Each Q, K (m, d) and V (d, d) may carry
-        a leading realisation axis of length ``batch`` (per-realisation parameters); Q or K None is I,
-        a scalar V is V·I. Checked here: ValueError naming `parameters`."""
+        """The heads as the field uses them: [{"M": QᵀK or None for I, "V", "Vt": Vᵀ (contiguous), "v": the
+        scalar of V = v·I or None, "norm": ‖M‖₂ (the largest over realisations)}]. Each Q, K (m, d) and
+        V (d, d) may carry a leading realisation axis of length ``batch`` (per-realisation parameters);
+        Q or K None is I, a scalar V is V·I. Checked here: ValueError naming `parameters`."""
         d, out = self.model.dim, []
         try:
             heads = list(heads)
@@ -209,7 +209,8 @@ class Particles(Solver):
             try:
                 Q, K, V = (None if a is None else np.asarray(a, dtype=float) for a in head)
             except (TypeError, ValueError):
-                raise ValueError(f"`parameters[{k}]` must be a triple (Q, K, V) of real arrays (None: identity).") from None
+                raise ValueError(f"`parameters[{k}]` must be a triple (Q, K, V) of real arrays "
+                                 "(None: identity).") from None
             if V is None:
                 V = np.float64(1.0)
             for name, a in (("Q", Q), ("K", K), ("V", V)):
