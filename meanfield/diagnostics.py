@@ -583,9 +583,10 @@ def cluster_trajectories(t, measures, tolerances=CLUSTER_TOLERANCES, *, min_mass
 
     Parameters
     ----------
-    t : (T,) saved times; measures : sequence of T weighted measures (points, weights) (or None:
-    no state at that time); tolerances, min_mass, stray : as `find_clusters`; same_points : (T,)
-    booleans, or None (all False).
+    t : (T,) saved times.
+    measures : sequence of T weighted measures (points, weights), or None where there is no state.
+    tolerances, min_mass, stray : as `find_clusters`.
+    same_points : (T,) booleans, or None (all False).
 
     Returns
     -------

@@ -245,8 +245,6 @@ def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512, threads=
     unit : bool; True when the caller knows that every x_i and y_j is a unit vector (to rounding):
         the bound β‖M‖₂ on the exponents is then used without measuring the points.
 
-    Leading batch axes of x, y and values broadcast.
-
     Returns
     -------
     (S, c), or (S, c, counts) with ``count_at``: S of shape (..., n, p); c a 0-d float64 (0 or |β|)
@@ -255,6 +253,8 @@ def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512, threads=
 
     Notes
     -----
+    Leading batch axes of x, y and values broadcast.
+
     When a shifted exponent can fall below EXP_FLOOR = −700 it is raised to it: np.exp is ~10×
     slower on arguments below −708 (subnormal results), and the change is at most
     m·e^{−700}·max|F| ≈ 1e-304·m·max|F| in each S_i.

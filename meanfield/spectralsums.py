@@ -105,15 +105,15 @@ def _angles_sphere(x):
 class ZonalSums:
     """The spectral sums of one zonal kernel e^{β⟨x,y⟩} on S^1 or S^2 (see the module docstring).
 
+    ``sums(x, y, w)`` returns (Zs, G) or, with ``laplacian=True``, (Zs, G, H) at the points x
+    (n, d) for the sources y (m, d) with weights w (m,); leading batch axes are looped over.
+
     Parameters
     ----------
     beta : float, of either sign
     dim : 2 or 3
     epsilon : float, the accuracy of the transforms and of the truncation (default 3e-13).
     threads : int >= 1, ducc0's threads.
-
-    ``sums(x, y, w)`` returns (Zs, G) or, with ``laplacian=True``, (Zs, G, H) at the points x
-    (n, d) for the sources y (m, d) with weights w (m,); leading batch axes are looped over.
     """
 
     def __init__(self, beta, dim, epsilon=EPSILON, threads=1):

@@ -141,6 +141,8 @@ class FourierBasis:
         total degree <= ``degree`` are transformed back exactly (default 3K: the 3/2 rule, a product
         of two degree-K fields tested against a degree-K mode).
 
+    Notes
+    -----
     ``FourierBasis.policy``: K >= 8 (at most 2^26); "auto" starts at 64 modes and stops at 16384 by default.
 
     Attributes: ``modes``, ``M``, ``degrees`` and ``wavenumbers`` k = 0..K (int, float), ``angles`` θ_j,
@@ -211,6 +213,8 @@ class SphericalHarmonicBasis:
         degree <= ``degree`` (default 3L: a product of two degree-L fields tested against degree L).
     nthreads : ducc0 threads.
 
+    Notes
+    -----
     ``SphericalHarmonicBasis.policy``: 4 <= L <= 8191; "auto" starts at degree 31 and stops at 1023.
 
     Attributes: ``lmax``, ``ntheta``, ``nphi``, ``theta`` (colatitudes of the rings), ``points``
@@ -300,10 +304,13 @@ class GegenbauerBasis:
     ----------
     lmax, dim : the top degree L and d >= 2.
     nodes : Gauss–Gegenbauer nodes (default `node_count`(L), exact for degree 3L + 2).
-    sector : m >= 0; lowest : the lowest degree kept (e.g. 1 without the mass).
+    sector : m >= 0.
+    lowest : the lowest degree kept (e.g. 1 without the mass).
     rule : (nodes, weights) of a Gauss–Gegenbauer rule already computed (instead of ``nodes``),
         as `in_sector` passes it.
 
+    Notes
+    -----
     ``GegenbauerBasis.policy``: L >= 4; "auto" starts at degree 32 and stops at 1024 by default.
 
     Attributes: ``degrees``, ``nodes`` s_j, ``weights`` w_j (summing to 1), ``table`` G (n, k) of

@@ -131,13 +131,13 @@ class Particles(Solver):
         choice and the bound are in ``sol.stats`` (``sums``, ``sums_error_bound``).
     sums_tol : float > 0, the largest error bound "auto" accepts for the spectral sums (default 1e-6).
 
+    Notes
+    -----
     Saved times cost less than a step: the energy and the clustered pairs at a state come from the
     blocks of the kernel sums of the field at that state (Σ_j w_j e^{β⟨x_i, x_j⟩} is the
     denominator of (SA)), and that evaluation is kept for the step that starts there (euler steps,
     and the adaptive steps' first stage). Only the number of clusters and W1 cost extra.
 
-    Notes
-    -----
     ``solve(x0, t_eval, weights=None, rng=None, ...)``: ``x0`` positions (n, d) or (B, n, d) (B
     realisations sharing the weights, computed in one vectorised evaluation), a ``(points, weights)``
     pair, or a particle Solution (continued). Steppers: "dopri5" (default without noise) and "bs32"
