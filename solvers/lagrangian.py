@@ -159,7 +159,7 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, heads=No
 
 
 def _head_terms(z, S, c, M, V, beta, normalized):
-    """One head's F_h (m, d) and the parts of tr(P_z DF_h P_z) for a general head (M = QᵀK, V): from the
+    """One head's F_h (m, d) and tr(P_z DF_h P_z) for a general head (M = QᵀK, V): from the
     moments S = Σ_k w_k e^{β⟨z, M x_k⟩ − c}[1, x_k, x_k x_kᵀ] (docs/mathematics.md §9.4).
 
     (SA)  F = V Y/Z, DF = β(V S₂ Mᵀ/Z − F (M Y/Z)ᵀ);   (USA) F = e^c V Y, DF = β e^c V S₂ Mᵀ,
@@ -310,6 +310,7 @@ class Lagrangian(Solver):
         self.cluster_tol = check_real(cluster_tol, "cluster_tol", low=0.0, low_open=True, high=np.pi)
         self.min_mass = check_real(min_mass, "min_mass", low=0.0, low_open=True, high=1.0)
         self.chunk = check_int(chunk, "chunk", low=1)
+        full = isinstance(diagnostics, str) and diagnostics == "full"
         if isinstance(diagnostics, str):
             diagnostics = {"full": self.diagnostic_names, "none": ()}.get(diagnostics, (diagnostics,))
         unknown = sorted(set(diagnostics) - set(self.diagnostic_names))
@@ -317,7 +318,7 @@ class Lagrangian(Solver):
             raise ValueError(f"`diagnostics` must be 'full', 'none' or names among {self.diagnostic_names}, got "
                              f"{unknown}.")
         if self.heads is not None:
-            if diagnostics is self.diagnostic_names:
+            if full:                                   # "full": every diagnostic that the model has
                 diagnostics = [k for k in diagnostics if k not in ZONAL_DIAGNOSTICS]
             elif ZONAL_DIAGNOSTICS & set(diagnostics):
                 raise ValueError(f"`diagnostics` {sorted(ZONAL_DIAGNOSTICS & set(diagnostics))} need a zonal model: "
