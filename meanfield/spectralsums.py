@@ -79,8 +79,10 @@ def error_bound(weights, beta, epsilon=EPSILON):
     positive = w[w > 0]
     if not positive.size:
         return 0.0
-    own = positive.min() / positive.sum() if beta >= 0 else 0.0
-    return float(epsilon / max(own, np.exp(-2.0 * abs(beta))))
+    if beta < 0:
+        with np.errstate(over="ignore"):                # inf beyond |β| ≈ 355: no spectral sums there
+            return float(epsilon * np.exp(2.0 * abs(beta)))
+    return float(epsilon / max(positive.min() / positive.sum(), np.exp(-2.0 * beta)))
 
 
 def _angles_circle(x):

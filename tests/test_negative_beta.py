@@ -336,3 +336,16 @@ def test_landau_coefficient_matches_the_branch():
         fit = np.polyfit(r[sel] ** 2, nu[sel] / ds.attrs["nu_c"] - 1, 2)
         assert fit[-2] == pytest.approx(stationary.landau_coefficient(-1.0, 2, normalized), rel=1e-4)
         assert ds.attrs["transition"] == "supercritical"
+
+
+def test_large_negative_beta_particles_take_the_direct_sums_and_keep_the_energy():
+    """β = −400: the spectral bound ε e^{2|β|} overflows to inf, so "auto" takes the direct sums (no
+    division by zero), and the energy from the running shift equals `discrete_energy` to 1e-12."""
+    from meanfield.energy import discrete_energy
+    from meanfield.spectralsums import error_bound
+
+    x0 = mf.sampling.uniform_points(20, 3, np.random.default_rng(0))
+    assert error_bound(np.full(20, 0.05), -400.0) == np.inf
+    sol = solvers.Particles(mf.Model(beta=-400.0, dim=3), diagnostics=("energy",)).solve(x0, [0.0, 0.01])
+    assert sol.stats["sums"] == "direct"
+    assert sol.energy[0] == pytest.approx(discrete_energy(-400.0, x0, np.full(20, 0.05)), rel=1e-12)
