@@ -30,14 +30,17 @@ def discrete_energy(beta, x, w, chunk=_CHUNK, scaled=False):
             total = spectral_energy(beta, x, w)
         else:
             total = kernel_energy(beta, x, w, chunk=chunk)
-        if scaled:
-            e = total / (2 * beta)
-        elif abs(beta) < 700.0:
-            e = np.exp(abs(beta)) * total / (2 * beta)
-        else:
-            with np.errstate(over="ignore", divide="ignore"):
-                e = np.sign(beta) * np.exp(abs(beta) + np.log(total) - np.log(2 * abs(beta)))
+        e = energy_from_scaled_sum(beta, total, 0.0 if scaled else abs(beta))
     return float(e) if np.ndim(e) == 0 else e
+
+
+def energy_from_scaled_sum(beta, total, shift):
+    """E = e^{shift}·total/(2β) for β ≠ 0, from a double sum ``total`` = Σ_ij w_i w_j e^{β⟨x_i,x_j⟩ − shift}
+    (docs/mathematics.md §11.1); through logarithms where e^{shift} would overflow (inf beyond double range)."""
+    if shift < 700.0:
+        return np.exp(shift) * total / (2 * beta)
+    with np.errstate(over="ignore", divide="ignore"):
+        return np.sign(beta) * np.exp(shift + np.log(total) - np.log(2 * abs(beta)))
 
 
 def energy_from_spectrum(beta, dim, power):

@@ -34,7 +34,7 @@ from meanfield.validation import (NORMALIZE_POINTS, NORMALIZE_WEIGHTS, check_int
                                check_weights)
 from meanfield.diagnostics import (cluster_sizes, clustered_pair_fraction, count_clusters, span_dimension,
                                    w1_to_nearest_dirac)
-from meanfield.energy import discrete_energy
+from meanfield.energy import discrete_energy, energy_from_scaled_sum
 from meanfield.errors import UnsupportedModel
 from meanfield.kernelsums import blas_single_threaded, attention_sums, check_threads, gram_counts, kernel_sums
 from meanfield.representations.particles import ParticleCloud
@@ -193,7 +193,7 @@ class Particles(Solver):
         self._heads = self._prepare_heads(model.heads)
 
     def _prepare_heads(self, heads, batch=None):
-        """The heads as the field uses them: [{"M": QᵀK or None for I, "V", "Vt": Vᵀ (contiguous), "v": the
+        """The heads as the field uses them: [{"M": QᵀK or None for I, "Vt": Vᵀ (contiguous), "v": the
         scalar of V = v·I or None, "norm": ‖M‖₂ (the largest over realisations)}]. Each Q, K (m, d) and
         V (d, d) may carry a leading realisation axis of length ``batch`` (per-realisation parameters);
         Q or K None is I, a scalar V is V·I. Checked here: ValueError naming `parameters`."""
@@ -237,7 +237,7 @@ class Particles(Solver):
             v = float(V.flat[0])
             scalar_v = bool(np.allclose(V, v * np.eye(d), rtol=0, atol=_EYE_TOL))
             norm = 1.0 if M is None else float(np.max(np.linalg.norm(M, 2, axis=(-2, -1))))
-            out.append({"M": M, "V": V, "Vt": np.ascontiguousarray(np.swapaxes(V, -1, -2)),
+            out.append({"M": M, "Vt": np.ascontiguousarray(np.swapaxes(V, -1, -2)),
                         "v": v if scalar_v else None, "norm": norm})
         return out
 
@@ -335,10 +335,11 @@ class Particles(Solver):
         beta = self.model.beta
         if beta == 0:
             return discrete_energy(0.0, hit["x"], w)
-        total, c = np.einsum("...i,i->...", hit["den"], w), float(hit["c"])
-        with np.errstate(divide="ignore", over="ignore"):
-            e = total / (2 * beta) if c == 0 else (
-                np.exp(c) * total / (2 * beta) if c < 700.0 else np.exp(c + np.log(total) - np.log(2 * beta)))
+        den, c = hit["den"], np.asarray(hit["c"], dtype=float)
+        if c.ndim:                                      # a running shift per row: fold it into the sum
+            top = float(c.max())
+            den, c = den * np.exp(c - top), top
+        e = energy_from_scaled_sum(beta, np.einsum("...i,i->...", den, w), float(c))
         return float(e) if np.ndim(e) == 0 else e
 
     def _field(self, run, x, w, project, domain="sphere", log_time_factor=0.0, t=0.0):
@@ -631,14 +632,15 @@ class Particles(Solver):
                 if hit is not None:
                     hit["counts"] = counts
             out["clustered_fraction"] = self._clustered_fraction(y, counts)
+        if "cluster_sizes" in wanted:           # the same components as the count: counted once
+            out["cluster_sizes"] = cluster_sizes(y, self.cluster_delta)
         if "clusters" in wanted:
-            out["clusters"] = count_clusters(y, self.cluster_delta, chunk=self.chunk)
+            out["clusters"] = (out["cluster_sizes"].sum(-1) if "cluster_sizes" in out
+                               else count_clusters(y, self.cluster_delta, chunk=self.chunk))
         if "w1_to_dirac" in wanted:
             out["w1_to_dirac"] = w1_to_nearest_dirac(y, run.weights)
         if "span_dimension" in wanted:
             out["span_dimension"] = span_dimension(y)
-        if "cluster_sizes" in wanted:
-            out["cluster_sizes"] = cluster_sizes(y, self.cluster_delta)
         return out
 
     def _clustered_fraction(self, y, counts):
