@@ -171,7 +171,7 @@ class Gegenbauer(AutoResolution, Solver):
         dy = self.rhs(y)
         power = y * y
         speed2 = (1 - self.nodes ** 2) * dphi ** 2                # |X|² = (1 − s²)(∂_sΦ)²
-        integrand = f * speed2 if z is None else f * speed2 * z * np.exp(abs(m.beta))
+        integrand = f * speed2 if z is None else f * speed2 * z * self.field.unscale
         ident = m.v * float(self.weights @ integrand) + noise_dissipation(m.beta, m.dim, m.noise, power)
         out = energy_diagnostics(m.beta, m.dim, power, y * dy, ident)
         out.update({"mass": float(y[0]), "min_density": float(f.min()), "spectral_tail": float(spectral_tail(power)),
