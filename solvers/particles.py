@@ -254,10 +254,14 @@ class Particles(Solver):
             run.workspace["parameters"] = cached = (heads, self._checked_parameters(run, heads))
         return cached[1]
 
+    def _usa_overflows(self, heads, domain, log_time_factor):
+        """(USA) on the sphere in time t: the velocity, of size e^{|β|·‖QᵀK‖₂}, is beyond float64."""
+        return (not self.model.normalized and domain == "sphere" and not log_time_factor
+                and abs(self.model.beta) * max(h["norm"] for h in heads) > _EXP_MAX)
+
     def _checked_parameters(self, run, heads):
         prepared = self._prepare_heads(heads, run.batch)
-        if (not self.model.normalized and run.domain == "sphere" and not run.log_time_factor
-                and abs(self.model.beta) * max(h["norm"] for h in prepared) > _EXP_MAX):
+        if self._usa_overflows(prepared, run.domain, run.log_time_factor):
             raise ValueError("`parameters`: (USA) velocities of size e^(beta |QᵀK|) beyond float64; pass "
                              "rescale_time=True.")
         return prepared
@@ -412,8 +416,7 @@ class Particles(Solver):
             run.log_time_factor = beta
         else:
             run.log_time_factor = 0.0
-            if (not self.model.normalized and domain == "sphere"
-                    and abs(beta) * max(h["norm"] for h in self._heads) > _EXP_MAX):
+            if self._usa_overflows(self._heads, domain, 0.0):
                 raise ValueError(f"(USA) with `beta`={beta:g}: the velocity is of size e^beta, beyond float64 for "
                                  f"beta > {_EXP_MAX:g}. Pass rescale_time=True to integrate in tau = e^beta t.")
         check_sums(self.sums, self.model, domain)
