@@ -55,8 +55,11 @@ def simulate(cfg, *, solver=None, progress=None, checkpoint=None, resume=None):
     return solver.solve(cfg.density(), cfg.t_eval, progress=progress, checkpoint=checkpoint, **opts)
 
 
-def run(config, out=None, *, quick=False, progress=None, resume=None):
+def run(config, out=None, *, quick=False, progress=None, resume=None, clusters=True):
     """Validate ``config`` (a path to a TOML file, a dict, or a `RunConfig`), run it, write the results.
+
+    ``clusters``: follow the clusters through the run (`Solution.cluster_trajectories`) into the file
+    and ``summary.json``; False skips them (a sweep's cells keep only the Solution).
 
     ``resume``: the output directory of an interrupted run of this configuration; the run continues
     from its checkpoint (`checkpoint_of`) and writes the same outputs (to ``out``, default that directory).
@@ -98,7 +101,7 @@ def run(config, out=None, *, quick=False, progress=None, resume=None):
             sol, status, message = exc.solution, "stopped", f"{type(exc).__name__}: {exc}"
         report.solution = sol
         if sol is not None and len(sol.t):
-            traj = _cluster_trajectories(report, sol)
+            traj = _cluster_trajectories(report, sol) if clusters else None
             report.save_dataset(sol, f"{name}.nc", grid=cfg.grid, clusters=traj if traj is not None else False)
             if partial is not None and partial.exists():
                 partial.unlink()

@@ -275,7 +275,8 @@ def run_cell(spec):
     if spec["kind"] == "run":
         from .run import run
 
-        report = run(parse_config(spec["config"], name="cell"), None, quick=quick, progress=False)
+        report = run(parse_config(spec["config"], name="cell"), None, quick=quick, progress=False,
+                     clusters=False)
         if report.solution is None or not len(report.solution.t):
             raise RuntimeError(f"the run produced no solution ({report.status}: {report.message})")
         ds = report.solution.to_xarray()
