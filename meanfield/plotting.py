@@ -313,20 +313,6 @@ def space_time_panel(ax, sol, scale="auto", t_end=None, fig=None):
     return ax
 
 
-def law_of_s(rep, data_all, n=2001, floor=1e-6):
-    """(s (m,), law (T, m)): the law of s = ⟨x, e⟩ under ρσ (`GegenbauerSeries.marginal_density`, a
-    probability density in s) at every saved time, on the part of the reliable interval |s| <= s*
-    where it exceeds ``floor`` times its maximum at some time (in high dimension the law of s under
-    σ has width about d^{-1/2}, and the series is rounding noise near s = ±1)."""
-    edge = rep.reliable_interval()
-    s = np.linspace(-edge, edge, int(n))
-    law = np.array([rep.marginal_density(c, s) for c in np.asarray(data_all)])
-    keep = np.nonzero((law > floor * np.nanmax(law, axis=1, keepdims=True)).any(axis=0))[0]
-    if keep.size:
-        law, s = law[:, keep[0]:keep[-1] + 1], s[keep[0]:keep[-1] + 1]
-    return s, law
-
-
 def _zonal_law_panel(ax, sol, scale="auto", t_end=None, fig=None):
     """The law of s = ⟨x, e⟩ against t for a zonal density (any d): what a reader can compare with a
     histogram of ⟨x_i, e⟩ over particles (docs/gegenbauer.md)."""
@@ -334,7 +320,7 @@ def _zonal_law_panel(ax, sol, scale="auto", t_end=None, fig=None):
 
     rep = sol.representation
     t = np.asarray(sol.t, dtype=float)
-    s, law = law_of_s(rep, sol.data)
+    s, law = rep.space_time(sol.data)
     top = float(np.nanmax(law)) if np.isfinite(law).any() else 1.0
     if check_scale(scale) == "log":
         drawn, norm, label = np.clip(law, top * 1e-6, None), LogNorm(vmin=top * 1e-6, vmax=top), \

@@ -50,7 +50,7 @@ class Representation:
     5. ``to_dataset(data_all)`` -> dict of data variables {name: (dims, array)} (the time axis is
        called "time"), coords and attrs; ``from_dataset(ds)`` (classmethod) inverts it exactly.
     6. optional, for `meanfield.plotting`: ``space_time(data_all, n)`` -> (θ midpoints, ρ (T, n)) on S^1
-       (default: point values); ``to_grid(data, n)``: the density on a grid as a CF-described DataArray.
+       (default: point values; a zonal series: (s, the law of s (T, m))); ``to_grid(data, n)``: the density on a grid as a CF-described DataArray.
     7. optional, for files: ``cell_means(data, grid)``: the mean density over each cell of a
        `meanfield.gridded.CellGrid` (``cells(n)``, default ``default_cells`` cells), i.e. μ(cell)/σ(cell):
        the grid's mass Σ ρ̄·σ(cell) is the state's mass for any state, clustered or not.

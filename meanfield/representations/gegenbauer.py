@@ -261,12 +261,19 @@ class GegenbauerSeries(Representation):
         ok = 1e-32 * (self.lmax + 1) * christoffel <= rtol ** 2
         return 1.0 if ok.all() else float(s[max(int(np.argmin(ok)) - 1, 0)])
 
-    def space_time(self, data_all, n=401):
-        """(s (n,), ρ (T, n)): the profile at n equispaced s ∈ [−s*, s*] (`reliable_interval`) at every
-        saved time; what `meanfield.plotting` draws."""
+    def space_time(self, data_all, n=2001, floor=1e-6):
+        """(s (m,), law (T, m)): the law of s = ⟨x, e⟩ under ρσ (`marginal_density`, a probability
+        density in s) at every saved time, on n equispaced s ∈ [−s*, s*] (`reliable_interval`) cut to
+        the part where it exceeds ``floor`` times its maximum at some time (in high dimension the law
+        of s under σ has width about d^{-1/2}, and the series is rounding noise near s = ±1); what
+        `meanfield.plotting` draws."""
         edge = self.reliable_interval()
         s = np.linspace(-edge, edge, int(n))
-        return s, np.array([self.profile(c, s) for c in np.asarray(data_all)])
+        law = np.array([self.marginal_density(c, s) for c in np.asarray(data_all)])
+        keep = np.nonzero((law > floor * np.nanmax(law, axis=1, keepdims=True)).any(axis=0))[0]
+        if keep.size:
+            law, s = law[:, keep[0]:keep[-1] + 1], s[keep[0]:keep[-1] + 1]
+        return s, law
 
     def to_grid(self, data, n=None):
         """ρ on n equispaced s ∈ [−s*, s*] (`reliable_interval`: [−1, 1] in low dimension; default
