@@ -233,8 +233,7 @@ def _last(sol):
 def density_extremes(rep, data):
     """(min ρ, max ρ, where): on the representation's grid (`to_grid`), and at the nodes where the
     density is known exactly there (P1 vertices, Lagrangian nodes)."""
-    law_of_s = getattr(rep, "marginal_density", None)
-    if law_of_s is not None:
+    if hasattr(rep, "marginal_density"):
         return _zonal_extremes(rep, data)
     values = [np.asarray(rep.to_grid(data).values, dtype=float).ravel()]
     where = "on the grid of to_grid"
@@ -255,8 +254,8 @@ def _zonal_extremes(rep, data):
     s = ⟨x, e⟩ exceeds `LAW_FLOOR` times its maximum, inside the reliable interval |s| <= s*. Elsewhere
     ρ multiplies a law below that floor, and in high dimension its values there are rounding noise of
     the series (they can be negative or huge): the text says so, with the range seen there."""
-    s = np.asarray(rep.to_grid(data, 4001)["s"].values, dtype=float)
-    rho = np.asarray(rep.profile(data, s), dtype=float)
+    grid = rep.to_grid(data, 4001)
+    s, rho = np.asarray(grid["s"].values, dtype=float), np.asarray(grid.values, dtype=float)
     law = np.asarray(rep.marginal_density(data, s), dtype=float)
     top = float(np.nanmax(np.abs(law)))
     carries = np.abs(law) >= LAW_FLOOR * top
