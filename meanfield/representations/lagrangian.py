@@ -111,16 +111,21 @@ def _lagrange_weights(nodes, x):
     return lam
 
 
+def _tangent_frame(x):
+    """Orthonormal tangent vectors (e1, e2) at unit vectors x (k, 3)."""
+    a = np.where(np.abs(x[:, :1]) < 0.9, np.array([[1.0, 0, 0]]), np.array([[0, 1.0, 0]]))
+    e1 = a - np.einsum("kd,kd->k", a, x)[:, None] * x
+    e1 /= np.linalg.norm(e1, axis=1, keepdims=True)
+    return e1, np.cross(x, e1)
+
+
 def _mls_log_fit(pos, logr, tree, q, k, degree=3):
     """Weighted least-squares fit of log ρ through the k nearest nodes of each query point q (m, 3),
     in tangent-plane coordinates with Gaussian weights on the scale of the (k/3)-th neighbour distance.
     Returns (log ρ(q), ok) where ok marks the fits that are well conditioned (cond < 1e10)."""
     dist, idx = tree.query(q, k=k)
     dist, idx = dist.reshape(len(q), k), idx.reshape(len(q), k)
-    a = np.where(np.abs(q[:, :1]) < 0.9, np.array([[1.0, 0, 0]]), np.array([[0, 1.0, 0]]))
-    e1 = a - np.einsum("qd,qd->q", a, q)[:, None] * q
-    e1 /= np.linalg.norm(e1, axis=1, keepdims=True)
-    e2 = np.cross(q, e1)
+    e1, e2 = _tangent_frame(q)
     diff = pos[idx] - q[:, None, :]
     scale = np.maximum(dist[:, k // 3], 1e-300)[:, None]
     u = np.einsum("qkd,qd->qk", diff, e1) / scale
@@ -133,14 +138,6 @@ def _mls_log_fit(pos, logr, tree, q, k, degree=3):
     ok = np.linalg.cond(G) < 1e10
     G[~ok] += 1e-12 * np.eye(A.shape[-1])
     return np.linalg.solve(G, rhs)[:, 0, 0], ok
-
-
-def _tangent_frame(x):
-    """Orthonormal tangent vectors (e1, e2) at unit vectors x (k, 3)."""
-    a = np.where(np.abs(x[:, :1]) < 0.9, np.array([[1.0, 0, 0]]), np.array([[0, 1.0, 0]]))
-    e1 = a - np.einsum("kd,kd->k", a, x)[:, None] * x
-    e1 /= np.linalg.norm(e1, axis=1, keepdims=True)
-    return e1, np.cross(x, e1)
 
 
 def _disk_points(m):
@@ -431,13 +428,13 @@ class LagrangianNodes(Representation):
 
         pos, ell = self.nodes(data)
         w = self.weights
-        M = self._cell_maps(pos, ell)
+        f1, f2 = _tangent_frame(pos)
+        M = self._cell_maps(pos, ell, (f1, f2))
         extent = np.linalg.norm(M, ord=2, axis=(1, 2))                  # the image cell's largest radius
         cell = np.pi / grid.shape[0]
         # points per cell: a power of 4 with spacing below a third of a grid cell, from 16 (a cell
         # across an edge of the grid is shared between the grid's cells) to 1024
         k = np.clip(np.ceil(np.log(np.maximum((3 * extent / cell) ** 2, 1.0)) / np.log(4)), 2, 5).astype(int)
-        f1, f2 = _tangent_frame(pos)
         out = np.zeros(grid.shape)
         for level in np.unique(k):
             sel = np.nonzero(k == level)[0]
@@ -450,12 +447,13 @@ class LagrangianNodes(Representation):
             out += bin_masses(grid, pts.reshape(-1, 3), np.repeat(w[sel] / m, m))
         return out / grid.weights
 
-    def _cell_maps(self, pos, ell, neighbours=8):
+    def _cell_maps(self, pos, ell, frame, neighbours=8):
         """S^2: for each label, the 2×2 map M_j from the unit disk onto the flow's image of its
-        quadrature cell, in the tangent plane at x_j: the label's cell is the ellipse of σ-measure q_j
-        shaped by the offsets of its ``neighbours`` nearest labels (a Gauss–Legendre cell near a pole
-        is long and thin); the flow's derivative there is the least-squares map of the neighbours'
-        offsets, rescaled so that the image has the exact measure q_j J_j = w_j/ρ_t(x_j)."""
+        quadrature cell, in the tangent plane at x_j (``frame``: `_tangent_frame` of ``pos``): the
+        label's cell is the ellipse of σ-measure q_j shaped by the offsets of its ``neighbours`` nearest
+        labels (a Gauss–Legendre cell near a pole is long and thin); the flow's derivative there is the
+        least-squares map of the neighbours' offsets, rescaled so that the image has the exact measure
+        q_j J_j = w_j/ρ_t(x_j)."""
         if getattr(self, "_label_cells", None) is None:
             from scipy.spatial import cKDTree
 
@@ -471,7 +469,7 @@ class LagrangianNodes(Representation):
             L *= np.sqrt(4 * q / np.abs(np.linalg.det(L)))[:, None, None]
             self._label_cells = (idx, Y, np.linalg.pinv(Y), L)
         idx, Y, Yinv, L = self._label_cells
-        f1, f2 = _tangent_frame(pos)
+        f1, f2 = frame
         dx = pos[idx] - pos[:, None, :]
         X = np.stack([np.einsum("knd,kd->kn", dx, f1), np.einsum("knd,kd->kn", dx, f2)], -1)
         A = np.swapaxes(Yinv @ X, 1, 2)                                   # X ≈ Y A^T
