@@ -677,7 +677,7 @@ def _hermite_derivative(s, d0, d1, t):
 
 def read_density_file(path):
     """(is_solution, grid, bounds) of a NetCDF file: whether it is a saved `Solution`, else its ``density``
-    variable (None without one) and the grid dimensions that have cell bounds. ValueError naming
+    variable (None without one) and whether a grid dimension has cell bounds. ValueError naming
     ``path`` when the file is missing or not readable NetCDF."""
     import pathlib
 
@@ -690,8 +690,8 @@ def read_density_file(path):
         with xr.open_dataset(path, engine="netcdf4", decode_times=False) as ds:
             is_solution = "representation" in ds.attrs and "model_json" in ds.attrs
             grid = None if is_solution or "density" not in ds.variables else ds["density"].load()
-            bounds = set() if grid is None else {d for d in grid.dims if f"{d}_bnds" in ds.variables
-                                                  or "bounds" in getattr(ds.variables.get(d), "attrs", {})}
+            bounds = grid is not None and any(f"{d}_bnds" in ds.variables or "bounds" in
+                                              getattr(ds.variables.get(d), "attrs", {}) for d in grid.dims)
     except (OSError, ValueError, RuntimeError) as exc:
         raise ValueError(f"{where} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
     return is_solution, grid, bounds
@@ -728,12 +728,19 @@ def grid_from_file(path):
     Raises ValueError naming ``path`` when the file is missing, not NetCDF, a saved Solution, a grid that
     is not one of these, or ``cell_methods`` that are neither "point" nor "mean".
     """
+    is_solution, grid, bounds = read_density_file(path)
+    if is_solution:
+        raise ValueError(f"`path` {str(path)!r} is a saved Solution: read it with `meanfield.from_file` (its last state).")
+    return density_from_grid(path, grid, bounds)
+
+
+def density_from_grid(path, grid, bounds):
+    """`grid_from_file` after the read: the density of the ``density`` variable ``grid`` (None: the file
+    has none) of the file ``path`` (named in the messages), ``bounds`` whether its dimensions have cell
+    bounds (`read_density_file`)."""
     from .quadrature import gauss_legendre_grid
 
     where = f"`path` {str(path)!r}"
-    is_solution, grid, bounds = read_density_file(path)
-    if is_solution:
-        raise ValueError(f"{where} is a saved Solution: read it with `meanfield.from_file` (its last state).")
     if grid is None:
         raise ValueError(f"{where} is neither a meanfield Solution nor a grid file with a `density` variable.")
     values = np.asarray(grid.values if "time" not in grid.dims else grid.isel(time=-1).values, dtype=float)
@@ -743,7 +750,7 @@ def grid_from_file(path):
                          "grids on S^1 (time, theta) and S^2 (time, lat, lon): give the saved Solution instead.")
     if dims not in (("theta",), ("lat", "lon")):
         raise ValueError(f"{where}: its `density` has dimensions {grid.dims}; expected (time, theta) or (time, lat, lon).")
-    means = _holds_cell_means(grid.attrs.get("cell_methods"), dims, bool(bounds), where)
+    means = _holds_cell_means(grid.attrs.get("cell_methods"), dims, bounds, where)
     if means:
         from .gridded import circle_cells, sphere_cells
 

@@ -367,10 +367,11 @@ def from_file(path):
     Raises ValueError naming ``path`` when the file is missing, not NetCDF, holds particles (no
     density), or a grid that `grid_from_file` does not read.
     """
-    from .densities import StateDensity, grid_from_file, read_density_file
+    from .densities import StateDensity, density_from_grid, read_density_file
 
-    if not read_density_file(path)[0]:
-        return grid_from_file(path)
+    is_solution, grid, bounds = read_density_file(path)
+    if not is_solution:
+        return density_from_grid(path, grid, bounds)
     sol = load(path)
     if not sol.representation.is_density:
         raise ValueError(f"`path` {str(path)!r} holds particles, not a density; give a density file (a PDE run), or pass "
