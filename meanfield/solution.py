@@ -182,14 +182,14 @@ class Solution:
         for every solver (particles: the histogram of their weights). ``grid="points"`` writes the
         point values instead; P1 meshes write their nodal values with UGRID. ``grid_size``: cells on
         S^1 (and in s), latitude bands on S^2 (default the representation's): see `meanfield.gridded`.
-        ``clusters=True`` (or the dict of `cluster_trajectories`) adds the clusters followed through
-        time: ``cluster_count(time)``, ``cluster_centre(time, cluster, component)``,
+        ``clusters=True`` (or the dict of `cluster_trajectories`; None like False) adds the clusters
+        followed through time: ``cluster_count(time)``, ``cluster_centre(time, cluster, component)``,
         ``cluster_mass(time, cluster)``, ``cluster_width(time, cluster)`` (NaN where a track does not
         exist), ``cluster_linking_distance(time)`` and the merge events as JSON in the attribute
-        ``cluster_merges_json``. With or without the grid, the
-        Dataset is described as CF-1.11 asks (long names, ``Conventions``, ``title`` ...); its time
-        coordinate holds t as numbers, and `save` writes it with the CF time attributes of
-        `meanfield.gridded.TIME_ATTRS` (t is dimensionless: read as dates, it is seconds since 1970)."""
+        ``cluster_merges_json``. With or without the grid, the Dataset is described as CF-1.11 asks
+        (long names, ``Conventions``, ``title`` ...); its time coordinate holds t as numbers, and `save`
+        writes it with the CF time attributes of `meanfield.gridded.TIME_ATTRS` (t is dimensionless:
+        read as dates, it is seconds since 1970)."""
         import xarray as xr
 
         data_vars, coords, attrs = self.representation.to_dataset(self.data)
@@ -214,8 +214,10 @@ class Solution:
             if key in self.stats:
                 ds.attrs[key] = self.stats[key]
         ds["energy"].attrs["long_name"] = "interaction energy E_beta (3.5)"
-        if clusters is not False and clusters is not None:
-            add_cluster_variables(ds, self.cluster_trajectories() if clusters is True else clusters)
+        if clusters is True:
+            clusters = self.cluster_trajectories()          # None when there is nothing to follow
+        if clusters:                                        # False or None: no clusters
+            add_cluster_variables(ds, clusters)
         kind = grid_kind(grid)
         if kind is not None:
             return add_grid(ds, self, grid_size, kind)
@@ -255,9 +257,7 @@ class Solution:
 
 
 def add_cluster_variables(ds, traj):
-    """Put the cluster trajectories ``traj`` (`Solution.cluster_trajectories`; None: nothing) into ``ds``."""
-    if traj is None:
-        return ds
+    """Put the cluster trajectories ``traj`` (`Solution.cluster_trajectories`) into ``ds``."""
     ds["cluster_count"] = (("time",), traj["count"], {
         "long_name": "number of clusters (NaN where the mass is not separated into clusters)", "units": "1"})
     ds["cluster_linking_distance"] = (("time",), traj["tolerance"], {

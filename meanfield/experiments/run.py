@@ -102,7 +102,7 @@ def run(config, out=None, *, quick=False, progress=None, resume=None, clusters=T
         report.solution = sol
         if sol is not None and len(sol.t):
             traj = _cluster_trajectories(report, sol) if clusters else None
-            report.save_dataset(sol, f"{name}.nc", grid=cfg.grid, clusters=traj if traj is not None else False)
+            report.save_dataset(sol, f"{name}.nc", grid=cfg.grid, clusters=traj)
             if partial is not None and partial.exists():
                 partial.unlink()
             for stale in () if partial is None else partial.parent.glob(f"{partial.name}.*.tmp"):
