@@ -162,10 +162,10 @@ _MEAN_ATTRS = {"long_name": "mean density over each grid cell, relative to the u
 
 def _cell_mean_variables(sol, n=None):
     """The cell means of every saved time on one `CellGrid` (that of the first segment)."""
+    from .representations import NoCellMeans
+
     grid, rows = None, []
     for r, data in _slices(sol):
-        if not hasattr(r, "cell_means") or not hasattr(r, "cells"):
-            raise ValueError(f"`grid`: representation {r.name!r} has no cell means.")
         g = r.cells(n if grid is None else grid.shape[0])
         if grid is None:
             grid = g
@@ -173,7 +173,7 @@ def _cell_mean_variables(sol, n=None):
             raise ValueError("`grid`: the segments of this run have different cell grids.")
         try:
             rows.append(np.asarray(r.cell_means(data, grid), dtype=float))
-        except AttributeError:
+        except NoCellMeans:
             raise ValueError(f"`grid`: representation {r.name!r} has no cell means.") from None
     coords, bounds, (wname, weight) = grid.variables()
     attrs = dict(_MEAN_ATTRS, cell_methods="time: point " + grid.cell_methods)

@@ -38,6 +38,10 @@ def from_dataset(ds):
     return cls.from_dataset(ds)
 
 
+class NoCellMeans(AttributeError):
+    """A representation without cell means (`Representation.cell_means`)."""
+
+
 class Representation:
     """Contract for a state representation (one time slice is ``data``; a run stacks them on axis 0).
 
@@ -109,7 +113,7 @@ class Representation:
 
     def cell_means(self, data, grid):
         """The mean density μ(cell)/σ(cell) over each cell of ``grid`` (a `meanfield.gridded.CellGrid`)."""
-        raise AttributeError(f"representation {self.name!r} has no cell means")
+        raise NoCellMeans(f"representation {self.name!r} has no cell means")
 
 
 class State:
