@@ -56,6 +56,8 @@ TIME_ATTRS = {"standard_name": "time", "long_name": "layer depth t of the dynami
                          f"so the value t is stored as t seconds since {TIME_EPOCH} (an arbitrary reference)"}
 # θ on S^1: an angle on the circle, x = (cos θ, sin θ). Not a longitude: no axis, no standard_name.
 THETA_ATTRS = {"units": "radian", "long_name": "angle theta on the circle, x = (cos theta, sin theta)"}
+LAT_ATTRS = {"units": "degrees_north", "standard_name": "latitude", "long_name": "latitude", "axis": "Y"}
+LON_ATTRS = {"units": "degrees_east", "standard_name": "longitude", "long_name": "longitude", "axis": "X"}
 UGRID = "UGRID-1.0"
 DENSITY_NAME = "density"
 _DENSITY_ATTRS = {"long_name": "density relative to the uniform probability measure sigma on the sphere",
@@ -193,10 +195,8 @@ def ugrid_variables(rep):
     if rep.dim == 3:
         lon = np.degrees(np.arctan2(v[:, 1], v[:, 0]))
         lat = np.degrees(np.arcsin(np.clip(v[:, 2], -1.0, 1.0)))
-        nodes = {"mesh_node_lon": ("vertex", lon, {"standard_name": "longitude", "long_name": "longitude of the mesh nodes",
-                                                   "units": "degrees_east", "axis": "X"}),
-                 "mesh_node_lat": ("vertex", lat, {"standard_name": "latitude", "long_name": "latitude of the mesh nodes",
-                                                  "units": "degrees_north", "axis": "Y"})}
+        nodes = {"mesh_node_lon": ("vertex", lon, dict(LON_ATTRS, long_name="longitude of the mesh nodes")),
+                 "mesh_node_lat": ("vertex", lat, dict(LAT_ATTRS, long_name="latitude of the mesh nodes"))}
         topology = {"topology_dimension": 2, "node_coordinates": "mesh_node_lon mesh_node_lat",
                     "face_node_connectivity": "cells", "face_dimension": "cell"}
         connectivity = {"cf_role": "face_node_connectivity", "start_index": 0,
@@ -373,8 +373,7 @@ def sphere_cells(n):
     lon_e = 360.0 * np.arange(2 * n + 1) / (2 * n)
     band = 0.5 * (np.sin(np.radians(lat_e[:-1])) - np.sin(np.radians(lat_e[1:])))      # σ of each band
     weights = np.repeat(band[:, None] / (2 * n), 2 * n, axis=1)
-    attrs = {"lat": dict(units="degrees_north", standard_name="latitude", long_name="latitude", axis="Y"),
-             "lon": dict(units="degrees_east", standard_name="longitude", long_name="longitude", axis="X")}
+    attrs = {"lat": dict(LAT_ATTRS), "lon": dict(LON_ATTRS)}
     return CellGrid(("lat", "lon"), {"lat": 0.5 * (lat_e[:-1] + lat_e[1:]), "lon": 0.5 * (lon_e[:-1] + lon_e[1:])},
                     {"lat": _edges_bounds(lat_e), "lon": _edges_bounds(lon_e)}, weights, attrs, "area: mean")
 

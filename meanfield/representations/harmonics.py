@@ -27,6 +27,7 @@ scale every coefficient; `from_pyshtools` converts them with pyshtools' own ``co
 import numpy as np
 
 from ..energy import energy_from_spectrum
+from ..gridded import LAT_ATTRS, LON_ATTRS
 from ..quadrature import gauss_legendre_grid   # also re-exported: the ducc0 "GL" grid
 from .base import Representation
 
@@ -173,8 +174,8 @@ class SphericalHarmonicSeries(Representation):
         values = self.grid_values(data, n, 2 * n)
         da = xr.DataArray(values, coords={"lat": 90 - np.degrees(theta), "lon": np.degrees(phi)}, dims=("lat", "lon"),
                           name="rho")
-        da["lat"].attrs.update(units="degrees_north", standard_name="latitude", long_name="latitude", axis="Y")
-        da["lon"].attrs.update(units="degrees_east", standard_name="longitude", long_name="longitude", axis="X")
+        da["lat"].attrs.update(LAT_ATTRS)
+        da["lon"].attrs.update(LON_ATTRS)
         da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
         return da
 

@@ -36,7 +36,7 @@ kept when they hold at least two nodes and a mass of at least ``min_mass``.
 import numpy as np
 
 from ..energy import discrete_energy
-from ..gridded import THETA_ATTRS
+from ..gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS
 from .base import Representation
 
 _SWAP_TOL = 1e-9     # S^1: consecutive nodes closer than this (in angle) may swap by round-off
@@ -400,8 +400,8 @@ class LagrangianNodes(Representation):
             x = np.stack([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)], -1)
             da = xr.DataArray(self._evaluate_sphere(data, x), coords={"lat": lat, "lon": lon}, dims=("lat", "lon"),
                               name="rho")
-            da["lat"].attrs.update(units="degrees_north", standard_name="latitude", long_name="latitude", axis="Y")
-            da["lon"].attrs.update(units="degrees_east", standard_name="longitude", long_name="longitude", axis="X")
+            da["lat"].attrs.update(LAT_ATTRS)
+            da["lon"].attrs.update(LON_ATTRS)
         da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
         return da
 
