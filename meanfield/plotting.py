@@ -288,22 +288,27 @@ def _segment_boundaries(sol):
 def space_time_panel(ax, sol, scale="auto", t_end=None, fig=None):
     """ρ(θ, t) on S^1, or the law of s = ⟨x, e⟩ of a zonal density (Gegenbauer, any d), against t."""
     rep = sol.representation
-    t = np.asarray(sol.t, dtype=float)
     if rep.name == "gegenbauer":
         return _zonal_law_panel(ax, sol, scale, t_end, fig)
     x, rho = _circle_rows(sol, max(1024, 2 * getattr(rep, "modes", 0) + 2))
     ax.set_xlabel(r"$\theta$ (radians)")
     ax.set_xticks(np.pi * np.arange(5) / 2, ["0", "π/2", "π", "3π/2", "2π"])
     ax.set_xlim(0.0, 2 * np.pi)
-    where = "density on $S^1$"
     drawn, norm, cmap, label, ticks = colour_scale(rho, scale)
+    ax.set_ylabel("t")
+    ax.set_title("density on $S^1$, relative to σ")
+    return _time_mesh(ax, sol, x, drawn, norm, cmap, label, t_end, fig, ticks)
+
+
+def _time_mesh(ax, sol, x, drawn, norm, cmap, label, t_end=None, fig=None, ticks=None):
+    """The rows ``drawn`` (T, m) over ``x`` against the saved times of ``sol`` (one saved time: a band
+    of height 1), with the colour bar, the hand-overs between segments, the time limits and the stop mark."""
+    t = np.asarray(sol.t, dtype=float)
     if t.size == 1:
         t = np.array([t[0] - 0.5, t[0] + 0.5])
         drawn = np.repeat(drawn, 2, axis=0)
     mesh = ax.pcolormesh(x, t, drawn, shading="nearest", norm=norm, cmap=cmap, rasterized=True)
     (fig or ax.figure).colorbar(mesh, ax=ax, label=label, pad=0.02, ticks=ticks)
-    ax.set_ylabel("t")
-    ax.set_title(f"{where}, relative to σ")
     for tb, name in _segment_boundaries(sol):
         ax.axhline(tb, color="w", ls=":", lw=1.2)
         ax.annotate(f"hand-over to {name}", xy=(0.98, tb), xycoords=("axes fraction", "data"), xytext=(0, 2),
@@ -319,7 +324,6 @@ def _zonal_law_panel(ax, sol, scale="auto", t_end=None, fig=None):
     from matplotlib.colors import LogNorm, Normalize
 
     rep = sol.representation
-    t = np.asarray(sol.t, dtype=float)
     s, law = rep.space_time(sol.data)
     top = float(np.nanmax(law)) if np.isfinite(law).any() else 1.0
     if check_scale(scale) == "log":
@@ -327,17 +331,10 @@ def _zonal_law_panel(ax, sol, scale="auto", t_end=None, fig=None):
             r"law of $s$ (density in $s$, log scale)"
     else:
         drawn, norm, label = np.clip(law, 0.0, None), Normalize(vmin=0.0, vmax=top), r"law of $s$ (density in $s$)"
-    if t.size == 1:
-        t = np.array([t[0] - 0.5, t[0] + 0.5])
-        drawn = np.repeat(drawn, 2, axis=0)
-    mesh = ax.pcolormesh(s, t, drawn, shading="nearest", norm=norm, cmap="magma", rasterized=True)
-    (fig or ax.figure).colorbar(mesh, ax=ax, label=label, pad=0.02)
     ax.set_xlabel(r"$s = \langle x, e\rangle$ ($e$ the axis of the zonal density)")
     ax.set_ylabel("$t$")
     ax.set_title(f"law of $s$ for a zonal density on $S^{{{rep.dim - 1}}}$")
-    ax.set_ylim(*_time_limits(sol))
-    mark_stop(ax, sol, t_end, axis="y")
-    return ax
+    return _time_mesh(ax, sol, s, drawn, norm, "magma", label, t_end, fig)
 
 
 def legend(ax, **kwargs):
