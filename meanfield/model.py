@@ -1,4 +1,11 @@
-"""The model: which self-attention dynamics on S^{d-1} ((2.3)–(2.7), (3.2); docs/mathematics.md §1–§2, §6)."""
+"""The model: which self-attention dynamics on S^{d-1} ((2.3)–(2.7), (3.2); docs/mathematics.md §1–§2, §6).
+
+Besides the paper's layer (Post-LN, attention alone, every token attending to every token) a model
+states the parts of a decoder layer that the field now studies: a causal mask with an ALiBi position
+bias (docs/causal.md), where the normalisation sits (docs/normalization.md) and a feed-forward term.
+Solvers state which of these they take (`solvers.base.Solver` capabilities) and refuse the others
+with `UnsupportedModel` naming the argument.
+"""
 import json
 
 import numpy as np
@@ -6,6 +13,9 @@ import numpy as np
 from .validation import check_beta, check_dim, check_memory, check_real
 
 _ZONAL_TOL = 1e-12
+MASKS = ("none", "causal", "causal-strict")
+NORMALIZATIONS = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")
+ACTIVATIONS = ("gelu", "tanh", "relu")
 
 
 def _as_matrix(value, name, rows=None, cols=None):
@@ -22,6 +32,12 @@ def _as_matrix(value, name, rows=None, cols=None):
     if cols is not None and a.shape[1] != cols:
         raise ValueError(f"`{name}` must have {cols} columns, got shape {a.shape}.")
     return a
+
+
+def _choice(value, name, choices):
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"`{name}` must be one of {', '.join(repr(c) for c in choices)}, got {value!r}.")
+    return value
 
 
 def _scaled_identity(A, v):
@@ -58,6 +74,23 @@ class Model:
         Multi-head attention (2.7); mutually exclusive with Q, K, V.
     noise : float >= 0
         ν: adds ν·Δ_S ρ to the PDE and sqrt(2ν)·dB (Stratonovich, projected) to particles (docs/mathematics.md §6).
+    mask : "none", "causal" or "causal-strict"
+        Which tokens token j attends to: all of them, k <= j (decoder attention), or k < j (the
+        kinetic paper's particles; the first token then stays fixed). docs/causal.md.
+    position_bias : float >= 0
+        λ, the ALiBi slope in units of the whole sequence: the pair (j, k) gets the weight
+        e^{−λ(j−k)/n} (masked models only).
+    normalization : "post", "pre", "mix", "peri", "ngpt" or "sqrt-depth"
+        Where the layer normalisation sits: a speed factor on each token's direction
+        (docs/normalization.md). "post" is the paper's model.
+    mix_depth : float > 0
+        τ of ``normalization="mix"``: Post-LN for t <= τ, Pre-LN after.
+    ngpt_alpha : float > 0 or callable t -> float
+        α(t) of ``normalization="ngpt"`` (default 1).
+    mlp : (W, U, b), optional
+        A feed-forward term P_x W act(U x + b) added to the velocity: W (d, w), U (w, d), b (w,).
+    activation : "gelu", "tanh" or "relu"
+        The feed-forward activation (GELU in its exact erf form).
 
     Notes
     -----
@@ -65,7 +98,9 @@ class Model:
     depends on ⟨x, y⟩ only, which is the case the PDE solvers accept.
     """
 
-    def __init__(self, beta, dim, normalized=True, V=1.0, Q=None, K=None, heads=None, noise=0.0):
+    def __init__(self, beta, dim, normalized=True, V=1.0, Q=None, K=None, heads=None, noise=0.0, *, mask="none",
+                 position_bias=0.0, normalization="post", mix_depth=None, ngpt_alpha=None, mlp=None,
+                 activation="gelu"):
         self.beta = check_beta(beta)
         self.dim = check_dim(dim)
         check_memory(24 * self.dim ** 2, "dim", self.dim)      # the d×d matrices Q, K, V of a head
@@ -81,6 +116,53 @@ class Model:
             self.heads = [self._head(h, i) for i, h in enumerate(heads)]
         else:
             self.heads = [self._head((Q, K, V), None)]
+        self.mask = _choice(mask, "mask", MASKS)
+        self.position_bias = check_real(position_bias, "position_bias", low=0.0)
+        if self.position_bias and self.mask == "none":
+            raise ValueError("`position_bias` (the ALiBi slope) applies to a masked model: pass mask='causal' or "
+                             f"'causal-strict' with it, got mask='none' and position_bias={self.position_bias:g}.")
+        self._set_normalization(normalization, mix_depth, ngpt_alpha)
+        self.activation = _choice(activation, "activation", ACTIVATIONS)
+        self.mlp = None if mlp is None else self._mlp(mlp)
+
+    def _set_normalization(self, normalization, mix_depth, ngpt_alpha):
+        self.normalization = _choice(normalization, "normalization", NORMALIZATIONS)
+        if mix_depth is not None and self.normalization != "mix":
+            raise ValueError(f"`mix_depth` applies to normalization='mix', got normalization={self.normalization!r}.")
+        if ngpt_alpha is not None and self.normalization != "ngpt":
+            raise ValueError(f"`ngpt_alpha` applies to normalization='ngpt', got normalization={self.normalization!r}.")
+        if self.normalization == "mix":
+            if mix_depth is None:
+                raise ValueError("`mix_depth` (τ: Post-LN for t <= τ, Pre-LN after) is required with normalization='mix'.")
+            mix_depth = check_real(mix_depth, "mix_depth", low=0.0, low_open=True)
+        self.mix_depth = mix_depth
+        if self.normalization == "ngpt":
+            if ngpt_alpha is None:
+                ngpt_alpha = 1.0
+            if not callable(ngpt_alpha):
+                ngpt_alpha = check_real(ngpt_alpha, "ngpt_alpha", low=0.0, low_open=True)
+        self.ngpt_alpha = ngpt_alpha
+
+    def _mlp(self, mlp):
+        """(W, U, b) with W (d, w), U (w, d), b (w,): the feed-forward term P_x W act(Ux + b)."""
+        d = self.dim
+        try:
+            W, U, b = mlp
+        except (TypeError, ValueError):
+            raise ValueError("`mlp` must be a triple (W, U, b) with W (d, w), U (w, d) and b (w,).") from None
+        try:
+            W, U, b = (np.array(a, dtype=float) for a in (W, U, b))
+        except (TypeError, ValueError):
+            raise ValueError("`mlp` = (W, U, b) must hold real arrays.") from None
+        w = W.shape[1] if W.ndim == 2 else -1
+        if W.shape != (d, w) or U.shape != (w, d) or b.shape != (w,):
+            raise ValueError(f"`mlp` = (W, U, b) must have shapes (d, w), (w, d), (w,) with d = {d}, got "
+                             f"{W.shape}, {U.shape}, {b.shape}.")
+        if not all(np.all(np.isfinite(a)) for a in (W, U, b)):
+            raise ValueError("`mlp` contains NaN or inf.")
+        for a in (W, U, b):
+            a.flags.writeable = False
+        return W, U, b
 
     def _head(self, head, index):
         d = self.dim
@@ -140,6 +222,16 @@ class Model:
     def kind(self):
         return "SA" if self.normalized else "USA"
 
+    @property
+    def is_causal(self):
+        """A masked model: token j attends to k <= j ("causal") or k < j ("causal-strict")."""
+        return self.mask != "none"
+
+    @property
+    def is_layer_standard(self):
+        """The paper's layer: no mask, Post-LN, no feed-forward term."""
+        return self.mask == "none" and self.normalization == "post" and self.mlp is None
+
     def __repr__(self):
         parts = [f"beta={self.beta:g}", f"dim={self.dim}"]
         if not self.normalized:
@@ -151,6 +243,9 @@ class Model:
             parts.append(f"heads={len(self.heads)} (general Q, K, V)")
         if self.noise:
             parts.append(f"noise={self.noise:g}")
+        parts += [f"{k}={v!r}" for k, v in self._layer_dict().items() if k != "mlp"]
+        if self.mlp is not None:
+            parts.append(f"mlp=width {self.mlp[0].shape[1]}")
         return f"Model({', '.join(parts)})"
 
     def __eq__(self, other):
@@ -166,11 +261,33 @@ class Model:
             out["V"] = self.v
         else:
             out["heads"] = [[Q.tolist(), K.tolist(), V.tolist()] for Q, K, V in self.heads]
+        out.update(self._layer_dict())
+        return out
+
+    def _layer_dict(self):
+        """The keys beyond the paper's layer, only where they differ from the default."""
+        out = {}
+        if self.mask != "none":
+            out["mask"] = self.mask
+        if self.position_bias:
+            out["position_bias"] = self.position_bias
+        if self.normalization != "post":
+            out["normalization"] = self.normalization
+        if self.mix_depth is not None:
+            out["mix_depth"] = self.mix_depth
+        if self.ngpt_alpha is not None:
+            out["ngpt_alpha"] = self.ngpt_alpha if not callable(self.ngpt_alpha) else "callable"
+        if self.mlp is not None:
+            out["mlp"] = [a.tolist() for a in self.mlp]
+            out["activation"] = self.activation
         return out
 
     @classmethod
     def from_dict(cls, d):
         d = dict(d)
+        if d.get("ngpt_alpha") == "callable":
+            raise ValueError("`ngpt_alpha` was a function of t, which a file cannot hold; build the Model again with "
+                             "it and continue the run from the saved Solution's state.")
         heads = d.pop("heads", None)
         if heads is not None:
             heads = [tuple(np.asarray(m, dtype=float) for m in h) for h in heads]

@@ -27,7 +27,11 @@ the items marked (checked) when the class is defined and raises TypeError naming
    argument itself), so an adaptive pair reuses its last stage after a retraction (needs ``retracts``);
    ``auto_resolution``: None, or (resolution attribute, cap attribute) of an automatic resolution
    (e.g. ("modes", "max_modes"), `solvers.spectral.AutoResolution`);
-   ``run_type``: the `Run` of its runs (below).
+   ``run_type``: the `Run` of its runs (below);
+   the capabilities of the model it takes beyond the paper's layer (`Solver.__init__` refuses the
+   others with `UnsupportedModel` naming the argument): ``takes_mask`` (causal masks and the position
+   bias, docs/causal.md), ``normalizations`` (the ``Model.normalization`` schemes it takes,
+   docs/normalization.md), ``takes_mlp`` (a feed-forward term).
 3. Per-run state (checked): values that belong to one run are fields of ``run_type``, a subclass of
    `Run` declared as a dataclass with slots, each field with a default and a comment; the hooks
    set them (``_configure``, the initial-state hooks). An undeclared name raises AttributeError.
@@ -240,6 +244,9 @@ class Solver:
     retracts = False
     retract_invariant = False
     run_type = Run
+    takes_mask = False
+    normalizations = ("post",)
+    takes_mlp = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -249,6 +256,20 @@ class Solver:
         if not isinstance(model, Model):
             raise ValueError(f"`model` must be a meanfield.Model, got {type(model).__name__}.")
         self.model = model
+        self._require_capabilities()
+
+    def _require_capabilities(self):
+        """Refuse a model part this class does not declare (``takes_mask``, ``normalizations``, ``takes_mlp``)."""
+        model, name = self.model, type(self).__name__
+        if model.is_causal and not self.takes_mask:
+            raise UnsupportedModel(f"{name} cannot take a masked model: `mask`={model.mask!r} needs a solver that "
+                                   "takes causal attention (solvers.Particles, or FourierCircle / SphericalHarmonics "
+                                   "with `positions`; docs/causal.md).")
+        if model.normalization not in self.normalizations:
+            raise UnsupportedModel(f"{name} takes `normalization` in {list(self.normalizations)}, got "
+                                   f"{model.normalization!r} (docs/normalization.md says which solver takes which).")
+        if model.mlp is not None and not self.takes_mlp:
+            raise UnsupportedModel(f"{name} cannot take a feed-forward term (`mlp`); solvers.Particles takes any.")
 
     def _run_context(self, run):
         """A context held while the stepper runs (default: none; e.g. BLAS on one thread while the
