@@ -263,13 +263,13 @@ class Solver:
         model, name = self.model, type(self).__name__
         if model.is_causal and not self.takes_mask:
             raise UnsupportedModel(f"{name} cannot take a masked model: `mask`={model.mask!r} needs a solver that "
-                                   "takes causal attention (solvers.Particles, or FourierCircle / SphericalHarmonics "
-                                   "with `positions`; docs/causal.md).")
+                                   "takes causal attention (docs/causal.md says which).")
         if model.normalization not in self.normalizations:
             raise UnsupportedModel(f"{name} takes `normalization` in {list(self.normalizations)}, got "
                                    f"{model.normalization!r} (docs/normalization.md says which solver takes which).")
         if model.mlp is not None and not self.takes_mlp:
-            raise UnsupportedModel(f"{name} cannot take a feed-forward term (`mlp`); solvers.Particles takes any.")
+            raise UnsupportedModel(f"{name} cannot take a feed-forward term (`mlp`; docs/normalization.md says which "
+                                   "solvers do).")
 
     def _run_context(self, run):
         """A context held while the stepper runs (default: none; e.g. BLAS on one thread while the
