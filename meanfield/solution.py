@@ -87,12 +87,33 @@ class Solution:
         """ρ at points x (shape (..., d), on the sphere) at saved index i (PDE solutions only)."""
         if not self.representation.is_density:
             raise AttributeError("a particle Solution has no density; use sol.positions or sol.measure(i)")
-        x = check_points(x, "x", dim=self.model.dim)
+        if self.representation.domain == "sphere":
+            x = check_points(x, "x", dim=self.model.dim)
+        else:
+            x = np.asarray(x, dtype=float)
+            if x.shape[-1:] != (self.model.dim,) or not np.all(np.isfinite(x)):
+                raise ValueError(f"`x` must be finite points of R^{self.model.dim}, shape (..., {self.model.dim}), "
+                                 f"got shape {x.shape}.")
         return self.representation.evaluate(self.data[self._index(i)], x)
 
     def measure(self, i=-1, n=None, **kwargs):
         """A weighted discrete measure (points, weights) of the state at saved index i."""
         return self.representation.measure(self.data[self._index(i)], n=n, **kwargs)
+
+    def mean(self, i=-1):
+        """The mean m of the Gaussian continuum at saved index i (`solvers.Gaussian`), shape (d,)."""
+        return self._moment("mean", i)
+
+    def covariance(self, i=-1):
+        """The covariance Σ of the Gaussian continuum at saved index i (`solvers.Gaussian`), shape (d, d)."""
+        return self._moment("covariance", i)
+
+    def _moment(self, which, i):
+        get = getattr(self.representation, which, None)
+        if get is None:
+            raise AttributeError(f"a {self.representation.name!r} Solution has no {which}; the Gaussian continuum "
+                                 "(solvers.Gaussian) has one")
+        return get(self.data[self._index(i)])
 
     def state(self, i=-1):
         """The state at saved index i as a `meanfield.representations.State`: it carries its

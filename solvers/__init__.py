@@ -5,6 +5,8 @@
     FiniteElements       dolfinx aggregation-equation solver (fem extra)  (solvers.fem)
     Particles            N-particle solver on S^{d-1}                     (solvers.particles)
     Gegenbauer           zonal densities on S^{d-1}, any d (Gegenbauer)   (solvers.gegenbauer)
+    Lagrangian           characteristics with exact densities, S^1, S^2   (solvers.lagrangian)
+    Gaussian             the exact Gaussian continuum of (SA) in R^d      (solvers.gaussian)
 
 Imports are lazy so that a missing optional dependency (dolfinx) only affects its own solver.
 """
@@ -21,6 +23,8 @@ _LAZY = {
     "Particles": "solvers.particles",
     "Lagrangian": "solvers.lagrangian",
     "Gegenbauer": "solvers.gegenbauer",
+    "Gaussian": "solvers.gaussian",
+    "CovarianceBlowUp": "solvers.gaussian",
 }
 
 __all__ = ["Solver", "UnderResolved", "UnsupportedModel", "SolverError", "NonFiniteState", "Interrupted",

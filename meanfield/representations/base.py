@@ -14,6 +14,7 @@ _REGISTRY = {
     "lagrangian": "meanfield.representations.lagrangian:LagrangianNodes",
     "gegenbauer": "meanfield.representations.gegenbauer:GegenbauerSeries",
     "segments": "meanfield.representations.segments:Segments",
+    "gaussian": "meanfield.representations.gaussian:GaussianMoments",
 }
 
 
@@ -63,6 +64,7 @@ class Representation:
     name = None
     dim = None
     is_density = True
+    domain = "sphere"       # where the state lives: "sphere" (S^{d-1}) or "euclidean" (R^d)
 
     def evaluate(self, data, x):
         raise NotImplementedError

@@ -1,0 +1,150 @@
+"""`Gaussian`: the exact continuum of (SA) in R^d for Gaussian data (docs/gaussian.md; docs/mathematics.md §14).
+
+Without layer normalisation, tokens in R^d move by ẋ_i = Σ_h V_h Σ_j softmax_j(β⟨Q_h x_i, K_h x_j⟩) x_j
+(Section 9 of Geshkovski, Letrouit, Polyanskiy, Rigollet, *A mathematical perspective on
+Transformers*; the dynamics of *The emergence of clusters in self-attention dynamics*). For
+μ = N(m, Σ) the softmax average is the mean of the Gaussian tilted by e^{⟨βK_hᵀQ_h x, y⟩}, which is
+m + βΣK_hᵀQ_h x, so the field is affine (Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322):
+
+    v(x) = Σ_h V_h (m + βΣ M_h x),   M_h = K_hᵀQ_h,
+
+and an affine flow keeps Gaussians Gaussian. With B = β Σ_h V_h Σ M_h the moments solve
+
+    ṁ = Σ_h V_h m + B m,     Σ̇ = BΣ + ΣBᵀ,
+
+a quadratic (Riccati-type) system whose covariance may blow up in finite time. In d = 1 with
+a = β v q k: σ²(t) = σ₀²/(1 − 2aσ₀²t), infinite at t* = 1/(2aσ₀²).
+
+(USA) is refused: its field Σ_j e^{β⟨Qx, Ky⟩}Vx_j/n is the Gaussian's moment generating function
+times an affine map, which is not affine, so Gaussians do not stay Gaussian. Noise is refused too
+(the model's noise is the sphere's).
+"""
+import numpy as np
+
+from meanfield.errors import SolverError, UnsupportedModel
+from meanfield.representations.gaussian import GaussianMoments, join_moments, split_moments
+
+from .base import Solver
+
+BLOWUP_GROWTH = 1e10     # the largest covariance eigenvalue, relative to its start, at which a run reports a blow-up
+
+
+class CovarianceBlowUp(SolverError):
+    """The covariance Σ of the Gaussian continuum blows up in finite time.
+
+    Attributes: ``t`` (the last time reached), ``t_blowup`` (the blow-up time, estimated from the
+    Riccati growth λ ~ c/(t* − t) of the largest eigenvalue λ of Σ: t* = t + λ/λ̇, exact in d = 1),
+    ``solution`` (the saved times before ``t``).
+    """
+
+    def __init__(self, message, solution=None, t=None, t_blowup=None):
+        super().__init__(message, solution)
+        self.t, self.t_blowup = t, t_blowup
+
+
+def moment_rates(m, S, beta, heads):
+    """(ṁ, Σ̇) of N(m, Σ) under (SA) in R^d, ``heads`` a list of (M_h = K_hᵀQ_h, V_h) (docs/gaussian.md)."""
+    B = sum(V @ S @ M for M, V in heads) * beta
+    dm = sum(V @ m for _, V in heads) + B @ m
+    BS = B @ S
+    return dm, BS + BS.T
+
+
+class Gaussian(Solver):
+    """The Gaussian continuum of (SA) in R^d: the mean and covariance of N(m, Σ), exactly.
+
+    Parameters
+    ----------
+    model : `meanfield.Model` with ``normalized=True`` ((SA)), no noise, any Q, K, V and heads, any dim.
+    domain : "euclidean" (the only one: on the sphere Gaussians are not preserved).
+
+    Notes
+    -----
+    ``solve(initial, t_eval)``: ``initial`` a pair (m0, S0) (mean (d,), covariance (d, d), symmetric
+    positive definite); or samples (points (n, d), weights (n,)) replaced by their own mean and
+    covariance; or a Gaussian Solution (continued). Steppers "dopri5" (default, rtol 1e-10) and "bs32".
+    ``sol.mean(i)``, ``sol.covariance(i)``; ``sol.density(x, i)`` is the Lebesgue density and
+    ``sol.measure(i, n)`` n quasi-random samples. A covariance that blows up stops the run with
+    `CovarianceBlowUp` carrying ``t_blowup`` and the Solution so far.
+    """
+
+    steppers = ("dopri5", "bs32")
+    stepper_defaults = {"rtol": 1e-10, "atol": 1e-12}
+
+    def __init__(self, model, *, domain="euclidean"):
+        Solver.__init__(self, model)
+        if domain != "euclidean":
+            raise ValueError(f"`domain` must be 'euclidean' for the Gaussian continuum (Gaussians live in R^d; on the "
+                             f"sphere no family of them is preserved), got {domain!r}.")
+        if not model.normalized:
+            raise UnsupportedModel("`normalized`=False ((USA)) does not keep Gaussians Gaussian: its field is the "
+                                   "Gaussian's moment generating function times an affine map; use solvers.Particles "
+                                   "with domain='euclidean'.")
+        if model.noise:
+            raise UnsupportedModel(f"`noise`={model.noise:g}: the model's noise is Brownian motion on the sphere, "
+                                   "which R^d does not have; use noise=0.")
+        self.heads = [(K.T @ Q, V) for Q, K, V in model.heads]
+
+    # -- Solver contract ---------------------------------------------------------------------------
+    def _representation(self, run):
+        return GaussianMoments(self.model.dim)
+
+    def _rhs(self, run, t, y):
+        """(ṁ, Σ̇) flattened, `moment_rates`."""
+        m, S = split_moments(y, self.model.dim)
+        dm, dS = moment_rates(m, S, self.model.beta, self.heads)
+        return join_moments(dm, dS)
+
+    def _initial_from_measure(self, run, first, second, normalize):
+        """(m0, S0), or samples (points, weights) through their mean and covariance."""
+        d = self.model.dim
+        first, second = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+        if first.shape == (d,) and second.shape == (d, d):
+            return self._initial_from_data(run, join_moments(first, second), normalize)
+        if first.ndim == 2 and first.shape[1] == d and second.shape == (first.shape[0],):
+            if not np.all(np.isfinite(first)) or np.any(second < 0) or not second.sum() > 0:
+                raise ValueError("`initial` samples must be finite with non-negative weights of positive sum.")
+            w = second / second.sum()
+            m = w @ first
+            z = first - m
+            return self._initial_from_data(run, join_moments(m, (z * w[:, None]).T @ z), normalize)
+        raise ValueError(f"`initial` must be (mean (d,), covariance (d, d)) or (points (n, d), weights (n,)) with "
+                         f"d = {d}, got shapes {first.shape} and {second.shape}.")
+
+    def _initial_from_data(self, run, data, normalize):
+        d = self.model.dim
+        data = np.asarray(data, dtype=float)
+        if data.shape != (d + d * d,) or not np.all(np.isfinite(data)):
+            raise ValueError(f"`initial` as data must be the finite vector [m, vec Σ] of length {d + d * d}, "
+                             f"got shape {data.shape}.")
+        m, S = split_moments(data, d)
+        if not np.allclose(S, S.T, rtol=0, atol=1e-12 * max(1.0, np.abs(S).max())):
+            raise ValueError("`initial` covariance must be symmetric.")
+        if not np.linalg.eigvalsh(S).min() > 0:
+            raise ValueError("`initial` covariance must be positive definite (its smallest eigenvalue is <= 0).")
+        run.workspace["scale"] = float(np.linalg.eigvalsh(S).max())
+        return join_moments(m, 0.5 * (S + S.T))
+
+    def _initial_from_callable(self, run, rho0, normalize):
+        raise ValueError("`initial`: the Gaussian continuum starts from (mean, covariance) or from samples "
+                         "(points, weights), not from a density callable.")
+
+    def _monitor(self, run, t, y):
+        """Stop with `CovarianceBlowUp` once the largest eigenvalue of Σ has grown by BLOWUP_GROWTH."""
+        m, S = split_moments(y, self.model.dim)
+        vals, vecs = np.linalg.eigh(S)
+        top = float(vals[-1])
+        if top > BLOWUP_GROWTH * run.workspace["scale"]:
+            u = vecs[:, -1]
+            rate = float(u @ moment_rates(m, S, self.model.beta, self.heads)[1] @ u)
+            t_star = t + top / rate if rate > 0 else t
+            raise CovarianceBlowUp(
+                f"the covariance blows up in finite time: its largest eigenvalue grew by {top / run.workspace['scale']:.2g} "
+                f"by t={t:.9g}, blow-up time t* = {t_star:.9g} (Riccati growth, docs/gaussian.md); the saved times "
+                f"before it are in `exc.solution`.", t=t, t_blowup=t_star)
+
+    def _stats(self, run):
+        return {"domain": "euclidean"}
+
+
+__all__ = ["Gaussian", "CovarianceBlowUp", "moment_rates"]
