@@ -3,8 +3,7 @@
 The model layer: parameters, kernels, energies, densities, measures, Wasserstein distances and
 the `Solution` type. It imports no solver; the numerical methods live in the `solvers` package.
 """
-__version__ = "0.1.0"
-
+from .version import __version__
 from . import densities
 from .errors import Interrupted, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
 from .energy import dirac_energy, energy_from_spectrum, interaction_energy, uniform_energy

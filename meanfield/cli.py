@@ -18,8 +18,11 @@ import argparse
 import pathlib
 import sys
 import warnings
+import importlib
 
-from . import __version__
+from .version import __version__
+from . import experiments
+from .experiments import EXPERIMENTS
 
 
 def _common(p, default_out):
@@ -103,7 +106,6 @@ def build_parser():
     _common(p, "meanfield-output/<name>")
     _parallel(p, "one process per core")
 
-    from .experiments import EXPERIMENTS
 
     for exp in EXPERIMENTS.values():
         p = sub.add_parser(exp.name, help=exp.help, description=exp.description)
@@ -117,8 +119,6 @@ def build_parser():
 
 
 def _dispatch(args):
-    from . import experiments
-
     out = args.out
     if args.command == "run":
         cfg = experiments.load_config(args.config)
@@ -126,8 +126,6 @@ def _dispatch(args):
         args.out = out
         return experiments.run(cfg, out, quick=args.quick, progress=args.progress, resume=args.resume)
     if args.command == "sweep":
-        import importlib
-
         sweep = importlib.import_module("meanfield.experiments.sweep")
         spec = sweep.load_sweep(args.config)
         args.out = out or str(pathlib.Path("meanfield-output") / spec.name)

@@ -28,7 +28,7 @@ def _kernels():
     global _KERNELS
     if _KERNELS is None:
         try:
-            from numba import njit
+            from numba import njit  # deferred: numba is heavy
         except ImportError:                                     # numba missing: the numpy twins run
             _KERNELS = False
             return None
@@ -113,7 +113,7 @@ def _kernels():
 
         _KERNELS = {"ratio": ratio, "weighted": weighted, "normalise": normalise, "project": project,
                     "row_counts": row_counts}
-        from . import _fused
+        from . import _fused  # deferred: compiles with numba
 
         _KERNELS.update(exp_sums4=_fused.exp_sums4, exp_sums4_parallel=_fused.exp_sums4_parallel,
                         gram_counts4=_fused.gram_counts4, cluster_counts4=_fused.cluster_counts4)
@@ -233,7 +233,7 @@ def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attentio
             float(threshold) if count else 0.0, count, bool(clamp), S,
             counts if count else np.empty((x.shape[0], 0), dtype=np.int64))
     if threads > 1 and x.shape[0] > 1 and _THREADS_OK[0]:
-        import numba
+        import numba  # deferred: numba is heavy
 
         threads = min(threads, numba.config.NUMBA_NUM_THREADS, x.shape[0])
         numba.set_num_threads(threads)

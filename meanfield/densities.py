@@ -3,11 +3,19 @@
 Each is a callable ``f(x) -> array`` on points ``x`` of shape (..., d); any user callable with the
 same signature works too. Every density here integrates to exactly 1 against σ.
 """
+import pathlib
+
 import numpy as np
+from scipy.special import assoc_legendre_p, eval_chebyt, eval_gegenbauer, gammaln
 
 from .validation import NORMALIZE_POINTS, check_int, check_points, check_real
 from .kernels import kernel_multipliers
 from .quadrature import fibonacci, trapezoid
+from .gridded import circle_cells, sphere_cells
+from .kernels import harmonic_dimension
+from .quadrature import gauss_legendre_grid
+from .representations.harmonics import PYSHTOOLS_CSPHASE, PYSHTOOLS_NORMALIZATION, SphericalHarmonicSeries, pyshtools_ducc, real_to_alm, synthesis_points
+from .validation import MASS_RTOL, check_density_values, check_weights
 
 
 class Density:
@@ -82,7 +90,6 @@ class Mixture(Density):
                 raise ValueError(f"`components[{i}]` must be a density callable, got {type(c).__name__}.")
         if weights is None:
             weights = np.full(len(components), 1.0 / len(components))
-        from .validation import check_weights
         self.weights = check_weights(weights, len(components), "weights")
         self.components = components
         dims = {c.dim for c in components if getattr(c, "dim", None) is not None}
@@ -108,7 +115,6 @@ def real_sh(l, m, x):
     m > 0: sqrt(2)·N P_l^m(cos θ) cos(mφ); m < 0: sqrt(2)·N P_l^|m|(cos θ) sin(|m|φ); m = 0: N P_l.
     No Condon–Shortley phase (pyshtools csphase=1 convention).
     """
-    from scipy.special import assoc_legendre_p, gammaln
 
     z = np.clip(x[..., 2], -1.0, 1.0)
     phi = np.arctan2(x[..., 1], x[..., 0])
@@ -125,9 +131,7 @@ def real_sh(l, m, x):
 
 def _zonal_harmonic(l, dim, t):
     """Zonal degree-l harmonic on S^{d-1} with unit L²(σ) norm: sqrt(dim H_l) C_l^λ(t)/C_l^λ(1)."""
-    from scipy.special import eval_gegenbauer, eval_chebyt
 
-    from .kernels import harmonic_dimension
 
     n = float(harmonic_dimension(dim, l))
     if dim == 2:
@@ -283,9 +287,6 @@ class GridValues(Density):
     """
 
     def __init__(self, values, normalize=False):
-        from .validation import check_density_values
-        from .quadrature import gauss_legendre_grid
-
         try:
             v = np.array(values, dtype=float)
         except (TypeError, ValueError):
@@ -318,7 +319,6 @@ class GridValues(Density):
     def unit_mass(self, normalize, dim=None, name="initial"):
         """This density with mass 1 (for a solver on S^{dim−1}): refused (ValueError naming the mass)
         unless it is 1 within 1e-6 or ``normalize``; ValueError if the grid is not on S^{dim−1}."""
-        from .validation import MASS_RTOL
 
         if dim is not None and dim != self.dim:
             raise ValueError(f"`{name}` holds values on a grid of S^{self.dim - 1}; the solver is on S^{dim - 1}.")
@@ -527,8 +527,6 @@ class HarmonicSeries(Density):
 
     def minimum(self):
         """(min ρ, its point) on a Gauss–Legendre grid of 4(L + 1) rings and 8(L + 1) longitudes."""
-        from .representations.harmonics import SphericalHarmonicSeries
-        from .quadrature import gauss_legendre_grid
 
         n = 4 * (self.lmax + 1)
         values = SphericalHarmonicSeries(self.lmax).grid_values(self.clm, n, 2 * n)
@@ -537,8 +535,6 @@ class HarmonicSeries(Density):
         return float(values[j]), pts[j]
 
     def _evaluate(self, x):
-        from .representations.harmonics import real_to_alm, synthesis_points
-
         return synthesis_points(real_to_alm(self.clm), self.lmax, x)
 
     def __repr__(self):
@@ -605,8 +601,6 @@ class CellMeans(Density):
     dim = 3
 
     def __init__(self, means):
-        from .gridded import sphere_cells
-
         v = np.array(means, dtype=float)
         if v.ndim != 2 or v.shape[1] != 2 * v.shape[0] or not np.all(np.isfinite(v)) or v.min() < 0:
             raise ValueError("`means` must be finite non-negative cell means of shape (n, 2n) (sphere_cells(n)), "
@@ -679,9 +673,8 @@ def read_density_file(path):
     """(is_solution, grid, bounds) of a NetCDF file: whether it is a saved `Solution`, else its ``density``
     variable (None without one) and whether a grid dimension has cell bounds. ValueError naming
     ``path`` when the file is missing or not readable NetCDF."""
-    import pathlib
 
-    import xarray as xr
+    import xarray as xr  # deferred: xarray is heavy
 
     where = f"`path` {str(path)!r}"
     if not pathlib.Path(path).is_file():
@@ -738,7 +731,6 @@ def density_from_grid(path, grid, bounds):
     """`grid_from_file` after the read: the density of the ``density`` variable ``grid`` (None: the file
     has none) of the file ``path`` (named in the messages), ``bounds`` whether its dimensions have cell
     bounds (`read_density_file`)."""
-    from .quadrature import gauss_legendre_grid
 
     where = f"`path` {str(path)!r}"
     if grid is None:
@@ -752,8 +744,6 @@ def density_from_grid(path, grid, bounds):
         raise ValueError(f"{where}: its `density` has dimensions {grid.dims}; expected (time, theta) or (time, lat, lon).")
     means = _holds_cell_means(grid.attrs.get("cell_methods"), dims, bounds, where)
     if means:
-        from .gridded import circle_cells, sphere_cells
-
         cells = circle_cells(values.size) if dims == ("theta",) else sphere_cells(values.shape[0])
         expected = cells.centres if values.shape == cells.shape else None
         what = "the cells of meanfield.gridded." + ("circle_cells(n)" if dims == ("theta",) else
@@ -821,7 +811,6 @@ def from_pyshtools(coeffs, kind="coefficients", nthreads=1):
     (`meanfield.densities.HarmonicSeries`) for every solver on S^2. The solvers check that ρ is
     non-negative with mass ∫ρ dσ = clm[0, 0, 0] = 1 (or pass ``normalize=True``).
     """
-    from .representations.harmonics import PYSHTOOLS_CSPHASE, PYSHTOOLS_NORMALIZATION, pyshtools_ducc
 
     pysh = pyshtools_ducc(nthreads)
     if not isinstance(coeffs, pysh.SHCoeffs):

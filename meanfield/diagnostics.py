@@ -12,9 +12,18 @@ This module imports no solver.
 from typing import NamedTuple, Optional
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+from scipy.spatial import ConvexHull, cKDTree
 
 from . import compiled
 from .validation import check_int, check_real
+from .densities import real_sh
+from .kernels import linear_growth_rates
+from .model import Model
+from .quadrature import fibonacci
+from .validation import check_measure
+from .wasserstein import w1_to_dirac
 
 _CHUNK = 2048
 LARGE = 4096       # clouds of more points are counted with a spatial index (no n² pairs)
@@ -69,8 +78,6 @@ def clustered_pair_fraction(positions, delta, *, chunk=_CHUNK):
     if n == 1:
         return _scalar_or_array(np.ones(x.shape[:-2]))
     if n > LARGE and x.shape[-1] <= 3:
-        from scipy.spatial import cKDTree
-
         chord = np.sqrt(2.0 * delta)
         xb = x.reshape(-1, n, x.shape[-1])
         pairs = np.array([cKDTree(c).count_neighbors(cKDTree(c), chord) for c in xb], dtype=float)
@@ -181,7 +188,6 @@ def w1_to_nearest_dirac(positions, weights=None):
     ``positions`` (..., n, d) on the sphere; ``weights`` (n,) (default 1/n). One value per
     leading index (a Python loop over them: keep it for modest batches).
     """
-    from .wasserstein import w1_to_dirac
 
     x = _as_positions(positions)
     n = x.shape[-2]
@@ -248,9 +254,6 @@ def _components_sphere(x, tol):
     inside dense clusters: points sharing a cell of diameter chord are linked; two cells are linked
     at once when their first points are within the chord, and otherwise (first points within 3·chord)
     by an exact check of their members, done only when they are not yet in one component."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-    from scipy.spatial import cKDTree
 
     n, d = x.shape
     chord = 2.0 * np.sin(0.5 * tol)
@@ -328,7 +331,6 @@ def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05, gap=5.0):
     Cost O(n log n) on S^1 (sorted angles); on S^2 and beyond a k-d tree over cells of diameter tol/8
     (pairs inside a dense cluster are never enumerated).
     """
-    from .validation import check_measure
 
     if not (isinstance(measure, (tuple, list)) and len(measure) == 2):
         measure = (_as_positions(measure, "measure"), None)
@@ -367,7 +369,6 @@ def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05, gap=5.0):
 def sphere_neighbours(points):
     """Edges (m, 2) of the spherical Delaunay triangulation of unit vectors (n, 3): the edges of the facets
     of their convex hull; the neighbours along which `count_maxima` compares grid values on S^2."""
-    from scipy.spatial import ConvexHull
 
     f = ConvexHull(points).simplices
     e = np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])
@@ -385,8 +386,6 @@ def count_maxima(values, edges, prominence=0.05):
     clusters: the number of maxima of the seeded harmonic is the continuum's prediction
     (docs/mathematics.md §5; Problem 1 of the paper).
     """
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
 
     f = np.asarray(values, dtype=float)
     n = f.size
@@ -511,7 +510,6 @@ def harmonic_maxima(density, l, n=20000):
     (its ``component(l, x)``): l on S^1; on S^2 counted on a Fibonacci set of n points (neighbours from
     its Delaunay triangulation), the number of clusters the linear theory predicts when degree l grows
     fastest (docs/mathematics.md §5; Problem 1 of the paper)."""
-    from .quadrature import fibonacci
 
     if density.dim == 2:
         return int(l)
@@ -530,10 +528,6 @@ def white_noise_prediction(beta, dim, n, samples=None, lmax=16, rng=0, normalize
     random degree-l̂ harmonic (`count_maxima` on a Fibonacci set of ``grid`` points). Returns
     {count: probability} over ``samples`` Gaussian draws (default 4000 on S^1, 400 on S^2).
     """
-    from .densities import real_sh
-    from .kernels import linear_growth_rates
-    from .model import Model
-    from .quadrature import fibonacci
 
     rng = np.random.default_rng(rng)
     samples = check_int((4000 if dim == 2 else 400) if samples is None else samples, "samples", low=1)

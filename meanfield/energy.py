@@ -4,6 +4,7 @@ import numpy as np
 from .validation import check_beta, check_dim, check_measure
 from .kernels import kernel_multipliers, velocity_multipliers
 from .kernelsums import kernel_energy
+from .spectralsums import spectral_energy
 
 _CHUNK = 1024      # block size of the double sums (benchmarks/bench_kernelsums.py: fastest of 1024/2048/4096)
 LARGE_CLOUD = 4096
@@ -25,8 +26,6 @@ def discrete_energy(beta, x, w, chunk=_CHUNK, scaled=False):
     else:
         n, d = np.shape(x)[-2:]
         if n > LARGE_CLOUD and d in (2, 3) and 0.0 < beta <= 100.0:
-            from .spectralsums import spectral_energy
-
             total = spectral_energy(beta, x, w)
         else:
             total = kernel_energy(beta, x, w, chunk=chunk)

@@ -1,6 +1,10 @@
 """Exceptions shared by the model layer and every solver."""
 
 
+class NoCellMeans(AttributeError):
+    """A representation without cell means (`Representation.cell_means`)."""
+
+
 class UnsupportedModel(ValueError):
     """A solver cannot represent this model (for example a PDE solver given non-zonal Q, K, V)."""
 

@@ -41,6 +41,8 @@ numbers; ``xarray.open_dataset`` decodes them as dates unless given ``decode_tim
 """
 import numpy as np
 
+from .errors import NoCellMeans
+
 CONVENTIONS = "CF-1.11"      # the first CF version that includes UGRID
 # The time coordinate. The layer depth t is dimensionless, and CF has no dimensionless time: a time
 # coordinate must have units "<time unit> since <reference time>" (CF 1.11 section 4.4; a units "1"
@@ -164,8 +166,6 @@ _MEAN_ATTRS = {"long_name": "mean density over each grid cell, relative to the u
 
 def _cell_mean_variables(sol, n=None):
     """The cell means of every saved time on one `CellGrid` (that of the first segment)."""
-    from .representations import NoCellMeans
-
     grid, rows = None, []
     for r, data in _slices(sol):
         g = r.cells(n if grid is None else grid.shape[0])
@@ -291,7 +291,7 @@ def time_values(ds):
     if np.issubdtype(t.dtype, np.datetime64):
         return (t - np.datetime64(TIME_EPOCH.replace(" ", "T"))) / np.timedelta64(1, "s")
     if t.dtype == object and t.size and hasattr(t.flat[0], "year"):       # cftime dates
-        import cftime
+        import cftime  # deferred: xarray's cftime is heavy
 
         return np.asarray(cftime.date2num(t, TIME_ATTRS["units"], calendar=TIME_ATTRS["calendar"]), dtype=float)
     return t.astype(float)
@@ -332,7 +332,7 @@ class CellGrid:
     def dataarray(self, values, name="rho"):
         """``values`` (the grid's shape) as a DataArray with the cell centres as coordinates and
         ``cell_methods`` (the bounds are ``self.bounds``; `variables` writes them for a file)."""
-        import xarray as xr
+        import xarray as xr  # deferred: xarray is heavy
 
         da = xr.DataArray(np.asarray(values, dtype=float), coords={d: self.centres[d] for d in self.dims},
                           dims=self.dims, name=name)

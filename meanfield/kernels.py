@@ -20,6 +20,7 @@ import numpy as np
 from scipy import special
 
 from .validation import check_beta, check_dim, check_int, check_real
+from .errors import UnsupportedModel
 
 
 def parity(beta, degrees):
@@ -174,7 +175,6 @@ def linear_growth_rates(model, lmax):
     (v = +1 attractive, −1 repulsive). Returns an array of length lmax + 1 (ς_0 = 0). For β < 0,
     a_l/β = (−1)^{l+1} a_l(|β|)/|β|: the odd degrees grow (v = 1) and the even ones decay.
     """
-    from .errors import UnsupportedModel
 
     if not model.is_zonal:
         raise UnsupportedModel("linear_growth_rates needs a zonal model (Q^T K = I, V = v·I).")

@@ -49,6 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from .validation import check_beta, check_int, check_real
 from . import compiled
@@ -127,8 +128,6 @@ def blas_single_threaded():
     with _POOLS_LOCK:
         if _BLAS["users"] == 0:
             if _BLAS["controller"] is None:
-                from threadpoolctl import ThreadpoolController
-
                 _BLAS["controller"] = ThreadpoolController()
             blas = _BLAS["controller"].select(user_api="blas")
             _BLAS["saved"] = blas.limit(limits=1) if any(lib.num_threads > 1 for lib in blas.lib_controllers) else None

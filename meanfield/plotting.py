@@ -18,8 +18,13 @@ The panels:
 """
 import contextlib
 import math
+import os
 
 import numpy as np
+
+from .energy import dirac_energy, uniform_energy
+from .kernels import fastest_mode
+from .model import Model
 
 SCALES = ("auto", "linear", "log", "perturbation")
 
@@ -43,14 +48,13 @@ _STOP_COLOUR = "C3"
 # -- style ------------------------------------------------------------------------------------------
 def pyplot():
     """matplotlib.pyplot with a non-interactive backend unless a display is configured."""
-    import os
 
-    import matplotlib
+    import matplotlib  # deferred: matplotlib is heavy
 
     chosen = getattr(matplotlib.rcParams, "_get_backend_or_none", lambda: None)()
     if chosen is None and not (os.environ.get("DISPLAY") or os.environ.get("MPLBACKEND")):
         matplotlib.use("Agg")           # headless and no backend chosen (a notebook has chosen its own)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib is heavy
 
     return plt
 
@@ -58,7 +62,7 @@ def pyplot():
 @contextlib.contextmanager
 def style():
     """Context in which figures are made and saved in the library's style (`STYLE`)."""
-    import matplotlib
+    import matplotlib  # deferred: matplotlib is heavy
 
     with matplotlib.rc_context(STYLE):
         yield
@@ -205,7 +209,7 @@ def colour_scale(values, scale="auto"):
     decades below its maximum), "perturbation" (ρ − 1 on a symmetric log scale whose linear part is
     a third of the smallest row amplitude max|ρ − 1|, so the initial perturbation shows), or "auto"
     (`auto_scale`)."""
-    from matplotlib.colors import LogNorm, Normalize, SymLogNorm
+    from matplotlib.colors import LogNorm, Normalize, SymLogNorm  # deferred: matplotlib is heavy
 
     scale = check_scale(scale)
     v = np.asarray(values, dtype=float)
@@ -321,7 +325,7 @@ def _time_mesh(ax, sol, x, drawn, norm, cmap, label, t_end=None, fig=None, ticks
 def _zonal_law_panel(ax, sol, scale="auto", t_end=None, fig=None):
     """The law of s = ⟨x, e⟩ against t for a zonal density (any d): what a reader can compare with a
     histogram of ⟨x_i, e⟩ over particles (docs/gegenbauer.md)."""
-    from matplotlib.colors import LogNorm, Normalize
+    from matplotlib.colors import LogNorm, Normalize  # deferred: matplotlib is heavy
 
     rep = sol.representation
     s, law = rep.space_time(sol.data)
@@ -451,7 +455,6 @@ def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
 def plot_energy(sol, ax, t_end=None):
     """E_β(t) (3.5) with the uniform minimum a_0/2β and the Dirac maximum e^β/2β (Proposition 3.4):
     lines when within three times the curve's range of it, labelled arrows at the edge otherwise."""
-    from .energy import dirac_energy, uniform_energy
 
     e = np.asarray(sol.energy, dtype=float)
     t = np.asarray(sol.t, dtype=float)
@@ -484,7 +487,7 @@ def plot_energy(sol, ax, t_end=None):
                     label=f"{name} = {value:.6g} ({'above' if above else 'below'}, off scale)")
     ax.set_xlim(*_time_limits(sol))
     mark_stop(ax, sol, t_end, axis="x")
-    from matplotlib.transforms import offset_copy
+    from matplotlib.transforms import offset_copy  # deferred: matplotlib is heavy
 
     below = offset_copy(ax.transAxes, fig=ax.figure, y=-30, units="points")   # under the t label
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=2, fontsize="small",
@@ -574,9 +577,8 @@ def plot_cluster_histories(runs, cases, seeds, particles, quasi_ns):
     ``energy`` (and ``space_time`` = (θ, cell averages) for the S^1 continuum runs), for every
     ``(dim, beta)`` of ``cases``, ``seeds`` seeds and the largest n of ``quasi_ns``."""
     plt = pyplot()
-    from matplotlib.colors import LogNorm
+    from matplotlib.colors import LogNorm  # deferred: matplotlib is heavy
 
-    from .energy import dirac_energy, uniform_energy
 
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
     circle = [(d, b) for d, b in cases if d == 2]
@@ -613,8 +615,6 @@ def plot_mean_clusters(f4):
     overlaid: red dashed lines where k* changes, k* written between them; and the mean first count
     (Figure 4 of the paper). ``f4``: a dict with ``t`` (T,), ``beta`` (B,), ``mean_clusters`` (B, T) and
     ``first_count_mean`` (B,)."""
-    from .kernels import fastest_mode
-    from .model import Model
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.6))

@@ -23,6 +23,7 @@ Polyanskiy, Rigollet, *A mathematical perspective on Transformers* (2023), proof
 from operator import itemgetter
 
 import numpy as np
+from scipy.linalg import eigvalsh_tridiagonal
 
 from .validation import check_dim, check_int, check_real
 
@@ -194,7 +195,6 @@ def gauss_gegenbauer(n, dim):
     if dim == 2:
         s = np.cos((2 * np.arange(n, 0, -1) - 1) * np.pi / (2 * n))
         return Quadrature(s, np.full(n, 1.0 / n), 2 * n - 1, dim=dim)
-    from scipy.linalg import eigvalsh_tridiagonal
 
     lam = 0.5 * (dim - 2)
     b = jacobi_offdiagonal(n, lam)

@@ -19,6 +19,7 @@ import numpy as np
 from .validation import check_callable, check_dim, check_int
 from .densities import Uniform, VonMisesFisher
 from .quadrature import circle_points, sphere_quadrature, trapezoid
+from .densities import zonal_profile
 
 
 def uniform_points(n, dim, rng=None):
@@ -118,8 +119,6 @@ def sample(density, n, dim, rng=None, method="iid"):
     if getattr(density, "dim", None) not in (None, dim):
         raise ValueError(f"`density` lives on S^{density.dim - 1} but `dim`={dim}.")
     if method == "stratified" or (dim >= 4 and method in ("iid", "quasi")):
-        from .densities import Uniform, VonMisesFisher, zonal_profile
-
         known = None if isinstance(density, (Uniform, VonMisesFisher)) and method == "iid" else \
             zonal_profile(density, dim)
         if known is not None:

@@ -7,13 +7,19 @@ Derived quantities (energy, mass) are computed from the state, not stored twice.
 import json
 import math
 import pathlib
+import os
 
 import numpy as np
 
 from .gridded import add_grid, cf_time, describe, grid_kind, time_values
 from .validation import check_points
 from .model import Model
-from .representations import from_dataset
+from .representations import State, from_dataset
+from .densities import StateDensity, density_from_grid, read_density_file
+from .diagnostics import cluster_trajectories
+from .plotting import plot_solution
+from .representations.segments import Segments
+from .version import __version__
 
 
 class Solution:
@@ -118,7 +124,6 @@ class Solution:
     def state(self, i=-1):
         """The state at saved index i as a `meanfield.representations.State`: it carries its
         representation and offers ``density(x)``, ``measure(n)``, ``spectrum()``, ``to_grid(n)``."""
-        from .representations import State
 
         j = self._index(i)
         return State(self.representation, self.data[j], t=float(self.t[j]), model=self.model)
@@ -169,7 +174,6 @@ class Solution:
         particles: their positions, realisation 0 of a batch); nodes and particles keep their identity
         between saved times, so a cluster goes on where its mass goes. ``kwargs``: ``tolerances``,
         ``min_mass``, ``stray``. Returns None for a cloud in d > 3 of more than 10^6 coordinates."""
-        from .diagnostics import cluster_trajectories
 
         measures, same = [], []
         for seg in self.segments:
@@ -211,7 +215,7 @@ class Solution:
         (long names, ``Conventions``, ``title`` ...); its time coordinate holds t as numbers, and `save`
         writes it with the CF time attributes of `meanfield.gridded.TIME_ATTRS` (t is dimensionless:
         read as dates, it is seconds since 1970)."""
-        import xarray as xr
+        import xarray as xr  # deferred: xarray is heavy
 
         data_vars, coords, attrs = self.representation.to_dataset(self.data)
         data_vars = dict(data_vars)
@@ -230,7 +234,7 @@ class Solution:
         ds.attrs.update({"solver": self.solver, "status": self.status, "message": self.message,
                          "stats_json": json.dumps(jsonable(self.stats)),
                          "conventions": "densities relative to the uniform probability measure sigma (meanfield docs/mathematics.md section 2)",
-                         "meanfield_version": _version()})
+                         "meanfield_version": __version__})
         for key in ("sums", "sums_error_bound"):          # the kernel sums of a particle or Lagrangian run
             if key in self.stats:
                 ds.attrs[key] = self.stats[key]
@@ -252,7 +256,6 @@ class Solution:
         The time coordinate holds t, described as "seconds since 1970-01-01" because CF has no
         dimensionless time (`meanfield.gridded.TIME_ATTRS`): `meanfield.load` reads t back as
         numbers; ``xarray.open_dataset`` shows dates unless given ``decode_times=False``."""
-        import os
 
         ds = cf_time(self.to_xarray(grid=grid, grid_size=grid_size, clusters=clusters))
         tmp = f"{os.fspath(path)}.{os.getpid()}.tmp"      # written aside, then renamed: a killed run never
@@ -272,7 +275,6 @@ class Solution:
     def plot(self, times=None, path=None, show_energy=True, scale="auto", t_end=None):
         """The natural picture of the run with E_β(t); ``scale`` "auto", "linear", "log" or
         "perturbation" (ρ − 1). See `meanfield.plotting.plot_solution`."""
-        from .plotting import plot_solution
 
         return plot_solution(self, times=times, path=path, show_energy=show_energy, scale=scale, t_end=t_end)
 
@@ -331,8 +333,6 @@ def concat(*parts):
     if len(groups) == 1:
         rep, data = groups[0][-1][0].representation, datas[0]
     else:
-        from .representations.segments import Segments
-
         names = [g[-1][0].solver for g in groups]
         rep, data = Segments.join([g[-1][0].representation for g in groups], datas, names)
         solver = "+".join(names)
@@ -356,7 +356,7 @@ def load(path):
 
     Raises ValueError naming the file when it is missing, empty, truncated, not NetCDF, or not a
     meanfield Solution (no representation, model or time, or a variable the representation needs)."""
-    import xarray as xr
+    import xarray as xr  # deferred: xarray is heavy
 
     try:
         ds = xr.open_dataset(path, engine="netcdf4", decode_times=False)     # t is a number (gridded.TIME_ATTRS)
@@ -388,7 +388,6 @@ def from_file(path):
     Raises ValueError naming ``path`` when the file is missing, not NetCDF, holds particles (no
     density), or a grid that `grid_from_file` does not read.
     """
-    from .densities import StateDensity, density_from_grid, read_density_file
 
     is_solution, grid, bounds = read_density_file(path)
     if not is_solution:
@@ -416,9 +415,3 @@ def jsonable(obj, strict=False):
     if strict and isinstance(obj, pathlib.PurePath):
         return str(obj)
     return obj
-
-
-def _version():
-    from . import __version__
-
-    return __version__

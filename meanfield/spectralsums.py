@@ -35,9 +35,12 @@ for small |β|, ε·n for equal weights at large β > 0.
 import functools
 
 import numpy as np
+import ducc0.nufft as nufft
+from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 
 from .kernels import kernel_multipliers, velocity_multipliers
 from .validation import check_beta, check_int, check_real
+from .validation import check_measure
 
 EPSILON = 3e-13             # ducc0's transforms need epsilon > 2e-13 in double precision
 DIMENSIONS = (2, 3)
@@ -157,8 +160,6 @@ class ZonalSums:
         return self._sphere(x, y, w, laplacian)
 
     def _circle(self, x, y, w, laplacian):
-        import ducc0.nufft as nufft
-
         L, eps, nt = self.lmax, self.epsilon, self.threads
         tx = _angles_circle(x)
         ty = tx if y is x else _angles_circle(y)
@@ -172,8 +173,6 @@ class ZonalSums:
         return out + (values[2],) if laplacian else out
 
     def _sphere(self, x, y, w, laplacian):
-        from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
-
         L, eps, nt = self.lmax, self.epsilon, self.threads
         loc_x, (ct, st, cp, sp) = _angles_sphere(x)
         loc_y = loc_x if y is x else _angles_sphere(y)[0]
@@ -211,8 +210,6 @@ def coefficients(x, w, lmax, epsilon=EPSILON, threads=1):
     """The coefficients of μ = Σ_j w_j δ_{x_j} on S^1 or S^2 up to degree ``lmax``, by one adjoint
     nonuniform transform: μ̂_k = Σ_j w_j e^{−ikθ_j}, k = −lmax..lmax (S^1), or μ̂_lm = Σ_j w_j Y*_lm(x_j),
     m >= 0 in ducc0's (healpy) order (S^2; orthonormal Y_lm on the unit sphere)."""
-    import ducc0.nufft as nufft
-    from ducc0.sht.experimental import adjoint_synthesis_general
 
     x = np.asarray(x, dtype=float)
     w = np.ascontiguousarray(w, dtype=float)
@@ -256,7 +253,6 @@ def spectral_energy(beta, x, w, epsilon=EPSILON, threads=1):
 def kernel_distance(a, b, kappa=4.0, epsilon=EPSILON, threads=1):
     """The kernel (MMD) distance between probability measures a = (x, w) and b = (y, v) on S^1 or S^2,
     for the kernel k(x, y) = e^{κ(⟨x, y⟩ − 1)} of the attention itself (docs/mathematics.md §8):
-
         D_κ(μ, ν)² = ∬ k d(μ − ν) d(μ − ν) = Σ_l a_l(κ) e^{−κ} ‖μ̂_l − ν̂_l‖²,
 
     a metric on probability measures (every a_l > 0, Proposition 3.4), computed in O(n + m + L² log L)
@@ -265,7 +261,6 @@ def kernel_distance(a, b, kappa=4.0, epsilon=EPSILON, threads=1):
     √κ-Lipschitz for the geodesic distance). For n iid samples of ν, E D_κ(μ_n, ν)² = (1 − ∬k dν dν)/n,
     so D_κ decays like n^{−1/2} in every dimension.
     """
-    from .validation import check_measure
 
     x, w = check_measure(a, "a")
     y, v = check_measure(b, "b", dim=x.shape[1])

@@ -22,8 +22,12 @@ The cost is the angle d(x, y) = arccos⟨x, y⟩ ∈ [0, π]. W_p(a, b) = (min_�
       (smaller) metric, O((n+m) log(n+m)) per projection: cheap, but not W1.
 """
 import numpy as np
+import ducc0.nufft as nufft
+from scipy.optimize import minimize_scalar
+from scipy.spatial import cKDTree
 
 from .validation import check_int, check_measure, check_real
+from .quadrature import sphere_quadrature
 
 EXACT_MAX_SIZE = 25_000_000
 SMALL_CIRCLE = 10_000       # circle_w1_to_density: up to this many atoms Φ(c) is also minimised exactly
@@ -67,7 +71,6 @@ def circle_w1_to_density(measure, coefficients):
     by O(δ²)), and for at most SMALL_CIRCLE = 10^4 atoms Φ is also minimised exactly (bounded Brent).
     ``coefficients``: c_0..c_K, as a `FourierSeries` stores them.
     """
-    import ducc0.nufft as nufft
 
     x, w = check_measure(measure, dim=2)
     c = np.asarray(coefficients, dtype=complex)
@@ -144,7 +147,6 @@ def circle_w1_to_density(measure, coefficients):
     if len(lengths) > SMALL_CIRCLE:
         return phi(shift)
     # few atoms, long intervals where h is far from linear: minimise the exact Φ over c as well
-    from scipy.optimize import minimize_scalar
 
     best = minimize_scalar(phi, bounds=(low, high),
                            method="bounded", options={"xatol": 1e-14})
@@ -187,10 +189,8 @@ def _bin(x, w, nodes, tree):
 
 
 def _binned(xa, wa, xb, wb, p, n_bins):
-    from scipy.spatial import cKDTree
-    import ot
+    import ot  # deferred: POT is heavy
 
-    from .quadrature import sphere_quadrature
 
     nodes = sphere_quadrature(n_bins, xa.shape[1])[0]
     tree = cKDTree(nodes)
@@ -225,7 +225,7 @@ def merge_on_grid(x, w, spacing):
 def _merged(xa, wa, xb, wb, p, spacing=1e-7):
     """The exact linear program between the two measures merged on the finest grid (`merge_on_grid`,
     side doubled from ``spacing``) whose supports fit EXACT_MAX_SIZE; returns (value, merging costs)."""
-    import ot
+    import ot  # deferred: POT is heavy
 
     while True:
         ma = merge_on_grid(xa, wa, spacing)
@@ -275,12 +275,12 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
         if p == 1:
             val = circle_w1(_angles(xa), wa, _angles(xb), wb)
         else:
-            import ot
+            import ot  # deferred: POT is heavy
             u = _angles(xa) / (2 * np.pi)
             v = _angles(xb) / (2 * np.pi)
             val = 2 * np.pi * max(float(np.asarray(ot.wasserstein_circle(u, v, wa, wb, p=p)).ravel()[0]), 0.0) ** (1 / p)
         return (val, 0.0) if return_bound else val
-    import ot
+    import ot  # deferred: POT is heavy
     size = xa.shape[0] * xb.shape[0]
     if method == "auto":
         if size > EXACT_MAX_SIZE:
@@ -374,7 +374,6 @@ def w1_to_dirac(measure):
 def w1_to_uniform(measure, n_reference=None):
     """W1(μ, σ). Exact on S^1 (σ as the continuous uniform law via 4096·n midpoints);
     on S^2 against a Fibonacci quadrature of σ (exact LP, error O(n_reference^{-1/2}))."""
-    from .quadrature import sphere_quadrature
 
     x, w = check_measure(measure)
     d = x.shape[1]

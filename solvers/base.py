@@ -87,8 +87,8 @@ from meanfield.densities import GridValues
 from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnsupportedModel
 from meanfield.model import Model
 from meanfield.solution import Solution, concat
-
 from .timestepping import STEPPERS, keyed_normal
+from meanfield.solution import load
 
 
 @dataclass(eq=False, slots=True)
@@ -385,8 +385,6 @@ class Solver:
         if not isinstance(normalize, (bool, np.bool_)):
             raise ValueError(f"`normalize` must be True or False, got {normalize!r}.")
         if isinstance(initial, (str, os.PathLike)):
-            from meanfield.solution import load
-
             if not os.path.isfile(initial):
                 raise ValueError(f"`initial` (the initial density rho0) must be a density callable, a Solution or the "
                                  f"path of a saved one; there is no file {str(initial)!r}.")
@@ -475,8 +473,6 @@ class Solver:
         if not isinstance(history, (bool, np.bool_)):
             raise ValueError(f"`history` must be True or False, got {history!r}.")
         if isinstance(initial, (str, os.PathLike)) and os.path.isfile(initial):
-            from meanfield.solution import load
-
             initial = load(initial)
         if history and not isinstance(initial, Solution):
             raise ValueError("`history=True` continues a run: `initial` must be a Solution or the path of a saved one, "

@@ -28,12 +28,16 @@ from typing import Callable, Optional
 
 import numpy as np
 import scipy.fft as sfft
+from ducc0.fft import good_size
+from ducc0.sht import analysis_2d, synthesis, synthesis_2d_deriv1
+from scipy.special import eval_jacobi
 
 from meanfield.kernels import minimum_degree
 from meanfield.quadrature import circle_points, gauss_gegenbauer, gauss_legendre_grid
 from meanfield.validation import check_int, check_memory
-
 from .spectral import check_kernel_resolution
+from meanfield.representations.gegenbauer import gegenbauer_table
+from meanfield.representations.harmonics import SphericalHarmonicSeries, alm_degrees, alm_to_real, real_to_alm
 
 
 def _readonly(a):
@@ -198,7 +202,6 @@ class FourierBasis:
 def harmonic_grid_shape(degree):
     """(ntheta, nphi) of the Gauss–Legendre grid exact for harmonics of degree <= ``degree``:
     ntheta = ⌊degree/2⌋ + 1 rings (2·ntheta − 1 >= degree) of nphi >= degree + 1 longitudes."""
-    from ducc0.fft import good_size
 
     return int(degree) // 2 + 1, int(good_size(int(degree) + 1, True))
 
@@ -227,8 +230,6 @@ class SphericalHarmonicBasis:
                               round_start=False)
 
     def __init__(self, lmax, degree=None, nthreads=1):
-        from meanfield.representations.harmonics import alm_degrees
-
         self.lmax = L = check_int(lmax, "lmax", low=1)
         self.degree = 3 * L if degree is None else check_int(degree, "degree", low=L)
         self.nthreads = check_int(nthreads, "nthreads", low=1)
@@ -245,7 +246,6 @@ class SphericalHarmonicBasis:
 
     def synthesis(self, alm):
         """Grid values (..., ntheta, nphi) of coefficient vectors alm (..., nalm)."""
-        from ducc0.sht import synthesis
 
         alm = np.asarray(alm)
         batch = alm.reshape(-1, 1, alm.shape[-1])
@@ -255,7 +255,6 @@ class SphericalHarmonicBasis:
     def analysis(self, values):
         """a_lm (..., nalm) of grid values (..., ntheta, nphi), exact for degree <= 2·ntheta − 1 − L;
         the m = 0 coefficients of a real field are real."""
-        from ducc0.sht import analysis_2d
 
         values = np.asarray(values, dtype=float)
         batch = values.reshape((-1,) + values.shape[-2:])
@@ -265,7 +264,6 @@ class SphericalHarmonicBasis:
 
     def gradient(self, alm):
         """(∂_θ f, ∂_φ f / sin θ) (2, ntheta, nphi) of f = Σ a_lm Y_lm (one spin-1 synthesis)."""
-        from ducc0.sht import synthesis_2d_deriv1
 
         return synthesis_2d_deriv1(alm=alm[None], lmax=self.lmax, geometry="GL", ntheta=self.ntheta,
                                    nphi=self.nphi, nthreads=self.nthreads)
@@ -273,14 +271,12 @@ class SphericalHarmonicBasis:
     def divergence(self, field):
         """Coefficients of −div_S F for a tangent field F = (F_θ, F_φ) on the grid: sqrt(l(l+1))·E_lm[F],
         E_lm the gradient (E-mode) part of its spin-1 analysis."""
-        from ducc0.sht import analysis_2d
 
         e = analysis_2d(map=field, spin=1, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)[0]
         return self._divergence * e
 
     def pad(self, alm, finer):
         """a_lm zero-padded to the degrees of ``finer``."""
-        from meanfield.representations.harmonics import SphericalHarmonicSeries, alm_to_real, real_to_alm
 
         clm = alm_to_real(alm, self.lmax)[None]
         return real_to_alm(SphericalHarmonicSeries(finer.lmax).embed(clm, SphericalHarmonicSeries(self.lmax))[0])
@@ -332,8 +328,6 @@ class GegenbauerBasis:
         self.degrees = _readonly(np.arange(max(m, lowest), L + 1))
         self.alpha = 0.5 * (d - 3) + m
         if m == 0:
-            from meanfield.representations.gegenbauer import gegenbauer_table
-
             P, dP = gegenbauer_table(L, d, s, derivative=True)
             self.norm = None
             self.table, self.derivative_table = _readonly(P[:, self.degrees]), _readonly(dP[:, self.degrees])
@@ -350,8 +344,6 @@ class GegenbauerBasis:
                                rule=(self.nodes, self.weights))
 
     def _jacobi(self, s):
-        from scipy.special import eval_jacobi
-
         s = np.asarray(s, dtype=float)[..., None]
         m = self.sector
         return (1 - s * s) ** (0.5 * m) * eval_jacobi(self.degrees - m, self.alpha, self.alpha, s)
@@ -360,13 +352,11 @@ class GegenbauerBasis:
         """G_l(s) at any s (shape s.shape + (k,))."""
         if self.sector:
             return self._jacobi(s) / self.norm
-        from meanfield.representations.gegenbauer import gegenbauer_table
 
         return gegenbauer_table(self.lmax, self.dim, s)[..., self.degrees]
 
     def derivatives(self, s):
         """p_l'(s) at any s (sector 0)."""
-        from meanfield.representations.gegenbauer import gegenbauer_table
 
         if self.sector:
             raise ValueError("`derivatives` is defined for sector 0 only.")

@@ -43,14 +43,18 @@ mesh whose size h exceeds 1/(kernel_cells·√β) (the kernel width), and stops 
 when the density's width ℓ = (|S^{d-1}|·(∫ρ)²/∫ρ²)^{1/(d-1)} falls below ``width_cells``·h.
 """
 import numpy as np
+from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
+from scipy.sparse import csr_matrix
 
 from meanfield.validation import check_callable, check_density_values, check_int, check_memory, check_real
 from meanfield.errors import UnderResolved, UnsupportedModel
 from meanfield.representations.p1 import P1Field
-
 from .base import Solver
 from .spectral import SpectralVelocity
 from .meshes import icosphere, mesh_size, polygon
+from meanfield.kernels import minimum_degree
+from meanfield.kernelsums import kernel_sums
+from meanfield.quadrature import gauss_legendre, trapezoid
 
 _INSTALL = 'FiniteElements needs dolfinx: install the `fem` extra with `pip install -e ".[fem]"`.'
 
@@ -59,13 +63,13 @@ def _import_dolfinx():
     try:
         import netCDF4  # noqa: F401  (its HDF5 must be loaded before PETSc's, or NetCDF writes fail)
         from mpi4py import MPI  # noqa: F401  (must precede dolfinx)
-        import basix.ufl
-        import dolfinx
-        import dolfinx.fem
-        import dolfinx.fem.petsc
-        import dolfinx.mesh
-        import ufl
-        from petsc4py import PETSc
+        import basix.ufl  # deferred: dolfinx is heavy
+        import dolfinx  # deferred: dolfinx is heavy
+        import dolfinx.fem  # deferred: dolfinx is heavy
+        import dolfinx.fem.petsc  # deferred: dolfinx is heavy
+        import dolfinx.mesh  # deferred: dolfinx is heavy
+        import ufl  # deferred: dolfinx is heavy
+        from petsc4py import PETSc  # deferred: dolfinx is heavy
     except ImportError as exc:
         raise ImportError(f"{_INSTALL} ({exc})") from exc
     return MPI, basix, dolfinx, ufl, PETSc
@@ -74,7 +78,6 @@ def _import_dolfinx():
 def reference_quadrature(dim, n):
     """A spectrally accurate quadrature for σ used to validate ρ0: midpoints on S^1, Gauss–Legendre ×
     trapezoid on S^2 (n latitudes, 2n longitudes)."""
-    from meanfield.quadrature import gauss_legendre, trapezoid
 
     return trapezoid(2 * n) if dim == 2 else gauss_legendre(n, 2 * n)
 
@@ -228,8 +231,8 @@ class FiniteElements(Solver):
     def _transport_objects(self):
         """(velocity Function, compiled form ∫ φ_j u_h·∇φ_i, its CSR matrix): per run, since assembling
         writes into them (the form itself is compiled once and cached by dolfinx)."""
-        import dolfinx.fem
-        import ufl
+        import dolfinx.fem  # deferred: dolfinx is heavy
+        import ufl  # deferred: dolfinx is heavy
 
         u = dolfinx.fem.Function(self._W)
         rho_t, v_t = ufl.TrialFunction(self.V), ufl.TestFunction(self.V)
@@ -238,7 +241,7 @@ class FiniteElements(Solver):
 
     # -- sparsity bookkeeping for the upwinding ----------------------------------------------------
     def _setup_pattern(self):
-        from dolfinx.fem.assemble import _assemble_matrix_csr
+        from dolfinx.fem.assemble import _assemble_matrix_csr  # deferred: dolfinx is heavy
 
         self._assemble = _assemble_matrix_csr
         indptr = np.asarray(self._C.indptr)[: self.N + 1]
@@ -265,8 +268,6 @@ class FiniteElements(Solver):
         self._fft_kernels = np.fft.rfft(k), np.fft.rfft(k * np.sin(delta))
 
     def _setup_sht(self):
-        from meanfield.kernels import minimum_degree
-
         beta, x = self.model.beta, self.x
         L = minimum_degree(beta, 3)                                  # a_l/a_0 < 1e-14 beyond L
         field = SpectralVelocity(self.model, L)
@@ -284,7 +285,6 @@ class FiniteElements(Solver):
         """Same quadrature sums through spherical harmonics (ducc0 NUFFT-based SHT at the vertices):
         A_lm = Σ_j w_j ρ_j Y*_lm(x_j), Z = Σ 4π a_l A_lm Y_lm, ∇φ = Σ 4π (a_l/β) A_lm ∇Y_lm; the kernel
         expansion is cut where a_l/a_0 < 1e-14, so it matches the direct sums to ~1e-13."""
-        from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 
         p = self._sht
         L, loc, eps = p["lmax"], p["loc"], 1e-13
@@ -303,7 +303,6 @@ class FiniteElements(Solver):
 
         For β > 200 each row is shifted by its largest exponent over the support of ρ (log-sum-exp),
         so that Z_i cannot underflow (e^{−2β} < 1e-174); otherwise shift_i = 0."""
-        from meanfield.kernelsums import kernel_sums
 
         d, beta = self.model.dim, self.model.beta
         q = self.w * rho
@@ -372,8 +371,6 @@ class FiniteElements(Solver):
         return L, dvals
 
     def _apply(self, L, rho):
-        from scipy.sparse import csr_matrix
-
         return csr_matrix((L, self._indices, self._indptr), shape=(self.N, self.N)) @ rho
 
     def _rhs(self, run, t, state):
@@ -430,7 +427,7 @@ class FiniteElements(Solver):
         key = float(h)
         cache = run.workspace.setdefault("ksp", {})
         if key not in cache:
-            import dolfinx.fem.petsc
+            import dolfinx.fem.petsc  # deferred: dolfinx is heavy
 
             PETSc = self._PETSc
             if len(cache) > 4:

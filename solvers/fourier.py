@@ -35,12 +35,12 @@ from meanfield.validation import check_callable, check_density_values, check_rea
 from meanfield.errors import SolverError, UnsupportedModel
 from meanfield.quadrature import trapezoid
 from meanfield.representations.fourier import FourierSeries
-
 from .base import Run, Solver
 from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
 from .handover import HandOverToCharacteristics
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
+from meanfield.wasserstein import w1_to_uniform
 
 STABLE_CFL = 0.8         # |h·k·v| below the imaginary-axis stability limit of the adaptive pairs
 BYTES_PER_MODE = 800     # measured peak working memory of a run per mode (stages, padded grid, W1 measure)
@@ -257,8 +257,6 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         out.update({"mass": float(c[0].real), "min_density": float(rho.min()),
                     "spectral_tail": float(spectral_tail(power)), "modes": float(self.modes)})
         if self.w1:
-            from meanfield.wasserstein import w1_to_uniform
-
             # midpoint measure on n points; σ's reference on the same midpoints makes the W1 to σ a
             # midpoint rule for ∫|F − θ/2π − median| (error O(n^-2) rather than O(1/n))
             n = max(4 * (2 * self.modes + 1), 2048)

@@ -36,11 +36,11 @@ import numpy as np
 from meanfield.validation import check_callable, check_density_values, check_real
 from meanfield.errors import SolverError, UnderResolved
 from meanfield.representations.gegenbauer import GegenbauerSeries, axis_vector, lift, orthogonal_basis
-
 from .base import Solver
 from .bases import GegenbauerBasis, node_count
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, energy_diagnostics,
                        noise_dissipation, spectral_tail)
+from meanfield.densities import zonal_profile
 
 ZONAL_RTOL = 1e-8        # tolerance of the zonality check of a callable initial density
 MAX_NORM = 1e12          # ‖ρ‖_{L²(σ)} beyond which the coefficients lose more than 12 digits
@@ -182,7 +182,6 @@ class Gegenbauer(AutoResolution, Solver):
     def _initial_from_callable(self, run, rho0, normalize):
         """c_l = Σ_j w_j f(s_j) p_l(s_j) on 2n + 32 Gauss–Gegenbauer nodes (exact for f of degree
         <= 4n + 63 − L); checks zonality, finiteness, f >= 0 at the nodes and mass 1 within 1e-6."""
-        from meanfield.densities import zonal_profile
 
         check_callable(rho0, "rho0")
         d = self.model.dim

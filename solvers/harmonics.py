@@ -29,17 +29,18 @@ Discretisation (pseudo-spectral, ducc0.sht on a Gauss–Legendre grid):
   and partial results across the refinements.
 """
 import numpy as np
+from ducc0.sht import analysis_2d
 
 from meanfield.validation import check_callable, check_density_values, check_int
 from meanfield.errors import UnsupportedModel
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_power, alm_to_real,
                                                  real_to_alm)
-
 from .base import Solver
 from .bases import SphericalHarmonicBasis
 from .handover import HandOverToCharacteristics
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
+from meanfield.wasserstein import w1_to_dirac, w1_to_uniform
 
 BYTES_PER_DEGREE2 = 800  # measured peak working memory of a run per lmax² (grids, stages, fine diagnostics grid)
 
@@ -145,7 +146,6 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         """Values on the Gauss–Legendre grid (ntheta, nphi) (`meanfield.densities.on_grid`): their exact
         discrete analysis (Gauss–Legendre quadrature in z, FFT in φ) up to degree
         min(lmax, ntheta − 1, (nphi − 1)/2), no interpolation."""
-        from ducc0.sht import analysis_2d
 
         g = grid.unit_mass(normalize, 3)
         nt, nphi = g.shape
@@ -216,8 +216,6 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         out.update({"mass": float(alm[0].real / np.sqrt(4 * np.pi)), "min_density": float(rho_grid.min()),
                     "spectral_tail": float(spectral_tail(power)), "lmax": float(L)})
         if self.w1:
-            from meanfield.wasserstein import w1_to_dirac, w1_to_uniform
-
             meas = SphericalHarmonicSeries(L).measure(alm_to_real(alm, L), n=self.w1_points)
             out["w1_to_uniform"] = float(w1_to_uniform(meas, n_reference=1024))
             out["w1_to_dirac"] = float(w1_to_dirac(meas))

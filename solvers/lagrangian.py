@@ -52,8 +52,8 @@ from meanfield.kernelsums import default_threads, kernel_sums
 from meanfield.quadrature import circle_points, gauss_legendre, trapezoid
 from meanfield.representations.lagrangian import LagrangianNodes, monotone_lift
 from meanfield.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
-
 from .base import Run, Solver
+from meanfield.wasserstein import wasserstein
 
 _SPAN_TOL = 1e-12
 LABEL_TOL = 1e-8           # the labels integrate the kernel's moments at t = 0 to this, relative
@@ -567,7 +567,6 @@ class Lagrangian(Solver):
         the previous round's error and so, while rounds converge, a bound for this one. ``stats``
         holds ``rounds``, ``nodes_per_round``, ``estimate_per_round`` and the total ``wall_time``.
         """
-        from meanfield.wasserstein import wasserstein
 
         if self.panels is None:
             raise ValueError("`solve_adaptive` refines composite Gauss–Legendre panels: build the solver with "

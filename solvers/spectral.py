@@ -10,6 +10,7 @@
 * the velocity of a spectral density (`SpectralVelocity`) and the energy bookkeeping.
 """
 import copy
+import warnings
 
 import numpy as np
 
@@ -17,6 +18,8 @@ from meanfield.validation import check_real
 from meanfield.errors import SolverError, UnderResolved
 from meanfield.kernels import minimum_degree
 from meanfield.solution import Solution
+from meanfield.energy import energy_from_spectrum, energy_rate_from_spectrum
+from meanfield.kernels import kernel_multipliers, laplacian_eigenvalues, velocity_multipliers
 
 DEFAULT_TAIL_TOL = 1e-6
 
@@ -78,7 +81,6 @@ class TailMonitor:
 
 def noise_dissipation(beta, dim, noise, power):
     """−ν Σ_{l>=1} l(l+d−2)·(a_l/β)·‖ρ_l‖²: the noise term of dE_β/dt (docs/mathematics.md §4), from degree powers."""
-    from meanfield.kernels import laplacian_eigenvalues, velocity_multipliers
 
     power = np.asarray(power, dtype=float)
     lmax = power.shape[-1] - 1
@@ -97,7 +99,6 @@ def energy_diagnostics(beta, dim, power, cross, rate_identity):
     ``energy_rate`` (exact derivative of the discrete energy), ``energy_rate_identity`` and
     ``energy_rate_error`` = |rate − identity| / max(|rate|, |identity|) (0 when both vanish).
     """
-    from meanfield.energy import energy_from_spectrum, energy_rate_from_spectrum
 
     energy = float(energy_from_spectrum(beta, dim, power))
     rate = float(energy_rate_from_spectrum(beta, dim, cross))
@@ -122,8 +123,6 @@ class SpectralVelocity:
     """
 
     def __init__(self, model, lmax):
-        from meanfield.kernels import kernel_multipliers, velocity_multipliers
-
         self.s = float(model.v)
         self.beta = model.beta
         self.normalized = bool(model.normalized)
@@ -147,7 +146,6 @@ def check_coefficients(mass, minimum, *, normalize, tail_tol, name="initial"):
     ``normalize``; a synthesis minimum below zero by at most ``tail_tol`` (relative to the mass: a
     Gibbs undershoot of a resolved state) is accepted with a warning, a larger one is refused naming it.
     Returns the factor the coefficients are to be multiplied by (1/mass with ``normalize``)."""
-    import warnings
 
     mass = float(mass)
     if not mass > 0:

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from meanfield.errors import SolverError
 
@@ -131,7 +132,6 @@ def _progress_bar(progress, total, desc):
         progress = sys.stderr.isatty()
     if not progress:
         return None
-    from tqdm.auto import tqdm
 
     return tqdm(total=float(total), desc=desc or "integrating", unit="t", leave=False,
                 bar_format="{l_bar}{bar}| t={n:.4g}/{total:.4g} [{elapsed}<{remaining}]")

@@ -6,6 +6,7 @@ the results of two separate solvers, and a solver pickles to a worker process an
 import ast
 import pathlib
 import pickle
+import shutil
 import threading
 
 import numpy as np
@@ -308,51 +309,95 @@ def test_each_failure_of_the_stepper_is_its_exception_with_the_solution_so_far()
     assert type(info.value) is mf.SolverError and list(info.value.solution.t) == [0.0]
 
 
-def _imports(path, package):
-    """Modules of the two packages imported by ``path`` (module level and inside functions)."""
-    out = set()
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    here = parts[:-1] if parts[-1] != "__init__" else parts
+PACKAGES = ("meanfield", "solvers")
+
+
+def _modules(root):
+    """{dotted module name: path} of every module of the two packages under ``root``."""
+    out = {}
+    for pkg in PACKAGES:
+        for path in (root / pkg).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _raw_imports(name, path):
+    """(module, imported name or None) pairs of the two packages that ``path`` imports, at module level
+    and inside functions alike; a lazy table ``_LAZY = {"Name": "module"}`` counts as imports too."""
+    here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
+            out += [(a.name, None) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = ".".join(here[:len(here) - node.level + 1])
-                mod = f"{base}.{node.module}" if node.module else base
-                names = [f"{mod}.{a.name}" for a in node.names]
-                out.update([mod] + names)
-            elif node.module:
-                out.update([node.module] + [f"{node.module}.{a.name}" for a in node.names])
-    return {m for m in out if m.split(".")[0] in ("meanfield", "solvers")}
+            base = ".".join(here[:len(here) - node.level + 1]) if node.level else ""
+            mod = ".".join(m for m in (base, node.module) if m)
+            out += [(mod, a.name) for a in node.names]
+        elif (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["_LAZY"]
+              and isinstance(node.value, ast.Dict)):
+            out += [(v.value, k.value) for k, v in zip(node.value.keys, node.value.values)]
+    return [(m, a) for m, a in out if m.split(".")[0] in PACKAGES]
 
 
-def test_import_graph_has_no_cycles_and_only_the_top_layer_imports_solvers():
-    modules = {}
-    for pkg in ("meanfield", "solvers"):
-        for path in (ROOT / pkg).rglob("*.py"):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            modules[name] = path
-    graph = {name: {m for m in _imports(path, name) if m in modules and m != name} for name, path in modules.items()}
-    for name, deps in graph.items():
-        if name.startswith("meanfield") and not name.startswith(("meanfield.experiments", "meanfield.cli")):
-            assert not any(d.startswith("solvers") for d in deps), f"{name} imports solvers: {deps}"
-    # a package imports its submodules by construction; cycles are sought between modules
-    edges = {n: {d for d in deps if not n.startswith(d + ".") and not (graph.get(d) is not None and n == d)}
-             for n, deps in graph.items()}
-    for name in edges:
-        edges[name] = {d for d in edges[name] if not modules[d].name == "__init__.py"}
-    state = {}
+def import_graph(root):
+    """The import graph between modules, each edge resolved to the module that defines the name: an import
+    of a name that a package's ``__init__`` re-exports is an edge to the submodule it comes from."""
+    modules = _modules(root)
+    raw = {name: _raw_imports(name, path) for name, path in modules.items()}
+
+    def source(mod, attr, seen=()):
+        if attr is not None and f"{mod}.{attr}" in modules:
+            return f"{mod}.{attr}"
+        if attr is not None and mod in modules and modules[mod].name == "__init__.py" and (mod, attr) not in seen:
+            for m, a in raw[mod]:
+                if a == attr:
+                    return source(m, a, seen + ((mod, attr),))
+        return mod
+
+    return {name: {source(m, a) for m, a in edges} & set(modules) - {name} for name, edges in raw.items()}
+
+
+def import_cycle(root):
+    """One import cycle (a list of modules) of the tree under ``root``, or None."""
+    graph, state = import_graph(root), {}
 
     def visit(n, stack):
         state[n] = 1
-        for d in edges[n]:
-            assert state.get(d) != 1, "import cycle: " + " -> ".join(stack + [n, d])
-            if d not in state:
-                visit(d, stack + [n])
+        for d in sorted(graph[n]):
+            if state.get(d) == 1:
+                return stack[stack.index(d):] + [d]
+            found = None if d in state else visit(d, stack + [d])
+            if found:
+                return found
         state[n] = 2
+        return None
 
-    for n in sorted(edges):
-        if n not in state:
-            visit(n, [])
+    for n in sorted(graph):
+        found = None if n in state else visit(n, [n])
+        if found:
+            return found
+    return None
+
+
+def test_import_graph_has_no_cycles_and_only_the_top_layer_imports_solvers():
+    for name, deps in import_graph(ROOT).items():
+        if name.startswith("meanfield") and not name.startswith(("meanfield.experiments", "meanfield.cli")):
+            assert not any(d.startswith("solvers") for d in deps), f"{name} imports solvers: {deps}"
+    cycle = import_cycle(ROOT)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_the_layering_check_sees_a_circle_through_a_package_even_deferred(tmp_path, deferred):
+    """A circle closed through a re-export of ``meanfield.representations`` (what gridded <-> representations
+    was), at module level or inside a function, is reported."""
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    assert import_cycle(tmp_path) is None
+    gridded = tmp_path / "meanfield" / "gridded.py"
+    line = "from .representations import Representation\n"
+    body = "\n\ndef _circle():\n    " + line if deferred else "\n" + line
+    gridded.write_text(gridded.read_text() + body)
+    cycle = import_cycle(tmp_path)
+    assert cycle is not None and "meanfield.gridded" in cycle and "meanfield.representations.base" in cycle

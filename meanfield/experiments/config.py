@@ -56,6 +56,7 @@ import inspect
 import pathlib
 import tomllib
 from dataclasses import dataclass, field
+import copy
 
 import numpy as np
 
@@ -63,6 +64,10 @@ from .. import densities as _densities
 from ..validation import check_int, check_memory, check_real, check_times
 from ..model import Model
 from ..solution import from_file
+import solvers
+from ..plotting import SCALES
+from ..quadrature import sphere_quadrature
+from ..sampling import uniform_points
 
 # solver name -> (class in `solvers`, resolution key, its default, accepted dims or None for any)
 SOLVERS = {
@@ -178,7 +183,6 @@ class RunConfig:
 
     def make_solver(self):
         """Instantiate the solver (imports `solvers` here, so a config validates without it)."""
-        import solvers
 
         try:
             cls = getattr(solvers, self.solver_class_name)
@@ -203,7 +207,6 @@ class RunConfig:
 
     def quick(self):
         """A reduced copy for ``--quick``: at most 11 saved times and 500 particles."""
-        import copy
 
         cfg = copy.copy(self)
         if cfg.t_eval.size > 11:
@@ -375,8 +378,6 @@ def parse_config(raw, source="<dict>", name=None):
     normalize = _bool(init.pop("normalize", False), "initial.normalize")
     rho = build_density(init, dim, "initial")
     # evaluate once on a few points: bad parameters fail here, before any work
-    from ..quadrature import sphere_quadrature
-    from ..sampling import uniform_points
     probe = sphere_quadrature(512, dim)[0] if dim in (2, 3) else uniform_points(512, dim, 0)
     vals = np.asarray(rho(probe), dtype=float)
     if not np.all(np.isfinite(vals)):
@@ -425,7 +426,6 @@ def parse_config(raw, source="<dict>", name=None):
 
 def _output_options(o, solver):
     """grid, scale, out_dir, quick_run, progress from the [output] table (checked)."""
-    from ..plotting import SCALES
 
     grid = _bool(o.get("grid", False), "output.grid")
     if grid and solver == "particles":

@@ -33,6 +33,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import least_squares
 
 from .. import densities
 from ..errors import UnderResolved
@@ -45,6 +46,8 @@ from ..wasserstein import EXACT_MAX_SIZE, circle_w1_to_density, w1_to_dirac, w1_
 from .report import Report, fit_exponential, fit_power_law, pyplot, show_progress
 from .options import Options, experiment, option
 from .parallel import check_parallel, map_tasks
+import solvers
+from ..plotting import model_label, suptitle
 
 
 def dobrushin_constant(beta):
@@ -92,7 +95,6 @@ def reference_measure(sol, i, m=None, rng=None):
 
 def _pde(model, rho0, t_eval, quick, progress, handover="raise"):
     """The spectral run (FourierCircle, SphericalHarmonics); ``handover``: its ``on_underresolved``."""
-    import solvers
 
     if model.dim == 2:
         solver = solvers.FourierCircle(model, modes=128 if quick else 256)
@@ -142,7 +144,6 @@ def fit_decay_rate(t, w, low=1e-10, high=1e-3):
     logarithmically there, docs/experiments.md); on S^2 r is 0. Returns a dict with ``rate`` (λ),
     ``prefactor`` (r), ``exponential`` (the rate of a plain exponential fit), ``window`` and ``points``.
     """
-    from scipy.optimize import least_squares
 
     t, w = np.asarray(t, dtype=float), np.asarray(w, dtype=float)
     sel = np.isfinite(w) & (w > low) & (w < high)
@@ -173,7 +174,6 @@ def distance_sample(task, *, model, rho0, times, refs, n_dynamic_max, w1_seeds=N
     tasks are spread over workers. The particles are integrated to a tolerance below their sampling
     error (rtol 1e-7 for iid samples, 1e-9 for quasi ones, whose W1 is O(1/N)).
     """
-    import solvers
 
     method, j, n, s = task
     x0, w0 = sample(rho0, int(n), model.dim, rng=1000 * s + j, method=method)
@@ -249,7 +249,6 @@ def decay_study(dim, model, rho0, t_end, n_particles, quick=False, progress=Fals
     fitted where 1e-10 < W1 < 1e-3 (`fit_decay_rate`); below 1e-10 positions on the unit sphere reach
     round-off. W1 of the spectral part uses `reference_measure`, of the Lagrangian part its nodes.
     """
-    import solvers
 
     attractive = model.v > 0
     t = np.linspace(0.0, t_end, int(round(2 * t_end)) + 1 if quick else int(round(4 * t_end)) + 1)
@@ -434,8 +433,6 @@ def mean_field_limit(out, o, *, quick, progress, workers, scheduler):
 
 
 def _plot(report, dim, nn, times, w1, kd, dec, L, model):
-    from ..plotting import model_label, suptitle
-
     fig, axes = report.subplots(1, 3, figsize=(15, 4.6))
     suptitle(fig, f"mean-field limit: {model_label(model)}; N = {int(nn[0])} to {int(nn[-1])} particles against the PDE")
     ax = axes[0]

@@ -30,6 +30,7 @@ in `meanfield.experiments.metastability_runs`, the pictures in `meanfield.plotti
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
+from scipy.special import ive
 
 from ..diagnostics import compare_events, find_clusters, white_noise_prediction
 from ..kernels import fastest_mode, linear_growth_rates
@@ -204,8 +205,6 @@ def metastability(out, o, *, quick, progress, workers, scheduler):
 
 
 def _prediction(report, dims):
-    from scipy.special import ive
-
     res = report.results["prediction"] = {}
     worst = 0.0
     for d in dims:
@@ -344,7 +343,7 @@ def _staircase_results(report, stairs):
 def _save(report, cases, seeds, runs, particles, quasi_ns, iid, fig4, figure4_betas, stairs, dims):
     if report.out is None:
         return
-    import xarray as xr
+    import xarray as xr  # deferred: xarray is heavy
 
     pred = report.results["prediction"]
     for d in dims:

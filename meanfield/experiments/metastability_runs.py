@@ -19,6 +19,7 @@ from ..diagnostics import cluster_history, harmonic_maxima, history_events, ener
 from ..kernels import fastest_mode
 from ..model import Model
 from ..sampling import sample, uniform_points
+import solvers
 
 
 def time_grid(t_fine, t_end, dt=0.25, ratio=1.03):
@@ -39,7 +40,6 @@ def continuum_run(task, *, epsilon, degrees, t_end, tol, min_mass, stray, panels
     every time of `time_grid`; S^2: ``nodes_sphere`` Gauss–Legendre × trapezoid labels.
     ``space_time``: also return the cell-averaged density on that many cells (S^1; the space–time picture).
     """
-    import solvers
 
     dim, beta, seed = task
     model = Model(beta=float(beta), dim=dim)
@@ -79,7 +79,6 @@ def particle_run(task, *, epsilon, degrees, tol, min_mass, stray, rtol, times):
     solved by `solvers.Particles` on the saved times ``times[(dim, beta, seed)]`` up to ``t_stop``. A
     run that stops early (a formation run) records no energy (it would cost one n×n sum per saved time).
     """
-    import solvers
 
     dim, beta, seed, n, t_stop = task
     t = np.asarray(times[(dim, beta, seed)], dtype=float)
@@ -100,7 +99,6 @@ def iid_run(task, *, seeds, t_end, tol, min_mass, stray, rtol, seed0=0):
     """``task = (dim, beta, n)``: ``seeds`` realisations of n iid uniform particles in one batched
     `solvers.Particles` run; per realisation the cluster count against time and its events. A cluster
     holds at least 4 particles (``min_mass`` is raised to 4/n): single particles are not clusters."""
-    import solvers
 
     dim, beta, n = task
     min_mass = max(min_mass, 4.0 / n)
@@ -119,7 +117,6 @@ def iid_run(task, *, seeds, t_end, tol, min_mass, stray, rtol, seed0=0):
 
 def staircase_run(seed, *, n, beta, t_end, tol, rtol):
     """n iid uniform particles on S^1 at β, to ``t_end`` on a log grid: energy, cluster count, plateaus."""
-    import solvers
 
     x0 = uniform_points(n, 2, seed)
     t = np.concatenate([[0.0], np.geomspace(1e-2, t_end, int(60 * np.log10(100 * t_end)) + 1)])

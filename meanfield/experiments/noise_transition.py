@@ -36,6 +36,13 @@ from ..representations.gegenbauer import axis_vector
 from .report import Report
 from .options import Options, experiment, option
 from .parallel import check_parallel, cluster, map_tasks
+import solvers
+from ..kernels import minimum_degree
+from ..plotting import legend, suptitle
+from ..representations.gegenbauer import GegenbauerSeries
+from ..sampling import sample
+from solvers import stationary
+from solvers.spectral import spectral_tail
 
 
 def bessel_beta_star(dim):
@@ -46,7 +53,6 @@ def bessel_beta_star(dim):
 
 def _zonal_density(coefficients, dim, perturb=0.0):
     """ρ(x) = Σ_l u_l p_l(⟨x, e_d⟩)·(1 + perturb·⟨x, e_d⟩²) (`GegenbauerSeries`), for `solvers` (``normalize=True``)."""
-    from ..representations.gegenbauer import GegenbauerSeries
 
     rep = GegenbauerSeries(len(coefficients) - 1, dim)
     u = np.asarray(coefficients, dtype=float)
@@ -75,8 +81,6 @@ def _order_of_solution(sol, i=-1):
 
 
 def _pde_solver(model, resolution):
-    import solvers
-
     if model.dim == 2:
         return solvers.FourierCircle(model, modes=resolution)
     return solvers.SphericalHarmonics(model, lmax=resolution)
@@ -108,9 +112,7 @@ def dynamics_run(task):
 
 
 def _particle_run(model, task, t, x0=None):
-    import solvers
 
-    from ..sampling import sample
 
     n, d = task["n"], task["dim"]
     rng = np.random.default_rng(task["seed"])
@@ -166,9 +168,7 @@ def _seeded(sol, d, seed=1e-3):
 
 def _resolution(states, dim, tol=1e-7, beta=0.0):
     """The smallest cut-off among 16, 24, …, 64 (then 96, 128) that resolves every state (spectral tail < tol)."""
-    from solvers.spectral import spectral_tail
 
-    from ..kernels import minimum_degree
 
     need = minimum_degree(beta, dim)
     for L in (16, 24, 32, 40, 48, 64, 96, 128):
@@ -214,7 +214,6 @@ def noise_transition(out, o, *, quick, progress, workers, scheduler):
     ``workers``, ``scheduler``: run the independent runs on dask workers (see
     `meanfield.experiments.parallel`).
     """
-    from solvers import stationary
 
     dims, betas, factors, nus, sa, particles, seed = o.dims, o.betas, o.factors, o.nus, o.sa, o.particles, o.seed
     n = o.n_particles if o.n_particles is not None else (250 if quick else 500)
@@ -339,7 +338,7 @@ def _dynamics(report, where, d, beta, normalized, nu_c, runs, states, cluster, L
 
 
 def _save_rows(report, rows, name, **attrs):
-    import xarray as xr
+    import xarray as xr  # deferred: xarray is heavy
 
     if not rows:
         return
@@ -416,7 +415,7 @@ def _usa_panel(report, res_d, stationary, d, beta, nus, particles, n, cap, quick
 
 
 def _hysteresis(report, res, d, beta, nu_c, f_fold, r_fold, L, n, quick, seed, progress, workers, scheduler, where):
-    import xarray as xr
+    import xarray as xr  # deferred: xarray is heavy
 
     # down to 0.7 ν_c: a deterministic PDE leaves the uniform state only after its degree-1 seed has
     # grown by ∫(d−1)(ν_c − ν)dt, i.e. well below ν_c at a finite sweep rate (a delayed bifurcation)
@@ -479,8 +478,6 @@ def _sa_panel(report, res_d, stationary, d, beta, nus, cap, quick, tol, progress
 
 
 def _figure(report, d, panels, sa_panel):
-    from ..plotting import suptitle
-
     allp = panels + ([sa_panel] if sa_panel else [])
     fig, axes = report.subplots(1, len(allp), figsize=(4.6 * len(allp), 4.3), squeeze=False)
     for ax, p in zip(axes[0], allp):
@@ -509,8 +506,6 @@ def draw_branch(ax, ds, label=None, color="C0", uniform=True):
 
 
 def _draw_panel(ax, p):
-    from ..plotting import legend
-
     ds, nu_c = p["branch"], p["nu_c"]
     draw_branch(ax, ds, label="stationary states")
     markers = {("pde", "uniform"): ("o", "C1", "PDE from uniform"), ("pde", "clustered"): ("s", "C3", "PDE from cluster"),

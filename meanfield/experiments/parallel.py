@@ -16,11 +16,21 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
+import asyncio
+import ctypes
+import multiprocessing
+import signal
+import threading
+import warnings
 
 import numpy as np
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
 from ..validation import check_int
 from .report import show_progress
+import solvers
+from ..model import Model
 
 # variables that set the thread pools of BLAS, OpenMP, numexpr and numba: one thread per worker
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
@@ -66,7 +76,7 @@ def _worker_environment():
     ``MALLOC_TRIM_THRESHOLD_`` (distributed's default, which turns off glibc's adaptive mmap threshold,
     so that every large numpy temporary is mapped and zeroed again: 5x the system time of a particle
     run); no statistical profiler in the workers; the slower monitors of `_QUIET_MONITORS`."""
-    import dask
+    import dask  # deferred: dask is heavy
 
     saved = {k: os.environ.get(k) for k in THREAD_VARIABLES}
     os.environ.update({k: "1" for k in THREAD_VARIABLES})      # distributed lets the environment win
@@ -114,7 +124,7 @@ def cluster(workers=None, scheduler=None, log=log_to_stderr):
         yield scheduler
         return
     if scheduler is not None:
-        from distributed import Client
+        from distributed import Client  # deferred: dask is heavy
 
         try:
             client = Client(scheduler, timeout="20s")
@@ -151,21 +161,17 @@ def cluster(workers=None, scheduler=None, log=log_to_stderr):
 def _forked_worker(conn, log_level):
     """A forked worker process: waits for the scheduler's address, then runs one single-threaded dask
     Worker until the scheduler closes. Ctrl-C is left to the parent (which cancels and closes)."""
-    import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:                                          # Linux: SIGTERM when the parent dies, not an orphan
-        import ctypes
 
         ctypes.CDLL(None).prctl(1, signal.SIGTERM)          # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # pragma: no cover - not Linux
         pass
     os.environ.update({k: "1" for k in THREAD_VARIABLES})          # one thread (read by numba and the sums)
-    import asyncio                                # while the parent starts the scheduler
 
-    import dask
-    from threadpoolctl import threadpool_limits
-    from distributed import Worker
+    import dask  # deferred: dask is heavy
+    from distributed import Worker  # deferred: dask is heavy
 
     dask.config.set(_WORKER_CONFIG)               # as the spawned workers of `_worker_environment`
     _warm_up()
@@ -191,9 +197,7 @@ def _warm_up():
     scheduler: the solvers imported, and numba's compiled loops loaded from its cache by their first
     calls, in a tiny adaptive particle run with the cluster diagnostics (those of the phase diagram)."""
     try:
-        import solvers
 
-        from ..model import Model
 
         x = np.broadcast_to(np.eye(3), (2, 3, 3)).copy()
         solvers.Particles(Model(beta=1.0, dim=3), diagnostics=("clustered_fraction", "clusters")).solve(
@@ -216,10 +220,6 @@ class _ForkedWorkers:
 
     @classmethod
     def start(cls, n):
-        import multiprocessing
-        import threading
-        import warnings
-
         if not hasattr(os, "fork") or sys.platform != "linux" or threading.active_count() != 1:
             return None
         ctx = multiprocessing.get_context("fork")
@@ -336,7 +336,6 @@ def map_tasks(fn, tasks, *, workers=None, scheduler=None, shared=None, progress=
     try:
         with cluster(workers, scheduler, log) as client:
             if show_progress(progress) and tasks:    # after the start: tqdm's monitor is a thread (no fork then)
-                from tqdm.auto import tqdm
 
                 bar = tqdm(total=len(tasks), desc=desc, unit="task")
             if client is None:
@@ -362,8 +361,6 @@ def _deferred_interrupt():
     thread happens to be: inside distributed's client calls, an interrupt leaves its event loop in a
     state where closing the cluster can hang. The caller raises at a safe point. Outside the main
     thread the handler cannot be changed and the event is never set."""
-    import signal
-    import threading
 
     flag = threading.Event()
     try:
@@ -378,8 +375,8 @@ def _deferred_interrupt():
 
 
 def _run_distributed(client, fn, tasks, shared, retries, errors, done, priority):
-    import dask
-    from distributed import as_completed
+    import dask  # deferred: dask is heavy
+    from distributed import as_completed  # deferred: dask is heavy
 
     with _deferred_interrupt() as interrupted:
         # one graph, sent at once, so that the priorities order all the tasks: they wait for the shared

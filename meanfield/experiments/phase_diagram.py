@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import betainc
+from tqdm.auto import tqdm
 
 from ..errors import Interrupted
 from ..model import Model
@@ -27,6 +28,10 @@ from ..validation import check_memory
 from .report import Report, show_progress
 from .options import Options, experiment, option
 from .parallel import check_parallel, cluster, map_tasks
+import solvers
+from ..diagnostics import clustered_pair_fraction
+from ..plotting import suptitle
+from solvers.particles import Layers
 
 
 def equiangular_rhs(beta, n, normalized=True):
@@ -78,22 +83,11 @@ def pair_probability_uniform(dim, delta):
 
 def clustered_fraction(positions, delta):
     """Fraction of ordered pairs i ≠ j with ⟨x_i, x_j⟩ >= 1 − δ, one value per leading index of (..., n, d)."""
-    try:
-        from ..diagnostics import clustered_pair_fraction
-    except ImportError:
-        clustered_pair_fraction = None
-    if clustered_pair_fraction is not None:
-        return np.asarray(clustered_pair_fraction(positions, delta))
-    x = np.asarray(positions)
-    n = x.shape[-2]
-    g = np.einsum("...id,...jd->...ij", x, x)
-    close = (g >= 1.0 - delta).sum(axis=(-1, -2)) - n          # drop the diagonal
-    return close / (n * (n - 1))
+    return np.asarray(clustered_pair_fraction(positions, delta))
 
 
 def equiangular_check(beta, n=6, normalized=True, t_end=4.0, progress=False):
     """Max |⟨x_1(t), x_2(t)⟩ − γ_β(t)| for n orthonormal particles in d = n (Theorem 6.8; docs/mathematics.md §7)."""
-    import solvers
 
     t = np.linspace(0.0, t_end, 21)
     sol = solvers.Particles(Model(beta=beta, dim=n, normalized=normalized)).solve(
@@ -252,7 +246,6 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
     report.write()
     # the workers (if any) start first: they warm up while Γ is computed here
     with report.guard(), cluster(workers, scheduler) as client:
-
         # Γ_∞,δ from the equiangular ODE (cheap; first, so an interrupted run still has it)
         t_star = gamma_crossing(betas, n, delta, normalized)
         gammas = gamma_curve(betas, n, t, normalized)
@@ -265,8 +258,6 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
         sizes = np.full((betas.size, t.size, n), np.nan) if o.cluster_sizes else None
         bar = None
         if progress:
-            from tqdm.auto import tqdm
-
             bar = tqdm(total=betas.size, desc=f"phase diagram d={dim} n={n} B={B}", unit="β")
         task = dict(x0=x0, t=t_run, betas=betas, dim=dim, normalized=normalized, scheme=scheme, dt=dt, delta=delta,
                     clusters=o.clusters, cluster_delta=o.cluster_delta, span=o.span_dimension,
@@ -355,8 +346,6 @@ def _solve_beta(k, *, x0, t, betas, dim, normalized, scheme, dt, delta=1e-3, clu
     fraction at δ; the number of clusters and their sizes at ``cluster_delta``, the span dimension,
     if asked), not the positions; with ``draws`` (the keywords of `layer_parameters` and the
     ``period``) under random parameters, one vectorised batch of per-realisation matrices."""
-    import solvers
-    from solvers.particles import Layers
 
     model = Model(beta=float(betas[k]), dim=dim, normalized=normalized)
     kw = {"rtol": 1e-6, "atol": 1e-9, "dense_output": True} if scheme == "adaptive" else {"dt": dt}
@@ -419,7 +408,7 @@ def parameters_label(qk, v, draw="realisation", layer_period=None):
 def _save(report, betas, t, requested, rows, sizes, gammas, t_star, delta, n, dim, B, settings):
     if report.out is None:
         return
-    import xarray as xr
+    import xarray as xr  # deferred: xarray is heavy
 
     kind = settings["kind"]
     p, ncl = rows["p"], rows["clusters"]
@@ -449,7 +438,6 @@ def _save(report, betas, t, requested, rows, sizes, gammas, t_star, delta, n, di
                      "qk": settings["qk"], "v": settings["v"], "draw": settings["draw"],
                      "layer_period": "none" if settings["layer_period"] is None else settings["layer_period"]})
     report.save_dataset(ds, "phase_diagram.nc")
-    from ..plotting import suptitle
 
     have_cl, have_span = np.any(np.isfinite(ncl)), "span_dimension" in ds
     panels = 1 + have_cl + have_span
@@ -467,7 +455,7 @@ def _save(report, betas, t, requested, rows, sizes, gammas, t_star, delta, n, di
     ax.set(xlabel="t", ylabel=r"$\beta$", title=f"d = {dim}, n = {n}, δ = {delta:g}, B = {B}")
     ax.legend(fontsize=8, loc="upper left")
     if have_cl:
-        from matplotlib.colors import LogNorm
+        from matplotlib.colors import LogNorm  # deferred: matplotlib is heavy
 
         m = axes[0, 1].pcolormesh(t, betas, ncl, shading="auto", cmap="magma",
                                   norm=LogNorm(vmin=1, vmax=max(2.0, float(np.nanmax(ncl)))))

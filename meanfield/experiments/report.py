@@ -26,8 +26,16 @@ import sys
 import time
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from ..solution import jsonable
+from .. import diagnostics
+from ..energy import dirac_energy, uniform_energy
+from ..errors import Interrupted
+from ..gridded import describe_file
+from ..plotting import save, style
+from ..quadrature import sphere_quadrature
+from ..wasserstein import w1_to_dirac, w1_to_uniform
 
 DIGITS = 12            # significant digits of the numbers in summary.json
 
@@ -35,7 +43,7 @@ DIGITS = 12            # significant digits of the numbers in summary.json
 def pyplot():
     """matplotlib.pyplot with a non-interactive backend unless a display is configured
     (`meanfield.plotting.pyplot`, imported when first needed)."""
-    from ..plotting import pyplot as plt
+    from ..plotting import pyplot as plt  # deferred: matplotlib is heavy
 
     return plt()
 
@@ -102,7 +110,6 @@ class Report:
 
     def figure(self, **kwargs):
         """A matplotlib Figure made in the library's style (`meanfield.plotting.STYLE`)."""
-        from ..plotting import style
 
         plt = pyplot()
         with style():
@@ -110,7 +117,6 @@ class Report:
 
     def subplots(self, *args, **kwargs):
         """``plt.subplots`` in the library's style (`meanfield.plotting.STYLE`)."""
-        from ..plotting import style
 
         plt = pyplot()
         with style():
@@ -118,7 +124,6 @@ class Report:
 
     def save_figure(self, fig, name):
         """Write ``fig`` as ``out/name`` in the library's style (fixed fonts and resolution), then close it."""
-        from ..plotting import save
 
         plt = pyplot()
         if self.out is not None:
@@ -138,8 +143,6 @@ class Report:
         if hasattr(ds, "save") and hasattr(ds, "representation"):
             ds.save(self.out / name, grid=grid, clusters=clusters)
         else:
-            from ..gridded import describe_file
-
             ds = describe_file(ds, title=f"meanfield {self.experiment}: {name}", history=f"meanfield {self.experiment}")
             ds.to_netcdf(self.out / name, engine="netcdf4")
         self.files.append(name)
@@ -163,7 +166,6 @@ class Report:
         A solver's partial `Solution` is saved as ``interrupted.nc``; the summary gets status
         "interrupted". The exception leaves as KeyboardInterrupt (the CLI exits with status 130).
         """
-        from ..errors import Interrupted
 
         try:
             yield self
@@ -279,7 +281,6 @@ def _measure(sol, rep, data, n=None):
 
 def _w1(sol, rep, data, measure):
     """W1 to the uniform measure and to the nearest Dirac mass, with how each was computed."""
-    from ..wasserstein import w1_to_dirac, w1_to_uniform
 
     d = rep.dim
     diag = {k: np.asarray(v) for k, v in sol.diagnostics.items()}
@@ -312,9 +313,7 @@ def _w1(sol, rep, data, measure):
 def _binned(measure, m):
     """``measure`` on S^2 with more than ``m`` points: its weights summed at the nearest of the ``m``
     Fibonacci points; returns (measure, largest distance moved in radians, 0 when not binned)."""
-    from scipy.spatial import cKDTree
 
-    from ..quadrature import sphere_quadrature
 
     x, w = measure
     if len(w) <= m:
@@ -342,7 +341,6 @@ def clusters_summary(measure, tolerances=CLUSTER_TOLERANCES):
     mass is separated into clusters (`meanfield.diagnostics.find_clusters`: 95% of the mass within
     the distance of its cluster's centre); else ``{"separated": False, "count": None}``: a
     near-uniform cloud is not counted as one cluster."""
-    from .. import diagnostics
 
     finder = getattr(diagnostics, "find_clusters", None)
     if finder is None:     # pragma: no cover - the detector lives in meanfield.diagnostics
@@ -373,7 +371,6 @@ def final_state(sol):
     time, min and max ρ (densities), E_β (3.5) with the uniform minimum a_0/2β and the Dirac
     maximum e^β/2β (Proposition 3.4) and its relative position between them, W1 to the uniform
     measure and to the nearest Dirac mass (docs/mathematics.md §8), and the clusters."""
-    from ..energy import dirac_energy, uniform_energy
 
     rep, data, t = _last(sol)
     model = sol.model

@@ -14,17 +14,19 @@ the merging masses, the mass after) in ``results["cluster_trajectories"]``, and 
   non-increasing when repulsive (V = −I): the most negative step s·(E_β(t_{i+1}) − E_β(t_i)),
   relative to the range of E_β over the run, must be >= −1e-6.
 """
+import pathlib
+
 import numpy as np
 
 from ..energy import dirac_energy, uniform_energy
 from ..errors import Interrupted, SolverError
 from .report import Report, final_state, show_progress
 from .config import RunConfig, load_config, parse_config
+from ..sampling import sample
+from ..solution import load
 
 
 def _initial_particles(cfg):
-    from ..sampling import sample
-
     opts = cfg.particle_options
     rho = cfg.density()
     return sample(rho, cfg.resolution, cfg.model.dim, rng=opts.get("seed", 0), method=opts.get("sampling", "iid"))
@@ -149,9 +151,7 @@ def checkpoint_of(cfg, directory):
     """The `Solution` an interrupted ``meanfield run`` of ``cfg`` left in ``directory``: its checkpoint
     ``<name>.partial.nc`` or, after Ctrl-C or a solver stop, ``<name>.nc``. ValueError naming `--resume`
     when there is none, or when it is a run of another model or other saved times."""
-    import pathlib
 
-    from ..solution import load
 
     d = pathlib.Path(directory)
     paths = [p for p in (d / f"{cfg.name}.partial.nc", d / f"{cfg.name}.nc") if p.is_file()]

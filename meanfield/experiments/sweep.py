@@ -50,6 +50,7 @@ from .report import Report
 from .config import refuse_unknown, parse_config
 from .options import lookup
 from .parallel import TaskError, check_parallel, log_to_stderr, map_tasks
+from .run import run
 
 _SWEEP_KEYS = {"base", "experiment", "seed", "seed_key", "replicas", "retries", "grid", "cells", "name"}
 _RUN_TABLES = {"solver", "model", "initial", "times", "output"}
@@ -268,13 +269,11 @@ def run_cell(spec):
     the experiment's dataset (if it writes one) with its numeric results as variables (only the scalar
     ones next to a dataset; arrays get dimensions ``<name>_dim0``, ...).
     """
-    import xarray as xr
+    import xarray as xr  # deferred: xarray is heavy
 
     start = time.perf_counter()
     quick = spec.get("quick", False)
     if spec["kind"] == "run":
-        from .run import run
-
         report = run(parse_config(spec["config"], name="cell"), None, quick=quick, progress=False,
                      clusters=False)
         if report.solution is None or not len(report.solution.t):
@@ -318,7 +317,7 @@ def _status_path(out, cell):
 def _cell_complete(out, cell):
     """True if the cell's status says done for this very configuration and its NetCDF file opens with
     every variable it recorded."""
-    import xarray as xr
+    import xarray as xr  # deferred: xarray is heavy
 
     try:
         status = json.loads(_status_path(out, cell).read_text())
@@ -371,7 +370,7 @@ def open_sweep(out, chunks=None):
     or is missing; for an explicit list, a ``cell`` dimension with the parameters as coordinates along
     it. Cells of different sizes are aligned by an outer join.
     """
-    import xarray as xr
+    import xarray as xr  # deferred: xarray is heavy
 
     out = pathlib.Path(out)
     manifest = json.loads((out / "sweep.json").read_text())

@@ -25,6 +25,8 @@
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import minimize
+from scipy.special import eval_legendre
 
 from .. import densities
 from ..energy import dirac_energy, uniform_energy
@@ -34,6 +36,9 @@ from ..plotting import suptitle
 from ..sampling import sample, uniform_points
 from .options import Options, experiment, option
 from .report import Report, fit_exponential, show_progress
+import solvers
+from ..quadrature import gauss_legendre, sphere_quadrature, trapezoid
+from ..wasserstein import wasserstein
 
 EPS = np.finfo(float).eps
 
@@ -92,7 +97,7 @@ def _part_coefficients(report, betas, dims):
                  compared="a_l/a_(l−1) and the Turán ratio a_l²/(a_(l−1)a_(l+1)) over the resolved degrees",
                  tolerance="a_l/a_(l−1) < 1; Turán ratio >= 1 − 1e-12")
     if report.out is not None:
-        import xarray as xr
+        import xarray as xr  # deferred: xarray is heavy
 
         B, D = np.asarray(betas, float), np.asarray(dims)
         grid = {k: np.array([[next(r[k] for r in rows if r["beta"] == b and r["dim"] == d) for b in B] for d in D])
@@ -187,7 +192,7 @@ def _part_landscape(report, betas, dims, count, rng):
                  f"smallest (e^β/2β − E)/(e^β/2β − a_0/2β) = {above:.3e}",
                  compared="(e^β/2β − E_β[μ])/(e^β/2β − a_0/2β) over the random measures", tolerance=">= −1e-12")
     if report.out is not None:
-        import xarray as xr
+        import xarray as xr  # deferred: xarray is heavy
 
         ds = xr.Dataset({k: (("sample",), np.array([r[k] for r in rows])) for k in
                          ("dim", "beta", "gap_below", "gap_above", "position")})
@@ -215,8 +220,6 @@ def _part_landscape(report, betas, dims, count, rng):
 # Part 3: flows
 # ---------------------------------------------------------------------------------------------------
 def _spectral_solver(model, quick):
-    import solvers
-
     if model.dim == 2:
         return solvers.FourierCircle(model, modes=128)
     return solvers.SphericalHarmonics(model, lmax=32 if quick else 48)
@@ -227,7 +230,6 @@ def _product_grid(dim, degree):
 
     Midpoints on S^1; Gauss–Legendre in z times equispaced φ on S^2.
     """
-    from ..quadrature import gauss_legendre, trapezoid
 
     return trapezoid(2 * degree + 2) if dim == 2 else gauss_legendre(degree // 2 + 2, degree + 2)
 
@@ -235,8 +237,6 @@ def _product_grid(dim, degree):
 def distance_to_uniform(sol, i, m=None):
     """W1(ρ_t σ, σ) with both measures on one quadrature set (weights ∝ ρ against equal ones), so that
     the uniform density is at distance exactly 0 (no discretisation floor)."""
-    from ..quadrature import sphere_quadrature
-    from ..wasserstein import wasserstein
 
     d = sol.model.dim
     x, q = sphere_quadrature(m or (8192 if d == 2 else 1500), d)
@@ -371,7 +371,6 @@ def minimise_discrete_energy(n, dim=3, beta=1.0, starts=8, rng=None, tol=1e-13, 
     scaled energy e^{-β}E_β; the gradient is ∂E/∂y_i = P_{x_i}(∂E/∂x_i)/|y_i| with
     ∂E/∂x_i = (1/(βn²)) Σ_j e^{β⟨x_i,x_j⟩} x_j. Returns the best configuration (n, dim) and E_β.
     """
-    from scipy.optimize import minimize
 
     rng = np.random.default_rng(rng)
 
@@ -422,7 +421,6 @@ def gegenbauer_moments(x, tmax):
 
     Definition 9.1; docs/mathematics.md §4.
     """
-    from scipy.special import eval_legendre
 
     g = np.clip(x @ x.T, -1, 1)
     return np.array([eval_legendre(k, g).mean() for k in range(1, tmax + 1)])

@@ -13,6 +13,7 @@ Registered kinds (the ``representation`` attribute of a saved file):
     "segments"     `Segments`            consecutive segments of one run in different representations
                                          (a spectral run handed over to the characteristics)
 """
-from .base import NoCellMeans, Representation, State, from_dataset, register
+from ..errors import NoCellMeans
+from .base import Representation, State, from_dataset, register
 
 __all__ = ["NoCellMeans", "Representation", "State", "from_dataset", "register"]

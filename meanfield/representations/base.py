@@ -3,6 +3,8 @@ import importlib
 
 import numpy as np
 
+from ..errors import NoCellMeans
+from ..gridded import cell_grid_of
 from ..validation import check_int
 
 _REGISTRY = {
@@ -37,10 +39,6 @@ def from_dataset(ds):
     """Rebuild (representation, data) from a Dataset written by `Representation.to_dataset`."""
     cls = lookup_representation(ds.attrs["representation"])
     return cls.from_dataset(ds)
-
-
-class NoCellMeans(AttributeError):
-    """A representation without cell means (`Representation.cell_means`)."""
 
 
 class Representation:
@@ -108,8 +106,6 @@ class Representation:
     def cells(self, n=None):
         """The `meanfield.gridded.CellGrid` of the cell means: n cells on S^1, n latitude bands × 2n
         longitudes on S^2 (default ``default_cells``)."""
-        from ..gridded import cell_grid_of
-
         n = self.default_cells[self.dim] if n is None else n
         return cell_grid_of(self.dim, check_int(n, "grid_size", low=1))
 

@@ -68,7 +68,7 @@ class FourierSeries(Representation):
 
     def to_grid(self, data, n=None):
         """ρ at the midpoints θ_j = 2π(j + ½)/n (default n = max(4(2K + 1), 512)), as a DataArray."""
-        import xarray as xr
+        import xarray as xr  # deferred: xarray is heavy
 
         n = max(4 * (2 * self.modes + 1), 512) if n is None else int(n)
         theta = trapezoid(n).angles

@@ -29,6 +29,9 @@ from scipy import special
 from ..energy import energy_from_spectrum
 from ..quadrature import jacobi_offdiagonal
 from .base import Representation
+from ..gridded import zonal_cells
+from ..quadrature import gauss_gegenbauer
+from ..validation import check_int
 
 CROSS_POLYTOPE_MAX = 32   # measure(): at most ±b_k, k < 32, as directions on the orthogonal sphere
 
@@ -221,7 +224,6 @@ class GegenbauerSeries(Representation):
         sets n_s = n / (number of directions); default n_s = 2(lmax + 1). Use `marginal_cdf` for the
         exact law of s (e.g. with `meanfield.wasserstein.w1_marginal`).
         """
-        from ..quadrature import gauss_gegenbauer
 
         u = directions(self.axis, n_directions)
         if n is None:
@@ -278,7 +280,7 @@ class GegenbauerSeries(Representation):
     def to_grid(self, data, n=None):
         """ρ on n equispaced s ∈ [−s*, s*] (`reliable_interval`: [−1, 1] in low dimension; default
         n = 2(lmax + 1) + 1), as an `xarray.DataArray` over s."""
-        import xarray as xr
+        import xarray as xr  # deferred: xarray is heavy
 
         n = 2 * (self.lmax + 1) + 1 if n is None else int(n)
         edge = self.reliable_interval()
@@ -298,8 +300,6 @@ class GegenbauerSeries(Representation):
         [−s*, s*] (`reliable_interval`) and, when s* < 1, one cell each for [−1, −s*] and [s*, 1], so
         that the cells cover [−1, 1] and hold all the mass. Weights: the law of s under σ,
         I_{(1+s)/2}((d−1)/2, (d−1)/2) between the edges."""
-        from ..gridded import zonal_cells
-        from ..validation import check_int
 
         n = check_int(self.default_cells[self.dim] if n is None else n, "grid_size", low=3)
         edge = self.reliable_interval()

@@ -25,6 +25,7 @@ the mass. pyshtools' other normalisations ('ortho', 'schmidt', 'unnorm') and the
 scale every coefficient; `from_pyshtools` converts them with pyshtools' own ``convert``.
 """
 import numpy as np
+from ducc0.sht import synthesis, synthesis_2d, synthesis_general
 
 from ..energy import energy_from_spectrum
 from ..gridded import LAT_ATTRS, LON_ATTRS
@@ -98,7 +99,6 @@ def spherical_angles(x):
 
 def synthesis_points(alm, lmax, x, nthreads=1):
     """Σ a_lm Y_lm at arbitrary points x (..., 3): ducc0's synthesis_general (NUFFT, accuracy 1e-13)."""
-    from ducc0.sht import synthesis_general
 
     x = np.asarray(x, dtype=float)
     shape = x.shape[:-1]
@@ -115,7 +115,7 @@ def pyshtools_ducc(nthreads=1):
     """The pyshtools module with its ducc0 backend selected and ``nthreads`` threads set explicitly
     (``pyshtools.backends.select_preferred_backend("ducc", nthreads=...)``; pyshtools keeps this one
     choice for the whole process, so later ``expand()`` calls of the caller use it too)."""
-    import pyshtools
+    import pyshtools  # deferred: pyshtools is heavy
 
     pyshtools.backends.select_preferred_backend("ducc", nthreads=int(nthreads))
     return pyshtools
@@ -167,7 +167,7 @@ class SphericalHarmonicSeries(Representation):
     def to_grid(self, data, n=None):
         """ρ on a Gauss–Legendre grid of n latitudes (default lmax + 2) and 2n longitudes, as a DataArray
         with lat (degrees north, north to south) and lon (degrees east, from 0)."""
-        import xarray as xr
+        import xarray as xr  # deferred: xarray is heavy
 
         n = self.lmax + 2 if n is None else int(n)
         theta, phi = gauss_legendre_grid(n, 2 * n)[:2]
@@ -192,7 +192,6 @@ class SphericalHarmonicSeries(Representation):
         latitude, ∫ sin θ (·) dθ over each band by q Gauss–Legendre points in θ: the integrand is a
         trigonometric polynomial of degree <= lmax + 1, and q = ⌈3(lmax + 1)/n⌉ + 8 points integrate it
         over a band of width π/n to round-off. The grid's mass Σ ρ̄ σ(cell) is clm[0, 0, 0] to round-off."""
-        from ducc0.sht import synthesis
 
         n, nphi = grid.shape
         L = self.lmax
@@ -216,7 +215,6 @@ class SphericalHarmonicSeries(Representation):
 
     def grid_values(self, data, ntheta, nphi, geometry="GL", phi0=0.0):
         """ρ on a ducc0 grid (ntheta rings, nphi longitudes from phi0), exact (one synthesis)."""
-        from ducc0.sht import synthesis_2d
 
         return synthesis_2d(alm=self._alm(data)[None], spin=0, lmax=self.lmax, geometry=geometry, ntheta=ntheta,
                             nphi=nphi, phi0=phi0, nthreads=self.nthreads)[0]

@@ -34,10 +34,14 @@ Clusters (`LagrangianNodes.clusters`): single-linkage components of the nodes at
 kept when they hold at least two nodes and a mass of at least ``min_mass``.
 """
 import numpy as np
+from scipy.spatial import cKDTree
 
 from ..energy import discrete_energy
 from ..gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS
 from .base import Representation
+from ..diagnostics import linked_components
+from ..gridded import bin_masses
+from ..wasserstein import EXACT_MAX_SIZE, w1_to_dirac, wasserstein
 
 _SWAP_TOL = 1e-9     # S^1: consecutive nodes closer than this (in angle) may swap by round-off
 _NODE_TOL = 4e-15    # S^1: a query angle this close to a node's is that node
@@ -242,7 +246,6 @@ class LagrangianNodes(Representation):
 
     def _evaluate_sphere(self, data, x):
         """ρ_t at points x (..., 3): exact at nodes, quadratic moving least squares of log ρ elsewhere."""
-        from scipy.spatial import cKDTree
 
         pos, _ = self.nodes(data)
         rho = self.node_density(data)
@@ -314,13 +317,11 @@ class LagrangianNodes(Representation):
             if not cut[-1]:
                 lab[lab == lab[-1]] = 0                            # the last run wraps around to the first
             return np.unique(lab, return_inverse=True)[1]
-        from ..diagnostics import linked_components
 
         return linked_components(pos, min(tol, np.pi))
 
     def w1_to_dirac(self, data):
         """min_z W1(μ_t, δ_z) (`meanfield.w1_to_dirac`) of the node measure."""
-        from ..wasserstein import w1_to_dirac
 
         return float(w1_to_dirac(self.measure(data)))
 
@@ -335,7 +336,6 @@ class LagrangianNodes(Representation):
         """
         if self.companion is None:
             return float("nan")
-        from ..wasserstein import EXACT_MAX_SIZE, wasserstein
 
         a = np.asarray(data, dtype=float)
         wc = self.companion[1]
@@ -385,7 +385,7 @@ class LagrangianNodes(Representation):
     def to_grid(self, data, n=None):
         """ρ on a grid as a DataArray: n midpoints in θ on S^1 (default 1024); on S^2 n latitudes
         (default 64, equal-angle cell centres) × 2n longitudes."""
-        import xarray as xr
+        import xarray as xr  # deferred: xarray is heavy
 
         if self.dim == 2:
             n = 1024 if n is None else int(n)
@@ -424,7 +424,6 @@ class LagrangianNodes(Representation):
           labels' spacing."""
         if self.dim == 2:
             return self.cell_averages(data, grid.shape[0])[1]
-        from ..gridded import bin_masses
 
         pos, ell = self.nodes(data)
         w = self.weights
@@ -455,8 +454,6 @@ class LagrangianNodes(Representation):
         least-squares map of the neighbours' offsets, rescaled so that the image has the exact measure
         q_j J_j = w_j/ρ_t(x_j)."""
         if getattr(self, "_label_cells", None) is None:
-            from scipy.spatial import cKDTree
-
             y = self.labels
             idx = cKDTree(y).query(y, k=min(neighbours + 1, self.n))[1][:, 1:]
             g1, g2 = _tangent_frame(y)

@@ -10,10 +10,12 @@ projection). Integrals use the lumped (vertex) quadrature of Γ_h normalised to 
 i.e. σ_h is the normalised area (length) measure of the *discrete* surface (|Γ_h| = |S^{d-1}|(1+O(h²))).
 """
 import numpy as np
+from scipy.spatial import cKDTree
 
 from ..energy import discrete_energy
 from ..quadrature import gauss_gegenbauer
 from .base import Representation
+from ..gridded import ugrid_variables
 
 
 def lumped_weights(vertices, cells):
@@ -74,8 +76,6 @@ class P1Field(Representation):
         return cell, np.stack([1 - tau, tau], axis=-1)
 
     def _locate_sphere(self, x, k=8):
-        from scipy.spatial import cKDTree
-
         if self._locator is None:
             c = self.vertices[self.cells].mean(axis=1)
             self._locator = cKDTree(c / np.linalg.norm(c, axis=1, keepdims=True))
@@ -156,9 +156,8 @@ class P1Field(Representation):
         """The nodal values ρ_i as a DataArray over the vertices, with their coordinates (S^2: lat/lon
         in degrees; S^1: θ in radians): the P1 field is its values at the vertices (``n`` is unused).
         `Solution.save(grid=True)` adds the cells as a UGRID mesh (`meanfield.gridded`)."""
-        import xarray as xr
+        import xarray as xr  # deferred: xarray is heavy
 
-        from ..gridded import ugrid_variables
 
         coords = ugrid_variables(self)[1]
         da = xr.DataArray(np.asarray(data, dtype=float), dims=("vertex",), name="rho",

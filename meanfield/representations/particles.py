@@ -3,6 +3,7 @@ import numpy as np
 
 from ..energy import discrete_energy
 from .base import Representation
+from ..gridded import bin_masses
 
 
 class ParticleCloud(Representation):
@@ -41,7 +42,6 @@ class ParticleCloud(Representation):
         """The histogram of the weights over the cells of ``grid`` divided by σ(cell) (S^1, S^2): the
         cell means of the empirical measure, whose mass is the total weight exactly. A batch
         (B, n, d) gives the histogram of the mean of its B empirical measures."""
-        from ..gridded import bin_masses
 
         x = np.asarray(data)
         if self.domain != "sphere":

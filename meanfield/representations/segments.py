@@ -162,7 +162,7 @@ class Segments(Representation):
 
     @classmethod
     def from_dataset(cls, ds):
-        import xarray as xr
+        import xarray as xr  # deferred: xarray is heavy
 
         count = int(ds.attrs["segments"])
         reps, solvers, pieces = [], [], {}

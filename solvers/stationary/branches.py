@@ -129,7 +129,7 @@ def branch(beta, dim, normalized=False, resolution=None, nu_min=None, nu_max=Non
     ("supercritical"/"subcritical"), ``beta_star``, ``nu_fold``/``order_fold`` (NaN if none),
     ``nu_maxwell`` (where F equals that of the uniform state on the stable branch, USA), ``stop_reason``.
     """
-    import xarray as xr
+    import xarray as xr  # deferred: xarray is heavy
 
     beta = check_beta(beta)
     dim = check_dim(dim)

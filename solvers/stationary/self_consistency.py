@@ -11,11 +11,11 @@ from meanfield.errors import SolverError, UnsupportedModel
 from meanfield.model import Model
 from meanfield.representations.gegenbauer import axis_vector
 from meanfield.validation import check_int, check_points
-
 from ..bases import FourierBasis, SphericalHarmonicBasis
 from .anchors import critical_noise, multiplier_ratios
 from .state import StationaryState, full_state, zonal_state
 from .zonal import DEFAULT_RESOLUTION, ZonalSelfConsistency, gibbs_potential
+from meanfield.representations.harmonics import alm_to_real, real_to_alm
 
 
 def _newton_krylov(residual, y0, tol, maxiter, what):
@@ -82,14 +82,12 @@ class FullSelfConsistency:
     def _to_basis(self, data):
         if self.dim == 2:
             return data
-        from meanfield.representations.harmonics import real_to_alm
 
         return real_to_alm(data)
 
     def _from_basis(self, coefficients):
         if self.dim == 2:
             return coefficients
-        from meanfield.representations.harmonics import alm_to_real
 
         return alm_to_real(coefficients, self.resolution)
 

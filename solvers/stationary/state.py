@@ -11,10 +11,11 @@ from meanfield.errors import UnderResolved
 from meanfield.kernels import velocity_multipliers
 from meanfield.representations import State
 from meanfield.representations.gegenbauer import GegenbauerSeries
-
 from ..bases import GegenbauerBasis, SphericalHarmonicBasis
 from ..spectral import spectral_tail
 from .zonal import ZonalSelfConsistency
+from meanfield.representations.fourier import FourierSeries
+from meanfield.representations.harmonics import SphericalHarmonicSeries, alm_to_real
 
 
 def _fourier_from_zonal(u, axis):
@@ -27,7 +28,6 @@ def _fourier_from_zonal(u, axis):
 def _harmonics_from_zonal(u, axis, basis):
     """Real '4pi' coefficients of ρ = 1 + Σ u_l G_l(⟨x, e⟩) (degree L: exact Gauss–Legendre analysis
     on the grid of degree 2L + 3)."""
-    from meanfield.representations.harmonics import alm_to_real
 
     L = u.size
     sh = SphericalHarmonicBasis(L, 2 * L + 3)
@@ -159,12 +159,8 @@ def zonal_state(problem, u, ratio, model, e, tail_tol):
     coeffs = np.concatenate([[1.0], u])
     d = problem.dim
     if d == 2:
-        from meanfield.representations.fourier import FourierSeries
-
         rep, data = FourierSeries(problem.lmax), _fourier_from_zonal(u, e)
     elif d == 3:
-        from meanfield.representations.harmonics import SphericalHarmonicSeries
-
         rep, data = SphericalHarmonicSeries(problem.lmax), _harmonics_from_zonal(u, e, problem.basis)
     else:
         rep, data = GegenbauerSeries(problem.lmax, d, e), coeffs
@@ -177,13 +173,9 @@ def full_state(problem, y, model, tail_tol):
     c = problem.unpack(y)
     beta, d = model.beta, model.dim
     if d == 2:
-        from meanfield.representations.fourier import FourierSeries
-
         rep = FourierSeries(problem.resolution)
         order = float(abs(c[1]))
     else:
-        from meanfield.representations.harmonics import SphericalHarmonicSeries
-
         rep = SphericalHarmonicSeries(problem.resolution)
         order = float(np.sqrt(c[0, 1, 0] ** 2 + c[0, 1, 1] ** 2 + c[1, 1, 1] ** 2) / np.sqrt(3))
     power = rep.power(c)
