@@ -502,7 +502,7 @@ class Solver:
             parts.append(_build(run, res, diags))
             stop = res.failure
             successor = None if stop is None or stop.reason != "monitor" else run.solver._next(run, stop.t, stop.state,
-                                                                                               res.error)
+                                                                                               stop.error)
             if successor is None:
                 break
             if isinstance(successor[1], Solution):
@@ -517,9 +517,9 @@ class Solver:
         if stop is None:
             return sol
         name = type(self).__name__
-        if stop.reason == "monitor":
-            res.error.solution = sol
-            raise res.error
+        if stop.error is not None:              # the monitor's or the step's SolverError
+            stop.error.solution = sol
+            raise stop.error
         if stop.reason == "interrupted":
             raise Interrupted(f"{name}: {res.message}; the Solution up to t={sol.t[-1]:.6g} is in `exc.solution`"
                               + (f" and in {checkpoint}" if checkpoint else ""), sol)
@@ -549,4 +549,4 @@ def _build(run, res, diags):
     if run.model.noise > 0 and run.seed is not None:
         stats["noise_seed"] = run.seed
     return Solution(np.array(res.t[:n]), run.model, run.representation(), data, diag_arrays, stats,
-                    status=0 if res.status == 0 else 1, message=res.message, solver=type(run.solver).__name__)
+                    status=0 if res.success else 1, message=res.message, solver=type(run.solver).__name__)

@@ -431,3 +431,24 @@ def test_large_beta_log_sum_exp(normalized):
         assert np.all(np.isfinite(X)) and np.abs(X).max() <= 1 + 1e-12
         with np.errstate(all="ignore"):
             assert np.any(~np.isfinite(b.nodal_velocity(bump)))
+
+
+def test_an_ssprk3_step_that_cannot_meet_the_cfl_limit_raises_with_the_solution_so_far():
+    """When no sub-step of an SSP-RK3 step meets the CFL condition (here: every Euler stage after the 12th
+    refuses), the run stops with a `SolverError` naming `cfl`, whose ``solution`` holds the saved
+    times before, equal to those of the run that does not stop."""
+    from solvers.fem import FiniteElements
+
+    class Stuck(FiniteElements):
+        def _euler(self, run, v, tau):
+            run.workspace["stages"] = run.workspace.get("stages", 0) + 1
+            return None if run.workspace["stages"] > 12 else super()._euler(run, v, tau)
+
+    model, rho0 = mf.Model(beta=2.0, dim=2), mf.densities.von_mises_fisher([1.0, 0.0], 2.0)
+    t = np.linspace(0.0, 0.4, 5)
+    with pytest.raises(mf.SolverError, match="`cfl`") as info:
+        Stuck(model, vertices=64).solve(rho0, t, dt=0.05, cfl=0.9)
+    part, full = info.value.solution, FE(model, vertices=64).solve(rho0, t, dt=0.05, cfl=0.9)
+    assert type(info.value) is mf.SolverError and 1 <= len(part.t) < len(t)
+    assert list(part.t) == list(t[:len(part.t)]) and part.status == 1
+    np.testing.assert_array_equal(part.data, full.data[:len(part.t)])

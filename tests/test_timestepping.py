@@ -10,19 +10,34 @@ from solvers import timestepping as ts
 def test_riccati_exact_solution_and_landing(method, rtol, tol):
     t_eval = np.array([0.0, 0.3, 1.0, 3.0])
     res = ts.integrate(lambda t, y: -y ** 2, np.array([1.0, 2.0]), t_eval, method=method, rtol=rtol, atol=1e-14)
-    assert res.status == 0 and np.array_equal(np.array(res.t), t_eval)
+    assert res.success and res.failure is None and np.array_equal(np.array(res.t), t_eval)
     y = np.array(res.y)
     exact = np.stack([1 / (1 + t_eval), 2 / (1 + 2 * t_eval)], -1)
     assert np.max(np.abs(y - exact)) < tol
     assert res.nfev >= res.nsteps > 0
 
 
-def test_error_decreases_with_tolerance_at_the_method_order():
-    errs = []
-    for rtol in (1e-5, 1e-7, 1e-9):
-        res = ts.integrate(lambda t, y: np.cos(t) * y, np.array([1.0]), [0.0, 5.0], rtol=rtol, atol=1e-14)
-        errs.append(abs(res.y[-1][0] - np.exp(np.sin(5.0))))
-    assert errs[2] < errs[1] < errs[0] and errs[2] < 1e-8
+@pytest.mark.parametrize("method,order", [("dopri5", 5), ("bs32", 3)])
+def test_the_method_order_is_the_slope_of_the_error_against_the_step(method, order):
+    """u' = cos(t) u, u = e^{sin t}: with fixed steps h the error at t = 1 is C h^p (1 + O(h)); the
+    least-squares slope of log error against log h over h = 1/4 ... 1/64 is the order p of the method."""
+    steps = np.array([4, 8, 16, 32, 64])
+    errs = [abs(ts.integrate(lambda t, y: np.cos(t) * y, np.array([1.0]), [0.0, 1.0], method=method, dt=1.0 / n)
+                .y[-1][0] - np.exp(np.sin(1.0))) for n in steps]
+    slope = np.polyfit(np.log(1.0 / steps), np.log(errs), 1)[0]
+    assert abs(slope - order) < 0.2, slope
+
+
+@pytest.mark.parametrize("method", ["dopri5", "bs32"])
+def test_adaptive_error_follows_the_tolerance(method):
+    """Adaptive runs: the error at t = 5 falls with rtol, at least as tol^(p/(p+1)) (Hairer–Nørsett–Wanner
+    II.4: local error per unit step ∝ tol), and stays within a factor 100 of the tolerance."""
+    order = ts.TABLEAUX[method].order
+    tols = np.array([1e-5, 1e-7, 1e-9])
+    errs = [abs(ts.integrate(lambda t, y: np.cos(t) * y, np.array([1.0]), [0.0, 5.0], method=method, rtol=tol,
+                             atol=1e-14).y[-1][0] - np.exp(np.sin(5.0))) for tol in tols]
+    slope = np.polyfit(np.log(tols), np.log(errs), 1)[0]
+    assert slope > 0.8 * order / (order + 1) and max(np.array(errs) / tols) < 100, (slope, errs)
 
 
 def test_integrating_factor_is_exact_for_the_linear_part():
@@ -65,7 +80,7 @@ def test_error_relative_to_a_magnitude_makes_the_steps_rotation_invariant():
 
 def test_blow_up_is_reported_and_keeps_the_saved_times():
     res = ts.integrate(lambda t, y: y ** 2, np.array([1.0]), [0.0, 0.5, 0.9, 2.0], rtol=1e-8, atol=1e-12)
-    assert res.status == -1 and "t=" in res.message and "non-finite" in res.message
+    assert not res.success and "t=" in res.message and "non-finite" in res.message
     assert len(res.t) == 3 and res.y[-1][0] == pytest.approx(10.0, rel=1e-6)
     # the failure is structured: y = 1/(1 − t) blows up at t = 1, after the saved time 0.9
     f = res.failure
@@ -77,7 +92,7 @@ def test_fixed_step_failure_names_the_time_and_the_step():
     res = ts.integrate_fixed(lambda t, y, h: y / (1.0 - t - h) if t + h < 0.45 else y * np.inf, np.array([1.0]),
                              [0.0, 0.2, 1.0], 0.1)
     f = res.failure
-    assert res.status == -1 and f.reason == "non-finite" and f.t == pytest.approx(0.5) and f.step == 5
+    assert f.reason == "non-finite" and f.t == pytest.approx(0.5) and f.step == 5 and f.message == res.message
     assert res.t == [0.0, 0.2] and ts.integrate_fixed(lambda t, y, h: y, np.array([1.0]), [0.0, 1.0], 0.5).failure is None
 
 
@@ -87,7 +102,7 @@ def test_monitor_stops_the_run():
             raise SolverError(f"too big at t={t}")
 
     res = ts.integrate(lambda t, y: y, np.array([1.0]), np.linspace(0, 2, 11), monitor=monitor)
-    assert res.status == 1 and isinstance(res.error, SolverError)
+    assert isinstance(res.failure.error, SolverError) and res.message == str(res.failure.error)
     assert res.t[-1] <= np.log(2.0) + 0.3 and len(res.t) >= 4
     # the state the monitor stopped, at the time it was given: what a continuation goes on from
     f = res.failure
@@ -101,5 +116,34 @@ def test_fixed_step_driver_is_exact_euler():
     assert res.y[1][0] == pytest.approx(0.9 * 0.9 * 0.95, rel=1e-15)
     assert res.y[2][0] == pytest.approx(0.9 * 0.9 * 0.95 * 0.9 ** 7 * 0.95, rel=1e-14)
     assert res.t == [0.0, 0.25, 1.0]
-    with pytest.raises(ValueError, match="dt"):
+    with pytest.raises(ValueError, match="`dt`"):
         ts.integrate_fixed(lambda t, y, h: y, np.array([1.0]), [0.0, 1.0], -0.1)
+
+
+def test_a_solver_error_inside_a_step_is_a_failure_with_the_saved_times():
+    """A `SolverError` raised by the step itself (SSP-RK3 when no sub-step meets the CFL limit) stops the
+    run as a `Failure` with reason "step", the exception and the saved times before it."""
+    def step(t, y, h):
+        if t >= 0.5 - 1e-12:
+            raise SolverError(f"no step at t={t:.6g}")
+        return y * (1 + h)
+
+    res = ts.integrate_fixed(step, np.array([1.0]), [0.0, 0.25, 0.5, 1.0], 0.125)
+    f = res.failure
+    assert f.reason == "step" and f.t == 0.5 and f.step == 5 and isinstance(f.error, SolverError)
+    assert res.t == [0.0, 0.25, 0.5] and res.y[-1][0] == pytest.approx(1.125 ** 4, rel=1e-15)
+    assert res.message == "no step at t=0.5" and res.nsteps == 4
+
+
+def test_fixed_and_adaptive_stepping_are_one_object():
+    """`RungeKutta` with ``dt`` takes exactly the steps of the pair without error control: one dopri5
+    step of h = 0.1 on u' = u is the degree-5 Taylor polynomial plus the tableau's h^6 term (b·A^4c =
+    1/600 against 1/720), and adaptive stepping through the same object stops at the same point."""
+    rk = ts.RungeKutta(lambda t, y: y, 0.0, np.array([1.0]), 1.0, "dopri5", dt=0.1)
+    assert rk.step(1.0) is None and rk.t == pytest.approx(0.1) and rk.nfev == 7
+    taylor = sum(0.1 ** k / np.prod(np.arange(1, k + 1)) for k in range(6))
+    assert rk.y[0] == pytest.approx(taylor + 0.1 ** 6 / 600, rel=1e-15)
+    adaptive = ts.RungeKutta(lambda t, y: y, 0.0, np.array([1.0]), 1.0, "dopri5", rtol=1e-12, atol=1e-14)
+    while adaptive.t < 1.0:
+        assert adaptive.step(1.0) is None
+    assert adaptive.t == 1.0 and adaptive.y[0] == pytest.approx(np.e, rel=1e-11) and adaptive.nsteps > 1
