@@ -28,6 +28,12 @@ the items marked (checked) when the class is defined and raises TypeError naming
    ``auto_resolution``: None, or (resolution attribute, cap attribute) of an automatic resolution
    (e.g. ("modes", "max_modes"), `solvers.spectral.AutoResolution`);
    ``run_type``: the `Run` of its runs (below);
+   ``policy``: its resolution, a `solvers.bases.ResolutionPolicy` (the argument's name, its range, and
+   the cap of "auto" where it has one); ``method_options``: keywords of ``solve`` that
+   ``_choose_method`` reads (another spelling of ``method``); ``config_name`` (and
+   ``config_aliases``): the name that selects the class in a TOML configuration (None: not offered
+   there). A configuration reads these, the constructor's signature, the steppers' options and
+   ``solve_options`` (`meanfield.experiments.config`), so a new option needs no edit there;
    the capabilities of the model it takes beyond the paper's layer (`Solver.__init__` refuses the
    others with `UnsupportedModel` naming the argument): ``takes_mask`` (causal masks and the position
    bias, docs/causal.md), ``normalizations`` (the ``Model.normalization`` schemes it takes,
@@ -241,6 +247,9 @@ class Solver:
     solve_options = {}
     positional_options = ()
     stepper_defaults = {}
+    policy = None
+    method_options = ()
+    config_name, config_aliases = None, ()
     retracts = False
     retract_invariant = False
     run_type = Run
@@ -362,10 +371,10 @@ class Solver:
         return self.steppers[0] if method is None else method
 
     # -- written once --------------------------------------------------------------------------------
-    def start(self, initial, t_eval=(0.0,), *, method=None, normalize=False, **options):
-        """Validate ``initial``, ``t_eval`` and the options and return the `Run` that `solve` advances
-        (``run.y0`` is the initial state, ``run.rhs(t, y)`` the right-hand side)."""
-        given, asked = dict(options), method       # as given: a discretisation of this class continuing takes them
+    def _resolve_options(self, method, options):
+        """The stepper's name and every option of a run (defaults filled in), checked: ValueError naming
+        an option that does not apply or a bad value."""
+        options = dict(options)
         method = self._choose_method(method, options)
         if method not in self.steppers:
             raise ValueError(f"`method` must be one of {list(self.steppers)} for {type(self).__name__}, "
@@ -381,7 +390,21 @@ class Solver:
                                  f"its options are {sorted(accepted)}.")
             if key in _OPTION_CHECKS and value is not None:
                 options[key] = check_real(value, key, **_OPTION_CHECKS[key])
-        opts = {**accepted, **options}
+        return method, {**accepted, **options}
+
+    def check_options(self, method=None, **options):
+        """Check the options of ``solve`` as a run does, before any work (ValueError naming a bad one);
+        returns the stepper's name and the options with their defaults."""
+        method, opts = self._resolve_options(method, options)
+        run = self.run_type(self, np.zeros(1), method, opts, _seed_of(opts.get("rng")))
+        self._configure(run)
+        return method, run.options
+
+    def start(self, initial, t_eval=(0.0,), *, method=None, normalize=False, **options):
+        """Validate ``initial``, ``t_eval`` and the options and return the `Run` that `solve` advances
+        (``run.y0`` is the initial state, ``run.rhs(t, y)`` the right-hand side)."""
+        given, asked = dict(options), method       # as given: a discretisation of this class continuing takes them
+        method, opts = self._resolve_options(method, options)
         if not isinstance(normalize, (bool, np.bool_)):
             raise ValueError(f"`normalize` must be True or False, got {normalize!r}.")
         if isinstance(initial, (str, os.PathLike)):

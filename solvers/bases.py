@@ -59,9 +59,13 @@ class ResolutionPolicy:
     of two, so that the refinements stay on powers of two. Without it (spherical harmonics, whose
     transforms cost O(L³)) the start is the kernel's minimum itself.
 
+    Every solver states its resolution this way (``Solver.policy``), so that a configuration reads
+    it: a solver without "auto" gives only ``name`` and ``low`` (e.g. ``ResolutionPolicy("nodes", low=1)``).
+
     Parameters
     ----------
-    name, cap_name : the solver's argument names ("modes"/"max_modes", "lmax"/"max_lmax").
+    name, cap_name : the solver's argument names ("modes"/"max_modes", "lmax"/"max_lmax"); ``cap_name``
+        None: no "auto".
     low, high : the accepted range of a resolution (``high`` None: no upper bound).
     auto_start : the smallest automatic start; auto_cap : the default cap of "auto".
     offset : bandwidth − resolution (0 or 1).
@@ -70,14 +74,27 @@ class ResolutionPolicy:
     """
 
     name: str
-    cap_name: str
-    low: int
-    auto_start: int
-    auto_cap: int
+    cap_name: Optional[str] = None
+    low: int = 1
+    auto_start: Optional[int] = None
+    auto_cap: Optional[int] = None
     high: Optional[int] = None
     offset: int = 0
     round_start: bool = True
     memory: Optional[Callable[[int], float]] = None
+
+    @property
+    def automatic(self):
+        """Whether the resolution may be "auto"."""
+        return self.cap_name is not None
+
+    def check(self, value):
+        """An integer in [low, high], or "auto" where the policy has a cap (ValueError naming ``name``)."""
+        if isinstance(value, str) and self.automatic:
+            if value != "auto":
+                raise ValueError(f"`{self.name}` must be an integer >= {self.low} or 'auto', got {value!r}.")
+            return value
+        return check_int(value, self.name, low=self.low, high=self.high)
 
     def fixed(self, value, beta, dim):
         """Check a fixed resolution: an integer in [low, high], within the machine's memory, and

@@ -50,6 +50,7 @@ from meanfield.validation import check_callable, check_density_values, check_int
 from meanfield.errors import UnderResolved, UnsupportedModel
 from meanfield.representations.p1 import P1Field
 from .base import Solver
+from .bases import ResolutionPolicy
 from .spectral import SpectralVelocity
 from .meshes import icosphere, mesh_size, polygon
 from meanfield.kernels import minimum_degree
@@ -122,6 +123,8 @@ class FiniteElements(Solver):
     """
 
     steppers = ("ssprk3",)
+    policy = ResolutionPolicy("refinement", low=0)
+    config_name = "fem"
 
     name = "fem"
 

@@ -100,6 +100,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
 
     policy = FourierBasis.policy.with_memory(lambda K: BYTES_PER_MODE * K)
     auto_resolution = (policy.name, policy.cap_name)
+    config_name, config_aliases = "fourier", ("spectral-circle",)
     run_type = FourierRun
 
     def __init__(self, model, modes=512, *, tail_tol=DEFAULT_TAIL_TOL, dealias=1.5,

@@ -93,6 +93,7 @@ class Gegenbauer(AutoResolution, Solver):
     stepper_defaults = {}
     policy = GegenbauerBasis.policy
     auto_resolution = (policy.name, policy.cap_name)
+    config_name = "gegenbauer"
 
     def __init__(self, model, lmax=64, axis=None, *, tail_tol=DEFAULT_TAIL_TOL,
                  max_lmax=GegenbauerBasis.policy.auto_cap, max_norm=MAX_NORM):

@@ -63,6 +63,7 @@ class HandOverToCharacteristics:
     """
 
     solve_options = {"on_underresolved": "raise"}
+    handover_options = LAGRANGIAN_OPTIONS       # the keys of a dict ``on_underresolved`` (a configuration reads them)
 
     def _configure(self, run):
         run.options["on_underresolved"] = handover_target(self.model, run.options["on_underresolved"])

@@ -75,6 +75,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
 
     policy = SphericalHarmonicBasis.policy.with_memory(lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
     auto_resolution = (policy.name, policy.cap_name)
+    config_name, config_aliases = "harmonics", ("spectral-sphere",)
 
     def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL,
                  max_lmax=SphericalHarmonicBasis.policy.auto_cap, w1=False, w1_points=512):

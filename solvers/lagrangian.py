@@ -53,6 +53,7 @@ from meanfield.quadrature import circle_points, gauss_legendre, trapezoid
 from meanfield.representations.lagrangian import LagrangianNodes, monotone_lift
 from meanfield.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
 from .base import Run, Solver
+from .bases import ResolutionPolicy
 from meanfield.wasserstein import wasserstein
 
 _SPAN_TOL = 1e-12
@@ -284,6 +285,8 @@ class Lagrangian(Solver):
     """
 
     steppers = ("dopri5", "bs32")
+    policy = ResolutionPolicy("nodes", low=1)     # S^2 needs more: checked with the kernel
+    config_name = "lagrangian"
     stepper_defaults = {"rtol": 1e-10, "atol": 1e-12}
     run_type = LagrangianRun
     diagnostic_names = ("mass", "energy", "energy_rate_identity", "n_clusters", "largest_cluster", "clustered_mass",

@@ -42,6 +42,7 @@ from meanfield.representations.sampled_particles import SampledParticleCloud, sa
 from meanfield.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
 
 from .base import Run, Solver
+from .bases import ResolutionPolicy
 
 _NO_SHIFT_MAX = 300.0      # |β⟨x, M y⟩| below this: e^L needs no shift
 _EXP_MAX = 690.0           # e^c representable with room for the bounded factor
@@ -172,6 +173,9 @@ class Particles(Solver):
     """
 
     steppers = ("dopri5", "bs32", "euler-maruyama", "euler-normalize")
+    policy = ResolutionPolicy("n", low=1)      # the number of particles of the initial state
+    method_options = ("scheme",)
+    config_name = "particles"
     solve_options = {"weights": None, "rng": None, "domain": "sphere", "rescaled": False, "rescale_time": False,
                      "save": "auto", "diagnostics": None, "threads": None, "parameters": None}
     positional_options = ("weights", "rng")

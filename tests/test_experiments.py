@@ -50,7 +50,7 @@ def test_examples_cover_the_solvers():
 
 
 @pytest.mark.parametrize("solver, words", [
-    ({"name": "lagrangian", "nodes": 64, "panels": 8}, ["`solver`", "nodes", "panels"]),
+    ({"name": "lagrangian", "nodes": 60, "panels": 8}, ["`solver.nodes`", "panels × order"]),
     ({"name": "lagrangian", "panels": [0.0]}, ["`solver.panels`", "panel edges"]),
     ({"name": "lagrangian", "order": 1}, ["`solver.order`", ">= 2"]),
     ({"name": "fourier", "modes": 64, "max_modes": 512}, ["`solver.max_modes`", '"auto"']),
@@ -68,7 +68,7 @@ def test_bad_lagrangian_and_handover_keys(solver, words):
         assert w in str(info.value), str(info.value)
     raw["solver"] = {"name": "fourier", "on_underresolved": "lagrangian"}
     raw["model"]["noise"] = 0.1
-    with pytest.raises(ValueError, match=r"`solver.handover`.*noise"):
+    with pytest.raises(ValueError, match=r"`solver.on_underresolved`.*noise"):
         cfgmod.parse_config(raw)
 
 
@@ -98,7 +98,7 @@ def test_run_config_lagrangian_and_handover():
     ({"solver": {"name": "harmonics"}}, ["`solver.name`", "model.dim"]),
     ({"model": {"beta": float("nan"), "dim": 2}}, ["`model.beta`", "finite"]),
     ({"model": {"beta": 1.0, "dim": 2, "temperature": 3}}, ["`model.temperature`", "beta"]),
-    ({"model": {"beta": 1.0, "dim": 2, "normalized": "yes"}}, ["`model.normalized`", "true or false"]),
+    ({"model": {"beta": 1.0, "dim": 2, "normalized": "yes"}}, ["`model.normalized`", "True (SA) or False (USA)"]),
     ({"initial": {"density": "gaussian"}}, ["`initial.density`", "von_mises_fisher"]),
     ({"initial": {"density": "von_mises_fisher", "mean": [0, 1], "kapa": 2}}, ["`initial.kapa`", "kappa"]),
     ({"initial": {"density": "mixture", "components": []}}, ["`initial.components`"]),

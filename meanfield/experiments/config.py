@@ -4,23 +4,25 @@ A configuration has five tables; every key is checked before any work starts, an
 or a bad value raises ValueError naming the key (``solver.modes``) and the accepted values::
 
     [solver]                # which method and its resolution
-    name = "fourier"        # "fourier" | "harmonics" | "fem" | "particles" | "gegenbauer" (zonal, any dim)
-    modes = 256             # fourier: Fourier modes K;  harmonics, gegenbauer: lmax;  fem: refinement;
-                            # fourier, harmonics, gegenbauer also take "auto" (refined as the density sharpens);
-                            # particles: n (number of particles), sampling, seed, scheme, dt
-    rtol = 1e-8             # adaptive solvers: rtol, atol, method ("dopri5" | "bs32")
-    # max_modes = 4096      # fourier (max_lmax: harmonics): the cap of modes = "auto" (lmax = "auto")
+    name = "fourier"        # "fourier" | "harmonics" | "fem" | "particles" | "gegenbauer" | "lagrangian"
+    modes = 256             # the resolution: fourier modes;  harmonics, gegenbauer: lmax;  fem: refinement;
+                            # lagrangian: nodes; fourier, harmonics, gegenbauer also take "auto" (refined as
+                            # the density sharpens, up to max_modes / max_lmax);
+                            # particles: n (number of particles), sampling, seed
+    rtol = 1e-8             # the options of the solver's steppers: rtol, atol, method, max_step, dt, cfl, ...
+    tail_tol = 1e-6         # any keyword argument of the solver class (solvers.FourierCircle: tail_tol, ...)
     # on_underresolved = "lagrangian"   # fourier, harmonics (noise 0): when the density is no longer
                             # resolved, go on along the characteristics (solvers.Lagrangian); the
-                            # labels: [solver.handover] nodes, panels, order, estimate, cluster_tol, min_mass
-    # name = "lagrangian"   # solvers.Lagrangian (S^1, S^2, noise 0): nodes, or panels (S^1) and order
+                            # labels: [solver.handover] nodes, panels, order, estimate, cluster_tol, min_mass, chunk
 
-    [model]                 # meanfield.Model
+    [model]                 # meanfield.Model: every keyword of its signature
     beta = 4.0
     dim = 2
     normalized = true       # (SA); false for (USA)
-    V = 1.0                 # +1 attractive, -1 repulsive (V·I)
+    V = 1.0                 # +1 attractive, -1 repulsive (V·I), or a matrix (with Q, K: arrays of rows)
     noise = 0.0
+    # mask = "causal", position_bias = 0.5, normalization = "pre", mix_depth, ngpt_alpha, activation,
+    # mlp = [W, U, b] (arrays): the transformer-layer options of docs/normalization.md and docs/causal.md
 
     [initial]               # a density of meanfield.densities, by name, with its parameters
     density = "perturbed_uniform"
@@ -49,57 +51,39 @@ or a bad value raises ValueError naming the key (``solver.modes``) and the accep
     quick = false           # the command line's --quick
     progress = true         # false: no progress bar (the command line's --no-progress)
 
-`load_config(path)` returns a `RunConfig`; `RunConfig.build()` turns it into a model, a solver, an
-initial density and the saved times.
+The keys of ``[solver]`` are not listed here: they are read from the solver class that ``name``
+selects (its ``config_name``, its resolution ``policy``, the keywords of its constructor, the
+options of its steppers and its ``solve_options``, `solvers.base`), so that a new solver option is
+a configuration key at once. `load_config(path)` returns a `RunConfig`, with the solver built (its
+checks ran); `RunConfig.make_solver()` returns it.
 """
+import copy
 import inspect
 import pathlib
 import tomllib
 from dataclasses import dataclass, field
-import copy
 
 import numpy as np
 
-from .. import densities as _densities
-from ..validation import check_int, check_memory, check_real, check_times
-from ..model import Model
-from ..solution import from_file
 import solvers
+from solvers.timestepping import STEPPERS
+
+from .. import densities as _densities
+from ..model import Model
 from ..plotting import SCALES
 from ..quadrature import sphere_quadrature
 from ..sampling import uniform_points
+from ..solution import from_file
+from ..validation import check_int, check_memory, check_real, check_times
 
-# solver name -> (class in `solvers`, resolution key, its default, accepted dims or None for any)
-SOLVERS = {
-    "fourier": ("FourierCircle", "modes", 256, (2,)),
-    "harmonics": ("SphericalHarmonics", "lmax", 63, (3,)),
-    "fem": ("FiniteElements", "refinement", 4, (2, 3)),
-    "particles": ("Particles", "n", 1000, None),
-    "gegenbauer": ("Gegenbauer", "lmax", 64, None),
-    "lagrangian": ("Lagrangian", "nodes", None, (2, 3)),      # nodes: the solver's default (1024 S^1, 2048 S^2)
-}
-_ALIASES = {cls.lower(): name for name, (cls, *_ ) in SOLVERS.items()}
-_ALIASES.update({"fouriercircle": "fourier", "sphericalharmonics": "harmonics", "finiteelements": "fem",
-                 "spectral-circle": "fourier", "spectral-sphere": "harmonics"})
-
-_ADAPTIVE_KEYS = {"rtol", "atol", "method"}
-# keys of [solver] besides `name`, per solver
-_SOLVER_KEYS = {
-    "fourier": {"modes", "max_modes", "on_underresolved", "handover", "options"} | _ADAPTIVE_KEYS,
-    "harmonics": {"lmax", "max_lmax", "on_underresolved", "handover", "options"} | _ADAPTIVE_KEYS,
-    "fem": {"refinement", "vertices", "dt", "cfl", "options"},
-    "particles": {"n", "sampling", "seed", "scheme", "dt", "options"} | _ADAPTIVE_KEYS,
-    "gegenbauer": {"lmax", "options"} | _ADAPTIVE_KEYS,
-    "lagrangian": {"nodes", "panels", "order", "options"} | _ADAPTIVE_KEYS,
-}
-_CAPS = {"fourier": "max_modes", "harmonics": "max_lmax"}       # the caps of an "auto" resolution
-_HANDOVER_KEYS = {"nodes", "panels", "order", "estimate", "cluster_tol", "min_mass"}   # of solvers.Lagrangian
-_MODEL_KEYS = {"beta", "dim", "normalized", "V", "noise"}
+_SECTIONS = {"solver", "model", "initial", "times", "output"}
 _TIMES_KEYS = {"values", "t_end", "n_saves"}
 _OUTPUT_KEYS = {"name", "plot_times", "checkpoint", "checkpoint_every", "plot", "grid", "scale", "dir", "quick",
                 "progress"}
-_AUTO_RESOLUTION = {"fourier", "harmonics", "gegenbauer"}     # solvers whose resolution may be "auto"
-_SECTIONS = {"solver", "model", "initial", "times", "output"}
+# a solver whose resolution is the size of its initial sample (particles): how the sample is drawn
+SAMPLE_SIZE = 1000
+SAMPLE_KEYS = {"sampling": "iid", "seed": 0}
+SAMPLINGS = ("iid", "quasi", "quantile")
 # densities by name: the callable and its parameters (rng is spelled `seed` in a config)
 _DENSITIES = {
     "uniform": _densities.uniform,
@@ -141,11 +125,79 @@ def _rename(exc, name):
     return ValueError(f"`{name}`: {msg}")
 
 
+def _named(exc):
+    """The argument a ValueError's message starts with (in backticks), or None."""
+    msg = str(exc)
+    return msg.split("`")[1] if msg.startswith("`") and msg.count("`") >= 2 else None
+
+
 def _checked(fn, value, name, **kw):
     try:
         return fn(value, name, **kw)
     except ValueError as exc:
         raise _rename(exc, name) from None
+
+
+# -- what a solver class declares --------------------------------------------------------------------------
+def solver_classes():
+    """{config name: class} of the solver classes that a configuration may select (``config_name``)."""
+    out = {}
+    for name in solvers.__all__:
+        cls = getattr(solvers, name, None)
+        if isinstance(cls, type) and issubclass(cls, solvers.Solver) and cls.config_name:
+            out[cls.config_name] = cls
+    return out
+
+
+def solver_class(name):
+    """The solver class that ``solver.name`` selects: its ``config_name``, an alias or the class name."""
+    classes = solver_classes()
+    key = str(name).lower()
+    for cls in classes.values():
+        if key in (cls.config_name, cls.__name__.lower(), *cls.config_aliases):
+            return cls
+    raise ValueError(f"`solver.name`={name!r} is not a solver; accepted: {', '.join(classes)}.")
+
+
+@dataclass(frozen=True)
+class SolverKeys:
+    """The keys of a ``[solver]`` table, read from the class: ``resolution`` (its policy's argument),
+    ``init`` (the keywords of its constructor), ``solve`` (its steppers' options, ``method``, its
+    ``method_options`` and ``solve_options``), ``handover`` (the options of its hand-over, if any) and
+    ``samples`` (the resolution is the size of an initial sample, drawn as `SAMPLE_KEYS` say)."""
+
+    resolution: str
+    init: tuple
+    solve: tuple
+    handover: tuple
+    samples: bool
+
+    @classmethod
+    def of(cls, solver_cls):
+        params = inspect.signature(solver_cls.__init__).parameters
+        init = tuple(k for k, p in params.items() if k not in ("self", "model")
+                     and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        samples = solver_cls.policy.name not in init
+        solve = {"method", *solver_cls.method_options, *solver_cls.solve_options}
+        solve |= set().union(*(STEPPERS[m].options for m in solver_cls.steppers))
+        solve -= set(init) | ({"weights", "rng"} if samples else set())     # a sample's weights and seed: SAMPLE_KEYS
+        return cls(solver_cls.policy.name, init, tuple(sorted(solve)), tuple(getattr(solver_cls, "handover_options", ())),
+                   samples)
+
+    @property
+    def accepted(self):
+        extra = {"options"} | ({"handover"} if self.handover else set()) | (set(SAMPLE_KEYS) if self.samples else set())
+        return {self.resolution, *self.init, *self.solve} | extra
+
+    def config_key(self, arg, extra=()):
+        """The configuration key of a solver argument named in an error message (None: not one)."""
+        if arg in (self.resolution, *self.init, *self.solve):
+            return f"solver.{arg}"
+        if arg in extra:
+            return f"solver.options.{arg}"
+        if arg in self.handover:
+            return f"solver.handover.{arg}"
+        return None
 
 
 @dataclass
@@ -172,46 +224,35 @@ class RunConfig:
     progress: bool = None
     source: str = ""
     raw: dict = field(default_factory=dict)
+    built: object = field(default=None, repr=False, compare=False)     # the solver, built by parse_config
+
+    @property
+    def samples(self):
+        """The initial state is a sample of ``resolution`` points (``particle_options``: how it is drawn)."""
+        return bool(self.particle_options)
 
     @property
     def solver_class_name(self):
-        return SOLVERS[self.solver][0]
+        return solver_class(self.solver).__name__
 
     def density(self):
         """The initial density callable."""
         return build_density(self.density_spec, self.model.dim, "initial")
 
     def make_solver(self):
-        """Instantiate the solver (imports `solvers` here, so a config validates without it)."""
-
-        try:
-            cls = getattr(solvers, self.solver_class_name)
-        except AttributeError as exc:
-            raise ValueError(f"`solver.name`={self.solver!r}: solvers.{self.solver_class_name} is not available "
-                             f"({exc}).") from None
-        kwargs = dict(self.solver_options)
-        res_key = SOLVERS[self.solver][1]
-        if self.solver != "particles":
-            kwargs.setdefault(res_key, self.resolution)
-        _check_signature(cls.__init__, kwargs, "solver.options")
-        try:
-            solver = cls(self.model, **kwargs)
-            if self.solver == "particles":
-                check_memory(solver.memory_estimate(self.resolution), "n", self.resolution)
-        except ValueError as exc:         # name the configuration's key: `solver.modes`, `solver.options.chunk`
-            arg = str(exc).split("`")[1] if str(exc).startswith("`") else None
-            if arg in (res_key, *kwargs):
-                raise _rename(exc, f"solver.{arg}" if arg == res_key else f"solver.options.{arg}") from None
-            raise
-        return solver
+        """The configured solver (built and checked by `parse_config`)."""
+        if self.built is None:
+            run_options = {k: v for k, v in self.solve_options.items() if k != "normalize"}
+            self.built = build_solver(solver_class(self.solver), self.model, self.resolution, self.solver_options,
+                                      run_options, self.particle_options)
+        return self.built
 
     def quick(self):
         """A reduced copy for ``--quick``: at most 11 saved times and 500 particles."""
-
         cfg = copy.copy(self)
         if cfg.t_eval.size > 11:
             cfg.t_eval = np.linspace(0.0, float(cfg.t_eval[-1]), 11)
-        if cfg.solver == "particles":
+        if cfg.samples:
             cfg.resolution = min(cfg.resolution, 500)
         return cfg
 
@@ -230,6 +271,26 @@ def _check_signature(fn, kwargs, where):
     for k in kwargs:
         if k not in params:
             raise ValueError(f"unknown key `{where}.{k}`; accepted: {', '.join(allowed)}.")
+
+
+def build_solver(cls, model, resolution, init, solve, sample):
+    """Build the solver ``cls`` and check its run options (`solvers.Solver.check_options`): a ValueError
+    names the configuration's key (``solver.modes``, ``solver.handover.order``, ``solver.options.chunk``)."""
+    keys = SolverKeys.of(cls)
+    kwargs = dict(init)
+    if not keys.samples and resolution is not None:
+        kwargs[keys.resolution] = resolution
+    try:
+        solver = cls(model, **kwargs)
+        if keys.samples and hasattr(solver, "memory_estimate"):
+            check_memory(solver.memory_estimate(resolution), keys.resolution, resolution)
+        solver.check_options(**solve)
+    except ValueError as exc:
+        key = keys.config_key(_named(exc), extra=set(init) - set(keys.init))
+        if key is None:
+            raise ValueError(f"`solver.name`={cls.config_name!r}: {exc}") from None
+        raise _rename(exc, key) from None
+    return solver
 
 
 def build_density(spec, dim, where="initial"):
@@ -279,8 +340,142 @@ def build_density(spec, dim, where="initial"):
     return rho
 
 
-def parse_config(raw, source="<dict>", name=None):
-    """Validate a configuration given as a dict (as read from TOML) and return a `RunConfig`."""
+# -- one parser per table ------------------------------------------------------------------------------------
+def _model_table(m):
+    """[model]: the keywords of `meanfield.Model` (arrays as TOML arrays); ValueError naming `model.<key>`."""
+    params = inspect.signature(Model.__init__).parameters
+    refuse_unknown(m, [k for k in params if k != "self"], "model")
+    for k, p in params.items():
+        if p.default is p.empty and k != "self":
+            _require(m, k, "model")
+    try:
+        return Model(**m)
+    except ValueError as exc:
+        arg = _named(exc)
+        raise (_rename(exc, f"model.{arg}") if arg in m else ValueError(f"`model`: {exc}")) from None
+
+
+def _solver_table(table, model):
+    """[solver]: (the class, its resolution, constructor keywords, solve options, sample options)."""
+    s = dict(table)
+    cls = solver_class(_require(s, "name", "solver"))
+    s.pop("name")
+    keys = SolverKeys.of(cls)
+    refuse_unknown(s, keys.accepted, "solver")
+    default = SAMPLE_SIZE if keys.samples else inspect.signature(cls.__init__).parameters[keys.resolution].default
+    resolution = s.pop(keys.resolution, default)
+    if resolution is not None:
+        resolution = _resolution(cls.policy, resolution)
+    cap = cls.policy.cap_name
+    if cap in s and resolution != "auto":
+        raise ValueError(f"`solver.{cap}` caps `solver.{keys.resolution}` = \"auto\"; got {keys.resolution} = "
+                         f"{resolution!r}.")
+    extra = s.pop("options", {})
+    if not isinstance(extra, dict):
+        raise ValueError("`solver.options` must be a table of extra keyword arguments for the solver.")
+    _check_signature(cls.__init__, extra, "solver.options")
+    init = {k: s.pop(k) for k in keys.init if k in s}
+    sample = _sample_table(s, model.dim) if keys.samples else {}
+    solve = _handover(s, s.pop("handover", None), keys)
+    return cls, resolution, {**init, **extra}, solve, sample
+
+
+def _resolution(policy, value):
+    try:
+        return policy.check(value)
+    except ValueError as exc:
+        raise _rename(exc, f"solver.{policy.name}") from None
+
+
+def _handover(s, handover, keys):
+    """The solve options, with ``on_underresolved`` = "lagrangian" and a ``[solver.handover]`` table of the
+    hand-over's options (`solvers.handover.HandOverToCharacteristics.handover_options`) made one value."""
+    if handover is None:
+        return s
+    if not isinstance(handover, dict):
+        raise ValueError(f"`solver.handover` must be a table of the hand-over's options, got {handover!r}.")
+    if s.get("on_underresolved") != "lagrangian":
+        raise ValueError("`solver.handover` configures the hand-over: set `solver.on_underresolved` = \"lagrangian\".")
+    refuse_unknown(handover, keys.handover, "solver.handover")
+    return dict(s, on_underresolved=dict(handover) or "lagrangian")
+
+
+def _sample_table(s, dim):
+    """How an initial sample is drawn (`meanfield.sampling.sample`): ``sampling`` and ``seed``."""
+    sampling = s.pop("sampling", SAMPLE_KEYS["sampling"])
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"`solver.sampling` must be one of {', '.join(map(repr, SAMPLINGS))}, got {sampling!r}.")
+    if sampling != "iid" and dim not in (2, 3):
+        raise ValueError(f"`solver.sampling`={sampling!r} needs `model.dim` 2 or 3; use 'iid'.")
+    if sampling == "quantile" and dim != 2:
+        raise ValueError("`solver.sampling`='quantile' is defined on S^1 only (model.dim = 2).")
+    return {"sampling": sampling, "seed": _checked(check_int, s.pop("seed", SAMPLE_KEYS["seed"]), "solver.seed", low=0)}
+
+
+def _initial_table(table, dim):
+    """[initial]: the density table and ``normalize``; the density is evaluated once on probe points, so
+    that bad parameters fail here, before any work."""
+    init = dict(table)
+    normalize = _bool(init.pop("normalize", False), "initial.normalize")
+    rho = build_density(init, dim, "initial")
+    probe = sphere_quadrature(512, dim)[0] if dim in (2, 3) else uniform_points(512, dim, 0)
+    vals = np.asarray(rho(probe), dtype=float)
+    if not np.all(np.isfinite(vals)):
+        raise ValueError("`initial`: the density must be finite; it has NaN or inf values.")
+    if np.any(vals < 0):
+        raise ValueError(f"`initial`: the density must be non-negative; its minimum on {len(vals)} probe points is "
+                         f"{float(vals.min()):.3g}.")
+    return init, normalize
+
+
+def _times_table(t):
+    """[times]: ``values``, or ``t_end`` and ``n_saves``."""
+    refuse_unknown(t, _TIMES_KEYS, "times")
+    if "values" in t:
+        if "t_end" in t or "n_saves" in t:
+            raise ValueError("`times`: give either `values` or `t_end` (with `n_saves`), not both.")
+        return _checked(check_times, t["values"], "times.values")
+    t_end = _checked(check_real, _require(t, "t_end", "times"), "times.t_end", low=0.0, low_open=True)
+    n_saves = _checked(check_int, t.get("n_saves", 21), "times.n_saves", low=2, high=100000)
+    return np.linspace(0.0, t_end, n_saves)
+
+
+def _output_table(o, t_end, name, samples):
+    """[output]: the RunConfig fields it sets (checked)."""
+    if not isinstance(o, dict):
+        raise ValueError("`output` must be a table.")
+    refuse_unknown(o, _OUTPUT_KEYS, "output")
+    out_name = str(o.get("name", name or "run"))
+    if not out_name or any(c in out_name for c in "/\\"):
+        raise ValueError(f"`output.name` must be a plain file stem, got {out_name!r}.")
+    plot_times = o.get("plot_times")
+    if plot_times is not None:
+        if not isinstance(plot_times, list) or not plot_times:
+            raise ValueError("`output.plot_times` must be a non-empty array of times.")
+        plot_times = [_checked(check_real, v, "output.plot_times", low=0.0, high=t_end) for v in plot_times]
+    grid = _bool(o.get("grid", False), "output.grid")
+    if grid and samples:
+        raise ValueError("`output.grid` = true writes a density on a grid; particles have none (their positions "
+                         "are in the file).")
+    scale = o.get("scale", "auto")
+    if scale not in SCALES:
+        raise ValueError(f"`output.scale` must be one of {', '.join(repr(v) for v in SCALES)}, got {scale!r}.")
+    out_dir = o.get("dir")
+    if out_dir is not None and (not isinstance(out_dir, str) or not out_dir):
+        raise ValueError(f"`output.dir` must be a directory path (a string), got {out_dir!r}.")
+    progress = o.get("progress")
+    return {"name": out_name, "plot": _bool(o.get("plot", True), "output.plot"), "plot_times": plot_times,
+            "checkpoint": _bool(o.get("checkpoint", True), "output.checkpoint"),
+            "checkpoint_every": _checked(check_real, o.get("checkpoint_every", 30.0), "output.checkpoint_every",
+                                         low=0.0),
+            "grid": grid, "scale": scale, "out_dir": out_dir, "quick_run": _bool(o.get("quick", False), "output.quick"),
+            "progress": None if progress is None else _bool(progress, "output.progress")}
+
+
+def parse_config(raw, source="<dict>", name=None, build=True):
+    """Validate a configuration given as a dict (as read from TOML) and return a `RunConfig`, with its
+    solver built and its options checked (``build=False``: the keys and the resolution's range only, for
+    a sweep, whose cells may fail on their own)."""
     if not isinstance(raw, dict):
         raise ValueError("the configuration must be a table of tables ([solver], [model], ...).")
     extra = sorted(set(raw) - _SECTIONS)
@@ -292,217 +487,19 @@ def parse_config(raw, source="<dict>", name=None):
             raise ValueError(f"missing table `[{section}]` in the configuration.")
         if not isinstance(raw[section], dict):
             raise ValueError(f"`{section}` must be a table.")
-
-    # [model]
-    m = raw["model"]
-    refuse_unknown(m, _MODEL_KEYS, "model")
-    beta = _checked(check_real, _require(m, "beta", "model"), "model.beta")         # either sign (docs/negative-beta.md)
-    dim = _checked(check_int, _require(m, "dim", "model"), "model.dim", low=2)
-    normalized = _bool(m.get("normalized", True), "model.normalized")
-    V = _checked(check_real, m.get("V", 1.0), "model.V")
-    noise = _checked(check_real, m.get("noise", 0.0), "model.noise", low=0.0)
-    model = Model(beta=beta, dim=dim, normalized=normalized, V=V, noise=noise)
-
-    # [solver]
-    s = dict(raw["solver"])
-    sname = _require(s, "name", "solver")
-    key = str(sname).lower()
-    key = _ALIASES.get(key, key)
-    if key not in SOLVERS:
-        raise ValueError(f"`solver.name`={sname!r} is not a solver; accepted: {', '.join(SOLVERS)}.")
-    cls_name, res_key, res_default, dims = SOLVERS[key]
-    s.pop("name")
-    refuse_unknown(s, _SOLVER_KEYS[key], "solver")
-    if dims is not None and dim not in dims:
-        raise ValueError(f"`solver.name`={key!r} needs `model.dim` in {list(dims)}, got {dim}.")
-    lows = {"modes": 8, "lmax": 4, "refinement": 0, "n": 1, "nodes": 8}
-    resolution = s.pop(res_key, res_default)
-    if resolution is None:                  # the solver's own default (Lagrangian: by dim, or the panels)
-        pass
-    elif key in _AUTO_RESOLUTION and isinstance(resolution, str):
-        if resolution != "auto":
-            raise ValueError(f"`solver.{res_key}` must be an integer >= {lows[res_key]} or \"auto\", got {resolution!r}.")
-    else:
-        resolution = _checked(check_int, resolution, f"solver.{res_key}", low=lows[res_key])
-    options = s.pop("options", {})
-    if not isinstance(options, dict):
-        raise ValueError("`solver.options` must be a table of extra keyword arguments for the solver.")
-    solver_options = dict(options)
-    solve_options, particle_options = {}, {}
-    for k in ("rtol", "atol"):
-        if k in s:
-            solve_options[k] = _checked(check_real, s.pop(k), f"solver.{k}", low=0.0, low_open=True)
-    if "method" in s:
-        method = s.pop("method")
-        if method not in ("dopri5", "bs32"):
-            raise ValueError(f"`solver.method` must be 'dopri5' or 'bs32', got {method!r}.")
-        solve_options["method"] = method
-    if key in _CAPS:
-        solver_options.update(_spectral_keys(s, key, res_key, resolution, lows[res_key], model, solve_options))
-    if key == "lagrangian":
-        solver_options.update(_lagrangian_keys(s, "solver", model, resolution))
-    if key == "fem":
-        if "vertices" in s:
-            if dim != 2:
-                raise ValueError("`solver.vertices` is for the circle mesh (model.dim = 2); use `solver.refinement`.")
-            solver_options["vertices"] = _checked(check_int, s.pop("vertices"), "solver.vertices", low=8)
-        if "dt" in s:
-            solve_options["dt"] = _checked(check_real, s.pop("dt"), "solver.dt", low=0.0, low_open=True)
-        if "cfl" in s:
-            solve_options["cfl"] = _checked(check_real, s.pop("cfl"), "solver.cfl", low=0.0, low_open=True, high=1.0)
-    if key == "particles":
-        sampling = s.pop("sampling", "iid")
-        if sampling not in ("iid", "quasi", "quantile"):
-            raise ValueError(f"`solver.sampling` must be 'iid', 'quasi' or 'quantile', got {sampling!r}.")
-        if sampling != "iid" and dim not in (2, 3):
-            raise ValueError(f"`solver.sampling`={sampling!r} needs `model.dim` 2 or 3; use 'iid'.")
-        if sampling == "quantile" and dim != 2:
-            raise ValueError("`solver.sampling`='quantile' is defined on S^1 only (model.dim = 2).")
-        particle_options["sampling"] = sampling
-        particle_options["seed"] = _checked(check_int, s.pop("seed", 0), "solver.seed", low=0)
-        scheme = s.pop("scheme", "adaptive")
-        if scheme not in ("adaptive", "euler-normalize"):
-            raise ValueError(f"`solver.scheme` must be 'adaptive' or 'euler-normalize', got {scheme!r}.")
-        solve_options["scheme"] = scheme
-        if "dt" in s:
-            solve_options["dt"] = _checked(check_real, s.pop("dt"), "solver.dt", low=0.0, low_open=True)
-        elif scheme == "euler-normalize":
-            solve_options["dt"] = 0.1
-        adaptive = [k for k in ("rtol", "atol", "method") if k in solve_options]
-        if noise > 0 and adaptive:
-            raise ValueError(f"`solver.{adaptive[0]}` belongs to the adaptive scheme, which particles use without noise "
-                             f"only; with `model.noise`={noise:g} they take Euler–Maruyama steps of `solver.dt`.")
-
-    # [initial]
-    init = dict(raw["initial"])
-    normalize = _bool(init.pop("normalize", False), "initial.normalize")
-    rho = build_density(init, dim, "initial")
-    # evaluate once on a few points: bad parameters fail here, before any work
-    probe = sphere_quadrature(512, dim)[0] if dim in (2, 3) else uniform_points(512, dim, 0)
-    vals = np.asarray(rho(probe), dtype=float)
-    if not np.all(np.isfinite(vals)):
-        raise ValueError("`initial`: the density must be finite; it has NaN or inf values.")
-    if np.any(vals < 0):
-        raise ValueError(f"`initial`: the density must be non-negative; its minimum on {len(vals)} probe points is "
-                         f"{float(vals.min()):.3g}.")
-    if key != "particles":
-        solve_options["normalize"] = normalize
-
-    # [times]
-    t = raw["times"]
-    refuse_unknown(t, _TIMES_KEYS, "times")
-    if "values" in t:
-        if "t_end" in t or "n_saves" in t:
-            raise ValueError("`times`: give either `values` or `t_end` (with `n_saves`), not both.")
-        t_eval = _checked(check_times, t["values"], "times.values")
-    else:
-        t_end = _checked(check_real, _require(t, "t_end", "times"), "times.t_end", low=0.0, low_open=True)
-        n_saves = _checked(check_int, t.get("n_saves", 21), "times.n_saves", low=2, high=100000)
-        t_eval = np.linspace(0.0, t_end, n_saves)
-
-    # [output]
-    o = raw.get("output", {})
-    if not isinstance(o, dict):
-        raise ValueError("`output` must be a table.")
-    refuse_unknown(o, _OUTPUT_KEYS, "output")
-    out_name = str(o.get("name", name or "run"))
-    if not out_name or any(c in out_name for c in "/\\"):
-        raise ValueError(f"`output.name` must be a plain file stem, got {out_name!r}.")
-    plot = _bool(o.get("plot", True), "output.plot")
-    checkpoint = _bool(o.get("checkpoint", True), "output.checkpoint")
-    checkpoint_every = _checked(check_real, o.get("checkpoint_every", 30.0), "output.checkpoint_every", low=0.0)
-    plot_times = o.get("plot_times")
-    if plot_times is not None:
-        if not isinstance(plot_times, list) or not plot_times:
-            raise ValueError("`output.plot_times` must be a non-empty array of times.")
-        plot_times = [_checked(check_real, v, "output.plot_times", low=0.0, high=float(t_eval[-1]))
-                      for v in plot_times]
-
-    return RunConfig(solver=key, resolution=resolution, solver_options=solver_options,
-                     solve_options=solve_options, particle_options=particle_options, model=model,
-                     density_spec=init, t_eval=t_eval, name=out_name, plot=plot, plot_times=plot_times,
-                     checkpoint=checkpoint, checkpoint_every=checkpoint_every, source=source, raw=raw, **_output_options(o, key))
-
-
-def _output_options(o, solver):
-    """grid, scale, out_dir, quick_run, progress from the [output] table (checked)."""
-
-    grid = _bool(o.get("grid", False), "output.grid")
-    if grid and solver == "particles":
-        raise ValueError("`output.grid` = true writes a density on a grid; particles have none (their positions "
-                         "are in the file).")
-    scale = o.get("scale", "auto")
-    if scale not in SCALES:
-        raise ValueError(f"`output.scale` must be one of {', '.join(repr(v) for v in SCALES)}, got {scale!r}.")
-    out_dir = o.get("dir")
-    if out_dir is not None and (not isinstance(out_dir, str) or not out_dir):
-        raise ValueError(f"`output.dir` must be a directory path (a string), got {out_dir!r}.")
-    progress = o.get("progress")
-    return {"grid": grid, "scale": scale, "out_dir": out_dir, "quick_run": _bool(o.get("quick", False), "output.quick"),
-            "progress": None if progress is None else _bool(progress, "output.progress")}
-
-
-def _panels(value, name):
-    """A panel count (int >= 1) or the panel edges (an array of numbers) of `solvers.Lagrangian`."""
-    if isinstance(value, list):
-        if len(value) < 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-            raise ValueError(f"`{name}` must be a panel count or an array of at least two panel edges (radians).")
-        return [float(v) for v in value]
-    return _checked(check_int, value, name, low=1)
-
-
-def _lagrangian_keys(table, where, model, nodes=None):
-    """The `solvers.Lagrangian` options of a config table: ``panels`` (S^1) and ``order``; noise must be 0."""
-    if model.noise > 0:
-        raise ValueError(f"`{where}`: solvers.Lagrangian needs `model.noise` = 0 (with diffusion the density is not "
-                         f"carried by characteristics), got {model.noise:g}.")
-    out = {}
-    if "panels" in table:
-        if model.dim != 2:
-            raise ValueError(f"`{where}.panels` applies on S^1 (`model.dim` = 2); on S^2 give `{where}.nodes`.")
-        if nodes is not None:
-            raise ValueError(f"`{where}`: give either `nodes` or `panels`, not both.")
-        out["panels"] = _panels(table.pop("panels"), f"{where}.panels")
-    if "order" in table:
-        out["order"] = _checked(check_int, table.pop("order"), f"{where}.order", low=2, high=64)
-    return out
-
-
-def _spectral_keys(s, key, res_key, resolution, low, model, solve_options):
-    """The cap of an "auto" resolution (``max_modes``, ``max_lmax``) and the hand-over to the
-    characteristics (``on_underresolved = "lagrangian"``, optional ``[solver.handover]`` table of
-    `solvers.Lagrangian` options: nodes, panels, order, estimate, cluster_tol, min_mass)."""
-    out = {}
-    cap = _CAPS[key]
-    if cap in s:
-        if resolution != "auto":
-            raise ValueError(f"`solver.{cap}` caps `solver.{res_key}` = \"auto\"; got {res_key} = {resolution!r}.")
-        out[cap] = _checked(check_int, s.pop(cap), f"solver.{cap}", low=low)
-    on = s.pop("on_underresolved", "raise")
-    if on not in ("raise", "lagrangian"):
-        raise ValueError(f"`solver.on_underresolved` must be \"raise\" or \"lagrangian\", got {on!r}.")
-    handover = s.pop("handover", None)
-    if handover is not None and not isinstance(handover, dict):
-        raise ValueError(f"`solver.handover` must be a table of solvers.Lagrangian options, got {handover!r}.")
-    if handover is not None and on != "lagrangian":
-        raise ValueError("`solver.handover` configures the hand-over: set `solver.on_underresolved` = \"lagrangian\".")
-    if on == "lagrangian":
-        handover = dict(handover or {})
-        refuse_unknown(handover, _HANDOVER_KEYS, "solver.handover")
-        nodes = handover.get("nodes")
-        if nodes is not None:
-            handover["nodes"] = _checked(check_int, nodes, "solver.handover.nodes", low=8)
-        options = _lagrangian_keys(handover, "solver.handover", model, nodes)
-        for k in ("cluster_tol", "min_mass"):
-            if k in handover:
-                options[k] = _checked(check_real, handover.pop(k), f"solver.handover.{k}", low=0.0, low_open=True)
-        if "estimate" in handover:
-            options["estimate"] = _bool(handover.pop("estimate"), "solver.handover.estimate")
-        if nodes is not None:
-            options["nodes"] = handover.pop("nodes")
-        # "lagrangian" (labels from the spectral resolution) or the Lagrangian's options
-        solve_options["on_underresolved"] = options or "lagrangian"
-    return out
+    model = _model_table(raw["model"])
+    cls, resolution, init, solve, sample = _solver_table(raw["solver"], model)
+    density, normalize = _initial_table(raw["initial"], model.dim)
+    if not sample:
+        solve["normalize"] = normalize
+    t_eval = _times_table(raw["times"])
+    output = _output_table(raw.get("output", {}), float(t_eval[-1]), name, bool(sample))
+    cfg = RunConfig(solver=cls.config_name, resolution=resolution, solver_options=init, solve_options=solve,
+                    particle_options=sample, model=model, density_spec=density, t_eval=t_eval, source=source,
+                    raw=raw, **output)
+    if build:
+        cfg.make_solver()
+    return cfg
 
 
 def load_config(path):

@@ -43,17 +43,15 @@ def simulate(cfg, *, solver=None, progress=None, checkpoint=None, resume=None):
         t_rest = cfg.t_eval[cfg.t_eval > resume.t[-1]]
         if not t_rest.size:
             return resume
-        if cfg.solver == "particles":           # the weights and the noise seed travel with the Solution
+        if cfg.samples:                         # the weights and the noise seed travel with the Solution
             opts["rng"] = cfg.particle_options.get("seed", 0)
         opts.pop("normalize", None)
         return solver.solve(resume, np.concatenate([[resume.t[-1]], t_rest]), progress=progress,
                             checkpoint=checkpoint, history=True, **opts)
-    if cfg.solver == "particles":
+    if cfg.samples:
         x0, w = _initial_particles(cfg)
-        scheme = opts.pop("scheme", "adaptive")
-        kw = dict(weights=w, scheme=scheme, progress=progress, checkpoint=checkpoint,
-                  rng=cfg.particle_options.get("seed", 0), **opts)
-        return solver.solve(x0, cfg.t_eval, **kw)
+        return solver.solve(x0, cfg.t_eval, weights=w, progress=progress, checkpoint=checkpoint,
+                            rng=cfg.particle_options.get("seed", 0), **opts)
     return solver.solve(cfg.density(), cfg.t_eval, progress=progress, checkpoint=checkpoint, **opts)
 
 

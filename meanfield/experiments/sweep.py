@@ -221,7 +221,7 @@ def parse_sweep(raw, source="<dict>", name=None, base_dir="."):
         if text not in checked:                   # every distinct configuration (or options), before any work
             try:
                 if exp is None:
-                    parse_config(cfg, source=f"{source} cell {i}", name=name)
+                    parse_config(cfg, source=f"{source} cell {i}", name=name, build=False)
                 else:
                     exp.options(**cfg)
             except ValueError as exc:
