@@ -4,16 +4,15 @@ The model layer: parameters, kernels, energies, densities, measures, Wasserstein
 the `Solution` type. It imports no solver; the numerical methods live in the `solvers` package.
 """
 from .version import __version__
-from . import densities
+from . import densities, quadrature
 from .errors import Interrupted, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
 from .energy import dirac_energy, energy_from_spectrum, interaction_energy, uniform_energy
 from .kernels import fastest_mode, kernel_multipliers, linear_growth_rates, velocity_multipliers
 from .model import Model
-from .densities import from_pyshtools
-from . import quadrature
+from .densities import from_file, from_pyshtools
 from .quadrature import sphere_quadrature
 from .sampling import sample
-from .solution import Solution, from_file, load
+from .solution import Solution, load
 from .spectralsums import kernel_distance
 from .wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
 

@@ -8,14 +8,15 @@ import pathlib
 import numpy as np
 from scipy.special import assoc_legendre_p, eval_chebyt, eval_gegenbauer, gammaln
 
-from .validation import NORMALIZE_POINTS, check_int, check_points, check_real
-from .kernels import kernel_multipliers
-from .quadrature import fibonacci, trapezoid
-from .gridded import circle_cells, sphere_cells
-from .kernels import harmonic_dimension
-from .quadrature import gauss_legendre_grid
-from .representations.harmonics import PYSHTOOLS_CSPHASE, PYSHTOOLS_NORMALIZATION, SphericalHarmonicSeries, pyshtools_ducc, real_to_alm, synthesis_points
-from .validation import MASS_RTOL, check_density_values, check_weights
+from .validation import (MASS_RTOL, NORMALIZE_POINTS, check_density_values, check_int, check_points, check_real,
+                         check_weights)
+from .kernels import harmonic_dimension, kernel_multipliers
+from .quadrature import fibonacci, gauss_legendre_grid, trapezoid
+from .gridded import circle_cells, sphere_cells, time_values
+from .model import Model
+from .representations import State, from_dataset
+from .representations.harmonics import (PYSHTOOLS_CSPHASE, PYSHTOOLS_NORMALIZATION, SphericalHarmonicSeries,
+                                        pyshtools_ducc, real_to_alm, synthesis_points)
 
 
 class Density:
@@ -834,3 +835,43 @@ def from_pyshtools(coeffs, kind="coefficients", nthreads=1):
     if kind == "density":
         return HarmonicSeries(clm)
     return clm
+
+
+def from_file(path):
+    """The initial density stored in a NetCDF file written by `Solution.save`.
+
+    * A saved Solution (any PDE solver, with or without ``grid=True``): the density of its last saved
+      state (`meanfield.densities.StateDensity`, evaluated from the stored coefficients or nodes, not
+      from a grid). A run that starts from it starts at t = 0; to continue the saved run instead, pass
+      the Solution (or its path) to ``solve``.
+    * A file holding only the CF grid variable ``density`` (cell means or point values):
+      `meanfield.densities.grid_from_file`, which says what is exact.
+
+    Raises ValueError naming ``path`` when the file is missing, not NetCDF, holds particles (no
+    density), or a grid that `grid_from_file` does not read.
+    """
+
+    is_solution, grid, bounds = read_density_file(path)
+    if not is_solution:
+        return density_from_grid(path, grid, bounds)
+    state = saved_state(path)
+    if not state.representation.is_density:
+        raise ValueError(f"`path` {str(path)!r} holds particles, not a density; give a density file (a PDE run), or pass "
+                         "the particles' (points, weights) to the solver.")
+    return StateDensity(state, source=str(path))
+
+
+def saved_state(path, i=-1):
+    """The state at saved index ``i`` of a file written by `Solution.save`, as a
+    `meanfield.representations.State` (its representation, time and model); ValueError naming ``path``
+    when the file is damaged."""
+    import xarray as xr  # deferred: xarray is heavy
+
+    try:
+        with xr.open_dataset(path, engine="netcdf4", decode_times=False) as ds:
+            ds.load()
+            rep, data = from_dataset(ds)
+            t, model = time_values(ds), Model.from_attrs(ds.attrs)
+    except (KeyError, ValueError, RuntimeError, OSError) as exc:
+        raise ValueError(f"`path` {str(path)!r} is a damaged meanfield Solution: {type(exc).__name__}: {exc}") from None
+    return State(rep, data[i], t=float(t[i]), model=model)

@@ -9,6 +9,7 @@ large n. `find_clusters` counts the clusters of one weighted measure (particles,
 a density's quadrature nodes) with masses and positions, and says when there are none to count.
 This module imports no solver.
 """
+import json
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -17,12 +18,12 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial import ConvexHull, cKDTree
 
 from . import compiled
-from .validation import check_int, check_real
+from .validation import check_int, check_measure, check_real
 from .densities import real_sh
 from .kernels import linear_growth_rates
 from .model import Model
 from .quadrature import fibonacci
-from .validation import check_measure
+from .serialization import jsonable
 from .wasserstein import w1_to_dirac
 
 _CHUNK = 2048
@@ -668,3 +669,51 @@ def cluster_trajectories(t, measures, tolerances=CLUSTER_TOLERANCES, *, min_mass
         out["mass"][i, ids] = c.masses
         out["width"][i, ids] = c.spread
     return out
+
+
+def follow_clusters(sol, **kwargs):
+    """The clusters of a `Solution` ``sol`` followed through its saved times (`cluster_trajectories`):
+    count, centres, masses, widths per track and the merge events. The measure at each time is
+    ``measure(i)`` (PDE solutions: a quadrature of ρσ; Lagrangian runs: the moving nodes;
+    particles: their positions, realisation 0 of a batch); nodes and particles keep their identity
+    between saved times, so a cluster goes on where its mass goes. ``kwargs``: ``tolerances``,
+    ``min_mass``, ``stray``. Returns None for a cloud in d > 3 of more than 10^6 coordinates."""
+
+    measures, same = [], []
+    for seg in sol.segments:
+        rep = seg.representation
+        keeps = rep.keeps_identity
+        for data in seg.data:
+            same.append(keeps)
+            if getattr(rep, "domain", "sphere") != "sphere" or data is None:
+                measures.append(None)
+            elif rep.is_density:
+                measures.append(rep.measure(data))
+            else:
+                x = np.asarray(data)
+                measures.append((x[0] if x.ndim == 3 else x, rep.weights))
+    sizes = [np.size(m[0]) for m in measures if m is not None]
+    if sol.model.dim > 3 and sizes and max(sizes) > 10 ** 6:
+        return None
+    if "min_mass" not in kwargs and not sol.representation.is_density and sizes:
+        n = max(sizes) // sol.model.dim
+        kwargs["min_mass"] = min(1.0, max(0.01, 1.5 / n))     # a lone particle is not a cluster
+    return cluster_trajectories(sol.t, measures, same_points=same, **kwargs)
+
+
+def add_cluster_variables(ds, traj):
+    """Put the cluster trajectories ``traj`` (`follow_clusters`, `cluster_trajectories`) into ``ds``."""
+    ds["cluster_count"] = (("time",), traj["count"], {
+        "long_name": "number of clusters (NaN where the mass is not separated into clusters)", "units": "1"})
+    ds["cluster_linking_distance"] = (("time",), traj["tolerance"], {
+        "long_name": "linking distance at which the clusters were found (meanfield.diagnostics.find_clusters)",
+        "units": "radian"})
+    if traj["mass"].shape[1]:
+        ds["cluster_mass"] = (("time", "cluster"), traj["mass"], {
+            "long_name": "mass of each cluster (track), NaN where it does not exist", "units": "1"})
+        ds["cluster_centre"] = (("time", "cluster", "component"), traj["centre"], {
+            "long_name": "centre of each cluster (track): normalised weighted mean of its points", "units": "1"})
+        ds["cluster_width"] = (("time", "cluster"), traj["width"], {
+            "long_name": "mass-weighted RMS geodesic radius of each cluster about its centre", "units": "radian"})
+    ds.attrs["cluster_merges_json"] = json.dumps(jsonable(traj["merges"]))
+    return ds

@@ -132,7 +132,7 @@ def grid_variables(sol, n=None, kind="means"):
     of the first segment's grid (``Solution.density``), so every time shares one grid.
     """
     rep = sol.representation
-    if rep.name == "p1":
+    if rep.on_mesh:
         return ugrid_variables(rep)
     if kind == "means":
         return _cell_mean_variables(sol, n)

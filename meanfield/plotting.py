@@ -92,21 +92,7 @@ def model_label(model):
 
 def resolution_label(rep, data=None):
     """The resolution of a representation: ``K = 256 modes``, ``lmax = 63``, ``n = 500 particles``..."""
-    name = rep.name
-    if name == "fourier":
-        return f"K = {rep.modes} modes"
-    if name in ("harmonics", "gegenbauer"):
-        return f"lmax = {rep.lmax}"
-    if name == "p1":
-        return f"P1 mesh of {len(rep.vertices)} vertices"
-    if name in ("particles", "sampled-particles"):
-        B = getattr(rep, "batch", None) or (np.shape(data)[1] if data is not None and np.ndim(data) == 4 else None)
-        return f"n = {rep.weights.size} particles" + (f", {B} realisations" if B else "")
-    if name == "lagrangian":
-        return f"{rep.n} moving nodes"
-    if name == "segments":
-        return " → ".join(resolution_label(r) for r in rep.representations)
-    return str(name)
+    return rep.resolution_label(data)
 
 
 def stop_reason(sol, width=90):
@@ -292,7 +278,7 @@ def _segment_boundaries(sol):
 def space_time_panel(ax, sol, scale="auto", t_end=None, fig=None):
     """ρ(θ, t) on S^1, or the law of s = ⟨x, e⟩ of a zonal density (Gegenbauer, any d), against t."""
     rep = sol.representation
-    if rep.name == "gegenbauer":
+    if rep.zonal:
         return _zonal_law_panel(ax, sol, scale, t_end, fig)
     x, rho = _circle_rows(sol, max(1024, 2 * getattr(rep, "modes", 0) + 2))
     ax.set_xlabel(r"$\theta$ (radians)")
@@ -501,7 +487,7 @@ def picture_kind(sol):
     rep = sol.representation
     if not rep.is_density:
         return "particles"
-    if rep.name == "gegenbauer" or rep.dim == 2:
+    if rep.zonal or rep.dim == 2:
         return "space-time"
     if rep.dim == 3:
         return "maps"

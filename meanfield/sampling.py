@@ -17,9 +17,8 @@
 import numpy as np
 
 from .validation import check_callable, check_dim, check_int
-from .densities import Uniform, VonMisesFisher
+from .densities import Uniform, VonMisesFisher, zonal_profile
 from .quadrature import circle_points, sphere_quadrature, trapezoid
-from .densities import zonal_profile
 
 
 def uniform_points(n, dim, rng=None):

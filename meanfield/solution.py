@@ -5,8 +5,6 @@ Like scipy's ``OdeResult`` it is plain: saved times ``t``, the state at each sav
 Derived quantities (energy, mass) are computed from the state, not stored twice.
 """
 import json
-import math
-import pathlib
 import os
 
 import numpy as np
@@ -15,10 +13,10 @@ from .gridded import add_grid, cf_time, describe, grid_kind, time_values
 from .validation import check_points
 from .model import Model
 from .representations import State, from_dataset
-from .densities import StateDensity, density_from_grid, read_density_file
-from .diagnostics import cluster_trajectories
+from .diagnostics import add_cluster_variables, follow_clusters
 from .plotting import plot_solution
 from .representations.segments import Segments
+from .serialization import jsonable
 from .version import __version__
 
 
@@ -152,7 +150,7 @@ class Solution:
         `meanfield.representations.sampled_particles`)."""
         if self.representation.is_density:
             raise AttributeError("a PDE Solution has no positions; use sol.density(x, i) or sol.measure(i)")
-        stacked = getattr(self.representation, "positions", None)
+        stacked = getattr(self.representation, "stacked_positions", None)
         return self.data if stacked is None else stacked(self.data)
 
     @property
@@ -168,33 +166,8 @@ class Solution:
                 f"{rng}, status={self.status}{', ' + self.message if self.message else ''})")
 
     def cluster_trajectories(self, **kwargs):
-        """The clusters followed through the saved times (`meanfield.diagnostics.cluster_trajectories`):
-        count, centres, masses, widths per track and the merge events. The measure at each time is
-        ``measure(i)`` (PDE solutions: a quadrature of ρσ; Lagrangian runs: the moving nodes;
-        particles: their positions, realisation 0 of a batch); nodes and particles keep their identity
-        between saved times, so a cluster goes on where its mass goes. ``kwargs``: ``tolerances``,
-        ``min_mass``, ``stray``. Returns None for a cloud in d > 3 of more than 10^6 coordinates."""
-
-        measures, same = [], []
-        for seg in self.segments:
-            rep = seg.representation
-            keeps = rep.name in ("lagrangian", "particles", "sampled-particles")
-            for data in seg.data:
-                same.append(keeps)
-                if getattr(rep, "domain", "sphere") != "sphere" or data is None:
-                    measures.append(None)
-                elif rep.is_density:
-                    measures.append(rep.measure(data))
-                else:
-                    x = np.asarray(data)
-                    measures.append((x[0] if x.ndim == 3 else x, rep.weights))
-        sizes = [np.size(m[0]) for m in measures if m is not None]
-        if self.model.dim > 3 and sizes and max(sizes) > 10 ** 6:
-            return None
-        if "min_mass" not in kwargs and not self.representation.is_density and sizes:
-            n = max(sizes) // self.model.dim
-            kwargs["min_mass"] = min(1.0, max(0.01, 1.5 / n))     # a lone particle is not a cluster
-        return cluster_trajectories(self.t, measures, same_points=same, **kwargs)
+        """The clusters followed through the saved times: `meanfield.diagnostics.follow_clusters`."""
+        return follow_clusters(self, **kwargs)
 
     # -- I/O -------------------------------------------------------------------------------------
     def to_xarray(self, grid=False, grid_size=None, clusters=False):
@@ -279,24 +252,6 @@ class Solution:
         return plot_solution(self, times=times, path=path, show_energy=show_energy, scale=scale, t_end=t_end)
 
 
-def add_cluster_variables(ds, traj):
-    """Put the cluster trajectories ``traj`` (`Solution.cluster_trajectories`) into ``ds``."""
-    ds["cluster_count"] = (("time",), traj["count"], {
-        "long_name": "number of clusters (NaN where the mass is not separated into clusters)", "units": "1"})
-    ds["cluster_linking_distance"] = (("time",), traj["tolerance"], {
-        "long_name": "linking distance at which the clusters were found (meanfield.diagnostics.find_clusters)",
-        "units": "radian"})
-    if traj["mass"].shape[1]:
-        ds["cluster_mass"] = (("time", "cluster"), traj["mass"], {
-            "long_name": "mass of each cluster (track), NaN where it does not exist", "units": "1"})
-        ds["cluster_centre"] = (("time", "cluster", "component"), traj["centre"], {
-            "long_name": "centre of each cluster (track): normalised weighted mean of its points", "units": "1"})
-        ds["cluster_width"] = (("time", "cluster"), traj["width"], {
-            "long_name": "mass-weighted RMS geodesic radius of each cluster about its centre", "units": "radian"})
-    ds.attrs["cluster_merges_json"] = json.dumps(jsonable(traj["merges"]))
-    return ds
-
-
 def concat(*parts):
     """Join the Solutions of consecutive segments of one run (a refined or continued run). Each
     segment after the first starts from a state already saved (or from a refinement point), so its
@@ -311,7 +266,7 @@ def concat(*parts):
     pieces = [(s, new) for s, new in pieces if s.t.size > (0 if new else 1)]
     groups = []
     for s, new in pieces:
-        if groups and s.representation.name == groups[-1][-1][0].representation.name:
+        if groups and type(s.representation) is type(groups[-1][-1][0].representation):
             groups[-1].append((s, new))
         else:
             groups.append([(s, new)])
@@ -373,45 +328,3 @@ def load(path):
             return Solution.from_xarray(ds)
         except (KeyError, ValueError, RuntimeError, OSError) as exc:
             raise ValueError(f"`path` {str(path)!r} is a damaged meanfield Solution: {type(exc).__name__}: {exc}") from None
-
-
-def from_file(path):
-    """The initial density stored in a NetCDF file written by `Solution.save`.
-
-    * A saved Solution (any PDE solver, with or without ``grid=True``): the density of its last saved
-      state (`meanfield.densities.StateDensity`, evaluated from the stored coefficients or nodes, not
-      from a grid). A run that starts from it starts at t = 0; to continue the saved run instead, pass
-      the Solution (or its path) to ``solve``.
-    * A file holding only the CF grid variable ``density`` (cell means or point values):
-      `meanfield.densities.grid_from_file`, which says what is exact.
-
-    Raises ValueError naming ``path`` when the file is missing, not NetCDF, holds particles (no
-    density), or a grid that `grid_from_file` does not read.
-    """
-
-    is_solution, grid, bounds = read_density_file(path)
-    if not is_solution:
-        return density_from_grid(path, grid, bounds)
-    sol = load(path)
-    if not sol.representation.is_density:
-        raise ValueError(f"`path` {str(path)!r} holds particles, not a density; give a density file (a PDE run), or pass "
-                         "the particles' (points, weights) to the solver.")
-    return StateDensity(sol.state(-1), source=str(path))
-
-
-def jsonable(obj, strict=False):
-    """Plain Python (dicts, lists, numbers) for json.dumps. ``strict``: also non-finite floats and
-    paths become strings, so that the output is standard JSON (used by the experiment reports)."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v, strict) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v, strict) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist(), strict)
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if strict and isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    if strict and isinstance(obj, pathlib.PurePath):
-        return str(obj)
-    return obj

@@ -39,8 +39,7 @@ import ducc0.nufft as nufft
 from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 
 from .kernels import kernel_multipliers, velocity_multipliers
-from .validation import check_beta, check_int, check_real
-from .validation import check_measure
+from .validation import check_beta, check_int, check_measure, check_real
 
 EPSILON = 3e-13             # ducc0's transforms need epsilon > 2e-13 in double precision
 DIMENSIONS = (2, 3)

@@ -92,9 +92,8 @@ from meanfield.validation import check_real, check_times
 from meanfield.densities import GridValues
 from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnsupportedModel
 from meanfield.model import Model
-from meanfield.solution import Solution, concat
+from meanfield.solution import Solution, concat, load
 from .timestepping import STEPPERS, keyed_normal
-from meanfield.solution import load
 
 
 @dataclass(eq=False, slots=True)
@@ -309,7 +308,7 @@ class Solver:
 
     def _initial_from_solution(self, run, sol):
         mine = self._representation(run)
-        if sol.representation.name != mine.name:
+        if type(sol.representation) is not type(mine):
             raise ValueError(f"`initial` is a {sol.representation.name!r} Solution; {type(self).__name__} continues "
                              f"{mine.name!r} Solutions (or evaluate its density and pass a callable).")
         return self._initial_from_data(run, sol.data[-1], False)

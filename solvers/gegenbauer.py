@@ -239,7 +239,7 @@ class Gegenbauer(AutoResolution, Solver):
 
     def _initial_from_solution(self, run, sol):
         rep = sol.representation
-        if rep.name != "gegenbauer" or rep.dim != self.model.dim or not np.allclose(rep.axis, self.axis):
+        if not rep.zonal or rep.dim != self.model.dim or not np.allclose(rep.axis, self.axis):
             raise ValueError(f"`initial` is a {rep.name!r} Solution; Gegenbauer continues Gegenbauer Solutions "
                              "with the same dim and axis (or pass a density callable).")
         c = np.asarray(sol.data[-1], dtype=float)

@@ -75,7 +75,7 @@ class HandOverToCharacteristics:
         target = run.options["on_underresolved"]
         if isinstance(target, str) and target == "raise":
             return super()._next(run, t, y, reason)
-        if reason is None and isinstance(y, Solution) and y.representation.name == "lagrangian":
+        if reason is None and isinstance(y, Solution) and y.representation.keeps_identity and y.representation.is_density:
             return handover_solver(target, y), y
         if isinstance(reason, UnderResolved):
             one = Solution([t], run.model, self._representation(run), self._to_data(run, y)[None],

@@ -564,7 +564,7 @@ class Particles(Solver):
                          "Solution; to start from a density, draw particles with meanfield.sample(density, n, dim).")
 
     def _initial_from_solution(self, run, sol):
-        if sol.representation.name not in ("particles", "sampled-particles"):
+        if not sol.representation.positions:
             raise ValueError(f"`x0` is a {sol.representation.name!r} Solution; continue it with its own solver, or "
                              "sample its last measure: meanfield.sample / sol.measure(-1).")
         w = sol.weights if run.options["weights"] is None else None

@@ -16,10 +16,9 @@ import numpy as np
 
 from meanfield.validation import check_real
 from meanfield.errors import SolverError, UnderResolved
-from meanfield.kernels import minimum_degree
+from meanfield.kernels import kernel_multipliers, laplacian_eigenvalues, minimum_degree, velocity_multipliers
 from meanfield.solution import Solution
 from meanfield.energy import energy_from_spectrum, energy_rate_from_spectrum
-from meanfield.kernels import kernel_multipliers, laplacian_eigenvalues, velocity_multipliers
 
 DEFAULT_TAIL_TOL = 1e-6
 

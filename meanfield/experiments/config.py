@@ -73,7 +73,6 @@ from ..model import Model
 from ..plotting import SCALES
 from ..quadrature import sphere_quadrature
 from ..sampling import uniform_points
-from ..solution import from_file
 from ..validation import check_int, check_memory, check_real, check_times
 
 _SECTIONS = {"solver", "model", "initial", "times", "output"}
@@ -93,7 +92,7 @@ _DENSITIES = {
     "mixture": _densities.mixture,
     "fourier": _densities.fourier_modes,          # coefficients = [[k, amplitude, phase], ...]: 1 + Σ a cos(kθ + φ)
     "harmonics": _densities.spherical_harmonics,  # coefficients = [[l, m, amplitude], ...]: 1 + Σ a Y_lm (real_sh)
-    "file": from_file,                 # path = "...": a saved Solution's last state, or a grid file
+    "file": _densities.from_file,                 # path = "...": a saved Solution's last state, or a grid file
 }
 
 

@@ -257,7 +257,7 @@ def decay_study(dim, model, rho0, t_end, n_particles, quick=False, progress=Fals
     def dist(m):
         return w1_to_dirac(m) if attractive else w1_to_uniform(m, n_reference=None if dim == 2 else 1500)
     n_meas = 8192 if dim == 2 else 1500
-    w_pde = np.array([dist(seg.measure(i) if seg.representation.name == "lagrangian" else
+    w_pde = np.array([dist(seg.measure(i) if seg.representation.keeps_identity else
                            reference_measure(seg, i, n_meas, rng=7))
                       for seg in sol.segments for i in range(len(seg.t))])
     x0, w0 = sample(rho0, n_particles, dim, method="quasi")

@@ -32,14 +32,13 @@ from scipy import optimize, special
 
 from ..errors import SolverError
 from ..model import Model
-from ..representations.gegenbauer import axis_vector
+from ..representations.gegenbauer import GegenbauerSeries, axis_vector
 from .report import Report
 from .options import Options, experiment, option
 from .parallel import check_parallel, cluster, map_tasks
 import solvers
 from ..kernels import minimum_degree
 from ..plotting import legend, suptitle
-from ..representations.gegenbauer import GegenbauerSeries
 from ..sampling import sample
 from solvers import stationary
 from solvers.spectral import spectral_tail

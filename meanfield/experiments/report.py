@@ -28,7 +28,7 @@ import time
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..solution import jsonable
+from ..serialization import jsonable
 from .. import diagnostics
 from ..energy import dirac_energy, uniform_energy
 from ..errors import Interrupted
@@ -242,7 +242,7 @@ def density_extremes(rep, data):
     if hasattr(rep, "node_density"):
         values.append(np.asarray(rep.node_density(data), dtype=float))
         where += " and at the moving nodes"
-    if rep.name == "p1":
+    if rep.on_mesh:
         where = "at the mesh vertices (exact for a P1 field)"
     v = np.concatenate(values)
     return float(np.min(v)), float(np.max(v)), where
@@ -302,8 +302,8 @@ def _w1(sol, rep, data, measure):
         out["w1_to_uniform"] = {"value": None, "method": f"not computed: no quadrature of σ on S^{d - 1} for d > 3"}
     if "w1_to_dirac" in last:
         out["w1_to_dirac"] = {"value": last["w1_to_dirac"], "method": f"the solver's diagnostic ({sol.solver})"}
-    elif hasattr(rep, "w1_to_dirac") and rep.name == "fourier":
-        out["w1_to_dirac"] = {"value": float(rep.w1_to_dirac(data)[0]), "method": "exact from the Fourier coefficients"}
+    elif hasattr(rep, "w1_to_dirac"):
+        out["w1_to_dirac"] = {"value": float(rep.w1_to_dirac(data)[0]), "method": f"exact, from the {rep.name} state"}
     else:
         out["w1_to_dirac"] = {"value": float(w1_to_dirac(measure)),
                               "method": f"spherical median of {len(measure[1])} weighted points"}

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..validation import check_int
 from ..gridded import describe_file
-from ..solution import jsonable
+from ..serialization import jsonable
 from .report import Report
 from .config import refuse_unknown, parse_config
 from .options import lookup

@@ -61,7 +61,16 @@ class Representation:
 
     name = None
     dim = None
-    is_density = True
+    # what the state is (code outside a representation asks these, never ``name``):
+    is_density = True        # a density relative to σ (else a measure of points)
+    keeps_identity = False   # each point of the state is one material point at all times (labels, particles)
+    on_mesh = False          # nodal values on a mesh: its vertices are exact evaluation points
+    zonal = False            # a function of s = ⟨x, axis⟩ only (its picture: the law of s)
+    positions = False        # the data are the points themselves (``Solution.positions``)
+
+    def resolution_label(self, data=None):
+        """The resolution in words (``K = 256 modes``, ``n = 500 particles``; default: the name)."""
+        return str(self.name)
     domain = "sphere"       # where the state lives: "sphere" (S^{d-1}) or "euclidean" (R^d)
 
     def evaluate(self, data, x):

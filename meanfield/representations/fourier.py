@@ -17,6 +17,9 @@ class FourierSeries(Representation):
     name = "fourier"
     dim = 2
 
+    def resolution_label(self, data=None):
+        return f"K = {self.modes} modes"
+
     def __init__(self, modes):
         self.modes = int(modes)
 

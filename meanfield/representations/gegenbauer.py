@@ -27,10 +27,9 @@ import numpy as np
 from scipy import special
 
 from ..energy import energy_from_spectrum
-from ..quadrature import jacobi_offdiagonal
+from ..quadrature import gauss_gegenbauer, jacobi_offdiagonal
 from .base import Representation
 from ..gridded import zonal_cells
-from ..quadrature import gauss_gegenbauer
 from ..validation import check_int
 
 CROSS_POLYTOPE_MAX = 32   # measure(): at most ±b_k, k < 32, as directions on the orthogonal sphere
@@ -156,6 +155,10 @@ class GegenbauerSeries(Representation):
     """
 
     name = "gegenbauer"
+    zonal = True
+
+    def resolution_label(self, data=None):
+        return f"lmax = {self.lmax}"
 
     def __init__(self, lmax, dim, axis=None):
         self.lmax = int(lmax)

@@ -127,6 +127,9 @@ class SphericalHarmonicSeries(Representation):
     name = "harmonics"
     dim = 3
 
+    def resolution_label(self, data=None):
+        return f"lmax = {self.lmax}"
+
     def __init__(self, lmax, nthreads=1):
         self.lmax = int(lmax)
         self.nthreads = int(nthreads)

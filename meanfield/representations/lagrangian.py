@@ -37,10 +37,9 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..energy import discrete_energy
-from ..gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS
+from ..gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, bin_masses
 from .base import Representation
 from ..diagnostics import linked_components
-from ..gridded import bin_masses
 from ..wasserstein import EXACT_MAX_SIZE, w1_to_dirac, wasserstein
 
 _SWAP_TOL = 1e-9     # S^1: consecutive nodes closer than this (in angle) may swap by round-off
@@ -167,6 +166,10 @@ class LagrangianNodes(Representation):
 
     name = "lagrangian"
     is_density = True
+    keeps_identity = True
+
+    def resolution_label(self, data=None):
+        return f"{self.n} moving nodes"
 
     def __init__(self, labels, weights, rho0, companion=None, panels=None, cluster_tol=1e-3, min_mass=1e-2):
         self.labels = np.asarray(labels, dtype=float)

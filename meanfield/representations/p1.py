@@ -36,6 +36,10 @@ class P1Field(Representation):
     """
 
     name = "p1"
+    on_mesh = True
+
+    def resolution_label(self, data=None):
+        return f"P1 mesh of {len(self.vertices)} vertices"
 
     def __init__(self, vertices, cells):
         self.vertices = np.ascontiguousarray(vertices, dtype=float)

@@ -11,6 +11,12 @@ class ParticleCloud(Representation):
 
     name = "particles"
     is_density = False
+    keeps_identity = True
+    positions = True
+
+    def resolution_label(self, data=None):
+        B = getattr(self, "batch", None) or (np.shape(data)[1] if data is not None and np.ndim(data) == 4 else None)
+        return f"n = {self.weights.size} particles" + (f", {B} realisations" if B else "")
 
     def __init__(self, weights, dim, domain="sphere"):
         self.weights = np.asarray(weights, dtype=float)

@@ -48,7 +48,7 @@ class SampledParticleCloud(ParticleCloud):
         """The saved indices whose positions were kept."""
         return np.array([k for k, x in enumerate(data_all) if x is not None], dtype=int)
 
-    def positions(self, data_all):
+    def stacked_positions(self, data_all):
         """The positions (T, [B,] n, d) when every saved time was kept."""
         kept = self.kept(data_all)
         if kept.size != len(data_all):

@@ -53,6 +53,9 @@ class Segments(Representation):
 
     name = "segments"
 
+    def resolution_label(self, data=None):
+        return " → ".join(r.resolution_label() for r in self.representations)
+
     def __init__(self, representations, solvers=None):
         self.representations = tuple(representations)
         if len(self.representations) < 2:
