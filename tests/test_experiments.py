@@ -190,7 +190,7 @@ def test_discrete_minimisers_are_sharp_configurations(n):
 
 
 def test_repulsive_flow_converges_at_exact_rate():
-    sol, r = vp.repulsive_flow(2, quick=True)
+    sol, r = vp.repulsive_flow(2, coarse=True)
     assert r["linf"][-1] < 1e-3 * r["linf"][0]
     assert r["w1"][-1] < 1e-3 * r["w1"][0]
     assert abs(r["rate"] / r["exact_rate"] - 1) < 0.01
@@ -200,7 +200,7 @@ def test_repulsive_flow_converges_at_exact_rate():
 def test_attractive_flow_reaches_its_limit_energy(dim, handover):
     """(SA) β = 1 from a von Mises–Fisher density: one cluster, E_β within 1% of e^β/(2β) (measured 6e-4 on
     S^1, 1e-5 on S^2 at t = 8), past where the spectral solver stops (it hands over to the characteristics)."""
-    sol, r = vp.attractive_flow(dim, quick=True)
+    sol, r = vp.attractive_flow(dim, coarse=True)
     e = r["energy"]
     assert np.all(np.diff(e) >= -1e-10 * e[:-1])
     assert abs(r["handover_t"] - handover) < 0.05 and sol.t[-1] == 8.0
@@ -261,7 +261,7 @@ def test_iid_sampling_rate_on_circle():
     model = mf.Model(beta=1.0, dim=2)
     rho0 = mf.densities.von_mises_fisher([0.0, 1.0], 2.0)
     ns = [100, 300, 1000, 3000, 10000, 30000]
-    w1, _, _ = mfl.sampling_study(2, model, rho0, [0.0], ns, ("iid", "quasi"), 6, 0, quick=True)
+    w1, _, _ = mfl.sampling_study(2, model, rho0, [0.0], ns, ("iid", "quasi"), 6, 0, coarse=True)
     p_iid, _ = fit_power_law(ns, w1["iid"][0])
     p_quasi, _ = fit_power_law(ns, w1["quasi"][0])
     assert abs(p_iid - 0.5) <= 0.15, p_iid
@@ -288,7 +288,7 @@ def test_mean_field_limit_circle_quick(tmp_path):
 def test_pde_decay_rate_on_the_sphere():
     model = mf.Model(beta=1.0, dim=3)
     rho0 = mf.densities.von_mises_fisher([0.0, 0.0, 1.0], 2.0)
-    dec = mfl.decay_study(3, model, rho0, 26.0, 200, quick=True)
+    dec = mfl.decay_study(3, model, rho0, 26.0, 200, coarse=True)
     fit = dec["fit_pde"]
     assert abs(fit["rate"] - 1.0) <= 0.02 and fit["points"] >= 30            # measured 0.999997
     assert fit["prefactor"] < 1e-6 and abs(fit["exponential"] - 1.0) <= 0.02  # a plain exponential on S^2

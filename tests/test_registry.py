@@ -174,3 +174,52 @@ def test_one_new_field_reaches_the_keyword_the_flag_and_the_sweep(capsys):
         assert [f.name for f in fields(EXPERIMENTS["toy"].options)] == ["beta", "alpha"]
     finally:
         EXPERIMENTS.pop("toy", None)
+
+
+def test_quick_values_are_declared_and_applied_by_the_registry(capsys):
+    """``option(..., quick=...)``: under ``quick=True`` the registry gives the body the quick value of
+    every option left at its default (a value, `FIRST`, `at_most`), keeps the ones given, and ``--help``
+    shows both values."""
+    from meanfield.experiments.options import EXPERIMENTS as registry, FIRST, at_most
+
+    @dataclasses.dataclass
+    class ToyOptions(Options):
+        """A toy."""
+        n: int = option(10, "size", low=1, quick=2)
+        xs: tuple[int, ...] = option((1, 2, 3), "values", quick=FIRST)
+        m: int = option(50, "steps", low=1, quick=at_most(30))
+        keep: float = option(0.5, "kept")
+
+    seen = []
+
+    @experiment("toy-quick", ToyOptions, help="toy", parallel=False)
+    def toy(out, o, *, quick, progress):
+        seen.append(o)
+
+    try:
+        toy(quick=True)
+        toy(quick=True, n=7, m=20)
+        toy()
+        assert [(o.n, o.xs, o.m, o.keep) for o in seen] == [(2, (1,), 30, 0.5), (7, (1,), 20, 0.5),
+                                                            (10, (1, 2, 3), 50, 0.5)]
+        fields_ = {f.name: f for f in fields(ToyOptions)}
+        assert fields_["n"].shown() == "10; quick 2" and fields_["xs"].shown() == "1, 2, 3; quick the first"
+        assert fields_["m"].shown() == "50; quick at most 30" and fields_["keep"].shown() == "0.5"
+    finally:
+        registry.pop("toy-quick")
+    assert "(default 5; quick 2)" in _help("metastability")          # seeds
+    assert "(default 1024; quick 128)" in _help("phase-diagram")      # realisations
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_experiment_body_tests_quick(name):
+    """The body of an experiment reads its options; ``quick`` is only recorded (a value in its settings)."""
+    import ast
+    import textwrap
+
+    body = EXPERIMENTS[name].function.__wrapped__
+    tree = ast.parse(textwrap.dedent(inspect.getsource(body)))
+    recorded = {id(v) for node in ast.walk(tree) if isinstance(node, ast.Dict) for v in node.values}
+    uses = [node for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == "quick"
+            and isinstance(node.ctx, ast.Load)]
+    assert all(id(u) in recorded for u in uses), f"{name} tests `quick` at lines {[u.lineno for u in uses]}"

@@ -139,8 +139,8 @@ def test_experiments_on_two_workers_equal_serial(client):
     model = mf.Model(beta=1.0, dim=2)
     rho0 = mf.densities.von_mises_fisher([0.0, 1.0], 2.0)
     args = (2, model, rho0, [0.0, 0.5], [40, 120], ("iid", "quasi"), 2, 200)
-    w_serial, _, _ = mfl.sampling_study(*args, quick=True)
-    w_dask, _, _ = mfl.sampling_study(*args, quick=True, scheduler=client)
+    w_serial, _, _ = mfl.sampling_study(*args, coarse=True)
+    w_dask, _, _ = mfl.sampling_study(*args, coarse=True, scheduler=client)
     for method in ("iid", "quasi"):
         assert np.isfinite(w_serial[method]).all()
         assert np.array_equal(w_serial[method], w_dask[method])

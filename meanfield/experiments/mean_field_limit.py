@@ -93,13 +93,16 @@ def reference_measure(sol, i, m=None, rng=None):
     return x, w / w.sum()
 
 
-def _pde(model, rho0, t_eval, quick, progress, handover="raise"):
+DECADES = [100, 316, 1000, 3162, 10_000, 31_623, 100_000, 316_228, 1_000_000]     # the N of W1 against N
+
+
+def _pde(model, rho0, t_eval, coarse, progress, handover="raise"):
     """The spectral run (FourierCircle, SphericalHarmonics); ``handover``: its ``on_underresolved``."""
 
     if model.dim == 2:
-        solver = solvers.FourierCircle(model, modes=128 if quick else 256)
+        solver = solvers.FourierCircle(model, modes=128 if coarse else 256)
     else:
-        solver = solvers.SphericalHarmonics(model, lmax=40 if quick else 63)
+        solver = solvers.SphericalHarmonics(model, lmax=40 if coarse else 63)
     try:
         sol = solver.solve(rho0, t_eval, progress=progress, rtol=1e-9, atol=1e-12, on_underresolved=handover)
     except UnderResolved as exc:
@@ -125,11 +128,11 @@ def graded_panels(antipode, panels=32, levels=36):
     return antipode + e[keep]
 
 
-def _handover(model, rho0, quick):
+def _handover(model, rho0, coarse):
     """The Lagrangian labels a decay run hands over to: graded towards the antipode of the mean of ρ0
     on S^1 (`graded_panels`), Gauss–Legendre on S^2 (the antipode holds too little mass to matter)."""
     if model.dim == 3:
-        return {"nodes": 512 if quick else 1152}
+        return {"nodes": 512 if coarse else 1152}
     x, q = sphere_quadrature(4096, 2)
     m = (q * rho0(x)) @ x
     return {"panels": graded_panels(float(np.arctan2(-m[1], -m[0])))}
@@ -197,7 +200,7 @@ def distance_sample(task, *, model, rho0, times, refs, n_dynamic_max, w1_seeds=N
     return out
 
 
-def sampling_study(dim, model, rho0, times, ns, methods, seeds, n_dynamic_max, quick=False, progress=False, m_ref=None,
+def sampling_study(dim, model, rho0, times, ns, methods, seeds, n_dynamic_max, coarse=False, progress=False, m_ref=None,
                    workers=None, scheduler=None):
     """W1(μ^N_t, ρ_t) and D_κ(μ^N_t, ρ_t) for N in ``ns`` at every t in ``times``. iid samples below
     N = 10^5: W1 averaged over ``seeds`` realisations, D_κ the root mean square over max(``seeds``,
@@ -209,7 +212,7 @@ def sampling_study(dim, model, rho0, times, ns, methods, seeds, n_dynamic_max, q
     one task per sample (see `map_tasks`).
     """
     times = times_all = np.asarray(times, dtype=float)
-    sol, note = _pde(model, rho0, times, quick, progress)
+    sol, note = _pde(model, rho0, times, coarse, progress)
     reached = len(sol.t)            # the PDE may stop (UnderResolved) before the last time: NaN rows there
     times = times[:reached]
     refs = []                       # per time: (the W1 reference, the kernel-distance reference)
@@ -241,7 +244,7 @@ def sampling_study(dim, model, rho0, times, ns, methods, seeds, n_dynamic_max, q
     return w1, kd, sol
 
 
-def decay_study(dim, model, rho0, t_end, n_particles, quick=False, progress=False):
+def decay_study(dim, model, rho0, t_end, n_particles, coarse=False, progress=False):
     """W1 to the nearest Dirac (V = I) or to σ (V = −I) against t, PDE and particles, with fitted rates.
 
     Attractive, without noise: the PDE is followed through the clustering (the spectral solver hands
@@ -251,9 +254,9 @@ def decay_study(dim, model, rho0, t_end, n_particles, quick=False, progress=Fals
     """
 
     attractive = model.v > 0
-    t = np.linspace(0.0, t_end, int(round(2 * t_end)) + 1 if quick else int(round(4 * t_end)) + 1)
-    handover = _handover(model, rho0, quick) if attractive and model.noise == 0 else "raise"
-    sol, note = _pde(model, rho0, t, quick, progress, handover)
+    t = np.linspace(0.0, t_end, int(round(2 * t_end)) + 1 if coarse else int(round(4 * t_end)) + 1)
+    handover = _handover(model, rho0, coarse) if attractive and model.noise == 0 else "raise"
+    sol, note = _pde(model, rho0, t, coarse, progress, handover)
     def dist(m):
         return w1_to_dirac(m) if attractive else w1_to_uniform(m, n_reference=None if dim == 2 else 1500)
     n_meas = 8192 if dim == 2 else 1500
@@ -302,12 +305,14 @@ class MeanFieldLimitOptions(Options):
     V: float = option(1.0, "the value matrix V·I, non-zero: +1 attractive, -1 repulsive", flags=("--repulsive",),
                       const=-1.0, flag_help="V = -I instead of V = I")
     kappa: float = option(2.0, "concentration of the von Mises-Fisher initial density", low=0.0)
-    times: tuple[float, ...] | None = option(None, "saved times for W1 against N", low=0.0, shown="0, 0.5, 1",
-                                             quick="0, 1")
-    ns: dict | None = option(None, "dim -> list of N", shown="10^2 ... 10^6 on S^1 and S^2 (half decades)")
-    seeds: int | None = option(None, "iid repetitions per N", low=1, shown="4", quick="2")
-    n_dynamic_max: int | None = option(None, "particles are evolved for N up to this; larger N are compared at "
-                                       "t = 0 only", low=1, shown="10^6", quick="10^4")
+    times: tuple[float, ...] = option((0.0, 0.5, 1.0), "saved times for W1 against N", low=0.0, quick=(0.0, 1.0))
+    ns: dict | None = option(None, "dim -> list of N", shown="10^2 ... 10^6 on S^1 and S^2 (half decades)",
+                             quick={2: DECADES[:5], 3: DECADES[:5]})
+    seeds: int = option(4, "iid repetitions per N", low=1, quick=2)
+    n_dynamic_max: int = option(1_000_000, "particles are evolved for N up to this; larger N are compared at "
+                                "t = 0 only", low=1, quick=10_000)
+    coarse: bool = option(False, "coarser continuum runs: 128 modes / lmax 40, half the saved times of the decay "
+                          "run, 512 hand-over labels on S^2", quick=True)
     decay_t_end: float = option(26.0, "end time of the Wasserstein-decay run (W1 to the Dirac mass is below "
                                 "1e-10 from t = 24)", low=0.0, low_open=True)
 
@@ -325,15 +330,9 @@ def mean_field_limit(out, o, *, quick, progress, workers, scheduler):
     if V == 0:
         raise ValueError("`V` must be non-zero (+1 attractive, −1 repulsive).")
     workers, scheduler = check_parallel(workers, scheduler)
-    times = np.asarray(o.times if o.times is not None else ((0.0, 1.0) if quick else (0.0, 0.5, 1.0)), dtype=float)
-    seeds = o.seeds if o.seeds is not None else (2 if quick else 4)
-    decades = [100, 316, 1000, 3162, 10_000, 31_623, 100_000, 316_228, 1_000_000]
-    default_ns = {d: decades[:5] if quick else decades for d in (2, 3)}
-    ns = {**default_ns, **{int(d): list(v) for d, v in (o.ns or {}).items()}}     # TOML keys are strings
-    if o.n_dynamic_max is None:
-        n_dynamic_max = {2: 10_000 if quick else 1_000_000, 3: 10_000 if quick else 1_000_000}
-    else:
-        n_dynamic_max = {d: o.n_dynamic_max for d in (2, 3)}
+    times, seeds = np.asarray(o.times, dtype=float), o.seeds
+    ns = {**{d: DECADES for d in (2, 3)}, **{int(d): list(v) for d, v in (o.ns or {}).items()}}   # TOML keys: strings
+    n_dynamic_max = {d: o.n_dynamic_max for d in (2, 3)}
     progress = show_progress(progress)
     settings = {"dims": dims, "beta": beta, "normalized": normalized, "V": V, "kappa": kappa, "times": times,
                 "ns": {str(d): ns[d] for d in dims}, "seeds": seeds, "n_dynamic_max": n_dynamic_max,
@@ -346,7 +345,7 @@ def mean_field_limit(out, o, *, quick, progress, workers, scheduler):
             model = Model(beta=beta, dim=dim, normalized=normalized, V=V)
             rho0 = densities.von_mises_fisher(np.eye(dim)[-1], kappa)
             w1, kd, sol = sampling_study(dim, model, rho0, times, ns[dim], ("iid", "quasi"), seeds, n_dynamic_max[dim],
-                                     quick=quick, progress=progress, workers=workers, scheduler=scheduler)
+                                     coarse=o.coarse, progress=progress, workers=workers, scheduler=scheduler)
             report.save_dataset(sol, f"pde_d{dim}.nc")
             res = report.results.setdefault(f"S{dim - 1}", {})
             nn = np.asarray(ns[dim], dtype=float)
@@ -395,7 +394,8 @@ def mean_field_limit(out, o, *, quick, progress, workers, scheduler):
                         f"{', '.join(f'{np.exp(L * t):.3g}' for t in times)}, L = {L:.3g} (figure)")
             report.write()
 
-            dec = decay_study(dim, model, rho0, decay_t_end, 1000 if dim == 2 else 600, quick=quick, progress=progress)
+            dec = decay_study(dim, model, rho0, decay_t_end, 1000 if dim == 2 else 600, coarse=o.coarse,
+                              progress=progress)
             report.save_dataset(dec["particles"], f"particles_decay_d{dim}.nc")
             report.save_dataset(dec["solution"], f"pde_decay_d{dim}.nc")
             res["decay"] = {k: dec[k] for k in ("t_pde", "w1_pde", "t_particles", "w1_particles", "rate_pde",

@@ -27,7 +27,7 @@ the centre of its own cluster (`find_clusters`); before that the count is NaN ("
 The formation time is the first saved time at which the measure is separated. The single runs are
 in `meanfield.experiments.metastability_runs`, the pictures in `meanfield.plotting`.
 """
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.special import ive
@@ -39,7 +39,7 @@ from ..plotting import (plot_cluster_histories, plot_first_counts, plot_growth_r
                         plot_staircase)
 from .metastability_runs import continuum_run, iid_run, particle_run, staircase_run
 from .report import Report, pyplot, show_progress
-from .options import Options, experiment, option
+from .options import FIRST, Options, Quick, experiment, option
 from .parallel import check_parallel, cluster, map_tasks
 
 # --------------------------------------------------------------------------------------------------
@@ -76,34 +76,35 @@ class MetastabilityOptions(Options):
     betas_circle: tuple[float, ...] = option((2.0, 4.0, 8.0), "beta values on S^1 (continuum and particles)",
                                              low=0.0, low_open=True)
     betas_sphere: tuple[float, ...] = option((3.0,), "beta values on S^2", low=0.0, low_open=True,
-                                             quick="the first")
+                                             quick=FIRST)
     epsilon: float = option(1e-4, "amplitude ε of each seeded degree in ρ_0 = 1 + ε Σ_{l<=L} Y_l", low=0.0,
                             low_open=True, high=0.01)
     degrees: int = option(8, "seeded degrees 1..L", low=1, high=32)
-    seeds: int = option(5, "seeds per beta", low=1, quick="2")
-    t_end: float = option(200.0, "last time on S^1 (merges)", low=1.0, quick="120")
-    t_end_sphere: float = option(60.0, "last time on S^2", low=1.0, quick="40")
+    seeds: int = option(5, "seeds per beta", low=1, quick=2)
+    t_end: float = option(200.0, "last time on S^1 (merges)", low=1.0, quick=120.0)
+    t_end_sphere: float = option(60.0, "last time on S^2", low=1.0, quick=40.0)
     tol: float = option(1e-3, "cluster tolerance in radians (`meanfield.diagnostics.find_clusters`)")
     min_mass: float = option(1e-2, "the smallest mass of a cluster (`find_clusters`)")
     stray: float = option(0.05, "the mass allowed outside the clusters (`find_clusters`)")
     quasi_ns: tuple[int, ...] = option((250, 1000, 4000, 100_000), "particle numbers of the quasi samples (spectral "
                                        "sums beyond a few hundred)", low=16,
-                                       quick="the largest <= 1000")
+                                       quick=Quick("the largest <= 1000", lambda ns: [n for n in ns if n <= 1000][-1:]
+                                                   or [min(ns)]))
     n_long: int = option(1000, "quasi runs with n <= n_long go to the last time (merges, plateaus); larger ones "
                          "stop shortly after the continuum's clusters formed", low=1)
     iid_ns: tuple[int, ...] = option((64, 256, 1024), "particle numbers of the iid samples on S^1", low=8,
-                                     nonempty=False, quick="those <= 256")
-    iid_seeds: int = option(32, "iid realisations per n", low=1, quick="8")
+                                     nonempty=False,
+                                     quick=Quick("those <= 256", lambda ns: [n for n in ns if n <= 256] or ns[:1]))
+    iid_seeds: int = option(32, "iid realisations per n", low=1, quick=8)
     iid_betas: tuple[float, ...] = option((4.0,), "beta values of the iid samples", low=0.0, low_open=True)
-    iid_t_end: float = option(200.0, "last time of the iid runs", low=1.0, quick="60")
-    figure4_betas: tuple[float, ...] | None = option(None, "beta values of the Figure 4 grid", low=0.0, low_open=True,
-                                                     nonempty=False, shown="1, 2, 3, 4, 5, 6, 8, 10",
-                                                     quick="2, 4, 8")
-    figure4_n: int = option(256, "particles of the Figure 4 grid (iid, S^1)", low=8, quick="128")
-    figure4_seeds: int = option(32, "realisations per beta of the Figure 4 grid", low=1, quick="8")
+    iid_t_end: float = option(200.0, "last time of the iid runs", low=1.0, quick=60.0)
+    figure4_betas: tuple[float, ...] = option((1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0), "beta values of the Figure 4 "
+                                              "grid", low=0.0, low_open=True, nonempty=False, quick=(2.0, 4.0, 8.0))
+    figure4_n: int = option(256, "particles of the Figure 4 grid (iid, S^1)", low=8, quick=128)
+    figure4_seeds: int = option(32, "realisations per beta of the Figure 4 grid", low=1, quick=8)
     staircase_seeds: tuple[int, ...] = option((0, 1, 2, 3), "seeds of the n = 5, beta = 4 staircases on S^1 (the "
                                               "first is drawn in bold and checked for two plateaus)", low=0,
-                                              quick="the first")
+                                              quick=FIRST)
     staircase_t_end: float = option(400.0, "last time of the staircases", low=1.0)
 
 
@@ -117,14 +118,6 @@ def metastability(out, o, *, quick, progress, workers, scheduler):
     """
     find_clusters(np.eye(2), o.tol, min_mass=o.min_mass, stray=o.stray)     # the detector checks its arguments
     workers, scheduler = check_parallel(workers, scheduler)
-    if o.figure4_betas is None:
-        o = replace(o, figure4_betas=(2.0, 4.0, 8.0) if quick else (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0))
-    if quick:
-        o = replace(o, seeds=min(o.seeds, 2), t_end=min(o.t_end, 120.0), t_end_sphere=min(o.t_end_sphere, 40.0),
-                    betas_sphere=o.betas_sphere[:1], quasi_ns=[n for n in o.quasi_ns if n <= 1000][-1:] or
-                    [min(o.quasi_ns)], iid_ns=[n for n in o.iid_ns if n <= 256] or o.iid_ns[:1],
-                    iid_seeds=min(o.iid_seeds, 8), iid_t_end=60.0, figure4_n=min(o.figure4_n, 128),
-                    figure4_seeds=min(o.figure4_seeds, 8), staircase_seeds=o.staircase_seeds[:1])
     progress = show_progress(progress)
     settings = {**asdict(o), "quick": quick}
     report = Report("metastability", out, settings)

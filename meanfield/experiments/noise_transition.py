@@ -16,7 +16,7 @@ dynamics at several ν:
   and from clustered initial data (the most clustered stable state of the sweep, perturbed);
 * where the transition is discontinuous, a hysteresis sweep: ν down from above ν_fold to below
   ν_c, then back up, each stage starting from the end of the previous one (particles on S^1 and
-  S^2; the PDE on S^1 as well unless ``quick``);
+  S^2; the PDE on S^1 as well unless ``coarse``);
 * (SA): the dynamics only, with the linear threshold a_1/(β a_0) marked (and the branch of its
   zonal stationary states, which solve ρ = (K*ρ)^{1/(βν)}/Z).
 
@@ -192,16 +192,17 @@ class NoiseTransitionOptions(Options):
     factors: tuple[float, ...] = option((0.5, 2.0), "multiples of beta_*(d) used without --betas (both sides of "
                                         "beta_*)", low=0.0, low_open=True)
     nus: tuple[float, ...] | None = option(None, "nu/nu_c at which the dynamics run", low=0.0, low_open=True,
-                                           shown="chosen from each branch", quick="2 values")
+                                           shown="chosen from each branch")
     sa: bool = option(True, "also run (SA): dynamics, its linear threshold and its zonal stationary states",
                       flags=("--no-sa",), flag_help="skip the (SA) dynamics")
     particles: bool = option(True, "noisy particle runs", flags=("--no-particles",),
                              flag_help="skip the particle runs")
-    n_particles: int | None = option(None, "particles per run", low=10, flags=("-n", "--particles"), shown="500",
-                                     quick="250")
-    tau: float | None = option(None, "the longest run in units of 1/nu_c; runs last `run_length` (from the exact "
-                               "linear rates), and runs cut at tau are reported but not judged", low=0.0,
-                               low_open=True, shown="40", quick="20")
+    n_particles: int = option(500, "particles per run", low=10, flags=("-n", "--particles"), quick=250)
+    tau: float = option(40.0, "the longest run in units of 1/nu_c; runs last `run_length` (from the exact "
+                        "linear rates), and runs cut at tau are reported but not judged", low=0.0, low_open=True,
+                        quick=20.0)
+    coarse: bool = option(False, "fewer and coarser runs: two nu/nu_c per branch without --nus, no PDE runs on S^1 "
+                          "between the folds, a shorter hysteresis loop, the PDE checked to 5% (else 1%)", quick=True)
     seed: int = option(0, "random seed", low=0)
 
 
@@ -215,14 +216,13 @@ def noise_transition(out, o, *, quick, progress, workers, scheduler):
     """
 
     dims, betas, factors, nus, sa, particles, seed = o.dims, o.betas, o.factors, o.nus, o.sa, o.particles, o.seed
-    n = o.n_particles if o.n_particles is not None else (250 if quick else 500)
-    tau = o.tau if o.tau is not None else (20.0 if quick else 40.0)
+    n, tau, coarse = o.n_particles, o.tau, o.coarse
     workers, scheduler = check_parallel(workers, scheduler)
     settings = {"dims": dims, "betas": betas, "factors": factors, "nus": nus, "sa": sa, "particles": particles,
                 "n_particles": n, "tau": tau, "quick": quick, "seed": seed}
     report = Report("noise-transition", out, settings)
     report.write()
-    pde_tol = 0.05 if quick else 0.01
+    pde_tol = 0.05 if coarse else 0.01
     with report.guard(), cluster(workers, scheduler) as client:     # one cluster for every batch of runs
         workers, scheduler = None, client
         for d in dims:
@@ -235,11 +235,11 @@ def noise_transition(out, o, *, quick, progress, workers, scheduler):
                                   "I_(d/2+1)(β)/I_(d/2)(β) = 1/d", tolerance="|Δ| <= 1e-8")
             panels = []
             for beta in (betas if betas is not None else [f * bs for f in factors]):
-                panels.append(_usa_panel(report, res_d, stationary, d, beta, nus, particles, n, tau, quick, seed,
+                panels.append(_usa_panel(report, res_d, stationary, d, beta, nus, particles, n, tau, coarse, seed,
                                          pde_tol, progress, workers, scheduler))
                 report.write()
             sa_panel = _sa_panel(report, res_d, stationary, d, max(betas or [f * bs for f in factors]), nus, tau,
-                                 quick, pde_tol, progress, workers, scheduler) if sa else None
+                                 coarse, pde_tol, progress, workers, scheduler) if sa else None
             _figure(report, d, panels, sa_panel)
             report.write()
         report.finish()
@@ -348,13 +348,13 @@ def _save_rows(report, rows, name, **attrs):
     report.save_dataset(ds, name)
 
 
-def _usa_panel(report, res_d, stationary, d, beta, nus, particles, n, cap, quick, seed, tol, progress, workers,
+def _usa_panel(report, res_d, stationary, d, beta, nus, particles, n, cap, coarse, seed, tol, progress, workers,
                scheduler):
     nu_c = stationary.critical_noise(beta, d)
     c = stationary.landau_coefficient(beta, d)
     sub = c > 0
-    ds = stationary.branch(beta, d, nu_min=0.45 * nu_c, resolution=96 if sub and not quick else None,
-                           sectors=None if not quick else tuple(range(0, 2 if d == 2 else 5)))
+    ds = stationary.branch(beta, d, nu_min=0.45 * nu_c, resolution=96 if sub and not coarse else None,
+                           sectors=None if not coarse else tuple(range(0, 2 if d == 2 else 5)))
     key = f"beta={beta:.6g}"
     a1 = float(ds.attrs["nu_c"])
     res = res_d["beta"][key] = {
@@ -386,10 +386,10 @@ def _usa_panel(report, res_d, stationary, d, beta, nus, particles, n, cap, quick
     if nus is not None:
         ratios = list(nus)
     elif sub:
-        mid = [1 + 0.5 * (f_fold - 1)] if quick else [1 + 0.3 * (f_fold - 1), 1 + 0.7 * (f_fold - 1)]
-        ratios = ([] if quick else [0.75]) + mid + [1.25 * f_fold]
+        mid = [1 + 0.5 * (f_fold - 1)] if coarse else [1 + 0.3 * (f_fold - 1), 1 + 0.7 * (f_fold - 1)]
+        ratios = ([] if coarse else [0.75]) + mid + [1.25 * f_fold]
     else:
-        ratios = [0.5, 1.5] if quick else [0.5, 0.65, 0.8, 1.25, 1.5]
+        ratios = [0.5, 1.5] if coarse else [0.5, 0.65, 0.8, 1.25, 1.5]
     states = _states_at(stationary, ds, nu_c, ratios)
     clustered = [s for s in states.values() if s is not None]
     cluster = min(clustered, key=lambda s: s.nu).zonal[1] if clustered else np.asarray(ds["coefficients"].values[-1])
@@ -397,8 +397,8 @@ def _usa_panel(report, res_d, stationary, d, beta, nus, particles, n, cap, quick
             for m in ("pde",) + (("particles",) if particles else ())]
     if d == 3 and sub:
         # the S^2 subcritical PDE needs lmax >= 48 (tens of seconds a run): in the bistable window only,
-        # and not in quick mode
-        runs = [(x, s_, m) for x, s_, m in runs if m == "particles" or (not quick and 1 < x < f_fold)]
+        # and not in coarse mode
+        runs = [(x, s_, m) for x, s_, m in runs if m == "particles" or (not coarse and 1 < x < f_fold)]
     pde_states = [states[x].zonal[1] for x, _, m in runs if m == "pde" and states[x] is not None]
     L = _resolution([cluster] + pde_states, d, beta=beta)
     rows = _dynamics(report, where, d, beta, False, nu_c, runs, states, cluster, L, n, cap, seed, tol, progress,
@@ -407,24 +407,24 @@ def _usa_panel(report, res_d, stationary, d, beta, nus, particles, n, cap, quick
     res["pde_resolution"] = L
     hyst = None
     if sub:
-        hyst = _hysteresis(report, res, d, beta, nu_c, f_fold, ds.attrs["order_fold"], L, n, quick, seed,
+        hyst = _hysteresis(report, res, d, beta, nu_c, f_fold, ds.attrs["order_fold"], L, n, coarse, seed,
                            progress, workers, scheduler, where)
     _save_rows(report, rows, f"dynamics_d{d}_beta{beta:.4g}.nc", beta=beta, dim=d, kind="USA", nu_c=nu_c)
     return {"beta": beta, "branch": ds, "rows": rows, "hysteresis": hyst, "kind": "USA", "nu_c": nu_c}
 
 
-def _hysteresis(report, res, d, beta, nu_c, f_fold, r_fold, L, n, quick, seed, progress, workers, scheduler, where):
+def _hysteresis(report, res, d, beta, nu_c, f_fold, r_fold, L, n, coarse, seed, progress, workers, scheduler, where):
     import xarray as xr  # deferred: xarray is heavy
 
     # down to 0.7 ν_c: a deterministic PDE leaves the uniform state only after its degree-1 seed has
     # grown by ∫(d−1)(ν_c − ν)dt, i.e. well below ν_c at a finite sweep rate (a delayed bifurcation)
-    k = 6 if quick else 9
+    k = 6 if coarse else 9
     down = np.linspace(f_fold + 0.08, 0.7, k)
     nus = np.concatenate([down, down[::-1][1:]]) * nu_c
-    stage = (6.0 if quick else 10.0) / nu_c
+    stage = (6.0 if coarse else 10.0) / nu_c
     tasks = [{"dim": d, "beta": beta, "normalized": False, "nus": nus, "t_stage": stage, "method": "particles",
               "n": 2 * n, "dt": 0.01 / nu_c, "seed": seed + 1000}]
-    if d == 2 and not quick:
+    if d == 2 and not coarse:
         tasks.append({"dim": d, "beta": beta, "normalized": False, "nus": nus, "t_stage": stage, "method": "pde",
                       "resolution": "auto"})
     sweeps = map_tasks(hysteresis_run, tasks, workers=workers, scheduler=scheduler, progress=progress,
@@ -450,10 +450,10 @@ def _hysteresis(report, res, d, beta, nu_c, f_fold, r_fold, L, n, quick, seed, p
     return {"nu": nus, **out, "half": half}
 
 
-def _sa_panel(report, res_d, stationary, d, beta, nus, cap, quick, tol, progress, workers, scheduler):
+def _sa_panel(report, res_d, stationary, d, beta, nus, cap, coarse, tol, progress, workers, scheduler):
     nu_c = stationary.critical_noise(beta, d, normalized=True)
     ds = stationary.branch(beta, d, normalized=True, nu_min=0.45 * nu_c, sectors=(0, 1))
-    ratios = list(nus) if nus is not None else ([0.5, 1.5] if quick else [0.5, 0.65, 0.8, 1.25, 1.5])
+    ratios = list(nus) if nus is not None else ([0.5, 1.5] if coarse else [0.5, 0.65, 0.8, 1.25, 1.5])
     states = _states_at(stationary, ds, nu_c, ratios)
     clustered = [s for s in states.values() if s is not None]
     cluster = min(clustered, key=lambda s: s.nu).zonal[1] if clustered else np.asarray(ds["coefficients"].values[-1])

@@ -11,8 +11,13 @@ Each field carries its type (the annotation), its default, its help text, and th
 Adding a field to an options class is the whole change: the function, the command line and the
 sweep files accept it at once. The types are ``bool``, ``int``, ``float``, ``str`` (with ``choices``),
 ``tuple[int, ...]`` and ``tuple[float, ...]`` (on the command line: values separated by commas), each
-possibly ``| None`` (a default that depends on ``quick``), and ``dict`` (a table: sweep files and
-Python only). A bad value raises ValueError naming the option in backticks and what it accepts.
+possibly ``| None``, and ``dict`` (a table: sweep files and Python only). A bad value raises
+ValueError naming the option in backticks and what it accepts.
+
+An option may also declare its value under ``--quick`` (``quick=``: a value, or a `Quick` computed from
+the value, such as `FIRST`): the registry applies it to every option left at its default when the
+experiment runs with ``quick=True``, and ``--help`` shows both values. An experiment's body reads
+its options only; it never tests ``quick``.
 """
 import dataclasses
 import functools
@@ -24,6 +29,24 @@ import typing
 import numpy as np
 
 from ..validation import check_int, check_real
+
+
+
+@dataclasses.dataclass(frozen=True)
+class Quick:
+    """A value under ``--quick`` computed from the option's value: ``of(value)``; ``text`` says how (help)."""
+
+    text: str
+    of: typing.Callable
+
+
+FIRST = Quick("the first", lambda values: values[:1])
+
+
+def at_most(limit):
+    """The quick value min(value, ``limit``)."""
+    return Quick(f"at most {_show(limit)}", lambda value: min(value, limit))
+
 
 # arguments every experiment takes that are not options: how it runs, not what it computes
 RUN_ARGUMENTS = ("quick", "progress")
@@ -44,7 +67,7 @@ class Option:
     const: object = None
     flag_help: str | None = None
     shown: str | None = None
-    quick: str | None = None
+    quick: object = None
 
 
 def option(default, help, *, low=None, high=None, low_open=False, choices=None, nonempty=True, flags=(), const=None,
@@ -64,8 +87,9 @@ def option(default, help, *, low=None, high=None, low_open=False, choices=None, 
         (``--no-clusters``); without flags, ``--name`` and ``--no-name``.
     const : a flag without a value that sets the option to ``const`` (``--repulsive``: ``V = -1``).
     flag_help : the flag's help when it differs from ``help`` (a flag that sets the opposite).
-    shown, quick : how ``--help`` shows the default (when it is None, e.g. "10 values 0.9 ... 9") and
-        the value under ``--quick``.
+    shown : how ``--help`` shows the default (when it is None, e.g. "none: one layer").
+    quick : the value under ``--quick`` (None: the default), or a `Quick` computed from the value;
+        the registry applies it when the option is left at its default.
     """
     meta = Option(help, low, high, low_open, None if choices is None else tuple(choices), nonempty, tuple(flags),
                   const, flag_help, shown, quick)
@@ -172,8 +196,14 @@ class Field:
     def shown(self):
         """The default in words, with the value under ``--quick`` when it differs."""
         s = self.spec
-        quick = f"; quick {s.quick}" if s.quick is not None else ""
+        q = s.quick.text if isinstance(s.quick, Quick) else _show(s.quick)
+        quick = f"; quick {q}" if s.quick is not None else ""
         return (s.shown if s.shown is not None else _show(self.default)) + quick
+
+    def quick_value(self, value):
+        """The value under ``--quick`` of an option left at ``value`` (its default)."""
+        q = self.spec.quick
+        return value if q is None else self.check(q.of(value) if isinstance(q, Quick) else q)
 
 
 def _show(value):
@@ -194,6 +224,11 @@ class Options:
     def __post_init__(self):
         for f in fields(type(self)):
             object.__setattr__(self, f.name, f.check(getattr(self, f.name)))
+
+    def quick(self):
+        """The options under ``--quick``: each option left at its default takes its declared quick value."""
+        return dataclasses.replace(self, **{f.name: f.quick_value(f.default) for f in fields(type(self))
+                                            if f.spec.quick is not None and getattr(self, f.name) == f.default})
 
 
 @functools.cache
@@ -271,7 +306,7 @@ def experiment(name, options, *, help, writes=None, parallel=True):
                 raise ValueError(f"`options` must be a {options.__name__}, got {type(chosen).__name__}.")
             elif given:
                 chosen = dataclasses.replace(chosen, **given)
-            return body(out, chosen, **run)
+            return body(out, chosen.quick() if run["quick"] else chosen, **run)
 
         function.__signature__ = signature
         function.__doc__ = f"{inspect.cleandoc(body.__doc__ or '')}\n\nOptions ({options.__name__})\n" \

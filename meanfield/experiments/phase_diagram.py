@@ -26,7 +26,7 @@ from ..model import Model
 from ..sampling import uniform_points
 from ..validation import check_memory
 from .report import Report, show_progress
-from .options import Options, experiment, option
+from .options import Options, at_most, experiment, option
 from .parallel import check_parallel, cluster, map_tasks
 import solvers
 from ..diagnostics import clustered_pair_fraction
@@ -178,12 +178,13 @@ class PhaseDiagramOptions(Options):
     dim: int = option(3, "ambient dimension d", low=2)
     n: int = option(32, "particles per realisation", low=2, flags=("-n", "--particles"))
     realisations: int = option(1024, "realisations B, independent initial conditions", low=1,
-                               flags=("-B", "--realisations"), quick="128")
+                               flags=("-B", "--realisations"), quick=128)
     delta: float = option(1e-3, "clustering threshold δ in <x_i, x_j> >= 1 - δ", low=0.0, low_open=True, high=1.0)
-    betas: tuple[float, ...] | None = option(None, "beta values", low=0.0, shown="10 values 0.9 ... 9", quick="5")
+    betas: tuple[float, ...] = option(tuple(map(float, np.linspace(0.9, 9.0, 10))), "beta values", low=0.0,
+                                      shown="10 values 0.9 ... 9", quick=tuple(map(float, np.linspace(0.9, 9.0, 5))))
     t_end: float = option(30.0, "final time", low=0.0, low_open=True)
     n_times: int = option(61, "saved times linspace(0, t_end, n_times) (the Euler scheme: each at the first step at "
-                          "or after it)", low=2, quick="at most 31")
+                          "or after it)", low=2, quick=at_most(31))
     normalized: bool = option(True, "(SA) if true, (USA) otherwise (Γ then uses (6.10))", flags=("--usa",),
                               flag_help="(USA) instead of (SA)")
     scheme: str = option("adaptive", "particle time stepping: error-controlled, or the authors' Euler step then "
@@ -212,8 +213,7 @@ class PhaseDiagramOptions(Options):
 def phase_diagram(out, o, *, quick, progress, workers, scheduler):
     """The Figure 3 phase diagram p_d(t, β) with Γ_∞,δ overlaid; returns the `Report`.
 
-    Without ``betas``: 10 values 0.9, 1.8, ..., 9 (``quick``: 5); ``quick`` also takes B <= 128 and at
-    most 31 saved times. ``workers``, ``scheduler``: one task per β on dask workers (see
+    ``workers``, ``scheduler``: one task per β on dask workers (see
     `meanfield.experiments.parallel.map_tasks`); every realisation starts from the same points, so the
     result does not depend on them.
 
@@ -226,10 +226,7 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
     dim, n, delta, t_end, n_times, B = o.dim, o.n, o.delta, o.t_end, o.n_times, o.realisations
     normalized, scheme, dt, seed = o.normalized, o.scheme, o.dt, o.seed
     workers, scheduler = check_parallel(workers, scheduler)
-    betas = np.array(o.betas if o.betas is not None else np.linspace(0.9, 9.0, 5 if quick else 10), dtype=float)
-    if quick:
-        B = min(B, 128)
-        n_times = min(n_times, 31)
+    betas = np.array(o.betas, dtype=float)
     progress = show_progress(progress)
     requested = np.linspace(0.0, t_end, n_times)
     t = step_times(requested, dt) if scheme == "euler-normalize" else requested

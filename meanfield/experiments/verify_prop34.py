@@ -219,10 +219,10 @@ def _part_landscape(report, betas, dims, count, rng):
 # ---------------------------------------------------------------------------------------------------
 # Part 3: flows
 # ---------------------------------------------------------------------------------------------------
-def _spectral_solver(model, quick):
+def _spectral_solver(model, coarse):
     if model.dim == 2:
         return solvers.FourierCircle(model, modes=128)
-    return solvers.SphericalHarmonics(model, lmax=32 if quick else 48)
+    return solvers.SphericalHarmonics(model, lmax=32 if coarse else 48)
 
 
 def _product_grid(dim, degree):
@@ -244,7 +244,7 @@ def distance_to_uniform(sol, i, m=None):
     return wasserstein((x, w / w.sum()), (x, q))
 
 
-def repulsive_flow(dim, beta=4.0, t_end=8.0, seed=0, quick=False, progress=False):
+def repulsive_flow(dim, beta=4.0, t_end=8.0, seed=0, coarse=False, progress=False):
     """V = −I, (USA), from a random band-limited ρ0 (degree <= 2, min ρ0 = 0.9): distances to σ against time.
 
     Returns (solution, dict) with ``linf`` = max|ρ_t − 1|, ``w1`` = W1(ρ_t, σ), ``m`` = |∫x ρ_t dσ| (the
@@ -253,8 +253,8 @@ def repulsive_flow(dim, beta=4.0, t_end=8.0, seed=0, quick=False, progress=False
     """
     model = Model(beta=beta, dim=dim, V=-1.0, normalized=False)
     rho0 = densities.band_limited(dim, 2, rng=seed, floor=0.9)
-    t_eval = np.linspace(0.0, t_end, 17 if quick else 33)
-    sol = _spectral_solver(model, quick).solve(rho0, t_eval, progress=progress, rtol=1e-10, atol=1e-13)
+    t_eval = np.linspace(0.0, t_end, 17 if coarse else 33)
+    sol = _spectral_solver(model, coarse).solve(rho0, t_eval, progress=progress, rtol=1e-10, atol=1e-13)
     probe = uniform_points(4000 if dim == 3 else 2000, dim, 12345)
     linf = np.array([np.max(np.abs(sol.density(probe, i) - 1.0)) for i in range(len(sol.t))])
     w1 = np.array([distance_to_uniform(sol, i) for i in range(len(sol.t))])
@@ -266,14 +266,14 @@ def repulsive_flow(dim, beta=4.0, t_end=8.0, seed=0, quick=False, progress=False
     return sol, {"t": sol.t, "linf": linf, "w1": w1, "m": m, "rate": rate, "exact_rate": exact}
 
 
-def attractive_flow(dim, beta=1.0, t_end=None, quick=False, progress=False):
+def attractive_flow(dim, beta=1.0, t_end=None, coarse=False, progress=False):
     """V = I, (SA), from the von Mises–Fisher density with κ = 1: E_β rises to its limit e^β/(2β).
 
     The density is symmetric about its mean e, so its mass gathers in one cluster at e and E_β tends
     to the Dirac value e^β/(2β) (docs/mathematics.md §4). The spectral solver runs until it stops
-    resolving the concentrating density (S^1 at t ≈ 3.4; S^2 at t ≈ 2.3, or 1.8 if quick), then the
+    resolving the concentrating density (S^1 at t ≈ 3.4; S^2 at t ≈ 2.3, or 1.8 if coarse), then the
     run goes on along the characteristics (``on_underresolved``, `solvers.Lagrangian`: 256 trapezoid
-    labels on S^1, 512 (quick) or 1152 Gauss–Legendre labels on S^2) to ``t_end`` (default 8, where
+    labels on S^1, 512 (coarse) or 1152 Gauss–Legendre labels on S^2) to ``t_end`` (default 8, where
     E_β is within 0.1% of its limit; it is within 1% from t ≈ 5.3 on S^1 and 4.5 on S^2).
 
     Returns (solution, dict) with ``energy``, ``position`` = (E − E_unif)/(E_Dirac − E_unif), ``gap`` =
@@ -282,9 +282,9 @@ def attractive_flow(dim, beta=1.0, t_end=None, quick=False, progress=False):
     """
     model = Model(beta=beta, dim=dim)
     rho0 = densities.von_mises_fisher(np.eye(dim)[-1], 1.0)
-    t_eval = np.linspace(0.0, t_end or 8.0, 33 if quick else 65)
-    labels = {"nodes": 256} if dim == 2 else {"nodes": 512 if quick else 1152}
-    sol = _spectral_solver(model, quick).solve(rho0, t_eval, progress=progress, on_underresolved=labels)
+    t_eval = np.linspace(0.0, t_end or 8.0, 33 if coarse else 65)
+    labels = {"nodes": 256} if dim == 2 else {"nodes": 512 if coarse else 1152}
+    sol = _spectral_solver(model, coarse).solve(rho0, t_eval, progress=progress, on_underresolved=labels)
     e = np.asarray(sol.energy)
     lo, hi = uniform_energy(beta, dim), dirac_energy(beta)
     d = sol.diagnostics
@@ -294,7 +294,7 @@ def attractive_flow(dim, beta=1.0, t_end=None, quick=False, progress=False):
                  "error_estimate": float(d["error_estimate"][-1])}
 
 
-def _part_flows(report, dims, quick, progress):
+def _part_flows(report, dims, coarse, progress):
     fig, axes = report.subplots(1, 2, figsize=(11, 4.4)) if report.out is not None else (None, None)
     if fig is not None:
         suptitle(fig, f"Proposition 3.4, part 3: flows on $S^{{{min(dims) - 1}}}$"
@@ -302,7 +302,7 @@ def _part_flows(report, dims, quick, progress):
                       + r"; repulsive (USA) $\beta = 4$, $V = -I$, $\nu = 0$; attractive (SA) $\beta = 1$, $V = I$, $\nu = 0$")
     res = report.results.setdefault("flows", {})
     for dim in dims:
-        sol, r = repulsive_flow(dim, quick=quick, progress=progress)
+        sol, r = repulsive_flow(dim, coarse=coarse, progress=progress)
         report.save_dataset(sol, f"flow_repulsive_d{dim}.nc")
         res[f"repulsive_d{dim}"] = {"linf_initial": r["linf"][0], "linf_final": r["linf"][-1], "w1_initial": r["w1"][0],
                                     "w1_final": r["w1"][-1], "fitted_rate": r["rate"], "exact_rate": r["exact_rate"]}
@@ -316,7 +316,7 @@ def _part_flows(report, dims, quick, progress):
                      f"fitted {r['rate']:.4f}, exact {r['exact_rate']:.4f}",
                      compared="the fitted exponential decay rate of |∫x ρ dσ| with the exact |ς_1|",
                      tolerance="relative difference <= 5%")
-        sol_a, ra = attractive_flow(dim, quick=quick, progress=progress)
+        sol_a, ra = attractive_flow(dim, coarse=coarse, progress=progress)
         report.save_dataset(sol_a, f"flow_attractive_d{dim}.nc")
         e = ra["energy"]
         mono = bool(np.all(np.diff(e) >= -1e-10 * np.abs(e[:-1])))
@@ -475,24 +475,32 @@ class VerifyProp34Options(Options):
     seed: int = option(0, "random seed", low=0)
     parts: tuple[int, ...] = option((1, 2, 3, 4), "which parts to run, e.g. 1,2,4", choices=(1, 2, 3, 4),
                                     shown="all")
+    coefficient_betas: int = option(40, "beta values of the coefficient table (log-spaced from 1e-3 to 500)", low=2,
+                                    quick=12)
+    landscape_betas: tuple[float, ...] = option((0.1, 1.0, 4.0, 16.0, 64.0), "beta values of the energy landscape",
+                                                low=0.0, low_open=True, quick=(0.1, 2.0, 30.0))
+    landscape_measures: int = option(24, "random measures per dimension in the landscape", low=1, quick=8)
+    discrete_starts: int = option(10, "random starts of the discrete maximisation", low=1, quick=4)
+    coarse: bool = option(False, "coarser flows: lmax 32 on S^2 (else 48), half the saved times, 512 hand-over "
+                          "labels on S^2 (else 1152)", quick=True)
 
 
 @experiment("verify-prop34", VerifyProp34Options, parallel=False, help="check Proposition 3.4 numerically")
 def verify_prop34(out, o, *, quick, progress):
     """Run the four parts (see the module docstring); returns the `Report` (``report.passed``).
 
-    ``quick`` uses fewer β values, random measures, random starts and coarser flows (well under a
+    ``quick`` takes fewer β values, random measures, random starts and coarser flows (well under a
     minute); the full run takes a few minutes.
     """
     seed, parts = o.seed, o.parts
     progress = show_progress(progress)
     rng = np.random.default_rng(seed)
-    coeff_betas = np.logspace(-3, np.log10(500), 12 if quick else 40)
-    land_betas = [0.1, 1.0, 4.0, 16.0, 64.0] if not quick else [0.1, 2.0, 30.0]
+    coeff_betas = np.logspace(-3, np.log10(500), o.coefficient_betas)
+    land_betas = list(o.landscape_betas)
     settings = {"quick": quick, "seed": seed, "coefficient_betas": coeff_betas, "coefficient_dims": [2, 3, 4, 8],
-                "landscape_betas": land_betas, "landscape_measures_per_dim": 8 if quick else 24,
+                "landscape_betas": land_betas, "landscape_measures_per_dim": o.landscape_measures,
                 "flow_repulsive": "USA, beta = 4", "flow_attractive": "SA, beta = 1", "discrete_beta": 6.0,
-                "discrete_starts": 4 if quick else 10}
+                "discrete_starts": o.discrete_starts, "coarse": o.coarse}
     report = Report("verify-prop34", out, settings)
     report.write()
     with report.guard():
@@ -504,7 +512,7 @@ def verify_prop34(out, o, *, quick, progress):
             report.write()
         if 3 in parts:
             try:
-                _part_flows(report, [2, 3], quick, progress)
+                _part_flows(report, [2, 3], o.coarse, progress)
             except (AttributeError, ImportError) as exc:
                 report.check("3. flows (spectral solvers)", False, f"solvers unavailable: {exc}",
                              compared="whether the spectral solvers import", tolerance="they import")
