@@ -35,89 +35,97 @@ def _kernels():
         # flat arrays, the common d = 3 written out so that LLVM vectorises it; error_model="numpy":
         # x/0 is inf or nan as in numpy (the default Python check stops vectorisation)
         jit = njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
-
-        @jit
-        def ratio(acc, p, out):
-            N, d = acc.shape[0] // p, p - 1
-            if p == 4:
-                for i in range(N):
-                    den = acc[4 * i + 3]
-                    out[3 * i] = acc[4 * i] / den
-                    out[3 * i + 1] = acc[4 * i + 1] / den
-                    out[3 * i + 2] = acc[4 * i + 2] / den
-            else:
-                for i in range(N):
-                    den = acc[i * p + d]
-                    for k in range(d):
-                        out[i * d + k] = acc[i * p + k] / den
-
-        @jit
-        def weighted(x, d, w, v, scale, out):
-            N, n, p = x.shape[0] // d, w.shape[0], d + 1
-            for i in range(N):
-                wi = w[i % n]
-                for k in range(d):
-                    out[i * p + k] = ((x[i * d + k] * v) if scale else x[i * d + k]) * wi
-                out[i * p + d] = wi
-
-        @jit
-        def normalise(y, f, h, step, d, out):
-            """(y + h·f)/|y + h·f| if ``step``, else y/|y|, row by row."""
-            N = y.shape[0] // d
-            if d == 3:
-                for i in range(N):
-                    a, b, c = y[3 * i], y[3 * i + 1], y[3 * i + 2]
-                    if step:
-                        a, b, c = a + h * f[3 * i], b + h * f[3 * i + 1], c + h * f[3 * i + 2]
-                    r = np.sqrt(a * a + b * b + c * c)
-                    out[3 * i] = a / r
-                    out[3 * i + 1] = b / r
-                    out[3 * i + 2] = c / r
-            else:
-                for i in range(N):
-                    r2 = 0.0
-                    for k in range(d):
-                        u = y[i * d + k] + h * f[i * d + k] if step else y[i * d + k]
-                        out[i * d + k] = u
-                        r2 = u * u if k == 0 else r2 + u * u
-                    r = np.sqrt(r2)
-                    for k in range(d):
-                        out[i * d + k] = out[i * d + k] / r
-
-        @jit
-        def project(x, f, d, out):
-            N = x.shape[0] // d
-            if d == 3:
-                for i in range(N):
-                    a, b, c = x[3 * i], x[3 * i + 1], x[3 * i + 2]
-                    s = a * f[3 * i] + b * f[3 * i + 1] + c * f[3 * i + 2]
-                    out[3 * i] = f[3 * i] - s * a
-                    out[3 * i + 1] = f[3 * i + 1] - s * b
-                    out[3 * i + 2] = f[3 * i + 2] - s * c
-            else:
-                for i in range(N):
-                    s = x[i * d] * f[i * d]
-                    for k in range(1, d):
-                        s += x[i * d + k] * f[i * d + k]
-                    for k in range(d):
-                        out[i * d + k] = f[i * d + k] - s * x[i * d + k]
-
-        @jit
-        def row_counts(L, m, threshold, out):
-            for i in range(out.shape[0]):
-                c = 0
-                for j in range(m):
-                    if L[i * m + j] >= threshold:
-                        c += 1
-                out[i] += c
-
-        _KERNELS = {"ratio": ratio, "weighted": weighted, "normalise": normalise, "project": project,
-                    "row_counts": row_counts}
+        _KERNELS = {**_sums_loops(jit), **_sphere_loops(jit)}
         from . import _fused  # deferred: compiles with numba
 
         _KERNELS.update(exp_sums4=_fused.exp_sums4, exp_sums4_parallel=_fused.exp_sums4_parallel,
                         gram_counts4=_fused.gram_counts4, cluster_counts4=_fused.cluster_counts4)
     return _KERNELS or None
+
+
+def _sums_loops(jit):
+    """The compiled loops of the kernel sums: the ratio of the accumulated sums, the weighted right-hand
+    sides, the counts of a row above a threshold."""
+
+    @jit
+    def ratio(acc, p, out):
+        N, d = acc.shape[0] // p, p - 1
+        if p == 4:
+            for i in range(N):
+                den = acc[4 * i + 3]
+                out[3 * i] = acc[4 * i] / den
+                out[3 * i + 1] = acc[4 * i + 1] / den
+                out[3 * i + 2] = acc[4 * i + 2] / den
+        else:
+            for i in range(N):
+                den = acc[i * p + d]
+                for k in range(d):
+                    out[i * d + k] = acc[i * p + k] / den
+
+    @jit
+    def weighted(x, d, w, v, scale, out):
+        N, n, p = x.shape[0] // d, w.shape[0], d + 1
+        for i in range(N):
+            wi = w[i % n]
+            for k in range(d):
+                out[i * p + k] = ((x[i * d + k] * v) if scale else x[i * d + k]) * wi
+            out[i * p + d] = wi
+
+    @jit
+    def row_counts(L, m, threshold, out):
+        for i in range(out.shape[0]):
+            c = 0
+            for j in range(m):
+                if L[i * m + j] >= threshold:
+                    c += 1
+            out[i] += c
+    return {"ratio": ratio, "weighted": weighted, "row_counts": row_counts}
+
+
+def _sphere_loops(jit):
+    """The compiled loops on the sphere: the retraction (normalise) and the tangent projection."""
+    @jit
+    def normalise(y, f, h, step, d, out):
+        """(y + h·f)/|y + h·f| if ``step``, else y/|y|, row by row."""
+        N = y.shape[0] // d
+        if d == 3:
+            for i in range(N):
+                a, b, c = y[3 * i], y[3 * i + 1], y[3 * i + 2]
+                if step:
+                    a, b, c = a + h * f[3 * i], b + h * f[3 * i + 1], c + h * f[3 * i + 2]
+                r = np.sqrt(a * a + b * b + c * c)
+                out[3 * i] = a / r
+                out[3 * i + 1] = b / r
+                out[3 * i + 2] = c / r
+        else:
+            for i in range(N):
+                r2 = 0.0
+                for k in range(d):
+                    u = y[i * d + k] + h * f[i * d + k] if step else y[i * d + k]
+                    out[i * d + k] = u
+                    r2 = u * u if k == 0 else r2 + u * u
+                r = np.sqrt(r2)
+                for k in range(d):
+                    out[i * d + k] = out[i * d + k] / r
+
+    @jit
+    def project(x, f, d, out):
+        N = x.shape[0] // d
+        if d == 3:
+            for i in range(N):
+                a, b, c = x[3 * i], x[3 * i + 1], x[3 * i + 2]
+                s = a * f[3 * i] + b * f[3 * i + 1] + c * f[3 * i + 2]
+                out[3 * i] = f[3 * i] - s * a
+                out[3 * i + 1] = f[3 * i + 1] - s * b
+                out[3 * i + 2] = f[3 * i + 2] - s * c
+        else:
+            for i in range(N):
+                s = x[i * d] * f[i * d]
+                for k in range(1, d):
+                    s += x[i * d + k] * f[i * d + k]
+                for k in range(d):
+                    out[i * d + k] = f[i * d + k] - s * x[i * d + k]
+    return {"normalise": normalise, "project": project}
 
 
 def _kernels_for(a, short=8):

@@ -592,64 +592,19 @@ def cluster_trajectories(t, measures, tolerances=CLUSTER_TOLERANCES, *, min_mass
     track that goes on), "mass" (its mass after), "t_before"}.
     """
     t = np.asarray(t, dtype=float)
-    T = t.size
-    same_points = np.zeros(T, dtype=bool) if same_points is None else np.asarray(same_points, dtype=bool)
-    found, dims = [], 0
-    for m in measures:
-        c = None
-        if m is not None:
-            dims = np.shape(m[0])[-1]
-            for tol in tolerances:
-                c = find_clusters(m, tol, min_mass=min_mass, stray=stray)
-                if c.separated:
-                    c = (tol, c)
-                    break
-            else:
-                c = None
-        found.append(c)
+    same_points = np.zeros(t.size, dtype=bool) if same_points is None else np.asarray(same_points, dtype=bool)
+    found = [_separated(m, tolerances, min_mass, stray) for m in measures]
+    dims = max((np.shape(m[0])[-1] for m in measures if m is not None), default=0)
     tracks = []                                        # per time: the track index of each cluster
     merges, prev, count, origin = [], None, 0, {}      # origin: the track a track split from
     for i, item in enumerate(found):
         if item is None:
             tracks.append(None)
             continue
-        _, c = item
-        k = len(c.masses)
-        ids = np.full(k, -1)
-        split_from = {}
+        ids, split_from = np.full(len(item[1].masses), -1), {}
         if prev is not None:
-            j, pc, pids = prev
-            _, p = pc
-            to = np.empty(len(p.masses), dtype=int)
-            identity = same_points[i] and len(c.labels) == len(p.labels)
-            for a in range(len(p.masses)):
-                if identity:
-                    moved = c.labels[p.labels == a]
-                    moved = moved[moved >= 0]
-                    if moved.size:
-                        to[a] = int(np.argmax(np.bincount(moved, minlength=k)))
-                        continue
-                to[a] = int(np.argmin(_geodesic(c.positions, p.positions[a][None, :])))
-            for b in range(k):
-                parents = np.nonzero(to == b)[0]
-                if parents.size == 0:                  # a split (or a new cluster): where did it come from?
-                    if identity:
-                        came = p.labels[c.labels == b]
-                        came = came[came >= 0]
-                        src = int(np.argmax(np.bincount(came))) if came.size else -1
-                    else:
-                        src = int(np.argmin(_geodesic(p.positions, c.positions[b][None, :])))
-                    split_from[b] = int(pids[src]) if src >= 0 else -1
-                    continue
-                heir = parents[np.argmax(p.masses[parents])]
-                ids[b] = pids[heir]
-                # a cluster seen as two at one time and as one again is no merge
-                real = [a for a in parents if a != heir and origin.get(int(pids[a])) != int(pids[heir])
-                        and origin.get(int(pids[heir])) != int(pids[a])]
-                if real:
-                    merges.append({"t": float(t[i]), "t_before": float(t[j]), "tracks": [int(pids[a]) for a in parents],
-                                   "masses": [float(p.masses[a]) for a in parents], "into": int(pids[heir]),
-                                   "mass": float(c.masses[b])})
+            j, (_, p), pids = prev
+            merges += _link(item[1], p, pids, ids, split_from, origin, same_points[i], (float(t[i]), float(t[j])))
         for b in np.nonzero(ids < 0)[0]:
             ids[b] = count
             if split_from.get(b, -1) >= 0:
@@ -657,7 +612,58 @@ def cluster_trajectories(t, measures, tolerances=CLUSTER_TOLERANCES, *, min_mass
             count += 1
         tracks.append(ids)
         prev = (i, item, ids)
-    K = count
+    return _track_arrays(t, found, tracks, count, dims, merges)
+
+
+def _separated(m, tolerances, min_mass, stray):
+    """(linking distance, `find_clusters`) at the smallest of ``tolerances`` separating ``m``, or None."""
+    if m is None:
+        return None
+    for tol in tolerances:
+        c = find_clusters(m, tol, min_mass=min_mass, stray=stray)
+        if c.separated:
+            return tol, c
+    return None
+
+
+def _link(c, p, pids, ids, split_from, origin, same, times):
+    """Give the clusters ``c`` the tracks ``pids`` of the earlier clusters ``p`` they continue (``ids``,
+    in place; ``split_from``: where a new one came from); returns the merge events."""
+    k = len(c.masses)
+    identity = same and len(c.labels) == len(p.labels)
+    to = np.empty(len(p.masses), dtype=int)           # the later cluster each earlier one goes on as
+    for a in range(len(p.masses)):
+        moved = c.labels[p.labels == a] if identity else np.empty(0, dtype=int)
+        moved = moved[moved >= 0]
+        to[a] = int(np.argmax(np.bincount(moved, minlength=k))) if moved.size else \
+            int(np.argmin(_geodesic(c.positions, p.positions[a][None, :])))
+    merges = []
+    for b in range(k):
+        parents = np.nonzero(to == b)[0]
+        if parents.size == 0:                          # a split (or a new cluster): where did it come from?
+            if identity:
+                came = p.labels[c.labels == b]
+                came = came[came >= 0]
+                src = int(np.argmax(np.bincount(came))) if came.size else -1
+            else:
+                src = int(np.argmin(_geodesic(p.positions, c.positions[b][None, :])))
+            split_from[b] = int(pids[src]) if src >= 0 else -1
+            continue
+        heir = parents[np.argmax(p.masses[parents])]
+        ids[b] = pids[heir]
+        # a cluster seen as two at one time and as one again is no merge
+        real = [a for a in parents if a != heir and origin.get(int(pids[a])) != int(pids[heir])
+                and origin.get(int(pids[heir])) != int(pids[a])]
+        if real:
+            merges.append({"t": times[0], "t_before": times[1], "tracks": [int(pids[a]) for a in parents],
+                           "masses": [float(p.masses[a]) for a in parents], "into": int(pids[heir]),
+                           "mass": float(c.masses[b])})
+    return merges
+
+
+def _track_arrays(t, found, tracks, K, dims, merges):
+    """The result of `cluster_trajectories`: per time and track, NaN where a track does not exist."""
+    T = t.size
     out = {"t": t, "count": np.full(T, np.nan), "tolerance": np.full(T, np.nan), "centre": np.full((T, K, dims), np.nan),
            "mass": np.full((T, K), np.nan), "width": np.full((T, K), np.nan), "merges": merges}
     for i, (item, ids) in enumerate(zip(found, tracks)):

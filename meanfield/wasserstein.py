@@ -73,67 +73,86 @@ def circle_w1_to_density(measure, coefficients):
     """
 
     x, w = check_measure(measure, dim=2)
-    c = np.asarray(coefficients, dtype=complex)
-    K = c.size - 1
+    primitives = _CirclePrimitives(np.asarray(coefficients, dtype=complex))
     angles = _angles(x)
     order = np.argsort(angles, kind="stable")
     level = np.concatenate([[0.0], np.cumsum(w[order]) / w.sum()])    # F_μ on [edges[i], edges[i+1])
     edges = np.concatenate([[0.0], angles[order], [2 * np.pi]])
-    k = np.arange(-K, K + 1)
-    full = np.concatenate([np.conj(c[1:][::-1]), c])          # c_{−K} .. c_K
-    nz = k != 0
-    series = np.zeros((3, 2 * K + 1), dtype=complex)
-    series[0, nz] = full[nz] / (2j * np.pi * k[nz])            # F_ρ = c_0θ/2π + Σ f_k (e^{ikθ} − 1)
-    series[1, nz] = -full[nz] / (2 * np.pi * k[nz] ** 2)       # G = c_0θ²/4π + Σ g_k (e^{ikθ} − 1) + slope·θ
-    series[2] = full / (2 * np.pi)                             # F_ρ' = ρ/2π
-    offsets = series[:2].sum(axis=1).real
-    slope = (1j * full[nz] / (2 * np.pi * k[nz])).sum().real
-    c0 = c[0].real
+    F, G = primitives(edges)
+    lengths = np.diff(edges)
 
-    def evaluate(theta, parts=2):
-        if K > 0:
-            v = nufft.u2nu(grid=series[:parts], coord=np.asarray(theta, dtype=float)[:, None], forward=False,
+    def phi(shift):
+        return _phi(primitives, level - shift, edges, F, G)
+
+    shift, low, high = _median_shift(level - F[:-1], level - F[1:], lengths)
+    if len(lengths) > SMALL_CIRCLE:
+        return phi(shift)
+    # few atoms, long intervals where h is far from linear: minimise the exact Φ over c as well
+    best = minimize_scalar(phi, bounds=(low, high), method="bounded", options={"xatol": 1e-14})
+    return min(float(best.fun), phi(shift))
+
+
+class _CirclePrimitives:
+    """F_ρ(θ) = (1/2π)∫_0^θ ρ, G(θ) = ∫_0^θ F_ρ and F_ρ' = ρ/2π of ρ = Σ_{|k|<=K} c_k e^{ikθ} at any angles
+    (one nonuniform FFT of the three series)."""
+
+    def __init__(self, c):
+        K = self.K = c.size - 1
+        k = np.arange(-K, K + 1)
+        full = np.concatenate([np.conj(c[1:][::-1]), c])          # c_{−K} .. c_K
+        nz = k != 0
+        self.series = np.zeros((3, 2 * K + 1), dtype=complex)
+        self.series[0, nz] = full[nz] / (2j * np.pi * k[nz])       # F_ρ = c_0θ/2π + Σ f_k (e^{ikθ} − 1)
+        self.series[1, nz] = -full[nz] / (2 * np.pi * k[nz] ** 2)  # G = c_0θ²/4π + Σ g_k (e^{ikθ} − 1) + slope·θ
+        self.series[2] = full / (2 * np.pi)                        # F_ρ' = ρ/2π
+        self.offsets = self.series[:2].sum(axis=1).real
+        self.slope = (1j * full[nz] / (2 * np.pi * k[nz])).sum().real
+        self.c0 = c[0].real
+
+    def __call__(self, theta, parts=2):
+        if self.K > 0:
+            v = nufft.u2nu(grid=self.series[:parts], coord=np.asarray(theta, dtype=float)[:, None], forward=False,
                            epsilon=1e-13).real
         else:
             v = np.zeros((parts, np.size(theta)))
             if parts == 3:
-                v[2] = c0 / (2 * np.pi)
-        F = c0 * theta / (2 * np.pi) + v[0] - offsets[0]
-        G = c0 * theta ** 2 / (4 * np.pi) + v[1] - offsets[1] + slope * theta
+                v[2] = self.c0 / (2 * np.pi)
+        F = self.c0 * theta / (2 * np.pi) + v[0] - self.offsets[0]
+        G = self.c0 * theta ** 2 / (4 * np.pi) + v[1] - self.offsets[1] + self.slope * theta
         return (F, G) if parts == 2 else (F, G, v[2])
 
-    F, G = evaluate(edges)
+
+def _phi(primitives, s, edges, F, G):
+    """Φ = Σ over the intervals of ∫ |s − F_ρ| (s = F_μ − c): exact on each, split at the root of F_ρ = s
+    where the sign changes (Newton's method kept inside the interval)."""
     lengths, dG = np.diff(edges), np.diff(G)
+    ua, ub = s - F[:-1], s - F[1:]
+    total = np.abs(s * lengths - dG)
+    change = np.nonzero((ua > 0) & (ub < 0))[0]
+    if change.size:
+        a, b, target = edges[change], edges[change + 1], s[change]
+        root = a + lengths[change] * ua[change] / (ua[change] - ub[change])
+        for _ in range(12):                                # Newton on F_ρ(θ) = target, kept in [a, b]
+            Fr, _, dF = primitives(root, 3)
+            err = Fr - target
+            a, b = np.where(err < 0, root, a), np.where(err > 0, root, b)
+            step = np.where(dF > 0, err / np.where(dF > 0, dF, 1.0), np.inf)
+            new = root - step
+            new = np.where((new > a) & (new < b), new, 0.5 * (a + b))
+            done = np.all(np.abs(new - root) <= 1e-10 * (edges[change + 1] - edges[change]))
+            root = new
+            if done:
+                break
+        Gr = primitives(root)[1]
+        left = target * (root - edges[change]) - (Gr - G[change])
+        right = (G[change + 1] - Gr) - target * (edges[change + 1] - root)
+        total[change] = left + right
+    return float(np.sum(total))
 
-    def phi(shift):
-        s = level - shift
-        ua, ub = s - F[:-1], s - F[1:]
-        total = np.abs(s * lengths - dG)
-        change = np.nonzero((ua > 0) & (ub < 0))[0]
-        if change.size:
-            a, b, target = edges[change], edges[change + 1], s[change]
-            root = a + lengths[change] * ua[change] / (ua[change] - ub[change])
-            for _ in range(12):                                # Newton on F_ρ(θ) = target, kept in [a, b]
-                Fr, _, dF = evaluate(root, 3)
-                err = Fr - target
-                a, b = np.where(err < 0, root, a), np.where(err > 0, root, b)
-                step = np.where(dF > 0, err / np.where(dF > 0, dF, 1.0), np.inf)
-                new = root - step
-                new = np.where((new > a) & (new < b), new, 0.5 * (a + b))
-                done = np.all(np.abs(new - root) <= 1e-10 * (edges[change + 1] - edges[change]))
-                root = new
-                if done:
-                    break
-            Gr = evaluate(root)[1]
-            left = target * (root - edges[change]) - (Gr - G[change])
-            right = (G[change + 1] - Gr) - target * (edges[change + 1] - root)
-            total[change] = left + right
-        return float(np.sum(total))
 
-    # the optimal c is the median of h = F_μ − F_ρ for dθ: |{h < c}| = π; with h linear on each interval
-    # (roots by interpolation) it is found by bisection, and Φ, flat at its minimum, is then exact
-    ua, ub = level - F[:-1], level - F[1:]
-
+def _median_shift(ua, ub, lengths):
+    """The median c of h = F_μ − F_ρ for dθ (|{h < c}| = π), h linear on each interval between its values
+    ``ua``, ``ub`` at the ends, by bisection; and the range of h."""
     def below(shift):                                          # |{θ: h(θ) < c}|, h linear on each interval
         frac = np.clip(np.where(ua != ub, (ua - shift) / np.where(ua != ub, ua - ub, 1.0), (ua < shift) * 1.0),
                        0.0, 1.0)
@@ -143,14 +162,7 @@ def circle_w1_to_density(measure, coefficients):
     for _ in range(60):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if below(mid) < np.pi else (lo, mid)
-    shift = 0.5 * (lo + hi)
-    if len(lengths) > SMALL_CIRCLE:
-        return phi(shift)
-    # few atoms, long intervals where h is far from linear: minimise the exact Φ over c as well
-
-    best = minimize_scalar(phi, bounds=(low, high),
-                           method="bounded", options={"xatol": 1e-14})
-    return min(float(best.fun), phi(shift))
+    return 0.5 * (lo + hi), low, high
 
 
 def geodesic_distance(x, y):
@@ -272,13 +284,7 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
     p = check_real(p, "p", low=1.0)
     d = xa.shape[1]
     if d == 2:
-        if p == 1:
-            val = circle_w1(_angles(xa), wa, _angles(xb), wb)
-        else:
-            import ot  # deferred: POT is heavy
-            u = _angles(xa) / (2 * np.pi)
-            v = _angles(xb) / (2 * np.pi)
-            val = 2 * np.pi * max(float(np.asarray(ot.wasserstein_circle(u, v, wa, wb, p=p)).ravel()[0]), 0.0) ** (1 / p)
+        val = _circle_wp(xa, wa, xb, wb, p)
         return (val, 0.0) if return_bound else val
     import ot  # deferred: POT is heavy
     size = xa.shape[0] * xb.shape[0]
@@ -300,11 +306,7 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
     if return_bound and method != "binned":
         raise ValueError(f"`return_bound`=True needs method 'exact', 'merged' or 'binned', got {method!r}.")
     if method == "sinkhorn":
-        reg = 1e-3 * np.pi ** p if reg is None else check_real(reg, "reg", low=0.0, low_open=True)
-        cost = _geodesic_cost(xa, xb, p)
-        plan = ot.sinkhorn(wa, wb, cost, reg, method="sinkhorn_stabilized", numItermax=5000, stopThr=1e-8, warn=False)
-        plan = _round_to_marginals(plan, wa, wb)
-        return float(np.sum(plan * cost) ** (1 / p))
+        return _sinkhorn(xa, wa, xb, wb, p, reg)
     if method == "binned":
         if p != 1:
             raise ValueError("`method`='binned' is implemented for p = 1.")
@@ -319,6 +321,27 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
         n_projections = check_int(n_projections, "n_projections", low=1)
         return float(ot.sliced_wasserstein_sphere(xa, xb, wa, wb, n_projections=n_projections, p=p, seed=seed))
     raise ValueError(f"`method` must be 'auto', 'exact', 'merged', 'sinkhorn', 'binned' or 'sliced', got {method!r}.")
+
+
+def _circle_wp(xa, wa, xb, wb, p):
+    """W_p on S^1, exact: the median formula for p = 1, POT's circle solver otherwise."""
+    if p == 1:
+        return circle_w1(_angles(xa), wa, _angles(xb), wb)
+    import ot  # deferred: POT is heavy
+    u = _angles(xa) / (2 * np.pi)
+    v = _angles(xb) / (2 * np.pi)
+    return 2 * np.pi * max(float(np.asarray(ot.wasserstein_circle(u, v, wa, wb, p=p)).ravel()[0]), 0.0) ** (1 / p)
+
+
+def _sinkhorn(xa, wa, xb, wb, p, reg):
+    """The entropic upper bound: Sinkhorn's plan (regularisation ``reg``, default 1e-3·π^p) rounded to the
+    marginals, its cost."""
+    import ot  # deferred: POT is heavy
+    reg = 1e-3 * np.pi ** p if reg is None else check_real(reg, "reg", low=0.0, low_open=True)
+    cost = _geodesic_cost(xa, xb, p)
+    plan = ot.sinkhorn(wa, wb, cost, reg, method="sinkhorn_stabilized", numItermax=5000, stopThr=1e-8, warn=False)
+    plan = _round_to_marginals(plan, wa, wb)
+    return float(np.sum(plan * cost) ** (1 / p))
 
 
 def w1_to_dirac(measure):

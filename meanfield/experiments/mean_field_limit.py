@@ -355,43 +355,7 @@ def mean_field_limit(out, o, *, quick, progress, workers, scheduler):
                         "rate_quasi": rates["quasi"], "kernel_kappa": KAPPA, "kernel_iid": kd["iid"],
                         "kernel_quasi": kd["quasi"], "kernel_rate_iid": krates["iid"],
                         "kernel_rate_quasi": krates["quasi"]})
-            report.check(f"S^{dim - 1}: iid kernel-distance exponent at t = {times[-1]:g} within ±0.1 of 1/2 "
-                         f"(N up to {int(nn[-1])})", abs(krates["iid"][-1] - 0.5) <= 0.1,
-                         f"fitted {krates['iid'][-1]:.3f}; quasi samples: {krates['quasi'][-1]:.3f}",
-                         compared=f"the exponent p of D_κ ≈ C N^-p (κ = {KAPPA:g}, iid particles against the PDE, "
-                                  f"t = {times[-1]:g}) with 1/2 (E D_κ² = (1 − ∬k)/N)", tolerance="|p − 1/2| <= 0.1")
-            growth = [float(np.nanmax(w1["iid"][i] / w1["iid"][0])) for i in range(times.size)]
-            res["measured_growth_iid"] = growth
-            expected_iid = 0.5
-            tol_iid = 0.15
-            report.check(f"S^{dim - 1}: iid W1 exponent at t = 0 within ±{tol_iid} of 1/2",
-                         abs(rates["iid"][0] - expected_iid) <= tol_iid,
-                         f"fitted {rates['iid'][0]:.3f} (docs/mathematics.md §8: "
-                         f"{'N^-1/2' if dim == 2 else 'sqrt(log N/N), slope a little below 1/2'})",
-                         compared="the exponent p of a least-squares fit W1 ≈ C N^-p (iid samples against the PDE, "
-                                  "t = 0) with 1/2", tolerance=f"|p − 1/2| <= {tol_iid}")
-            if times.size > 1:
-                report.check(f"S^{dim - 1}: iid W1 exponent at t = {times[-1]:g} within ±{tol_iid} of 1/2 "
-                             "(mean-field limit)",
-                             abs(rates["iid"][-1] - expected_iid) <= tol_iid, f"fitted {rates['iid'][-1]:.3f}",
-                             compared=f"the exponent p of W1 ≈ C N^-p (iid particles against the PDE, t = {times[-1]:g}) "
-                                      "with 1/2", tolerance=f"|p − 1/2| <= {tol_iid}")
-            if dim == 2:
-                report.check("S^1: quasi W1 exponent at t = 0 close to 1 (quantile/midpoint rate O(1/N))",
-                             rates["quasi"][0] >= 0.85, f"fitted {rates['quasi'][0]:.3f}",
-                             compared="the exponent p of W1 ≈ C N^-p (quasi samples, t = 0)", tolerance="p >= 0.85")
-            better = bool(np.all(w1["quasi"][0][np.isfinite(w1["quasi"][0])] < w1["iid"][0][np.isfinite(w1["iid"][0])]))
-            report.check(f"S^{dim - 1}: quasi samples beat iid samples at every N (t = 0)", better,
-                         f"W1 ratio quasi/iid at the largest N: "
-                         f"{np.nanmin(w1['quasi'][0] / w1['iid'][0]):.3f}",
-                         compared="W1 to the PDE of quasi and of iid samples at each N (t = 0)",
-                         tolerance="quasi < iid at every N")
-            # Dobrushin's bound with the crude L(β) holds by orders of magnitude: drawn, not counted as a check
-            L = dobrushin_constant(beta)
-            res["dobrushin_bound"] = [float(np.exp(L * t)) for t in times]
-            report.note(f"S^{dim - 1}: measured growth W1(t)/W1(0) = {', '.join(f'{g:.2f}' for g in growth)} "
-                        f"(largest over N) against Dobrushin's e^(Lt) = "
-                        f"{', '.join(f'{np.exp(L * t):.3g}' for t in times)}, L = {L:.3g} (figure)")
+            L = _sampling_checks(report, res, dim, nn, times, w1, kd, rates, krates, beta)
             report.write()
 
             dec = decay_study(dim, model, rho0, decay_t_end, 1000 if dim == 2 else 600, coarse=o.coarse,
@@ -400,36 +364,85 @@ def mean_field_limit(out, o, *, quick, progress, workers, scheduler):
             report.save_dataset(dec["solution"], f"pde_decay_d{dim}.nc")
             res["decay"] = {k: dec[k] for k in ("t_pde", "w1_pde", "t_particles", "w1_particles", "rate_pde",
                                                 "fit_pde", "rate_particles", "predicted_rate", "note", "handover_t")}
-            fit = dec["fit_pde"]
-            if fit is not None:
-                report.check(f"S^{dim - 1}: PDE W1 decay rate to the nearest Dirac within 2% of "
-                             f"{dec['predicted_rate']:.3g} (Lemma 6.4)",
-                             abs(fit["rate"] - dec["predicted_rate"]) <= 0.02 * dec["predicted_rate"],
-                             f"λ = {fit['rate']:.5f} on t in [{fit['window'][0]:.3g}, {fit['window'][1]:.3g}] "
-                             f"({fit['points']} saved times, 1e-10 < W1 < 1e-3), prefactor r = {fit['prefactor']:.3g}; "
-                             f"a plain exponential fits {fit['exponential']:.4f}; {dec['note']}",
-                             compared="λ of W1 ≈ a(1 + r(t − t_0))e^(−λ(t − t_0)) (r >= 0; the factor a density "
-                                      "positive at the antipode gives on S^1) with the predicted rate",
-                             tolerance="relative difference <= 2%")
-            overlap = min(len(dec["t_pde"]), len(dec["t_particles"]))
-            agree = float(np.max(np.abs(dec["w1_pde"][:overlap] - dec["w1_particles"][:overlap])))
-            res["decay"]["max_difference"] = agree
-            report.check(f"S^{dim - 1}: particle decay rate within 10% of {dec['predicted_rate']:.3g}",
-                         abs(dec["rate_particles"] - dec["predicted_rate"]) <= 0.1 * dec["predicted_rate"],
-                         f"fitted particles {dec['rate_particles']:.3f}, PDE {dec['rate_pde']:.3f} "
-                         f"(until t = {dec['t_pde'][-1]:.3g}); {dec['note']}",
-                         compared="the fitted exponential decay rate of W1 for the particles with the predicted rate",
-                         tolerance="relative difference <= 10%")
-            scale = float(dec["w1_pde"][0])
-            report.check(f"S^{dim - 1}: PDE and particle decay curves agree", agree <= 0.05 * scale,
-                         f"max |W1_PDE − W1_particles| = {agree:.2e} (W1 at t = 0: {scale:.3f})",
-                         compared="max over the common saved times of |W1_PDE(t) − W1_particles(t)|",
-                         tolerance="<= 5% of W1 at t = 0")
+            _decay_checks(report, res, dim, dec)
             report.write()
             if plt is not None:
                 _plot(report, dim, nn, times, w1, kd, dec, L, model)
         report.finish()
     return report
+
+
+def _sampling_checks(report, res, dim, nn, times, w1, kd, rates, krates, beta):
+    """The checks of W1 and D_κ against N on S^{dim−1} (fitted exponents, quasi against iid samples) and
+    Dobrushin's bound (drawn); returns its constant L(β)."""
+    report.check(f"S^{dim - 1}: iid kernel-distance exponent at t = {times[-1]:g} within ±0.1 of 1/2 "
+                 f"(N up to {int(nn[-1])})", abs(krates["iid"][-1] - 0.5) <= 0.1,
+                 f"fitted {krates['iid'][-1]:.3f}; quasi samples: {krates['quasi'][-1]:.3f}",
+                 compared=f"the exponent p of D_κ ≈ C N^-p (κ = {KAPPA:g}, iid particles against the PDE, "
+                          f"t = {times[-1]:g}) with 1/2 (E D_κ² = (1 − ∬k)/N)", tolerance="|p − 1/2| <= 0.1")
+    growth = [float(np.nanmax(w1["iid"][i] / w1["iid"][0])) for i in range(times.size)]
+    res["measured_growth_iid"] = growth
+    expected_iid = 0.5
+    tol_iid = 0.15
+    report.check(f"S^{dim - 1}: iid W1 exponent at t = 0 within ±{tol_iid} of 1/2",
+                 abs(rates["iid"][0] - expected_iid) <= tol_iid,
+                 f"fitted {rates['iid'][0]:.3f} (docs/mathematics.md §8: "
+                 f"{'N^-1/2' if dim == 2 else 'sqrt(log N/N), slope a little below 1/2'})",
+                 compared="the exponent p of a least-squares fit W1 ≈ C N^-p (iid samples against the PDE, "
+                          "t = 0) with 1/2", tolerance=f"|p − 1/2| <= {tol_iid}")
+    if times.size > 1:
+        report.check(f"S^{dim - 1}: iid W1 exponent at t = {times[-1]:g} within ±{tol_iid} of 1/2 "
+                     "(mean-field limit)",
+                     abs(rates["iid"][-1] - expected_iid) <= tol_iid, f"fitted {rates['iid'][-1]:.3f}",
+                     compared=f"the exponent p of W1 ≈ C N^-p (iid particles against the PDE, t = {times[-1]:g}) "
+                              "with 1/2", tolerance=f"|p − 1/2| <= {tol_iid}")
+    if dim == 2:
+        report.check("S^1: quasi W1 exponent at t = 0 close to 1 (quantile/midpoint rate O(1/N))",
+                     rates["quasi"][0] >= 0.85, f"fitted {rates['quasi'][0]:.3f}",
+                     compared="the exponent p of W1 ≈ C N^-p (quasi samples, t = 0)", tolerance="p >= 0.85")
+    better = bool(np.all(w1["quasi"][0][np.isfinite(w1["quasi"][0])] < w1["iid"][0][np.isfinite(w1["iid"][0])]))
+    report.check(f"S^{dim - 1}: quasi samples beat iid samples at every N (t = 0)", better,
+                 f"W1 ratio quasi/iid at the largest N: "
+                 f"{np.nanmin(w1['quasi'][0] / w1['iid'][0]):.3f}",
+                 compared="W1 to the PDE of quasi and of iid samples at each N (t = 0)",
+                 tolerance="quasi < iid at every N")
+    # Dobrushin's bound with the crude L(β) holds by orders of magnitude: drawn, not counted as a check
+    L = dobrushin_constant(beta)
+    res["dobrushin_bound"] = [float(np.exp(L * t)) for t in times]
+    report.note(f"S^{dim - 1}: measured growth W1(t)/W1(0) = {', '.join(f'{g:.2f}' for g in growth)} "
+                f"(largest over N) against Dobrushin's e^(Lt) = "
+                f"{', '.join(f'{np.exp(L * t):.3g}' for t in times)}, L = {L:.3g} (figure)")
+    return L
+
+
+def _decay_checks(report, res, dim, dec):
+    """The checks of the Wasserstein decay on S^{dim−1}: the PDE's and the particles' rates against the
+    prediction (Lemma 6.4), and the two curves against each other."""
+    fit = dec["fit_pde"]
+    if fit is not None:
+        report.check(f"S^{dim - 1}: PDE W1 decay rate to the nearest Dirac within 2% of "
+                     f"{dec['predicted_rate']:.3g} (Lemma 6.4)",
+                     abs(fit["rate"] - dec["predicted_rate"]) <= 0.02 * dec["predicted_rate"],
+                     f"λ = {fit['rate']:.5f} on t in [{fit['window'][0]:.3g}, {fit['window'][1]:.3g}] "
+                     f"({fit['points']} saved times, 1e-10 < W1 < 1e-3), prefactor r = {fit['prefactor']:.3g}; "
+                     f"a plain exponential fits {fit['exponential']:.4f}; {dec['note']}",
+                     compared="λ of W1 ≈ a(1 + r(t − t_0))e^(−λ(t − t_0)) (r >= 0; the factor a density "
+                              "positive at the antipode gives on S^1) with the predicted rate",
+                     tolerance="relative difference <= 2%")
+    overlap = min(len(dec["t_pde"]), len(dec["t_particles"]))
+    agree = float(np.max(np.abs(dec["w1_pde"][:overlap] - dec["w1_particles"][:overlap])))
+    res["decay"]["max_difference"] = agree
+    report.check(f"S^{dim - 1}: particle decay rate within 10% of {dec['predicted_rate']:.3g}",
+                 abs(dec["rate_particles"] - dec["predicted_rate"]) <= 0.1 * dec["predicted_rate"],
+                 f"fitted particles {dec['rate_particles']:.3f}, PDE {dec['rate_pde']:.3f} "
+                 f"(until t = {dec['t_pde'][-1]:.3g}); {dec['note']}",
+                 compared="the fitted exponential decay rate of W1 for the particles with the predicted rate",
+                 tolerance="relative difference <= 10%")
+    scale = float(dec["w1_pde"][0])
+    report.check(f"S^{dim - 1}: PDE and particle decay curves agree", agree <= 0.05 * scale,
+                 f"max |W1_PDE − W1_particles| = {agree:.2e} (W1 at t = 0: {scale:.3f})",
+                 compared="max over the common saved times of |W1_PDE(t) − W1_particles(t)|",
+                 tolerance="<= 5% of W1 at t = 0")
 
 
 def _plot(report, dim, nn, times, w1, kd, dec, L, model):

@@ -262,79 +262,95 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
                     draws=None if identity else dict(qk=o.qk, v=o.v, draw=o.draw, seed=seed, layers=layers,
                                                      period=o.layer_period))
 
-        def fill(k, result):
-            for name, row in result.items():                  # rows over t_run (fewer if interrupted)
-                target = sizes if name == "sizes" else rows[name]
-                if target is not None and row is not None:
-                    ok = inverse < len(row)
-                    target[k, ok] = row[inverse[ok]]
-            if bar is not None:
-                bar.update(1)
-
-        parallel = client is not None
         checked = (float(betas[0]), float(betas[-1]))                  # β of the equiangular check
-        eq_errors = []
         try:
-            if parallel:                     # one task per β, then the two equiangular checks beside them
-
-                def collect(k, result):
-                    if k < betas.size:
-                        fill(k, result)
-                    else:
-                        eq_errors.append(result)
-
-                # the larger β first, the short checks last: an adaptive run takes fewer steps at small β
-                # (at β = 0.9, 2/3 of the others'), and the short tasks fill the end
-                map_tasks(phase_task, list(range(betas.size)) + [("equiangular", b) for b in checked],
-                          scheduler=client, shared=task, progress=False, on_result=collect,
-                          priority=list(betas) + [-1.0, -1.0])
-            for k in (() if parallel else range(betas.size)):
-                try:
-                    sol = _solve_beta(k, **task)
-                except Interrupted as exc:                             # keep the saved times of this β
-                    if exc.solution is not None and len(exc.solution.t):
-                        fill(k, {"p": _rows(exc.solution)["p"]})
-                    raise
-                fill(k, _rows(sol))
+            eq_errors = _run_betas(task, client, checked, rows, sizes, inverse, bar)
         finally:
             if bar is not None:
                 bar.close()
             _save(report, betas, t, requested, rows, sizes, gammas, t_star, delta, n, dim, B, settings)
 
-        p = rows["p"]
-        # empirical Γ_d,δ at level 1/2
-        t_half = np.array([t[np.argmax(row >= 0.5)] if np.any(row >= 0.5) else np.inf for row in p])
-        p_exact0 = pair_probability_uniform(dim, delta)
-        pairs = B * n * (n - 1)
-        se = np.sqrt(p_exact0 * (1 - p_exact0) / max(pairs // 2, 1))
-        res = report.results
-        res.update({"p": p, "p_stderr": rows["p_stderr"], "t": t, "t_half": t_half, "p_initial": p[:, 0],
-                    "p_initial_exact": p_exact0, "p_final": p[:, -1], "mean_clusters_final": rows["clusters"][:, -1]})
-        if o.span_dimension:
-            res["span_dimension_final"] = rows["span"][:, -1]
-        z = float(np.max(np.abs(p[:, 0] - p_exact0)) / se)
-        report.check("p_d(0, β) = P(⟨x,y⟩ >= 1 − δ) for independent uniform points", z <= 6.0,
-                     f"measured {np.mean(p[:, 0]):.2e}, exact {p_exact0:.2e}; worst |Δ| = {z:.1f} standard errors",
-                     compared="p_d(0, β) for each β with the exact probability for independent uniform points, in "
-                              "binomial standard errors", tolerance="<= 6 standard errors")
-        if identity:                                     # (random parameters: Figure 5 shows, not proves, it)
-            report.check(f"the smallest β = {betas[0]:g} clusters by t = {t_end:g}", p[0, -1] >= 0.9,
-                         f"p_d(t_end, β_min) = {p[0, -1]:.3f}", compared="p_d(t_end, β) at the smallest β",
-                         tolerance=">= 0.9")
-        eq_err = max(eq_errors) if eq_errors else max(
-            equiangular_check(b, n=min(n, 6), normalized=normalized, progress=False) for b in checked)
-        res["equiangular_max_error"] = eq_err
-        report.check("orthonormal particles follow γ_β of (6.9)/(6.10) (Theorem 6.8)", eq_err <= 1e-6,
-                     f"max |⟨x_i,x_j⟩ − γ_β| = {eq_err:.1e} for n = d = {min(n, 6)}, "
-                     f"β = {betas[0]:g}, {betas[-1]:g}",
-                     compared="max over saved times and pairs of |⟨x_i(t), x_j(t)⟩ − γ_β(t)| for orthonormal initial "
-                              "particles", tolerance="<= 1e-6")
-        if normalized:
-            report.check("Γ_∞,δ: t*(β) increases with β (SA)", bool(np.all(np.diff(t_star) > 0)),
-                         f"t* from {t_star[0]:.3g} to {t_star[-1]:.3g}",
-                         compared="t*(β), where γ_β(t*) = 1 − δ, along the β grid", tolerance="strictly increasing")
+        _check_results(report, o, betas, t, rows, B, identity, eq_errors, checked, t_star)
         report.finish()
     return report
+
+
+def _run_betas(task, client, checked, rows, sizes, inverse, bar):
+    """Every β of the phase diagram (on the dask ``client``'s workers, one task per β, with the two
+    equiangular checks beside them; else here), its rows filled in place as they come; returns the
+    equiangular errors computed on the workers."""
+    betas = task["betas"]
+    eq_errors = []
+
+    def fill(k, result):
+        for name, row in result.items():                  # rows over t_run (fewer if interrupted)
+            target = sizes if name == "sizes" else rows[name]
+            if target is not None and row is not None:
+                ok = inverse < len(row)
+                target[k, ok] = row[inverse[ok]]
+        if bar is not None:
+            bar.update(1)
+
+    if client is not None:
+
+        def collect(k, result):
+            if k < betas.size:
+                fill(k, result)
+            else:
+                eq_errors.append(result)
+
+        # the larger β first, the short checks last: an adaptive run takes fewer steps at small β
+        # (at β = 0.9, 2/3 of the others'), and the short tasks fill the end
+        map_tasks(phase_task, list(range(betas.size)) + [("equiangular", b) for b in checked],
+                  scheduler=client, shared=task, progress=False, on_result=collect, priority=list(betas) + [-1.0, -1.0])
+        return eq_errors
+    for k in range(betas.size):
+        try:
+            sol = _solve_beta(k, **task)
+        except Interrupted as exc:                             # keep the saved times of this β
+            if exc.solution is not None and len(exc.solution.t):
+                fill(k, {"p": _rows(exc.solution)["p"]})
+            raise
+        fill(k, _rows(sol))
+    return eq_errors
+
+
+def _check_results(report, o, betas, t, rows, B, identity, eq_errors, checked, t_star):
+    """The results and checks of the phase diagram: p_d(0, β) against the exact probability, clustering at
+    the smallest β, the equiangular solution, the monotone t*(β)."""
+    dim, n, delta, normalized, t_end = o.dim, o.n, o.delta, o.normalized, o.t_end
+    p = rows["p"]
+    # empirical Γ_d,δ at level 1/2
+    t_half = np.array([t[np.argmax(row >= 0.5)] if np.any(row >= 0.5) else np.inf for row in p])
+    p_exact0 = pair_probability_uniform(dim, delta)
+    pairs = B * n * (n - 1)
+    se = np.sqrt(p_exact0 * (1 - p_exact0) / max(pairs // 2, 1))
+    res = report.results
+    res.update({"p": p, "p_stderr": rows["p_stderr"], "t": t, "t_half": t_half, "p_initial": p[:, 0],
+                "p_initial_exact": p_exact0, "p_final": p[:, -1], "mean_clusters_final": rows["clusters"][:, -1]})
+    if o.span_dimension:
+        res["span_dimension_final"] = rows["span"][:, -1]
+    z = float(np.max(np.abs(p[:, 0] - p_exact0)) / se)
+    report.check("p_d(0, β) = P(⟨x,y⟩ >= 1 − δ) for independent uniform points", z <= 6.0,
+                 f"measured {np.mean(p[:, 0]):.2e}, exact {p_exact0:.2e}; worst |Δ| = {z:.1f} standard errors",
+                 compared="p_d(0, β) for each β with the exact probability for independent uniform points, in "
+                          "binomial standard errors", tolerance="<= 6 standard errors")
+    if identity:                                     # (random parameters: Figure 5 shows, not proves, it)
+        report.check(f"the smallest β = {betas[0]:g} clusters by t = {t_end:g}", p[0, -1] >= 0.9,
+                     f"p_d(t_end, β_min) = {p[0, -1]:.3f}", compared="p_d(t_end, β) at the smallest β",
+                     tolerance=">= 0.9")
+    eq_err = max(eq_errors) if eq_errors else max(
+        equiangular_check(b, n=min(n, 6), normalized=normalized, progress=False) for b in checked)
+    res["equiangular_max_error"] = eq_err
+    report.check("orthonormal particles follow γ_β of (6.9)/(6.10) (Theorem 6.8)", eq_err <= 1e-6,
+                 f"max |⟨x_i,x_j⟩ − γ_β| = {eq_err:.1e} for n = d = {min(n, 6)}, "
+                 f"β = {betas[0]:g}, {betas[-1]:g}",
+                 compared="max over saved times and pairs of |⟨x_i(t), x_j(t)⟩ − γ_β(t)| for orthonormal initial "
+                          "particles", tolerance="<= 1e-6")
+    if normalized:
+        report.check("Γ_∞,δ: t*(β) increases with β (SA)", bool(np.all(np.diff(t_star) > 0)),
+                     f"t* from {t_star[0]:.3g} to {t_star[-1]:.3g}",
+                     compared="t*(β), where γ_β(t*) = 1 − δ, along the β grid", tolerance="strictly increasing")
 
 
 def _solve_beta(k, *, x0, t, betas, dim, normalized, scheme, dt, delta=1e-3, clusters=False, cluster_delta=1e-2,

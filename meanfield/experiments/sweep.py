@@ -47,7 +47,7 @@ from ..validation import check_int
 from ..gridded import describe_file
 from ..serialization import jsonable
 from .report import Report
-from .config import refuse_unknown, parse_config
+from .config import SolverKeys, parse_config, refuse_unknown, solver_class
 from .options import lookup
 from .parallel import TaskError, check_parallel, log_to_stderr, map_tasks
 from .run import run
@@ -136,74 +136,13 @@ def parse_sweep(raw, source="<dict>", name=None, base_dir="."):
     s = raw["sweep"]
     refuse_unknown(s, _SWEEP_KEYS, "sweep")
     experiment = s.get("experiment")
-    if experiment is not None:
-        if "base" in s:
-            raise ValueError("`sweep.base` is a run configuration; an experiment sweep takes its arguments in "
-                             "[parameters].")
-        extra = sorted(set(raw) - {"sweep", "parameters"})
-        if extra:
-            raise ValueError(f"unknown table `[{extra[0]}]` in an experiment sweep; accepted tables: [sweep], "
-                             f"[parameters].")
-        base = dict(raw.get("parameters", {}))
-        exp = lookup(experiment, "sweep.experiment")
-        allowed = set(exp.keys)
-        refuse_unknown(base, allowed, "parameters")
-    else:
-        extra = sorted(set(raw) - _RUN_TABLES - {"sweep"})
-        if extra:
-            raise ValueError(f"unknown table `[{extra[0]}]` in the sweep file; accepted tables: [sweep], "
-                             f"{', '.join('[' + t + ']' for t in sorted(_RUN_TABLES))} (or [parameters] with "
-                             f"`sweep.experiment`).")
-        base = {}
-        if "base" in s:
-            path = pathlib.Path(base_dir) / str(s["base"])
-            if not path.is_file():
-                raise ValueError(f"`sweep.base`: no such file {str(path)!r}.")
-            try:
-                base = tomllib.loads(path.read_text())
-            except tomllib.TOMLDecodeError as exc:
-                raise ValueError(f"`sweep.base` {str(path)!r} is not valid TOML: {exc}.") from None
-        base = _merge(base, {k: v for k, v in raw.items() if k != "sweep"})
-        exp = allowed = None
+    exp, base = _sweep_base(raw, s, experiment, base_dir)
+    allowed = None if exp is None else set(exp.keys)
     seed = None if s.get("seed") is None else check_int(s["seed"], "sweep.seed", low=0)
     replicas = check_int(s.get("replicas", 1), "sweep.replicas", low=1)
     retries = check_int(s.get("retries", 2), "sweep.retries", low=0)
-    seed_key = s.get("seed_key")
-    if seed_key is None:
-        if experiment is not None:
-            seed_key = "seed" if "seed" in allowed else None
-        else:
-            solver = str(base.get("solver", {}).get("name", "")).lower()
-            seed_key = "solver.seed" if solver == "particles" else None
-    elif not isinstance(seed_key, str) or not seed_key:
-        raise ValueError(f"`sweep.seed_key` must be a key such as 'solver.seed', got {seed_key!r}.")
-
-    if "grid" in s and "cells" in s:
-        raise ValueError("give either `sweep.grid` or `sweep.cells`, not both.")
-    if "cells" in s:
-        cells = s["cells"]
-        if not isinstance(cells, list) or not cells or not all(isinstance(c, dict) for c in cells):
-            raise ValueError("`sweep.cells` must be a non-empty array of tables ([[sweep.cells]]).")
-        keys = list(cells[0])
-        for i, c in enumerate(cells):
-            if set(c) != set(keys):
-                odd = sorted(set(c) ^ set(keys))[0]
-                raise ValueError(f"`sweep.cells[{i}]` differs from the first cell in key `{odd}`; every cell "
-                                 f"sets the same keys.")
-        combos, grid = [[c[k] for k in keys] for c in cells], None
-    else:
-        grid = _values(s["grid"], "sweep.grid") if "grid" in s else {}
-        keys = list(grid)
-        combos = [list(c) for c in itertools.product(*grid.values())]
-    if allowed is not None:
-        where = "sweep.grid" if grid is not None else "sweep.cells"
-        refuse_unknown(keys, allowed, where)
-    if replicas > 1:
-        keys = keys + ["replica"]
-        combos = [c + [r] for c in combos for r in range(replicas)]
-        if grid is not None:
-            grid["replica"] = list(range(replicas))
-
+    seed_key = _seed_key(s.get("seed_key"), allowed, base)
+    keys, combos, grid = _combinations(s, allowed, replicas)
     name = str(s.get("name", name or "sweep"))
     sweep = Sweep(name=name, kind="experiment" if experiment else "run", experiment=experiment, keys=keys,
                   grid=grid, seed=seed, seed_key=seed_key, retries=retries, source=source)
@@ -232,6 +171,83 @@ def parse_sweep(raw, source="<dict>", name=None, base_dir="."):
         key = hashlib.sha256(ident.encode()).hexdigest()[:20]
         sweep.cells.append(Cell(i, params, cseed, cfg, key))
     return sweep
+
+
+def _sweep_base(raw, s, experiment, base_dir):
+    """(the registered experiment or None, the base configuration or [parameters] every cell starts from)."""
+    if experiment is not None:
+        if "base" in s:
+            raise ValueError("`sweep.base` is a run configuration; an experiment sweep takes its arguments in "
+                             "[parameters].")
+        extra = sorted(set(raw) - {"sweep", "parameters"})
+        if extra:
+            raise ValueError(f"unknown table `[{extra[0]}]` in an experiment sweep; accepted tables: [sweep], "
+                             f"[parameters].")
+        base = dict(raw.get("parameters", {}))
+        exp = lookup(experiment, "sweep.experiment")
+        refuse_unknown(base, set(exp.keys), "parameters")
+        return exp, base
+    extra = sorted(set(raw) - _RUN_TABLES - {"sweep"})
+    if extra:
+        raise ValueError(f"unknown table `[{extra[0]}]` in the sweep file; accepted tables: [sweep], "
+                         f"{', '.join('[' + t + ']' for t in sorted(_RUN_TABLES))} (or [parameters] with "
+                         f"`sweep.experiment`).")
+    base = {}
+    if "base" in s:
+        path = pathlib.Path(base_dir) / str(s["base"])
+        if not path.is_file():
+            raise ValueError(f"`sweep.base`: no such file {str(path)!r}.")
+        try:
+            base = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"`sweep.base` {str(path)!r} is not valid TOML: {exc}.") from None
+    return None, _merge(base, {k: v for k, v in raw.items() if k != "sweep"})
+
+
+def _seed_key(seed_key, allowed, base):
+    """The key a cell's seed goes to: given, or the experiment's ``seed``, or the ``solver.seed`` of a run
+    that samples its initial particles."""
+    if seed_key is None:
+        if allowed is not None:
+            return "seed" if "seed" in allowed else None
+        try:
+            samples = SolverKeys.of(solver_class(base.get("solver", {}).get("name", ""))).samples
+        except ValueError:
+            samples = False
+        return "solver.seed" if samples else None
+    if not isinstance(seed_key, str) or not seed_key:
+        raise ValueError(f"`sweep.seed_key` must be a key such as 'solver.seed', got {seed_key!r}.")
+    return seed_key
+
+
+def _combinations(s, allowed, replicas):
+    """(keys, the values of each cell, the grid or None) of ``sweep.grid`` or ``sweep.cells``, times the
+    replicas."""
+    if "grid" in s and "cells" in s:
+        raise ValueError("give either `sweep.grid` or `sweep.cells`, not both.")
+    if "cells" in s:
+        cells = s["cells"]
+        if not isinstance(cells, list) or not cells or not all(isinstance(c, dict) for c in cells):
+            raise ValueError("`sweep.cells` must be a non-empty array of tables ([[sweep.cells]]).")
+        keys = list(cells[0])
+        for i, c in enumerate(cells):
+            if set(c) != set(keys):
+                odd = sorted(set(c) ^ set(keys))[0]
+                raise ValueError(f"`sweep.cells[{i}]` differs from the first cell in key `{odd}`; every cell "
+                                 f"sets the same keys.")
+        combos, grid = [[c[k] for k in keys] for c in cells], None
+    else:
+        grid = _values(s["grid"], "sweep.grid") if "grid" in s else {}
+        keys = list(grid)
+        combos = [list(c) for c in itertools.product(*grid.values())]
+    if allowed is not None:
+        refuse_unknown(keys, allowed, "sweep.grid" if grid is not None else "sweep.cells")
+    if replicas > 1:
+        keys = keys + ["replica"]
+        combos = [c + [r] for c in combos for r in range(replicas)]
+        if grid is not None:
+            grid["replica"] = list(range(replicas))
+    return keys, combos, grid
 
 
 def load_sweep(path):
