@@ -484,13 +484,7 @@ class Solver:
         (`_next`) moves to another kind of discretisation returns one Solution with a segment for
         each, and ``stats["handover_t"]`` the time of the change.
         """
-        if len(args) > len(self.positional_options):
-            raise TypeError(f"{type(self).__name__}.solve takes at most {2 + len(self.positional_options)} "
-                            f"positional arguments ({len(args) + 2} given).")
-        for name, value in zip(self.positional_options, args):
-            if name in options:
-                raise TypeError(f"{type(self).__name__}.solve got multiple values for `{name}`.")
-            options[name] = value
+        _take_positional(self, args, options)
         checkpoint_every = check_real(checkpoint_every, "checkpoint_every", low=0.0)
         if not isinstance(history, (bool, np.bool_)):
             raise ValueError(f"`history` must be True or False, got {history!r}.")
@@ -503,22 +497,9 @@ class Solver:
         prefix = [initial] if history else []      # the run it continues, kept in the result
         parts, changed_at = [], None
         last_write = [time.perf_counter()]
-
-        def saver(run):
-            diags = []
-
-            def on_save(res):
-                diags.append(run.diagnostics(res.t[-1], res.y[-1]))
-                res.y[-1] = run.solver._keep(run, len(res.t) - 1, res.y[-1])
-                if checkpoint is not None and time.perf_counter() - last_write[0] > checkpoint_every:
-                    concat(*prefix, *parts, _build(run, res, diags)).save(checkpoint)
-                    last_write[0] = time.perf_counter()
-
-            return diags, on_save
-
         desc = f"{type(self).__name__} {self.model.kind} beta={self.model.beta:g}"
         while True:
-            diags, on_save = saver(run)
+            diags, on_save = _saver(run, prefix, parts, checkpoint, checkpoint_every, last_write)
             with run.solver._run_context(run):
                 res = run.stepper.integrate(run, run.y0, run.t_eval, callback=on_save, progress=progress, desc=desc)
             parts.append(_build(run, res, diags))
@@ -535,21 +516,51 @@ class Solver:
             sol.stats["handover_t"] = changed_at
         if checkpoint is not None:
             sol.save(checkpoint)
-        stop = res.failure
-        if stop is None:
-            return sol
-        name = type(self).__name__
-        if stop.error is not None:              # the monitor's or the step's SolverError
-            stop.error.solution = sol
-            raise stop.error
-        if stop.reason == "interrupted":
-            raise Interrupted(f"{name}: {res.message}; the Solution up to t={sol.t[-1]:.6g} is in `exc.solution`"
-                              + (f" and in {checkpoint}" if checkpoint else ""), sol)
-        if stop.reason == "step-size underflow":
-            raise SolverError(f"{name}: {res.message}. The saved times up to t={sol.t[-1]:.6g} are in "
-                              "`exc.solution`.", sol)
-        raise NonFiniteState(f"{name}: {res.message}. The saved times up to t={sol.t[-1]:.6g} are in "
-                             "`exc.solution`.", sol, t=stop.t, step=stop.step)
+        if res.failure is not None:
+            _raise_failure(type(self).__name__, res.failure, sol, checkpoint)
+        return sol
+
+
+def _saver(run, prefix, parts, checkpoint, checkpoint_every, last_write):
+    """(the diagnostics of the saved times, the stepper's callback at a saved time): records the
+    diagnostics, keeps what the solver keeps (``_keep``) and writes the checkpoint at most every
+    ``checkpoint_every`` seconds (``last_write``: the time of the last write, shared by the segments)."""
+    diags = []
+
+    def on_save(res):
+        diags.append(run.diagnostics(res.t[-1], res.y[-1]))
+        res.y[-1] = run.solver._keep(run, len(res.t) - 1, res.y[-1])
+        if checkpoint is not None and time.perf_counter() - last_write[0] > checkpoint_every:
+            concat(*prefix, *parts, _build(run, res, diags)).save(checkpoint)
+            last_write[0] = time.perf_counter()
+
+    return diags, on_save
+
+
+def _take_positional(solver, args, options):
+    """Put the options ``solve`` takes positionally (``positional_options``) into ``options``."""
+    if len(args) > len(solver.positional_options):
+        raise TypeError(f"{type(solver).__name__}.solve takes at most {2 + len(solver.positional_options)} "
+                        f"positional arguments ({len(args) + 2} given).")
+    for name, value in zip(solver.positional_options, args):
+        if name in options:
+            raise TypeError(f"{type(solver).__name__}.solve got multiple values for `{name}`.")
+        options[name] = value
+
+
+def _raise_failure(name, stop, sol, checkpoint):
+    """The exception of the `Failure` ``stop``, carrying ``sol``, the Solution up to it."""
+    if stop.error is not None:              # the monitor's or the step's SolverError
+        stop.error.solution = sol
+        raise stop.error
+    if stop.reason == "interrupted":
+        raise Interrupted(f"{name}: {stop.message}; the Solution up to t={sol.t[-1]:.6g} is in `exc.solution`"
+                          + (f" and in {checkpoint}" if checkpoint else ""), sol)
+    if stop.reason == "step-size underflow":
+        raise SolverError(f"{name}: {stop.message}. The saved times up to t={sol.t[-1]:.6g} are in "
+                          "`exc.solution`.", sol)
+    raise NonFiniteState(f"{name}: {stop.message}. The saved times up to t={sol.t[-1]:.6g} are in "
+                         "`exc.solution`.", sol, t=stop.t, step=stop.step)
 
 
 def _build(run, res, diags):

@@ -76,6 +76,27 @@ def _import_dolfinx():
     return MPI, basix, dolfinx, ufl, PETSc
 
 
+DOLFINX_TESTED = "0.11."      # the dolfinx releases whose private CSR assembly `csr_assembly` uses
+
+
+def csr_assembly():
+    """dolfinx's assembly of a form into an existing CSR matrix, in place: the one use of its private
+    API (``dolfinx.fem.assemble._assemble_matrix_csr``; the public ``assemble_matrix`` allocates a new
+    matrix at every call). Only for the dolfinx releases it was tested with (`DOLFINX_TESTED`): another
+    raises ImportError saying which is installed and which is needed."""
+    import dolfinx  # deferred: dolfinx is heavy
+
+    need = f"solvers.FiniteElements assembles with dolfinx's private `_assemble_matrix_csr`, tested with dolfinx " \
+           f"{DOLFINX_TESTED}x; {_INSTALL}"
+    if not dolfinx.__version__.startswith(DOLFINX_TESTED):
+        raise ImportError(f"{need} (found dolfinx {dolfinx.__version__}).")
+    try:
+        from dolfinx.fem.assemble import _assemble_matrix_csr  # deferred: dolfinx is heavy
+    except ImportError as exc:
+        raise ImportError(f"{need} ({exc}).") from None
+    return _assemble_matrix_csr
+
+
 def reference_quadrature(dim, n):
     """A spectrally accurate quadrature for σ used to validate ρ0: midpoints on S^1, Gauss–Legendre ×
     trapezoid on S^2 (n latitudes, 2n longitudes)."""
@@ -92,6 +113,42 @@ def memory_estimate(vertices, dim):
 
 def _rebuild(cls, args, kwargs):
     return cls(*args, **kwargs)
+
+
+def _mesh(d, refinement, vertices):
+    """(refinement, points, cells, cell name) of the mesh: the regular polygon of ``vertices`` (or
+    16·2^refinement) vertices on S^1, the icosphere of ``refinement`` on S^2; checked against memory."""
+    if d == 2:
+        if vertices is None:
+            refinement = check_int(refinement, "refinement", low=0)
+            check_memory(memory_estimate(16 * 2 ** min(refinement, 64), d), "refinement", refinement)
+            refinement = check_int(refinement, "refinement", high=16)
+            vertices = 16 * 2 ** refinement
+        else:
+            vertices = check_int(vertices, "vertices", low=8)
+            check_memory(memory_estimate(vertices, d), "vertices", vertices)
+        pts, cells = polygon(check_int(vertices, "vertices", low=8, high=2 ** 22))
+        return refinement, pts, cells, "interval"
+    if vertices is not None:
+        raise ValueError("`vertices` is for the circle (dim=2); on S^2 use `refinement`.")
+    refinement = check_int(refinement, "refinement", low=0)
+    check_memory(memory_estimate(10 * 4 ** min(refinement, 64) + 2, d), "refinement", refinement)
+    refinement = check_int(refinement, "refinement", low=0, high=8)
+    pts, cells = icosphere(refinement)
+    return refinement, pts, cells, "triangle"
+
+
+def _check_methods(potential, scheme, d):
+    """The checked ``potential`` (how the kernel is summed) and ``scheme`` (the transport) on S^{d−1}."""
+    if potential not in ("quadrature", "fft", "sht"):
+        raise ValueError(f"`potential` must be 'quadrature', 'fft' (circle) or 'sht' (sphere), got {potential!r}.")
+    if potential == "fft" and d != 2:
+        raise ValueError("`potential`='fft' needs the regular polygon (dim=2); use 'quadrature' or 'sht' on S^2.")
+    if potential == "sht" and d != 3:
+        raise ValueError("`potential`='sht' is for the sphere (dim=3); use 'quadrature' or 'fft' on S^1.")
+    if scheme not in ("fct", "upwind"):
+        raise ValueError(f"`scheme` must be 'fct' (flux-corrected, default) or 'upwind' (first order), got {scheme!r}.")
+    return potential, scheme
 
 
 class FiniteElements(Solver):
@@ -142,37 +199,9 @@ class FiniteElements(Solver):
         self.kernel_cells = check_real(kernel_cells, "kernel_cells", low=0.0)
         self.width_cells = check_real(width_cells, "width_cells", low=0.0)
         self._chunk = None if chunk is None else check_int(chunk, "chunk", low=1)
-        if potential not in ("quadrature", "fft", "sht"):
-            raise ValueError(f"`potential` must be 'quadrature', 'fft' (circle) or 'sht' (sphere), got {potential!r}.")
-        if potential == "fft" and model.dim != 2:
-            raise ValueError("`potential`='fft' needs the regular polygon (dim=2); use 'quadrature' or 'sht' on S^2.")
-        if potential == "sht" and model.dim != 3:
-            raise ValueError("`potential`='sht' is for the sphere (dim=3); use 'quadrature' or 'fft' on S^1.")
-        self.potential = potential
-        if scheme not in ("fct", "upwind"):
-            raise ValueError(f"`scheme` must be 'fct' (flux-corrected, default) or 'upwind' (first order), got {scheme!r}.")
-        self.scheme = scheme
+        self.potential, self.scheme = _check_methods(potential, scheme, model.dim)
         d = model.dim
-        if d == 2:
-            if vertices is None:
-                refinement = check_int(refinement, "refinement", low=0)
-                check_memory(memory_estimate(16 * 2 ** min(refinement, 64), d), "refinement", refinement)
-                refinement = check_int(refinement, "refinement", high=16)
-                vertices = 16 * 2 ** refinement
-            else:
-                vertices = check_int(vertices, "vertices", low=8)
-                check_memory(memory_estimate(vertices, d), "vertices", vertices)
-            self.refinement = refinement
-            pts, cells = polygon(check_int(vertices, "vertices", low=8, high=2 ** 22))
-            cell_name = "interval"
-        else:
-            if vertices is not None:
-                raise ValueError("`vertices` is for the circle (dim=2); on S^2 use `refinement`.")
-            refinement = check_int(refinement, "refinement", low=0)
-            check_memory(memory_estimate(10 * 4 ** min(refinement, 64) + 2, d), "refinement", refinement)
-            self.refinement = check_int(refinement, "refinement", low=0, high=8)
-            pts, cells = icosphere(self.refinement)
-            cell_name = "triangle"
+        self.refinement, pts, cells, cell_name = _mesh(d, refinement, vertices)
         self.h = mesh_size(pts, cells)
         beta = model.beta
         width = 1 / np.sqrt(abs(beta)) if beta else np.inf
@@ -244,9 +273,7 @@ class FiniteElements(Solver):
 
     # -- sparsity bookkeeping for the upwinding ----------------------------------------------------
     def _setup_pattern(self):
-        from dolfinx.fem.assemble import _assemble_matrix_csr  # deferred: dolfinx is heavy
-
-        self._assemble = _assemble_matrix_csr
+        self._assemble = csr_assembly()
         indptr = np.asarray(self._C.indptr)[: self.N + 1]
         indices = np.asarray(self._C.indices)[: indptr[-1]]
         rows = np.repeat(np.arange(self.N), np.diff(indptr))

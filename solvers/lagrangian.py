@@ -313,20 +313,7 @@ class Lagrangian(Solver):
         self.cluster_tol = check_real(cluster_tol, "cluster_tol", low=0.0, low_open=True, high=np.pi)
         self.min_mass = check_real(min_mass, "min_mass", low=0.0, low_open=True, high=1.0)
         self.chunk = check_int(chunk, "chunk", low=1)
-        full = isinstance(diagnostics, str) and diagnostics == "full"
-        if isinstance(diagnostics, str):
-            diagnostics = {"full": self.diagnostic_names, "none": ()}.get(diagnostics, (diagnostics,))
-        unknown = sorted(set(diagnostics) - set(self.diagnostic_names))
-        if unknown:
-            raise ValueError(f"`diagnostics` must be 'full', 'none' or names among {self.diagnostic_names}, got "
-                             f"{unknown}.")
-        if self.heads is not None:
-            if full:                                   # "full": every diagnostic that the model has
-                diagnostics = [k for k in diagnostics if k not in ZONAL_DIAGNOSTICS]
-            elif ZONAL_DIAGNOSTICS & set(diagnostics):
-                raise ValueError(f"`diagnostics` {sorted(ZONAL_DIAGNOSTICS & set(diagnostics))} need a zonal model: "
-                                 "for general Q, K, V the flow is not the gradient flow of E_β (3.5).")
-        self.diagnostics = frozenset(diagnostics)
+        self.diagnostics = self._check_diagnostics(diagnostics)
         self.sums = check_sums(sums, model)
         self.sums_tol = check_real(sums_tol, "sums_tol", low=0.0, low_open=True)
         self.order = check_int(order, "order", low=2, high=64)
@@ -376,6 +363,23 @@ class Lagrangian(Solver):
             coarse = gauss_legendre(ntc, 2 * ntc)
             self.coarse = (coarse.points, coarse.weights)
         self.nodes = len(self.q)
+
+    def _check_diagnostics(self, diagnostics):
+        """The names of the recorded diagnostics: "full" (every one the model has), "none" or names."""
+        full = isinstance(diagnostics, str) and diagnostics == "full"
+        if isinstance(diagnostics, str):
+            diagnostics = {"full": self.diagnostic_names, "none": ()}.get(diagnostics, (diagnostics,))
+        unknown = sorted(set(diagnostics) - set(self.diagnostic_names))
+        if unknown:
+            raise ValueError(f"`diagnostics` must be 'full', 'none' or names among {self.diagnostic_names}, got "
+                             f"{unknown}.")
+        if self.heads is not None:
+            if full:                                   # "full": every diagnostic that the model has
+                diagnostics = [k for k in diagnostics if k not in ZONAL_DIAGNOSTICS]
+            elif ZONAL_DIAGNOSTICS & set(diagnostics):
+                raise ValueError(f"`diagnostics` {sorted(ZONAL_DIAGNOSTICS & set(diagnostics))} need a zonal model: "
+                                 "for general Q, K, V the flow is not the gradient flow of E_β (3.5).")
+        return frozenset(diagnostics)
 
     @staticmethod
     def _check_panels(panels):

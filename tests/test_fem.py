@@ -452,3 +452,16 @@ def test_an_ssprk3_step_that_cannot_meet_the_cfl_limit_raises_with_the_solution_
     assert type(info.value) is mf.SolverError and 1 <= len(part.t) < len(t)
     assert list(part.t) == list(t[:len(part.t)]) and part.status == 1
     np.testing.assert_array_equal(part.data, full.data[:len(part.t)])
+
+
+def test_the_private_dolfinx_assembly_is_refused_for_an_untested_release(monkeypatch):
+    """The one private dolfinx call (`solvers.fem.csr_assembly`) checks the release: another one fails when
+    the solver is built, with an ImportError naming both versions."""
+    import dolfinx
+
+    from solvers.fem import DOLFINX_TESTED, csr_assembly
+
+    assert callable(csr_assembly()) and dolfinx.__version__.startswith(DOLFINX_TESTED)
+    monkeypatch.setattr(dolfinx, "__version__", "0.9.0")
+    with pytest.raises(ImportError, match=r"`_assemble_matrix_csr`.*0\.11\.x.*found dolfinx 0\.9\.0"):
+        FE(mf.Model(beta=1.0, dim=2), vertices=32)

@@ -129,8 +129,6 @@ def branch(beta, dim, normalized=False, resolution=None, nu_min=None, nu_max=Non
     ("supercritical"/"subcritical"), ``beta_star``, ``nu_fold``/``order_fold`` (NaN if none),
     ``nu_maxwell`` (where F equals that of the uniform state on the stable branch, USA), ``stop_reason``.
     """
-    import xarray as xr  # deferred: xarray is heavy
-
     beta = check_beta(beta)
     dim = check_dim(dim)
     L = DEFAULT_RESOLUTION if resolution is None else check_int(resolution, "resolution", low=4)
@@ -146,6 +144,35 @@ def branch(beta, dim, normalized=False, resolution=None, nu_min=None, nu_max=Non
     c = landau_coefficient(beta, dim, normalized)
     opts = dict(ds_max=ds_max, ratio_min=nu_min / nu_c, ratio_max=nu_max / nu_c, r_max=r_max, max_points=max_points,
                 tol=tol, tail_tol=tail_tol)
+    points, tangents, reason = _trace(problem, start, direction, ds, c, tol, opts)
+    points = [X for X in points if opts["ratio_min"] <= X[-1] <= opts["ratio_max"]] or points[:1]
+    P = np.array(points)
+    U, ratios = P[:, :-1], P[:, -1]
+    arclength = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(P, axis=0), axis=1))])
+    order = np.abs(U[:, 0]) / np.sqrt(dim)
+    secs = problem.sectors() if sectors is None else tuple(sectors)
+    lead = np.array([problem.leading_eigenvalue(u, ratio, secs) for u, ratio in zip(U, ratios)])
+    free = np.array([problem.free_energy(u, ratio) for u, ratio in zip(U, ratios)])
+    nu_fold, r_fold = _fold(problem, points, tangents, ratios, tol)
+    s_prof = np.linspace(-1.0, 1.0, n_profile)
+    dens = 1.0 + problem.basis.values(s_prof) @ U.T
+    # bifurcation point and Landau coefficient measured on the branch: ratio = r0(1 + c r² + c4 r⁴ + c6 r⁶)
+    small = order < 0.05
+    nu_bif, c_fit = float("nan"), float("nan")
+    if start is None and small.sum() >= 5:
+        coef = np.polyfit(order[small] ** 2, ratios[small], 3)
+        nu_bif, c_fit = float(coef[3] * nu_c), float(coef[2] / coef[3])
+    nu_maxwell = _maxwell(lead, order, free, ratios, nu_c, r_fold) if not normalized and np.isfinite(nu_fold) \
+        else float("nan")
+    return _dataset(problem, ratios, order, free, lead, arclength, U, s_prof, dens, dict(
+        nu_bifurcation=nu_bif, landau_coefficient=c, landau_fit=c_fit, nu_fold=nu_fold, order_fold=r_fold,
+        nu_maxwell=nu_maxwell, stop_reason=reason, sectors=list(secs)))
+
+
+def _trace(problem, start, direction, ds, c, tol, opts):
+    """The continuation's points and tangents and why it stopped: from the bifurcation along the Landau
+    direction (``c``: the Landau coefficient), or from the zonal state ``start`` in ``direction``."""
+    beta, dim, normalized, L, nu_c = problem.beta, problem.dim, problem.normalized, problem.lmax, problem.nu_c
     if start is None:
         X0 = np.zeros(L + 1)
         X0[-1] = 1.0
@@ -158,53 +185,51 @@ def branch(beta, dim, normalized=False, resolution=None, nu_min=None, nu_max=Non
             return X
 
         points, tangents, reason = _continue(problem, X0, tau, ds=ds, first=first, **opts)
-        points, tangents = points[1:], tangents[1:]        # the bifurcation point itself is the uniform state
-    else:
-        if not isinstance(start, StationaryState):
-            raise ValueError("`start` must be a StationaryState (e.g. from `self_consistent`).")
-        if start.model.beta != beta or start.model.dim != dim or start.model.normalized != bool(normalized):
-            raise ValueError("`start` must be a state of the same beta, dim and kind as the branch.")
-        axis, u = start.zonal if start.zonal is not None else zonal_part(start)
-        u = np.concatenate([u[1:L + 1], np.zeros(max(0, L + 1 - u.size))])
-        u, _ = problem.newton(u, start.nu / nu_c, tol)
-        X0 = np.concatenate([u, [start.nu / nu_c]])
-        _, Ju, Jt = problem.jacobian(u, X0[-1])
-        tau = linalg.null_space(np.column_stack([Ju, Jt]))[:, 0]
-        tau *= direction * np.sign(tau[-1]) if tau[-1] != 0 else 1.0
-        points, tangents, reason = _continue(problem, X0, tau, ds=ds, **opts)
-    points = [X for X in points if opts["ratio_min"] <= X[-1] <= opts["ratio_max"]] or points[:1]
-    P = np.array(points)
-    U, ratios = P[:, :-1], P[:, -1]
-    arclength = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(P, axis=0), axis=1))])
-    order = np.abs(U[:, 0]) / np.sqrt(dim)
-    secs = problem.sectors() if sectors is None else tuple(sectors)
-    lead = np.array([problem.leading_eigenvalue(u, ratio, secs) for u, ratio in zip(U, ratios)])
-    free = np.array([problem.free_energy(u, ratio) for u, ratio in zip(U, ratios)])
-    # folds: the ν-component of the tangent changes sign
-    nu_fold = r_fold = float("nan")
+        return points[1:], tangents[1:], reason        # the bifurcation point itself is the uniform state
+    if not isinstance(start, StationaryState):
+        raise ValueError("`start` must be a StationaryState (e.g. from `self_consistent`).")
+    if start.model.beta != beta or start.model.dim != dim or start.model.normalized != bool(normalized):
+        raise ValueError("`start` must be a state of the same beta, dim and kind as the branch.")
+    axis, u = start.zonal if start.zonal is not None else zonal_part(start)
+    u = np.concatenate([u[1:L + 1], np.zeros(max(0, L + 1 - u.size))])
+    u, _ = problem.newton(u, start.nu / nu_c, tol)
+    X0 = np.concatenate([u, [start.nu / nu_c]])
+    _, Ju, Jt = problem.jacobian(u, X0[-1])
+    tau = linalg.null_space(np.column_stack([Ju, Jt]))[:, 0]
+    tau *= direction * np.sign(tau[-1]) if tau[-1] != 0 else 1.0
+    return _continue(problem, X0, tau, ds=ds, **opts)
+
+
+def _fold(problem, points, tangents, ratios, tol):
+    """(ν, r) at the first fold of the branch (NaN if none): where the ν-component of the tangent changes sign."""
     dratio = np.array([tg[-1] for tg in tangents[:len(points)]])
     turn = np.nonzero((dratio[:-1] > 0) & (dratio[1:] <= 0))[0]        # ν increasing, then decreasing: a fold
-    if turn.size:
-        j = int(turn[0]) + (1 if ratios[turn[0] + 1] > ratios[turn[0]] else 0)
-        j = min(max(j, 1), len(points) - 2)
-        ratio_fold, r_fold = _refine_fold(problem, points, j, tol)
-        nu_fold = ratio_fold * nu_c
-    s_prof = np.linspace(-1.0, 1.0, n_profile)
-    dens = 1.0 + problem.basis.values(s_prof) @ U.T
-    # bifurcation point and Landau coefficient measured on the branch: ratio = r0(1 + c r² + c4 r⁴ + c6 r⁶)
-    small = order < 0.05
-    nu_bif, c_fit = float("nan"), float("nan")
-    if start is None and small.sum() >= 5:
-        coef = np.polyfit(order[small] ** 2, ratios[small], 3)
-        nu_bif, c_fit = float(coef[3] * nu_c), float(coef[2] / coef[3])
+    if not turn.size:
+        return float("nan"), float("nan")
+    j = int(turn[0]) + (1 if ratios[turn[0] + 1] > ratios[turn[0]] else 0)
+    j = min(max(j, 1), len(points) - 2)
+    ratio_fold, r_fold = _refine_fold(problem, points, j, tol)
+    return ratio_fold * problem.nu_c, r_fold
+
+
+def _maxwell(lead, order, free, ratios, nu_c, r_fold):
+    """ν where the free energy of the stable branch (beyond the fold) equals that of the uniform state."""
     nu_maxwell = float("nan")
-    if not normalized and np.isfinite(nu_fold):
-        stab = (lead < 0) & (order > r_fold)
-        idx = np.nonzero(stab[:-1] & stab[1:] & (np.sign(free[:-1]) != np.sign(free[1:])))[0]
-        if idx.size:
-            k = idx[0]
-            nu_maxwell = float(np.interp(0.0, [free[k], free[k + 1]], [ratios[k], ratios[k + 1]]) * nu_c) \
-                if free[k] < free[k + 1] else float(np.interp(0.0, [free[k + 1], free[k]], [ratios[k + 1], ratios[k]]) * nu_c)
+    stab = (lead < 0) & (order > r_fold)
+    idx = np.nonzero(stab[:-1] & stab[1:] & (np.sign(free[:-1]) != np.sign(free[1:])))[0]
+    if idx.size:
+        k = idx[0]
+        nu_maxwell = float(np.interp(0.0, [free[k], free[k + 1]], [ratios[k], ratios[k + 1]]) * nu_c) \
+            if free[k] < free[k + 1] else float(np.interp(0.0, [free[k + 1], free[k]], [ratios[k + 1], ratios[k]]) * nu_c)
+    return nu_maxwell
+
+
+def _dataset(problem, ratios, order, free, lead, arclength, U, s_prof, dens, attrs):
+    """The branch as an `xarray.Dataset` over ``point`` (see `branch`)."""
+    import xarray as xr  # deferred: xarray is heavy
+
+    beta, dim, normalized, L, nu_c = problem.beta, problem.dim, problem.normalized, problem.lmax, problem.nu_c
+    c = attrs["landau_coefficient"]
     ds_out = xr.Dataset(
         {"nu": ("point", ratios * nu_c), "order": ("point", order), "free_energy": ("point", free),
          "stable": ("point", lead < 0), "leading_eigenvalue": ("point", lead), "arclength": ("point", arclength),
@@ -219,10 +244,7 @@ def branch(beta, dim, normalized=False, resolution=None, nu_min=None, nu_max=Non
     ds_out["density"].attrs["long_name"] = "rho as a function of s = <x, e>"
     ds_out.attrs.update({
         "beta": beta, "dim": dim, "kind": "SA" if normalized else "USA", "resolution": L, "nu_c": nu_c,
-        "nu_bifurcation": nu_bif, "landau_coefficient": c, "landau_fit": c_fit,
-        "transition": "supercritical" if c < 0 else "subcritical", "beta_star": beta_star(dim, normalized),
-        "nu_fold": nu_fold, "order_fold": r_fold, "nu_maxwell": nu_maxwell, "stop_reason": reason,
-        "sectors": list(secs)})
+        "transition": "supercritical" if c < 0 else "subcritical", "beta_star": beta_star(dim, normalized), **attrs})
     return ds_out
 
 
