@@ -65,15 +65,21 @@ class Solution:
     def __getitem__(self, i):
         """The Solution restricted to saved index i (a slice keeps several times)."""
         idx = np.arange(self.t.size)[i] if isinstance(i, slice) else np.array([self._index(i)])
-        diags = {k: v[idx] for k, v in self.diagnostics.items() if v.shape[:1] == self.t.shape}
-        if self._energy is not None:
-            diags["energy"] = np.asarray(self._energy)[idx]
+        diags = self.diagnostics_at(idx)
         rep, data, solver = self.representation, self.data[idx], self.solver
         segment_of = getattr(rep, "segment_of", None)          # a run in several representations
         if segment_of is not None and idx.size and np.unique(segment_of(data)).size == 1:
             k = int(segment_of(data)[0])                       # all in one segment: a plain Solution in its own
             rep, data, solver = rep.representations[k], rep.stack(data, k), rep.solvers[k] or solver
         return Solution(self.t[idx], self.model, rep, data, diags, self.stats, self.status, self.message, solver)
+
+    def diagnostics_at(self, idx):
+        """The per-time diagnostics at the saved indices ``idx``, with E_β where it is stored (a
+        diagnostic of the run) or already computed; never computed here."""
+        diags = {k: v[idx] for k, v in self.diagnostics.items() if v.shape[:1] == self.t.shape}
+        if self._energy is not None:
+            diags["energy"] = np.asarray(self._energy)[idx]
+        return diags
 
     @property
     def energy(self):
@@ -279,8 +285,9 @@ def concat(*parts):
             sl = slice(0 if new else 1, None)
             ts.append(p.t[sl])
             chunk.append(rep.embed(p.data[sl], p.representation))
+            stored = p.diagnostics_at(slice(None))
             for key in keys:
-                vals = p._energy if key == "energy" else p.diagnostics.get(key)
+                vals = stored.get(key)
                 vals = np.full(p.t.shape, np.nan) if vals is None else np.asarray(vals)
                 diags.setdefault(key, []).append(vals[sl])
         datas.append(np.concatenate(chunk))

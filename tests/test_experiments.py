@@ -211,11 +211,32 @@ def test_attractive_flow_reaches_its_limit_energy(dim, handover):
     assert abs(e[-1] - mf.dirac_energy(1.0)) <= 0.01 * mf.dirac_energy(1.0)
 
 
+def _bessel_ratio(beta, dim, l):
+    """a_l(β)/a_0(β) = I_{l+ν}(β)/I_ν(β), ν = d/2 − 1, in 50-digit arithmetic (docs/mathematics.md §3)."""
+    import mpmath
+
+    with mpmath.workdps(50):
+        nu = mpmath.mpf(dim) / 2 - 1
+        return mpmath.besseli(l + nu, beta) / mpmath.besseli(nu, beta)
+
+
 def test_verify_prop34_parts_without_solvers(tmp_path):
+    """The numbers of parts 1 and 2 against independent ones, not the report's own verdict: the degree
+    l_eps where a_l/a_0 first drops below machine epsilon and the smallest Turán ratio from 50-digit
+    Bessel functions; the landscape's gaps against the definition (uniform minimises, Dirac maximises)."""
     report = vp.verify_prop34(tmp_path, quick=True, parts=(1, 2), progress=False)
-    assert report.passed
+    rows = report.results["coefficients"]["rows"]
+    assert len(rows) == 12 * 4
+    for row in (rows[0], rows[17], rows[-1]):            # (β, d) = (1e-3, 2), (≈ 0.9, 3), (500, 8)
+        beta, dim, l_eps = row["beta"], row["dim"], row["l_eps"]
+        assert _bessel_ratio(beta, dim, l_eps) < np.finfo(float).eps <= _bessel_ratio(beta, dim, l_eps - 1)
+        ratios = [_bessel_ratio(beta, dim, l) for l in range(min(l_eps + 1, 40))]
+        turan = min(ratios[l] ** 2 / (ratios[l - 1] * ratios[l + 1]) for l in range(1, len(ratios) - 1))
+        assert row["min_turan"] <= float(turan) * (1 + 1e-9) and row["min_turan"] >= 1.0
+    land = report.results["landscape"]
+    assert land["min_gap_below"] >= -1e-12 and land["min_gap_above"] > 0.0
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["status"] == "finished" and summary["passed"]
+    assert summary["status"] == "finished" and summary["passed"] == report.passed
     assert {"coefficients.nc", "coefficients.png", "landscape.nc", "landscape.png"} <= set(summary["files"])
 
 

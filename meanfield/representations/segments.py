@@ -136,9 +136,7 @@ class Segments(Representation):
         out = []
         for k, rep in enumerate(self.representations):
             idx = np.nonzero(seg == k)[0]
-            diags = {key: v[idx] for key, v in sol.diagnostics.items() if v.shape[:1] == sol.t.shape}
-            if sol._energy is not None:
-                diags["energy"] = np.asarray(sol._energy)[idx]
+            diags = sol.diagnostics_at(idx)
             last = k == len(self.representations) - 1
             status, message = (sol.status, sol.message) if last else (
                 1, f"continued by {self.solvers[k + 1] or 'the next segment'} from t={sol.t[idx[-1]]:.6g}")
