@@ -3,7 +3,9 @@ against small baselines in tests/baseline, compared as matplotlib's own tests co
 RMS difference of the pixels, `matplotlib.testing.compare.compare_images`, with a tolerance).
 
 The pictures are drawn at a low resolution (`DPI`) in the library's fixed style (fonts, sizes),
-so that the baselines stay small. ``MEANFIELD_UPDATE_BASELINE=1 pytest tests/test_figures.py``
+so that the baselines stay small; the same picture drawn again on the same machine is identical
+(RMS 0), and the tolerance `TOL` is below what a curve moved by a fraction of a percent of its axis
+costs (`test_a_moved_curve_fails_the_comparison`). ``MEANFIELD_UPDATE_BASELINE=1 pytest tests/test_figures.py``
 rewrites the baselines (look at them before committing).
 """
 import importlib.util
@@ -27,7 +29,7 @@ from meanfield.cli import main  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "tests" / "baseline"
 DPI = 40
-TOL = 6.0            # RMS over 0..255 grey levels; matplotlib's own tests use 0 to ~10
+TOL = 1.0            # RMS over 0..255 grey levels: a curve moved by 1% of its axis gives 6 at 40 dpi
 UPDATE = bool(os.environ.get("MEANFIELD_UPDATE_BASELINE"))
 HAVE_DOLFINX = importlib.util.find_spec("dolfinx") is not None
 
@@ -167,3 +169,26 @@ def test_noise_transition_picture(tmp_path):
     experiments.noise_transition(tmp_path, dims=(2,), quick=True, particles=False, sa=False, progress=False)
     _assert_summary(_summary(tmp_path))
     assert_like_baseline(tmp_path / "noise_transition_d2.png", "noise_transition_d2.png")
+
+
+def test_a_moved_curve_fails_the_comparison(tmp_path, monkeypatch):
+    """The comparison sees a moved curve: a run's picture, kept as the baseline in a temporary copy, passes
+    against itself drawn again, and fails against the same run rotated by 0.01 rad (0.16% of the circle;
+    the energy, the axes, the colour scale and the title unchanged): RMS about 3 > `TOL`."""
+    import solvers
+
+    sol = solvers.FourierCircle(mf.Model(beta=4.0, dim=2), modes=64, w1=False).solve(
+        mf.densities.perturbed_uniform(0.2, 3), np.linspace(0.0, 2.0, 7), progress=False)
+    k = np.arange(sol.data.shape[1])
+    moved = mf.Solution(sol.t, sol.model, sol.representation, sol.data * np.exp(-1j * k * 0.01),
+                        {"energy": sol.energy}, sol.stats, solver=sol.solver)
+    monkeypatch.setattr(f"{__name__}.BASELINE", tmp_path / "baseline")
+    monkeypatch.setattr(f"{__name__}.UPDATE", True)
+    sol.plot(path=tmp_path / "run.png")
+    assert_like_baseline(tmp_path / "run.png", "run.png")            # the temporary baseline
+    monkeypatch.setattr(f"{__name__}.UPDATE", False)
+    sol.plot(path=tmp_path / "again.png")
+    assert_like_baseline(tmp_path / "again.png", "run.png")
+    moved.plot(path=tmp_path / "moved.png")
+    with pytest.raises(AssertionError, match=r"run.png: RMS [2-9]\.\d+ > 1\.0"):
+        assert_like_baseline(tmp_path / "moved.png", "run.png")
