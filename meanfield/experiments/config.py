@@ -501,13 +501,19 @@ def parse_config(raw, source="<dict>", name=None, build=True):
     return cfg
 
 
+def read_toml(path, name):
+    """The table of the TOML file ``path``; ValueError naming the argument ``name`` when the file is
+    missing or not valid TOML."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise ValueError(f"`{name}`: no such file {str(path)!r}.")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"`{name}` {str(path)!r} is not valid TOML: {exc}.") from None
+
+
 def load_config(path):
     """Read and validate a TOML configuration file (see the module docstring)."""
     path = pathlib.Path(path)
-    if not path.is_file():
-        raise ValueError(f"`config`: no such file {str(path)!r}.")
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"`config` {str(path)!r} is not valid TOML: {exc}.") from None
-    return parse_config(raw, source=str(path), name=path.stem)
+    return parse_config(read_toml(path, "config"), source=str(path), name=path.stem)

@@ -38,7 +38,6 @@ import os
 import pathlib
 import tempfile
 import time
-import tomllib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,7 +46,7 @@ from ..validation import check_int
 from ..gridded import describe_file
 from ..serialization import jsonable
 from .report import Report
-from .config import SolverKeys, parse_config, refuse_unknown, solver_class
+from .config import SolverKeys, parse_config, read_toml, refuse_unknown, solver_class
 from .options import lookup
 from .parallel import TaskError, check_parallel, log_to_stderr, map_tasks
 from .run import run
@@ -192,15 +191,7 @@ def _sweep_base(raw, s, experiment, base_dir):
         raise ValueError(f"unknown table `[{extra[0]}]` in the sweep file; accepted tables: [sweep], "
                          f"{', '.join('[' + t + ']' for t in sorted(_RUN_TABLES))} (or [parameters] with "
                          f"`sweep.experiment`).")
-    base = {}
-    if "base" in s:
-        path = pathlib.Path(base_dir) / str(s["base"])
-        if not path.is_file():
-            raise ValueError(f"`sweep.base`: no such file {str(path)!r}.")
-        try:
-            base = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"`sweep.base` {str(path)!r} is not valid TOML: {exc}.") from None
+    base = read_toml(pathlib.Path(base_dir) / str(s["base"]), "sweep.base") if "base" in s else {}
     return None, _merge(base, {k: v for k, v in raw.items() if k != "sweep"})
 
 
@@ -253,13 +244,7 @@ def _combinations(s, allowed, replicas):
 def load_sweep(path):
     """Read and validate a sweep file (see the module docstring)."""
     path = pathlib.Path(path)
-    if not path.is_file():
-        raise ValueError(f"`sweep`: no such file {str(path)!r}.")
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"`sweep` {str(path)!r} is not valid TOML: {exc}.") from None
-    return parse_sweep(raw, source=str(path), name=path.stem, base_dir=path.parent)
+    return parse_sweep(read_toml(path, "sweep"), source=str(path), name=path.stem, base_dir=path.parent)
 
 
 # -- one cell, in a worker -------------------------------------------------------------------------------
