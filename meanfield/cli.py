@@ -7,6 +7,7 @@
     meanfield noise-transition     the transition with noise: stationary branches, dynamics, hysteresis
     meanfield metastability        the number of clusters: k*(beta), continuum and particles, Figure 4, staircase
     meanfield sweep SWEEP.toml     a grid of runs or experiments on dask workers, resumable
+    meanfield animate FILE.nc      a movie (GIF or MP4) of a saved Solution
 
 Every subcommand takes ``--out DIR`` (NetCDF, PNG and summary.json go there) and ``--quick``
 (reduced settings, under two minutes). The flags of an experiment are made from its options
@@ -93,6 +94,20 @@ def build_parser():
     p.add_argument("--resume", metavar="DIR", default=None,
                    help="continue the interrupted run whose checkpoint (<name>.partial.nc, or a stopped <name>.nc) is "
                         "in DIR to the configuration's end time, writing the same outputs (to DIR unless --out)")
+    p.add_argument("--movie", nargs="?", const="gif", choices=("gif", "mp4"), default=None,
+                   help="also write a movie of the run, <name>.gif (default) or <name>.mp4 (meanfield.movies)")
+
+    p = sub.add_parser("animate", help="a movie (GIF or MP4) of a saved Solution",
+                       description="Draw a saved Solution (particles or a density on S^1 or S^2) frame by frame "
+                                   "into an animated GIF (Pillow) or an MP4 (ffmpeg); see meanfield.movies.")
+    p.add_argument("file", metavar="FILE.nc", help="a Solution saved by Solution.save or meanfield run")
+    p.add_argument("--out", metavar="PATH", default=None, help="the movie, .gif or .mp4 (default: FILE.gif)")
+    p.add_argument("--compare", metavar="OTHER.nc", default=None,
+                   help="a second Solution drawn beside it at the nearest saved times (particles against the continuum)")
+    p.add_argument("--fps", type=float, default=10.0, help="frames per second (default: 10)")
+    p.add_argument("--max-frames", dest="max_frames", type=int, default=200,
+                   help="at most this many frames, evenly spread over the saved times (default: 200)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", default=None, help="no progress bar")
 
     p = sub.add_parser("sweep", help="a grid of runs or experiments on dask workers, resumable",
                        description="Run every cell of a sweep file ([sweep] with a grid or a list of cells over the "
@@ -124,7 +139,10 @@ def _dispatch(args):
         cfg = experiments.load_config(args.config)
         out = out or args.resume or cfg.out_dir or str(pathlib.Path("meanfield-output") / cfg.name)
         args.out = out
-        return experiments.run(cfg, out, quick=args.quick, progress=args.progress, resume=args.resume)
+        return experiments.run(cfg, out, quick=args.quick, progress=args.progress, resume=args.resume,
+                               movie=args.movie)
+    if args.command == "animate":
+        return _animate(args)
     if args.command == "sweep":
         import importlib
 
@@ -149,6 +167,34 @@ def _dispatch(args):
     return exp.function(out, exp.options(**options), **run)
 
 
+def _animate(args):
+    """``meanfield animate FILE.nc``: the movie, and a one-line report of it."""
+    from .movies import animate
+    from .solution import load
+
+    def read(path, name):
+        if not pathlib.Path(path).is_file():
+            raise ValueError(f"`{name}`: there is no file {path!r}.")
+        return load(path)
+
+    sol = read(args.file, "file")
+    other = None if args.compare is None else read(args.compare, "compare")
+    args.out = args.out or str(pathlib.Path(args.file).with_suffix(".gif"))
+    made = animate(sol, args.out, compare=other, fps=args.fps, max_frames=args.max_frames, progress=args.progress)
+    return _Done(f"animate: wrote {made['path']}: {made['frames']} frames, t in [{made['times'][0]:g}, "
+                 f"{made['times'][-1]:g}], {made['writer']}")
+
+
+class _Done:
+    """The report of a command without checks: its lines, passed."""
+
+    def __init__(self, line):
+        self.line, self.checks, self.passed = line, [], True
+
+    def lines(self):
+        return [self.line]
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -169,6 +215,8 @@ def main(argv=None):
         print(f"meanfield {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     print("\n".join(report.lines()))
+    if not report.checks:
+        return 0
     n_fail = sum(not c["passed"] for c in report.checks)
     verdict = "" if report.passed else " — FAILED"
     print(f"{len(report.checks) - n_fail}/{len(report.checks)} checks passed{verdict}")

@@ -269,6 +269,14 @@ class Solution:
                    json.loads(ds.attrs.get("stats_json", "{}")), int(ds.attrs.get("status", 0)),
                    ds.attrs.get("message", ""), ds.attrs.get("solver", ""))
 
+    def animate(self, path, **kwargs):
+        """Write a movie of the run to ``path`` (.gif or .mp4) and return a summary dict: particles or
+        densities on S^1 / S^2, frame by frame (`meanfield.movies.animate`, whose keywords it takes:
+        ``compare``, ``frames``, ``max_frames``, ``fps``, ``trail``, ``size``, ``dpi``, ``progress``)."""
+        from .movies import animate
+
+        return animate(self, path, **kwargs)
+
     def plot(self, times=None, path=None, show_energy=True, scale="auto", t_end=None):
         """The natural picture of the run with E_β(t); ``scale`` "auto", "linear", "log" or
         "perturbation" (ρ − 1). See `meanfield.plotting.plot_solution`."""
