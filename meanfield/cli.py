@@ -17,6 +17,7 @@ results stay in DIR).
 """
 import argparse
 import pathlib
+import re
 import sys
 import warnings
 
@@ -39,18 +40,43 @@ def _parallel(p, default):
                    help="the address of a running dask scheduler (tcp://host:8786) to run on instead")
 
 
-def _floats(text):
+def _items(text, kind, what):
+    """The comma-separated (or space-separated) items of ``text`` as ``kind``; an empty item is an error."""
+    parts = [v.strip() for v in text.split(",")] if "," in text else (text.split() or [""])
     try:
-        return [float(v) for v in text.replace(",", " ").split()]
+        if "" in parts:
+            raise ValueError
+        return [kind(v) for v in parts]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {what} separated by commas (no empty item), got {text!r}") from None
+
+
+def _floats(text):
+    return _items(text, float, "numbers")
 
 
 def _ints(text):
-    try:
-        return [int(v) for v in text.replace(",", " ").split()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+    return _items(text, int, "integers")
+
+
+_NUMBER_LIST = re.compile(r"^-[0-9.]")
+
+
+def _join_negative_lists(argv):
+    """``--betas -1,2`` as ``--betas=-1,2``: argparse takes a word starting with '-' for a flag unless
+    it is one plain negative number, so the next word of a list option that starts with '-' and a
+    digit is joined to it as its value."""
+    from .experiments import EXPERIMENTS
+
+    list_flags = {flag for exp in EXPERIMENTS.values() for f in exp.fields if f.flags and f.is_sequence
+                  for flag in f.flags}
+    out = []
+    for word in argv:
+        if out and out[-1] in list_flags and _NUMBER_LIST.match(word):
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
 
 
 def _option(p, f):
@@ -197,7 +223,7 @@ class _Done:
 
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_negative_lists(sys.argv[1:] if argv is None else argv))
     if args.command is None:
         parser.print_help()
         return 0
@@ -208,11 +234,18 @@ def main(argv=None):
             warnings.filterwarnings("ignore", r"(overflow|invalid value|divide by zero|underflow) encountered",
                                     RuntimeWarning)
             report = _dispatch(args)
-    except KeyboardInterrupt:
-        print(f"meanfield {args.command}: interrupted; partial results are in {args.out}", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        said = " ".join(str(exc).split())
+        print(f"meanfield {args.command}: {said or 'interrupted'}" + ("" if said else f"; partial results are in "
+                                                                       f"{args.out}"), file=sys.stderr)
         return 130
     except ValueError as exc:       # bad input (UnsupportedModel included): one line, no traceback
         print(f"meanfield {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except OSError as exc:          # an output directory that cannot be written, a file that cannot be read
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"meanfield {args.command}: error: {exc.strerror or exc}{where}; check `--out` and the paths given",
+              file=sys.stderr)
         return 2
     print("\n".join(report.lines()))
     if not report.checks:

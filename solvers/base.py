@@ -520,7 +520,7 @@ class Solver:
         stop = res.failure
         if stop is None:
             return sol
-        name = type(self).__name__
+        name = sol.solver or type(self).__name__        # every discretisation of the run, "A+B" after a change
         if stop.reason == "monitor":
             res.error.solution = sol
             raise res.error

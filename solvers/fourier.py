@@ -92,7 +92,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     for SA, s∫|v|²ρ dσ for USA, plus the noise term; docs/mathematics.md §4), ``energy_rate_error``
     (their relative difference), ``w1_to_uniform``, ``w1_to_dirac``, and ``modes`` (K in use).
 
-    Solve option ``on_underresolved``: "raise" (default: `UnderResolved`), "lagrangian" or a
+    Solve option ``on_underresolved``: "auto" (default: "raise"), "raise" (`UnderResolved`), "lagrangian" or a
     `solvers.Lagrangian` (without noise: when the density is no longer resolved, the run hands over to
     the characteristics from its last state and returns one Solution over all of ``t_eval``, its
     ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).

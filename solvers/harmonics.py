@@ -44,6 +44,9 @@ from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailM
 BYTES_PER_DEGREE2 = 800  # measured peak working memory of a run per lmax² (grids, stages, fine diagnostics grid)
 
 
+AUTO_CAP = 127          # the default cap of lmax="auto" (see `SphericalHarmonics`)
+
+
 class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     """Spectral solver on S^2 (model.dim == 3, zonal models: Q^T K = I, V = v·I).
 
@@ -55,7 +58,10 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         double on a tail alarm, up to ``max_lmax``; beyond it `UnderResolved`).
     nthreads : int >= 1, threads used by ducc0 (default 1).
     tail_tol : spectral-tail tolerance of `solvers.spectral.TailMonitor` (`UnderResolved` beyond it).
-    max_lmax : cap of ``lmax="auto"`` (default 1023).
+    max_lmax : cap of ``lmax="auto"`` (default `AUTO_CAP` = 127). Beyond the cap a clustering run hands
+        over to the characteristics (``on_underresolved``), which carry the density exactly: refining
+        further costs steps (the step falls like 1/lmax) and sharpens the state the labels must then
+        resolve (at lmax 255 the energy at t = 5 of docs/sphere.md's two caps is off by 1.6e-3, at 127 by 5e-8).
     w1 : bool, record W1 to the uniform measure and to the nearest Dirac mass at saved times
         (default False: on S^2 the exact transport LP costs ~0.1–1 s per saved time).
     w1_points : int, size of the quadrature measure used for the W1 diagnostics (default 512;
@@ -66,17 +72,21 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     Steppers "dopri5" (default) and "bs32". Initial states: a density callable, a harmonics
     Solution (continued), or real coefficients clm (2, L+1, L+1) with L <= lmax (as ``sol.data[i]``).
 
-    Solve option ``on_underresolved``: "raise" (default: `UnderResolved`), "lagrangian" or a
-    `solvers.Lagrangian` (without noise: when the density is no longer resolved, the run hands over to
-    the characteristics from its last state and returns one Solution over all of ``t_eval``, its
-    ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
+    Solve option ``on_underresolved``: "auto" (default: "lagrangian" without noise, else "raise"),
+    "raise" (`UnderResolved`), "lagrangian" or a `solvers.Lagrangian`: when the density is no longer
+    resolved (clustering), the run hands over to the characteristics from its last state, warns
+    (`solvers.handover.HandOver`) and returns one Solution over all of ``t_eval``, its ``segments``
+    the spectral and the Lagrangian part (docs/lagrangian.md). With ``lmax="auto"`` it first refines up
+    to ``max_lmax``.
     """
+
+    default_handover = "lagrangian"
 
     policy = SphericalHarmonicBasis.policy.with_memory(lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
     auto_resolution = (policy.name, policy.cap_name)
 
     def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL,
-                 max_lmax=SphericalHarmonicBasis.policy.auto_cap, w1=False, w1_points=512):
+                 max_lmax=AUTO_CAP, w1=False, w1_points=512):
         Solver.__init__(self, model)
         if model.dim != 3:
             raise UnsupportedModel(f"SphericalHarmonics solves on S^2: `model.dim` must be 3, got {model.dim} "

@@ -99,7 +99,9 @@ def run(config, out=None, *, quick=False, progress=None, resume=None, clusters=T
                     "Pass normalize=True", "Set `initial.normalize = true`")) from None
             status, message = "finished", ""
         except Interrupted as exc:
-            sol, status, message = exc.solution, "interrupted", str(exc)
+            sol, status = exc.solution, "interrupted"
+            message = (f"{sol.solver if sol is not None else type(solver).__name__} interrupted (Ctrl-C) at t = "
+                       f"{float(sol.t[-1]) if sol is not None and len(sol.t) else float(cfg.t_eval[0]):g}")
         except SolverError as exc:
             sol, status, message = exc.solution, "stopped", f"{type(exc).__name__}: {exc}"
         report.solution = sol
@@ -123,6 +125,9 @@ def run(config, out=None, *, quick=False, progress=None, resume=None, clusters=T
                      f"({t_last:.12g}) with the requested end t = {float(cfg.t_eval[-1]):.12g}",
                      tolerance="reached, no solver error")
         if status == "interrupted":
+            if sol is not None and len(sol.t) and report.out is not None:
+                message += (f"; the saved times so far are in {report.path(f'{name}.nc')}; `meanfield run CONFIG "
+                            f"--resume {report.out}` continues the run")
             report.write(status="interrupted", message=message)
             raise KeyboardInterrupt(message)
         report.write(status=status, message=message)
