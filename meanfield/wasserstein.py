@@ -245,9 +245,12 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
     Parameters
     ----------
     a, b : (points, weights)
-        Points of shape (n, d) and (m, d) on S^{d-1}, weights non-negative summing to 1.
+        Points of shape (n, d) and (m, d) on S^{d-1}, weights non-negative summing to 1. With
+        ``method="bracket"`` (S^2, p = 1), ``b`` may also be a σ-relative density callable.
     p : float >= 1
-    method : "auto", "exact", "merged", "sinkhorn", "binned" or "sliced"
+    method : "auto", "exact", "merged", "sinkhorn", "binned", "sliced" or "bracket"
+        "bracket" (S^2, p = 1): a `meanfield.w1bracket.W1Bracket`, lower <= W1 <= upper, certified,
+        in O(n log n) for clouds of any size against a density or another cloud (docs/wasserstein.md).
         On S^1 the distance is always exact (this argument is ignored). On S^{d-1}, d >= 3, "auto"
         means "exact" up to n·m = `EXACT_MAX_SIZE` and raises beyond, asking for a method.
         "merged": the exact linear program after merging the atoms of each measure on the finest
@@ -267,6 +270,12 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
     -------
     float : W_p(a, b) in radians (for "sliced": the spherical sliced Wasserstein distance).
     """
+    if method == "bracket":
+        from .w1bracket import w1_bracket
+
+        if check_real(p, "p", low=1.0) != 1.0:
+            raise ValueError(f"`method`='bracket' bounds W1: `p` must be 1, got {p!r}.")
+        return w1_bracket(a, b)
     xa, wa = check_measure(a, "a")
     xb, wb = check_measure(b, "b", dim=xa.shape[1])
     p = check_real(p, "p", low=1.0)
