@@ -328,10 +328,6 @@ class Causal:
     def active(self):
         return self.ends is not None or self.a is not None
 
-    def stair(self, r0, r1):
-        """The ends and the row bias of the rows [r0, r1), and the column bias."""
-        return (None if self.ends is None else self.ends[r0:r1], None if self.a is None else self.a[r0:r1], self.b)
-
     def starts(self, m):
         """start[j]: the first row that sums column j (``ends`` None: 0 for every column)."""
         if self.ends is None:
@@ -375,7 +371,12 @@ def _sums(x, y, values, attention, beta, M, shift, chunk, threads, count_at, uni
         if fixed:
             xq = np.concatenate([xq, np.full(xq.shape[:-1] + (1,), -abs(beta))], axis=-1)
             yq = np.concatenate([y, np.ones(y.shape[:-1] + (1,))], axis=-1)
-        out = _blocked(xq, yq, values, kind, clamp, chunk, threads, threshold, causal)
+        if causal.a is not None:          # the bias rides in the inner product too: [x̃_i, −a_i, 1]·[ỹ_j, 1, b_j]
+            xq = np.concatenate([xq, np.broadcast_to(np.stack([-causal.a, np.ones_like(causal.a)], -1),
+                                                     xq.shape[:-1] + (2,))], axis=-1)
+            yq = np.concatenate([yq, np.broadcast_to(np.stack([np.ones_like(causal.b), causal.b], -1),
+                                                     yq.shape[:-1] + (2,))], axis=-1)
+        out = _blocked(xq, yq, values, kind, clamp, chunk, threads, threshold, causal.ends)
     S, c, counts = out
     if kind != "running":
         c = np.float64(abs(beta) if kind == "fixed" else 0.0)
@@ -448,17 +449,16 @@ def _flatten(xq, y, values):
     return xf, yf, vf, unflatten
 
 
-def _blocked(xq, y, values, kind, clamp, chunk, threads, threshold, causal=None):
+def _blocked(xq, y, values, kind, clamp, chunk, threads, threshold, ends=None):
     """The blocked loop of `kernel_sums` on β·M^T x (..., n, d') and y (..., m, d') (with the extra
-    coordinates −β and 1 for the fixed shift); ``kind`` "count" forms only the inner products;
-    ``causal`` (a `Causal`) limits each row to its columns and adds the position bias.
+    coordinates −β and 1 for the fixed shift, and −a_i, 1 and 1, b_j for a position bias); ``kind``
+    "count" forms only the inner products; ``ends`` (n,) limits row i to the columns j < ends[i].
     Returns (S, c or None, counts or None) with the leading axes of the inputs."""
     xf, yf, vf, unflatten = _flatten(xq, y, values)
     K, n, m, P = xf.shape[0], xf.shape[1], yf.shape[1], vf.shape[-1]
     S = np.empty((K, n, P))
     c = np.empty((K, n)) if kind == "running" else None
     counts = np.zeros((K, n), dtype=np.int64) if threshold is not None else None
-    masked = causal is not None and causal.active
     cols = max(1, min(m, chunk))
     rows = min(n, max(1, BLOCK // cols))
     grouped = rows == n and cols == m
@@ -474,14 +474,14 @@ def _blocked(xq, y, values, kind, clamp, chunk, threads, threshold, causal=None)
             yt = np.ascontiguousarray(yf[b0:b1].swapaxes(1, 2)) if grouped else yf[b0:b1]
             _tile(xf[b0:b1, r0:r1], yt, vf[b0:b1], kind, clamp, cols, threshold, S[b0:b1, r0:r1],
                   None if c is None else c[b0:b1, r0:r1], None if counts is None else counts[b0:b1, r0:r1],
-                  causal.stair(r0, r1) if masked else None)
+                  None if ends is None else ends[r0:r1])
 
     if n * m == 0:
         S[...] = 0.0
         if c is not None:
             c[...] = -np.inf
     else:
-        _run(work, tiles, threads, K * n * m // (2 if masked and causal.ends is not None else 1))
+        _run(work, tiles, threads, K * n * m // (1 if ends is None else 2))
     return unflatten(S, c, counts)
 
 
@@ -539,14 +539,12 @@ def _spans(size, parts):
     return [(k * size // parts, (k + 1) * size // parts) for k in range(parts)]
 
 
-def _tile(xq, yt, values, kind, clamp, cols, threshold, S, c, counts, stair=None):
+def _tile(xq, yt, values, kind, clamp, cols, threshold, S, c, counts, ends=None):
     """Rows xq (G, r, d') of G problems against all columns yt (G, d', m) (contiguous), ``cols`` at a
-    time, into S (G, r, P), the running shift c (G, r) and the counts (G, r). ``stair`` = (ends (r,)
-    or None, a (r,) or None, b (m,) or None): row i takes the columns j < ends[i] only, and the
-    exponents gain b_j − a_i."""
+    time, into S (G, r, P), the running shift c (G, r) and the counts (G, r); with ``ends`` (r,), row i
+    takes the columns j < ends[i] only."""
     G, r = xq.shape[:2]
     m = yt.shape[2]
-    ends, ra, cb = (None, None, None) if stair is None else stair
     if ends is not None:
         m = int(ends[-1])
         if m == 0:                                        # no row of the tile sees a column
@@ -563,13 +561,13 @@ def _tile(xq, yt, values, kind, clamp, cols, threshold, S, c, counts, stair=None
             counts += _row_counts(L, threshold)
         if kind == "count":
             continue
-        if ra is not None:
-            L += cb[a:b]
-            L -= ra[:, None]
-        cut = None if ends is None or b <= ends[0] else np.arange(a, b) >= ends[:, None]    # (r, b − a)
+        cut = None
+        if ends is not None and b > ends[0]:              # the columns [lo, b) that some rows do not see
+            lo = max(a, int(ends[0]))
+            cut, Lcut = np.arange(lo, b) >= ends[:, None], L[..., lo - a:]
         if kind == "running":
             if cut is not None:
-                np.copyto(L, -np.inf, where=cut)
+                np.copyto(Lcut, -np.inf, where=cut)
             top = L.max(axis=-1)
             if a == 0:
                 if cut is not None:                       # rows with no column (ends[i] = 0)
@@ -584,7 +582,7 @@ def _tile(xq, yt, values, kind, clamp, cols, threshold, S, c, counts, stair=None
             np.maximum(L, EXP_FLOOR, out=L)
         np.exp(L, out=L)
         if cut is not None:
-            np.copyto(L, 0.0, where=cut)
+            np.copyto(Lcut, 0.0, where=cut)
         if a == 0:
             np.matmul(L, values[:, a:b], out=S)
         else:

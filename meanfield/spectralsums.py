@@ -213,9 +213,10 @@ def _zonal_sums(beta, dim, epsilon, threads):
 
 
 def causal_block(dim, lmax):
-    """The positions per block of `causal_zonal_sums`: the exact sums inside a block (b²/2 pairs)
-    against the two transforms per block (benchmarks/bench_causal_particles.py)."""
-    return 256 if dim == 2 else int(min(2048, max(256, 2 * (lmax + 1) ** 2)))
+    """The positions per block of `causal_zonal_sums`, balancing the exact sums inside a block (b²/2
+    pairs) against the transforms per block: 512 on S^1, 512·⌊(L + 32)/32⌋ on S^2 (the fastest of 128 ..
+    4096 at n = 2^16, β = 1, 4, 30; benchmarks/bench_causal_particles.py)."""
+    return 512 if dim == 2 else 512 * ((lmax + 32) // 32)
 
 
 def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None):
@@ -393,8 +394,8 @@ def crossover(dim, lmax):
 def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=EPSILON, causal=None):
     """The sums a run of n points uses, and the bound on the spectral field's relative error.
 
-    "auto" takes the spectral sums when they apply (`spectral_unavailable`), n >= `crossover` (twice
-    that under a mask, whose direct sums cost half) and the bound ε/max(min_j w_j, e^{−2β})
+    "auto" takes the spectral sums when they apply (`spectral_unavailable`), n >= `crossover` (under a
+    mask, whose direct sums cost half, twice that and at least two blocks of `causal_block`) and the bound ε/max(min_j w_j, e^{−2β})
     (`error_bound`; under a mask ``causal``, a `meanfield.masks.TokenMask`, `masked_error_bound`) is
     at most ``tol``; else the direct ones (bound 0: exact up to rounding). Returns (kind, bound)."""
     check_sums(sums, model, domain)
@@ -406,6 +407,8 @@ def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=E
         bound = masked_error_bound(weights, model.beta, causal.normaliser, causal.includes_self, epsilon)
     if sums == "auto":
         lmax = truncation_degree(model.beta, model.dim, epsilon)
-        if n < crossover(model.dim, lmax) * (1 if causal is None else 2) or bound > tol:
+        least = crossover(model.dim, lmax) if causal is None else max(2 * crossover(model.dim, lmax),
+                                                                       2 * causal_block(model.dim, lmax))
+        if n < least or bound > tol:
             return "direct", 0.0
     return "spectral", bound
