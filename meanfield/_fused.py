@@ -88,8 +88,8 @@ def _rows4(x, g, scale, extra, last, xt):
 @njit(**_INLINE)
 def _column(g, j, i0, i1, xt, y, ky, extra, ylast, values, w, v, scaled, threshold, count, clamp, ra, cb, cnt,
             a0, a1, a2, a3):
-    """Column j of problem g added to the rows [i0, i1) (the tail of `_problem` and the rows that a causal
-    mask lets see only some of four columns)."""
+    """Column j of problem g added to the rows [i0, i1) (the tail of `_problem`). The bounds are uint64, as
+    in `_problem`'s loops: numba then drops its negative-index checks, and LLVM vectorises the loop."""
     p = _point4(y, g, j, ky, extra, ylast)
     u0, u1, u2, u3 = _values4(values, y, g, j, ky, w, v, scaled)
     for i in range(i0, i1):
@@ -123,37 +123,41 @@ def _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshol
     a3[:r] = 0.0
     cnt = counts[g]
     j = 0
+    rows = np.uint64(r)
     while j + 3 < m:
-        lo = 0
-        if start is not None:                   # rows that see only some of the four columns
-            lo = start[j + 3]
-            for jj in range(j, j + 3):
-                _column(g, jj, start[jj], lo, xt, y, ky, extra, ylast, values, w, v, scaled, threshold, count, clamp,
-                        ra, cb, cnt, a0, a1, a2, a3)
+        lo = sb = sc = sd = np.uint64(0)
+        ba = bb = bc = bd = 0.0
+        if ra is not None:                      # the column bias b_j, read before the loop (hoisted)
+            ba, bb, bc, bd = cb[j], cb[j + 1], cb[j + 2], cb[j + 3]
+        if start is not None:                   # the rows from column j's first; columns j+1..j+3 start later
+            lo, sb, sc, sd = (np.uint64(start[j]), np.uint64(start[j + 1]), np.uint64(start[j + 2]),
+                              np.uint64(start[j + 3]))
         p, q, s, t = (_point4(y, g, j, ky, extra, ylast), _point4(y, g, j + 1, ky, extra, ylast),
                       _point4(y, g, j + 2, ky, extra, ylast), _point4(y, g, j + 3, ky, extra, ylast))
         u0, u1, u2, u3 = _values4(values, y, g, j, ky, w, v, scaled)
         w0, w1, w2, w3 = _values4(values, y, g, j + 1, ky, w, v, scaled)
         h0, h1, h2, h3 = _values4(values, y, g, j + 2, ky, w, v, scaled)
         k0, k1, k2, k3 = _values4(values, y, g, j + 3, ky, w, v, scaled)
-        for i in range(lo, r):
+        for i in range(lo, rows):
             La, Lb, Lc, Ld = _dot4(xt, i, p), _dot4(xt, i, q), _dot4(xt, i, s), _dot4(xt, i, t)
             if count:
                 cnt[i] += ((La >= threshold) + (Lb >= threshold)) + ((Lc >= threshold) + (Ld >= threshold))
             if ra is not None:                  # the position bias b_j − a_i
-                La, Lb = (La + cb[j]) - ra[i], (Lb + cb[j + 1]) - ra[i]
-                Lc, Ld = (Lc + cb[j + 2]) - ra[i], (Ld + cb[j + 3]) - ra[i]
+                ai = ra[i]
+                La, Lb, Lc, Ld = (La + ba) - ai, (Lb + bb) - ai, (Lc + bc) - ai, (Ld + bd) - ai
             if clamp:
                 La, Lb, Lc, Ld = max(La, EXP_LOW), max(Lb, EXP_LOW), max(Lc, EXP_LOW), max(Ld, EXP_LOW)
             Ea, Eb, Ec, Ed = expo(La), expo(Lb), expo(Lc), expo(Ld)
+            if start is not None:
+                Eb, Ec, Ed = Eb if i >= sb else 0.0, Ec if i >= sc else 0.0, Ed if i >= sd else 0.0
             a0[i] = (((a0[i] + Ea * u0) + Eb * w0) + Ec * h0) + Ed * k0
             a1[i] = (((a1[i] + Ea * u1) + Eb * w1) + Ec * h1) + Ed * k1
             a2[i] = (((a2[i] + Ea * u2) + Eb * w2) + Ec * h2) + Ed * k2
             a3[i] = (((a3[i] + Ea * u3) + Eb * w3) + Ec * h3) + Ed * k3
         j += 4
     while j < m:
-        _column(g, j, 0 if start is None else start[j], r, xt, y, ky, extra, ylast, values, w, v, scaled, threshold,
-                count, clamp, ra, cb, cnt, a0, a1, a2, a3)
+        _column(g, j, np.uint64(0 if start is None else start[j]), rows, xt, y, ky, extra, ylast, values, w, v, scaled,
+                threshold, count, clamp, ra, cb, cnt, a0, a1, a2, a3)
         j += 1
     for i in range(r):
         total = (a0[i], a1[i], a2[i], a3[i])
