@@ -7,7 +7,8 @@ Printed (one thread unless ``--threads``, β = 4, ALiBi slope λ = 1, (SA)):
 * the triangle: the right-hand side of `solvers.Particles` with mask "causal" and ``sums="direct"``
   over the unmasked one (same n, same cloud), at n = 4096 on S^1, S^2 and S^15 (target <= 0.6: the
   blocks of rows stop at their last row's column), and the bare `kernelsums.attention_sums` with
-  ``ends``/``bias`` over the full ones;
+  ``ends``/``bias`` over the full ones; the same for many small clouds (the fused pass: B = 1024
+  clouds of n = 32 and B = 64 of n = 256 on S^2);
 * the spectral masked sums (`spectralsums.causal_zonal_sums`, blocks of positions with running
   coefficients) at n = 2^14 .. 2^18 on S^1 and S^2: their time over the direct triangle (measured up
   to n = 2^15, extrapolated as n² beyond), and over the floor of one unmasked spectral evaluation
@@ -67,6 +68,20 @@ def triangle(n, repeat):
               f"sums {s_masked * 1e3:8.2f} / {s_full * 1e3:8.2f} ms = {s_masked / s_full:.3f}")
 
 
+def small_clouds(repeat):
+    print("fused pass, many small clouds on S^2: masked / full")
+    for B, n in ((1024, 32), (64, 256)):
+        x = uniform(B * n, 3).reshape(B, n, 3)
+        w = np.full(n, 1.0 / n)
+        causal = token_mask("causal", SLOPE, w)
+        t = interleaved([lambda: attention_sums(x, x, w, BETA, unit=True, threads=int(_threads)),
+                         lambda: attention_sums(x, x, w, BETA, unit=True, threads=int(_threads), ends=causal.ends),
+                         lambda: attention_sums(x, x, w, BETA, unit=True, threads=int(_threads), ends=causal.ends,
+                                                bias=causal.bias)], repeat)
+        print(f"  B = {B:5d}, n = {n:4d}: full {t[0] * 1e3:6.2f} ms   mask {t[1] / t[0]:.3f}   mask and ALiBi "
+              f"{t[2] / t[0]:.3f}")
+
+
 def spectral(sizes, repeat):
     print("spectral masked sums: time, over the direct triangle, over one unmasked spectral evaluation")
     for d in (2, 3):
@@ -98,4 +113,5 @@ def spectral(sizes, repeat):
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
     triangle(2048 if quick else 4096, 2 if quick else 5)
+    small_clouds(2 if quick else 7)
     spectral([1 << 14] if quick else [1 << 14, 1 << 15, 1 << 16, 1 << 18], 1 if quick else 3)
