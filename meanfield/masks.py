@@ -28,26 +28,27 @@ from .model import MASKS
 _BLOCK_EXPONENT = 30.0        # λΔσ within one block of the prefix sums (e^{±30}: no overflow, ~1e-14 rounding)
 
 
-def token_positions(n, positions=None):
+def token_positions(n, positions=None, name="token_positions"):
     """σ_j of n tokens: j/n (j = 1..n) by default, else ``positions`` checked: shape (n,), finite, in
-    (0, 1] and non-decreasing (tokens in order; equal positions attend to each other)."""
+    (0, 1] and non-decreasing (tokens in order; equal positions attend to each other); the errors name
+    the argument ``name``."""
     if positions is None:
         return np.arange(1, n + 1) / n
     try:
         s = np.asarray(positions, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"`positions` must be an array of {n} token positions in (0, 1].") from None
+        raise ValueError(f"`{name}` must be an array of {n} token positions in (0, 1].") from None
     if s.shape != (n,):
-        raise ValueError(f"`positions` must have shape ({n},), one position per token, got {s.shape}.")
+        raise ValueError(f"`{name}` must have shape ({n},), one position per token, got {s.shape}.")
     if not np.all(np.isfinite(s)):
-        raise ValueError("`positions` contains NaN or inf.")
+        raise ValueError(f"`{name}` contains NaN or inf.")
     if n and (s.min() <= 0.0 or s.max() > 1.0):
-        raise ValueError(f"`positions` must lie in (0, 1], got values from {s.min():g} to {s.max():g}.")
+        raise ValueError(f"`{name}` must lie in (0, 1], got values from {s.min():g} to {s.max():g}.")
     drop = np.flatnonzero(np.diff(s) < 0)
     if drop.size:
         k = int(drop[0])
-        raise ValueError(f"`positions` must be in order (non-decreasing: x0[j] is token j + 1), but position {k + 1} "
-                         f"is {s[k + 1]:g} after {s[k]:g}.")
+        raise ValueError(f"`{name}` must be in order (non-decreasing: x0[j] is token j + 1), but token {k + 2} is at "
+                         f"{s[k + 1]:g}, after token {k + 1} at {s[k]:g}.")
     return s
 
 
@@ -99,7 +100,7 @@ class TokenMask:
 
 def token_mask(mask, slope, weights, positions=None):
     """The `TokenMask` of ``mask`` ("causal" or "causal-strict") and the ALiBi slope λ = ``slope`` for
-    tokens of weights w (n,) at ``positions`` (default j/n; see `token_positions`)."""
+    tokens of weights w (n,) at ``positions`` (default j/n; checked by `token_positions`)."""
     w = np.asarray(weights, dtype=float)
     n = w.shape[-1]
     s = token_positions(n, positions)
@@ -113,15 +114,15 @@ def token_mask(mask, slope, weights, positions=None):
     return TokenMask(mask, float(slope), s, ends, bias, D, D <= 0.0, mask == "causal")
 
 
-def model_mask(model, weights, positions=None):
+def model_mask(model, weights, token_positions=None):
     """`token_mask` of a model's ``mask`` and ``position_bias``, or None for an unmasked model (a
-    ValueError naming `positions` if they are given for one)."""
+    ValueError naming `token_positions` if they are given for one)."""
     if not model.is_causal:
-        if positions is not None:
-            raise ValueError("`positions` (token positions) apply to a masked model: pass mask='causal' or "
-                             "'causal-strict' to the Model.")
+        if token_positions is not None:
+            raise ValueError("`token_positions` apply to a masked model: pass mask='causal' or 'causal-strict' to "
+                             "the Model.")
         return None
-    return token_mask(model.mask, model.position_bias, weights, positions)
+    return token_mask(model.mask, model.position_bias, weights, token_positions)
 
 
 def dense_mask(n, mask, slope=0.0, positions=None):

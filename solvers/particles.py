@@ -6,7 +6,10 @@ The vector field of weighted particles μ = Σ_j w_j δ_{x_j} (Σ w_j = 1), for 
     (SA)   X_i = P_{x_i} Σ_h Σ_j w_j e^{β⟨x_i, M_h x_j⟩} V_h x_j / Σ_j w_j e^{β⟨x_i, M_h x_j⟩}   (2.3), (2.7), (3.2)
     (USA)  X_i = P_{x_i} Σ_h Σ_j w_j e^{β⟨x_i, M_h x_j⟩} V_h x_j                            (USA), (3.8)
 
-with P_x y = y − ⟨x, y⟩x. Equal weights w_j = 1/n give (SA) and (USA) exactly. Numerics:
+with P_x y = y − ⟨x, y⟩x. Equal weights w_j = 1/n give (SA) and (USA) exactly. A masked model
+(``mask="causal"`` or ``"causal-strict"``, ALiBi slope ``position_bias``) takes the particles as tokens
+in order and sums over j ∈ C(i) with the weights w_j e^{−λ(σ_i − σ_j)}, (USA) divided by their sum
+(`meanfield.masks`, docs/causal-particles.md). Numerics:
 
 * the sums S_i = Σ_j w_j e^{L_ij − c_i}[V x_j, 1] are evaluated in blocks of ``chunk`` rows and
   columns (memory O(n·d + chunk²)) with a shift c_i: none when |L| <= 300 (e^L is then a
@@ -152,6 +155,13 @@ class Particles(Solver):
     z_i = e^{−tV}x_i ((9.2)–(9.3)); ``rescale_time=True`` ((USA)) integrates in τ = e^β t, required
     for β > 690. Failures (NaN/inf) raise `NonFiniteState` naming t and the step, with ``.solution``.
 
+    A masked model (``Model(mask=..., position_bias=λ)``, docs/causal-particles.md): x0[j] is token j + 1
+    at the position σ = (j + 1)/n, or at ``token_positions`` (n,) in (0, 1], non-decreasing; C(i) = {j : σ_j <= σ_i}
+    ("causal") or σ_j < σ_i ("causal-strict"), the pair weight w_j e^{−λ(σ_i − σ_j)} (`meanfield.masks`).
+    A token with no weight in C(i) does not move. The sums run over the triangle only, and the spectral
+    ones by blocks of positions (`meanfield.spectralsums.causal_zonal_sums`, bound
+    `masked_error_bound`). The recorded energy is (3.5) of the configuration, without the mask.
+
     ``parameters`` replaces the model's heads for one run (the model's β, (SA)/(USA) and noise stay):
     a list of (Q, K, V) heads, Q, K of shape (m, d) and V (d, d) (None: the identity; a scalar V:
     V·I), each possibly with a leading axis of one matrix per realisation, (B, m, d) / (B, d, d) for
@@ -175,7 +185,7 @@ class Particles(Solver):
 
     steppers = ("dopri5", "bs32", "euler-maruyama", "euler-normalize")
     solve_options = {"weights": None, "rng": None, "domain": "sphere", "rescaled": False, "rescale_time": False,
-                     "save": "auto", "diagnostics": None, "threads": None, "parameters": None, "positions": None}
+                     "save": "auto", "diagnostics": None, "threads": None, "parameters": None, "token_positions": None}
     positional_options = ("weights", "rng")
     retracts = True
     retract_invariant = True       # the adaptive field normalises its argument: the last stage is reused
@@ -396,16 +406,16 @@ class Particles(Solver):
             return hit
         return None
 
-    def velocity(self, x, weights=None, *, rescale_time=False, positions=None):
+    def velocity(self, x, weights=None, *, rescale_time=False, token_positions=None):
         """X[μ](x_i) at the particles ((2.3)/(2.7)/(3.2)): x (n, d) or (B, n, d) on the sphere.
 
         ``weights`` (n,) default 1/n. With ``rescale_time=True`` ((USA) only) returns e^{−β}X, the
         velocity in τ = e^β t (finite for every β). A masked model takes the tokens in order, at
-        ``positions`` (default j/n; `meanfield.masks`).
+        ``token_positions`` (default j/n; `meanfield.masks`).
         """
         x = check_points(x, "x0", dim=self.model.dim, min_ndim=2)
         w = check_weights(weights, x.shape[-2])
-        causal = model_mask(self.model, w, positions)
+        causal = model_mask(self.model, w, token_positions)
         shift = self.model.beta if (rescale_time and not self.model.normalized) else 0.0
         if choose_sums(self.sums, self.model, x.shape[-2], w, tol=self.sums_tol, causal=causal)[0] == "spectral":
             return self._project(x, self._evaluate_spectral(x, w, check_threads(None), shift, causal)["out"])
@@ -461,8 +471,8 @@ class Particles(Solver):
         run.diagnostics_level = self.diagnostics_level if o["diagnostics"] is None else self._check_diagnostics(o["diagnostics"])
         run.save = self._check_save(o["save"], run.t_eval)
         run.parameters = o["parameters"]
-        if o["positions"] is not None and not self.model.is_causal:
-            model_mask(self.model, None, o["positions"])          # the ValueError naming `positions`
+        if o["token_positions"] is not None and not self.model.is_causal:
+            model_mask(self.model, None, o["token_positions"])    # the ValueError naming `token_positions`
         if run.parameters is not None and (rescaled or self.sums == "spectral"):
             raise ValueError("`parameters` (per-realisation or time-dependent heads) need the direct sums "
                              "(sums='auto' or 'direct') and rescaled=False.")
@@ -563,7 +573,7 @@ class Particles(Solver):
             raise ValueError("`weights` given twice: in the (points, weights) pair and as `weights`.")
         run.weights = check_weights(w, x.shape[-2], normalize=normalize, hint=NORMALIZE_WEIGHTS)
         run.batch = x.shape[0] if x.ndim == 3 else None
-        run.causal = model_mask(self.model, run.weights, run.options["positions"])
+        run.causal = model_mask(self.model, run.weights, run.options["token_positions"])
         run.sums, run.sums_error_bound = choose_sums(self.sums, self.model, x.shape[-2], run.weights,
                                                      domain=run.domain, tol=self.sums_tol, causal=run.causal)
         if run.parameters is not None:

@@ -147,7 +147,7 @@ def test_tied_positions_and_weights_that_silence_a_token():
     w /= w.sum()
     for mask in ("causal", "causal-strict"):
         model = mf.Model(beta=1.5, dim=3, mask=mask, position_bias=2.0, normalized=False)
-        ours = Particles(model).velocity(x, w, positions=positions)
+        ours = Particles(model).velocity(x, w, token_positions=positions)
         ref = _reference_field(x, 1.5, [(np.eye(3), np.eye(3), np.eye(3))], mask, 2.0, False, w, positions)
         assert np.max(np.abs(ours - ref)) <= 1e-14
         assert np.all(ours[0] == 0.0)
@@ -290,10 +290,10 @@ def test_energy_of_a_masked_run_is_the_unmasked_energy_of_the_configuration():
 
 # -- bad input ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs, name", [
-    (dict(positions=np.linspace(1.0, 0.1, 10)), "positions"),
-    (dict(positions=np.linspace(0.1, 1.0, 9)), "positions"),
-    (dict(positions=np.linspace(0.0, 1.0, 10)), "positions"),
-    (dict(positions=np.full(10, np.nan)), "positions"),
+    (dict(token_positions=np.linspace(1.0, 0.1, 10)), "token_positions"),
+    (dict(token_positions=np.linspace(0.1, 1.0, 9)), "token_positions"),
+    (dict(token_positions=np.linspace(0.0, 1.0, 10)), "token_positions"),
+    (dict(token_positions=np.full(10, np.nan)), "token_positions"),
     (dict(weights=np.full(9, 1 / 9)), "weights"),
     (dict(weights=-np.full(10, 0.1)), "weights"),
 ])
@@ -305,8 +305,8 @@ def test_bad_input_to_a_masked_run(kwargs, name):
 
 def test_bad_input_names_the_argument():
     x = _sphere(10, 3, 0)
-    with pytest.raises(ValueError, match="`positions`"):
-        Particles(mf.Model(beta=1.0, dim=3)).solve(x, [0.0, 1.0], positions=np.linspace(0.1, 1, 10))
+    with pytest.raises(ValueError, match="`token_positions`"):
+        Particles(mf.Model(beta=1.0, dim=3)).solve(x, [0.0, 1.0], token_positions=np.linspace(0.1, 1, 10))
     with pytest.raises(ValueError, match="`sums`"):
         Particles(mf.Model(beta=1.0, dim=4, mask="causal"), sums="spectral")
     with pytest.raises(ValueError, match="`ends`"):
