@@ -188,12 +188,13 @@ def test_full_ends_and_zero_bias_give_todays_sums_bit_for_bit(n):
 
 # -- the spectral masked sums ----------------------------------------------------------------------------
 @given(n=st.integers(2, 1500), lam=st.floats(0.0, 40.0), beta=st.floats(0.0, 12.0), d=st.sampled_from([2, 3]),
-       mask=st.sampled_from(["causal", "causal-strict"]), block=st.sampled_from([None, 37]), seed=st.integers(0, 2 ** 20))
-def test_spectral_masked_sums_within_the_stated_bound(n, lam, beta, d, mask, block, seed):
+       mask=st.sampled_from(["causal", "causal-strict"]), block=st.sampled_from([None, 37]),
+       batch=st.sampled_from([None, 2]), seed=st.integers(0, 2 ** 20))
+def test_spectral_masked_sums_within_the_stated_bound(n, lam, beta, d, mask, block, batch, seed):
     """Blocks of positions with running coefficients: the (SA) field at every token errs by at most the
     bound of `masked_error_bound` times the field's scale (as for the unmasked spectral sums)."""
     rng = np.random.default_rng(seed)
-    x = _sphere(n, d, seed)
+    x = _sphere(n if batch is None else (batch, n), d, seed)
     w = rng.random(n) ** 2 + 1e-3
     w /= w.sum()
     causal = token_mask(mask, lam, w)
@@ -201,10 +202,10 @@ def test_spectral_masked_sums_within_the_stated_bound(n, lam, beta, d, mask, blo
     Zs, G = causal_zonal_sums(sums, x, w, causal.ends, causal.positions, lam, block)
     ref = _reference_field(x, beta, [(np.eye(d),) * 3], mask, lam, True, w)
     live = ~causal.silent
-    ours = G[live] / Zs[live, None]
+    ours = G[..., live, :] / Zs[..., live, None]
     bound = masked_error_bound(w, beta, causal.normaliser, causal.includes_self)
-    assert np.max(np.abs(ours - ref[live])) <= 10 * bound * (np.max(np.abs(ref)) + 1.0)
-    assert np.all(Zs[~live] == 0.0)
+    assert np.max(np.abs(ours - ref[..., live, :])) <= 10 * bound * (np.max(np.abs(ref)) + 1.0)
+    assert np.all(Zs[..., ~live] == 0.0)
 
 
 @pytest.mark.parametrize("d", [2, 3])
