@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .geodesic import geodesic_distance, merge_on_grid
 from .validation import check_callable, check_measure
 
 MERGE = 1e-9                # atoms closer than this (radians) are merged before the Voronoi diagram
@@ -186,10 +187,8 @@ def _cell_integrals(x, fans, density, chunk=1 << 17):
 
 
 def _voronoi_ready(x, w):
-    """The atoms with those closer than `MERGE` merged (`meanfield.wasserstein.merge_on_grid`, the
+    """The atoms with those closer than `MERGE` merged (`meanfield.geodesic.merge_on_grid`, the
     spacing grown tenfold until the Voronoi diagram accepts them), and the cost of the moves."""
-    from .wasserstein import merge_on_grid
-
     spacing = MERGE
     while True:
         xm, wm, moved = merge_on_grid(x, w, spacing) if spacing else (x, w, 0.0)
@@ -233,9 +232,7 @@ def _gathered(points, weights, cells, reps):
 
 def bracket_between(a, b):
     """`W1Bracket` of W1(a, b) for two discrete measures (points, weights) on S^2, total weights equal."""
-    import ot
-
-    from .wasserstein import geodesic_distance
+    import ot        # POT, deferred like everywhere in the package
 
     xa, wa = check_measure(a, "a", dim=3)
     xb, wb = check_measure(b, "b", dim=3)
@@ -261,9 +258,7 @@ def bracket_between(a, b):
 def _leaf_transport(x, signed):
     """The leaf cost of `tree_bound` between clouds: in each leaf, the exact transport between the
     positive part and the negative part scaled down to the smaller mass."""
-    import ot
-
-    from .wasserstein import geodesic_distance
+    import ot        # POT, deferred like everywhere in the package
 
     def cost(inverse, pos, neg):
         total = 0.0

@@ -23,7 +23,9 @@ The cost is the angle d(x, y) = arccos⟨x, y⟩ ∈ [0, π]. W_p(a, b) = (min_�
 """
 import numpy as np
 
+from .geodesic import geodesic_distance, merge_on_grid
 from .validation import check_int, check_measure, check_real
+from .w1bracket import w1_bracket
 
 EXACT_MAX_SIZE = 25_000_000
 SMALL_CIRCLE = 10_000       # circle_w1_to_density: up to this many atoms Φ(c) is also minimised exactly
@@ -151,13 +153,6 @@ def circle_w1_to_density(measure, coefficients):
     return min(float(best.fun), phi(shift))
 
 
-def geodesic_distance(x, y):
-    """Angle between unit vectors, accurate near 0 and π: 2·atan2(|x − y|, |x + y|)."""
-    minus, plus = x - y, x + y
-    return 2.0 * np.arctan2(np.sqrt(np.einsum("...d,...d->...", minus, minus)),
-                            np.sqrt(np.einsum("...d,...d->...", plus, plus)))
-
-
 def _geodesic_cost(xa, xb, p, chunk=256):
     c = np.empty((xa.shape[0], xb.shape[0]))
     for s in range(0, xa.shape[0], chunk):
@@ -200,26 +195,6 @@ def _binned(xa, wa, xb, wb, p, n_bins):
     cost = _geodesic_cost(nodes[keep], nodes[keep], p)
     val = float(max(ot.emd2(ma[keep], mb[keep], cost, numItermax=10_000_000), 0.0) ** (1 / p))
     return val, ca + cb
-
-
-def merge_on_grid(x, w, spacing):
-    """The atoms of (x, w) merged per cell of the cubic grid of side ``spacing`` in R^d: each cell's
-    mass sits at its mass-weighted mean, projected on the sphere. Returns (points, weights, cost) with
-    cost = Σ_j w_j d(x_j, the point of its cell) >= W1((x, w), merged): the merging moves no mass
-    farther than the cell's diameter."""
-    keys = np.floor(x / spacing).astype(np.int64)
-    _, cell = np.unique(keys, axis=0, return_inverse=True)
-    cell = cell.ravel()
-    k = int(cell.max()) + 1
-    mass = np.bincount(cell, weights=w, minlength=k)
-    centre = np.stack([np.bincount(cell, weights=w * x[:, j], minlength=k) for j in range(x.shape[1])], -1)
-    norm = np.linalg.norm(centre, axis=1, keepdims=True)
-    first = np.empty(k, dtype=np.int64)
-    first[cell[::-1]] = np.arange(len(cell))[::-1]                # a point of each cell (for massless cells)
-    centre = np.where(norm > 0, centre / np.where(norm > 0, norm, 1.0), x[first])
-    cost = float(w @ geodesic_distance(x, centre[cell]))
-    keep = mass > 0
-    return centre[keep], mass[keep], cost
 
 
 def _merged(xa, wa, xb, wb, p, spacing=1e-7):
@@ -271,8 +246,6 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
     float : W_p(a, b) in radians (for "sliced": the spherical sliced Wasserstein distance).
     """
     if method == "bracket":
-        from .w1bracket import w1_bracket
-
         if check_real(p, "p", low=1.0) != 1.0:
             raise ValueError(f"`method`='bracket' bounds W1: `p` must be 1, got {p!r}.")
         return w1_bracket(a, b)
