@@ -38,6 +38,7 @@ from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cr
 from .base import Solver
 from .bases import SphericalHarmonicBasis
 from .handover import HandOverToCharacteristics
+from .layered import POSITIONS_POLICY, Layered, check_positions_model
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
 
@@ -74,10 +75,18 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
 
     policy = SphericalHarmonicBasis.policy.with_memory(lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
     auto_resolution = (policy.name, policy.cap_name)
+    takes_mask = True           # with `positions`: the layered equation (`LayeredSphericalHarmonics`)
+
+    def __new__(cls, *args, positions=None, **options):
+        if cls is SphericalHarmonics and positions is not None:
+            cls = LayeredSphericalHarmonics
+        return super().__new__(cls)
 
     def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL,
-                 max_lmax=SphericalHarmonicBasis.policy.auto_cap, w1=False, w1_points=512):
+                 max_lmax=SphericalHarmonicBasis.policy.auto_cap, w1=False, w1_points=512, positions=None,
+                 max_positions=POSITIONS_POLICY.auto_cap):
         Solver.__init__(self, model)
+        check_positions_model(model, positions)
         if model.dim != 3:
             raise UnsupportedModel(f"SphericalHarmonics solves on S^2: `model.dim` must be 3, got {model.dim} "
                                    "(use solvers.FourierCircle for dim 2).")
@@ -110,15 +119,19 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
             self._fine = SphericalHarmonicBasis(self.lmax, 4 * self.lmax + 3, self.nthreads)
         return self._fine
 
-    def _fields(self, alm, basis=None):
+    def _fields(self, alm, basis=None, field=None):
         """ρ, Z̃ (= e^{-β}K*ρ for SA, None for USA) and the velocity X = s∇Φ on the grid of ``basis``
-        (default the dealiasing one)."""
+        (default the dealiasing one) for coefficients alm (..., nalm; leading axes a batch); the velocity
+        is that of the density ``field`` (default alm; a layered run passes its prefix means)."""
         basis = self.basis if basis is None else basis
+        field = alm if field is None else field
         if self._kern is not None:
-            rho, z = basis.synthesis(np.stack([alm, self._kern * alm]))
+            g = basis.synthesis(np.stack([alm, self._kern * field], axis=-2))
+            rho, z = g[..., 0, :, :], g[..., 1, :, :]
         else:
-            rho, z = basis.synthesis(alm[None])[0], None
-        return rho, z, self.field.velocity(basis.gradient(self._vel * alm), z)
+            rho, z = basis.synthesis(alm), None
+        grad = basis.gradient(self._vel * field)
+        return rho, z, self.field.velocity(grad, None if z is None else z[..., None, :, :])
 
     # -- Solver contract ---------------------------------------------------------------------------
     def _representation(self, run):
@@ -170,11 +183,15 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
 
     def _rhs(self, run, t, alm):
         """−div_S(ρX) projected on degrees <= lmax ((3.1)); 3 (USA) or 3 + one extra scalar (SA) transforms."""
-        rho, _, x = self._fields(alm)
-        x *= rho[None]
+        return self._transport(run, alm)
+
+    def _transport(self, run, alm, field=None):
+        """−div_S(ρX) on degrees <= lmax for coefficients alm (..., nalm) moved by the velocity of ``field``."""
+        rho, _, x = self._fields(alm, field=field)
+        x *= rho[..., None, :, :]
         d = self.basis.divergence(x)
-        d[0] = 0.0
-        d[self._m0] = d[self._m0].real
+        d[..., 0] = 0.0
+        d[..., self._m0] = d[..., self._m0].real
         return d
 
     def _linear(self, run):
@@ -228,4 +245,26 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         return self.start(rho0, normalize=normalize).y0
 
 
-__all__ = ["SphericalHarmonics"]
+class LayeredSphericalHarmonics(Layered, SphericalHarmonics):
+    """`SphericalHarmonics` of a masked model (``positions=M``): the layered equation of `solvers.layered`.
+
+    The state is the a_lm at each of the M positions (M, nalm), transformed in batches (one scalar, one
+    spin-1 synthesis and one spin-1 analysis for all positions). Built by
+    ``SphericalHarmonics(model, lmax, positions=M)``.
+    """
+
+    density_ndim = 3
+
+    def __init__(self, model, lmax=63, *, positions=None, max_positions=POSITIONS_POLICY.auto_cap, **options):
+        SphericalHarmonics.__init__(self, model, lmax, positions=positions, **options)
+        self._setup_positions(positions, max_positions)
+
+    def _rhs(self, run, t, alm):
+        """−div_S(ρ(s_i) X[ρ̄(s_i)]) on degrees <= lmax at every node at once."""
+        return self._transport(run, alm, self._prefix(alm))
+
+    def _layer_power(self, run, alm):
+        return np.stack([alm_power(a, self.lmax) for a in alm])
+
+
+__all__ = ["LayeredSphericalHarmonics", "SphericalHarmonics"]

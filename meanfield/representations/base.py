@@ -14,6 +14,7 @@ _REGISTRY = {
     "lagrangian": "meanfield.representations.lagrangian:LagrangianNodes",
     "gegenbauer": "meanfield.representations.gegenbauer:GegenbauerSeries",
     "segments": "meanfield.representations.segments:Segments",
+    "layered": "meanfield.representations.layered:LayeredDensity",
 }
 
 
