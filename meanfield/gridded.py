@@ -85,6 +85,7 @@ LONG_NAMES = {
     "labels": "initial positions of the nodes",
     "rho0": "initial density at the nodes",
     "position_weight": "quadrature weight of each token position (composite Gauss-Legendre, summing to 1)",
+    "position_panel_end": "ends of the panels of the quadrature rule in the token position sigma",
     "mass_per_position": "mass of the density at each token position",
     "energy_per_position": "interaction energy E_beta (3.5) of the density at each token position",
 }

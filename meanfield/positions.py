@@ -80,19 +80,24 @@ class PositionRule:
     ----------
     positions : M, a multiple of `PANEL_NODES` (8) and >= 8: M/8 panels (`graded_breaks`).
     position_bias : λ >= 0, the ALiBi slope of the model.
+    breaks : the panel ends (M/8 + 1 increasing numbers from 0 to 1), instead of `graded_breaks`
+        (`refined` halves every panel, so that a refined rule's panels lie inside the coarse ones).
 
     Attributes: ``nodes`` s_i (M,), ``weights`` w_i (M,, positive, summing to 1; exact for polynomials
     of degree 15 on each panel), ``breaks`` (P + 1,), ``panels`` P.
     """
 
-    def __init__(self, positions, position_bias=0.0):
+    def __init__(self, positions, position_bias=0.0, breaks=None):
         q = PANEL_NODES
         M = check_int(positions, "positions", low=q)
         if M % q:
             raise ValueError(f"`positions` must be a multiple of {q} (panels of {q} Gauss–Legendre nodes), got {M}.")
         self.lam = check_real(position_bias, "position_bias", low=0.0)
         self.size, self.panels = M, M // q
-        self.breaks = graded_breaks(self.panels)
+        self.breaks = graded_breaks(self.panels) if breaks is None else np.asarray(breaks, dtype=float)
+        b = self.breaks
+        if b.shape != (self.panels + 1,) or b[0] != 0 or b[-1] != 1 or not np.all(np.diff(b) > 0):
+            raise ValueError(f"`breaks` must be {self.panels + 1} increasing panel ends from 0 to 1, got {b!r}.")
         x, w = np.polynomial.legendre.leggauss(q)
         a, b = self.breaks[:-1, None], self.breaks[1:, None]
         self.nodes = (0.5 * (a + b) + 0.5 * (b - a) * x).ravel()
@@ -138,6 +143,11 @@ class PositionRule:
         decay = self._decay_in.reshape((P, q) + (1,) * (f.ndim - 1))
         out = (decay * start[:, None] + inner).reshape(f.shape)
         return out * self._window.reshape((-1,) + (1,) * (f.ndim - 1))
+
+    def refined(self):
+        """The rule with every panel halved (2M positions, the same grading)."""
+        mid = 0.5 * (self.breaks[:-1] + self.breaks[1:])
+        return PositionRule(2 * self.size, self.lam, np.sort(np.concatenate([self.breaks, mid])))
 
     def check_position(self, position, name="position"):
         """``position`` as a float in (0, 1] (ValueError naming it otherwise)."""

@@ -165,7 +165,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         J = min(self.lmax, nt - 1, (nphi - 1) // 2)
         alm = analysis_2d(map=g.values[None], spin=0, lmax=J, geometry="GL", nthreads=self.nthreads)[0]
         given = SphericalHarmonicSeries(J)
-        return real_to_alm(self._representation(run).embed(alm_to_real(alm, J)[None], given)[0])
+        return real_to_alm(SphericalHarmonicSeries(self.lmax, self.nthreads).embed(alm_to_real(alm, J)[None], given)[0])
 
     def _initial_from_data(self, run, data, normalize):
         """Real σ-orthonormal coefficients clm (2, J+1, J+1), J <= lmax (as ``sol.data[i]``)."""
@@ -178,7 +178,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         n = 2 * c.shape[1] + 2
         minimum = given.grid_values(c, n, 2 * n).min()
         c = c * check_coefficients(c[0, 0, 0], minimum, normalize=normalize, tail_tol=self.tail.tol)
-        rep = self._representation(run)
+        rep = SphericalHarmonicSeries(self.lmax, self.nthreads)
         return real_to_alm(rep.embed(c[None], SphericalHarmonicSeries(c.shape[1] - 1))[0])
 
     def _rhs(self, run, t, alm):

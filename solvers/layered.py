@@ -109,8 +109,9 @@ class Layered:
         self.tail.check_or_refine(t, power[worst], getattr(self, self.policy.name), self.refinable)
         tail = self.layers.panel_tail(y)
         if self.positions_auto and not tail <= self.tail.tol:
-            if self.positions < self.max_positions:
+            if 2 * self.positions <= self.max_positions:
                 raise RefinePositions(t, f"position tail {tail:.3g} > {self.tail.tol:g} at positions={self.positions}")
+            # at the cap: the positions no longer resolve the state
             raise UnderResolved(f"under-resolved in the position at t={t:.6g}: the top Legendre degrees of the panels "
                                 f"hold {tail:.3g} > tail_tol={self.tail.tol:g} with positions={self.positions} (the "
                                 "cap `max_positions`).", t=t, tail=tail, tol=self.tail.tol)
@@ -118,7 +119,8 @@ class Layered:
     def _next(self, run, t, y, reason):
         if isinstance(reason, RefinePositions):
             finer = copy.copy(self)
-            finer._set_positions(POSITIONS_POLICY.refine(self.positions, self.max_positions))
+            finer.layers = self.layers.refined()
+            finer.positions = finer.layers.size
             return finer, self.layers.resample(y, finer.layers)
         return super()._next(run, t, y, reason)
 

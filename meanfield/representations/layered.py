@@ -120,6 +120,7 @@ class LayeredDensity(Representation):
         masses = np.array([[self.base.mass(d) for d in slice_] for slice_ in data_all])
         data_vars["mass_per_position"] = (("time", "position"), masses)
         data_vars["position_weight"] = (("position",), self.position_weights)
+        data_vars["position_panel_end"] = (("panel_end",), self.rule.breaks)
         coords = dict(coords)
         coords["position"] = ("position", self.positions, dict(POSITION_ATTRS))
         attrs = {f"base_{k}" if k == "representation" else k: v for k, v in base_attrs.items()}
@@ -140,7 +141,8 @@ class LayeredDensity(Representation):
         attrs = dict(ds.attrs, representation=ds.attrs["base_representation"])
         base_cls = lookup_representation(attrs["representation"])
         base, flat = base_cls.from_dataset(xr.Dataset(flat_vars, attrs=attrs))
-        rule = PositionRule(int(ds.attrs["positions"]), float(ds.attrs["position_bias"]))
+        rule = PositionRule(int(ds.attrs["positions"]), float(ds.attrs["position_bias"]),
+                            ds["position_panel_end"].values)
         return cls(base, rule), np.asarray(flat).reshape((T, M) + np.shape(flat)[1:])
 
 
