@@ -324,3 +324,15 @@ def test_particles_against_the_continuum_w1_in_a_window(causal_runs):
           for x in particles.values()]
     assert w1[0] > w1[1] > w1[2]
     assert w1[2] < 5e-3
+
+
+def test_picture_of_the_density_over_position_and_angle(tmp_path):
+    """``sol.plot`` draws ρ over (θ, σ) at chosen times; the map's values are the layers' densities."""
+    sol = solvers.FourierCircle(causal(2.0), 48, positions=16).solve(clustered, [0.0, 0.5, 1.0])
+    sigma, theta, rho = sol.representation.position_map(sol.data[0], n=64, position_count=10)
+    x = np.stack([np.cos(theta), np.sin(theta)], -1)
+    np.testing.assert_allclose(rho, [clustered(x, s) for s in sigma], atol=1e-8)
+    fig = sol.plot(times=[0, 2], path=tmp_path / "layered.png")
+    assert (tmp_path / "layered.png").stat().st_size > 0
+    assert [ax.get_ylabel() for ax in fig.axes[:2]] == [r"token position $\sigma$"] * 2
+    assert "causal mask" in fig._suptitle.get_text() and "M = 16 positions" in fig._suptitle.get_text()
