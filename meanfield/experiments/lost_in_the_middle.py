@@ -58,6 +58,11 @@ class LostInTheMiddleOptions(Options):
     n_particles: int | None = option(None, "tokens of the particle runs", low=64, flags=("-n", "--particles-n"),
                                      shown="8192", quick="2048")
 
+    def __post_init__(self):
+        super().__post_init__()
+        if self.positions is not None and self.positions % 8:
+            raise ValueError(f"`positions` must be a multiple of 8 (panels of 8 nodes in σ), got {self.positions}.")
+
 
 def signal(s, epsilon, weights, width=BUMP_WIDTH):
     """ρ0(x, σ) = 1 + ε φ_h(σ − s) Σ_n ω_n 2cos nθ (σ-normalised Gaussian φ_h of width h)."""
@@ -269,7 +274,7 @@ def _figures(report, o, curves, betas, tcrit):
             ax.plot(s, measured[i] / top, "o", ms=3, color=f"C{k}")
         ax.set(xlabel="position s of the signal", ylabel=r"$S_\tau(s)/\max_s S_\tau$",
                title=rf"$\beta = {beta:g}$, $\tau_{{crit}} = {c['tau_crit']:.4g}$")
-    axes[0].legend(fontsize="small")
+    axes[0].legend(fontsize="small", loc="upper center")
     ax = axes[-1]
     ax.semilogy(betas, tcrit, label="closed form")
     ax.semilogy([b for b in curves], [c["tau_crit_measured"] for c in curves.values()], "o",
@@ -278,6 +283,27 @@ def _figures(report, o, curves, betas, tcrit):
            rf"$M = {o.signal_width:g}$, $n_{{max}} = {o.signal_modes}$")
     ax.legend(fontsize="small")
     report.save_figure(fig, "lost_in_the_middle.png")
+
+
+def _save_profiles(report, curves):
+    """profiles.nc: measured and closed-form S over (β, τ/τ_crit, s), τ_crit and its measurement per β."""
+    import xarray as xr
+
+    betas = list(curves)
+    first = curves[betas[0]]
+    fraction = np.array(first["tau"]) / first["tau_crit"]
+    ds = xr.Dataset(
+        {"response_measured": (("beta", "tau_fraction", "s"), [curves[b]["measured"] for b in betas],
+                               {"long_name": "response S of the last position measured from the layered equation"}),
+         "response_closed_form": (("beta", "tau_fraction", "s"), [curves[b]["closed_form"] for b in betas],
+                                  {"long_name": "closed-form response S seen through the same bump in sigma"}),
+         "tau_crit": (("beta",), [curves[b]["tau_crit"] for b in betas], {"long_name": "closed-form tau_crit"}),
+         "tau_crit_measured": (("beta",), [curves[b]["tau_crit_measured"] for b in betas],
+                               {"long_name": "tau_crit measured from the end slope of the layered response"})},
+        coords={"beta": betas, "tau_fraction": fraction, "s": first["s"]})
+    ds["tau_fraction"].attrs.update(long_name="kinetic time tau = t/beta over tau_crit(beta)", units="1")
+    ds["s"].attrs.update(long_name="token position of the signal", units="1")
+    report.save_dataset(ds, "profiles.nc")
 
 
 @experiment("lost-in-the-middle", LostInTheMiddleOptions, parallel=False,
@@ -302,6 +328,7 @@ def lost_in_the_middle(out, o, *, quick, progress):
         report.write()
         if o.particles:
             _particles(report, o, n)
+        _save_profiles(report, curves)
         _figures(report, o, curves, betas, tcrit)
         report.finish()
     return report
