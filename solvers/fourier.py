@@ -39,7 +39,7 @@ from meanfield.representations.fourier import FourierSeries
 from .base import Run, Solver
 from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
 from .handover import HandOverToCharacteristics
-from .layered import POSITIONS_POLICY, Layered, check_positions_model
+from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
 
@@ -314,6 +314,9 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         if lin is not None:
             du = du + lin * u
         return np.concatenate([[0.0], du])
+
+
+FourierCircle.__signature__ = signature_of_init(FourierCircle)
 
 
 class LayeredFourierCircle(Layered, FourierCircle):

@@ -38,7 +38,7 @@ from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cr
 from .base import Solver
 from .bases import SphericalHarmonicBasis
 from .handover import HandOverToCharacteristics
-from .layered import POSITIONS_POLICY, Layered, check_positions_model
+from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
 
@@ -243,6 +243,9 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     def alm_of(self, rho0, normalize=False):
         """The ducc0 a_lm of the projection of ``rho0`` (as the initial state of `solve`)."""
         return self.start(rho0, normalize=normalize).y0
+
+
+SphericalHarmonics.__signature__ = signature_of_init(SphericalHarmonics)
 
 
 class LayeredSphericalHarmonics(Layered, SphericalHarmonics):

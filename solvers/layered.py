@@ -56,6 +56,13 @@ def takes_position(rho0):
     return len(required) >= 2 or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
 
 
+def signature_of_init(cls):
+    """The signature of ``cls(...)`` as its ``__init__`` states it (a solver whose ``__new__`` picks its
+    layered subclass would otherwise show ``__new__``'s)."""
+    sig = inspect.signature(cls.__init__)
+    return sig.replace(parameters=list(sig.parameters.values())[1:])
+
+
 def check_positions_model(model, positions):
     """The rule between a model and the ``positions`` argument: a masked model needs it, an unmasked one
     refuses it (ValueError naming `positions`)."""
@@ -180,4 +187,5 @@ class Layered:
         return self._per_position(run, lambda s: one(run, next(rows), normalize))
 
 
-__all__ = ["Layered", "POSITIONS_POLICY", "RefinePositions", "check_positions_model", "takes_position"]
+__all__ = ["Layered", "POSITIONS_POLICY", "RefinePositions", "check_positions_model", "signature_of_init",
+           "takes_position"]
