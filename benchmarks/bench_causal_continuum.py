@@ -30,7 +30,7 @@ def case(dim, resolution, M, repeat):
     run = masked.start(density)
     one = plain.start(lambda x: density(x, 0.5))
     y, y1 = run.y0, one.y0
-    t_layered, t_one, t_prefix = interleaved([lambda: masked._rhs(run, 0.0, y), lambda: plain._rhs(one, 0.0, y1),
+    t_layered, t_one, t_prefix = interleaved([lambda: run.rhs(0.0, y), lambda: one.rhs(0.0, y1),
                                               lambda: masked.layers.prefix_mean(y)], repeat)
     return t_layered, M * t_one, t_prefix
 
