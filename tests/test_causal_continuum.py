@@ -334,3 +334,16 @@ def test_picture_of_the_density_over_position_and_angle(tmp_path):
     assert (tmp_path / "layered.png").stat().st_size > 0
     assert [ax.get_ylabel() for ax in fig.axes[:2]] == [r"token position $\sigma$"] * 2
     assert "causal mask" in fig._suptitle.get_text() and "M = 16 positions" in fig._suptitle.get_text()
+
+
+def test_grid_of_a_layered_file_holds_the_marginal(tmp_path):
+    """``save(grid=True)``: the cell means of the x-marginal ∫ρ(σ, ·)dσ, whose mass is the run's."""
+    import xarray as xr
+
+    sol = solvers.FourierCircle(causal(2.0), 48, positions=16).solve(clustered, [0.0, 0.5])
+    with xr.open_dataset(sol.save(tmp_path / "grid.nc", grid=True), decode_times=False) as ds:
+        total = (ds["density"] * ds["cell_weight"]).sum(dim=[d for d in ds["density"].dims if d != "time"])
+        np.testing.assert_allclose(total.values, 1.0, atol=1e-12)
+        th = ds["theta"].values                     # t = 0: the marginal of `clustered` at the cell centres
+        marginal = 1 + 0.6 * (np.sin(2 - th) + np.sin(th)) / 2 + 0.15 * np.cos(3 * th)
+        np.testing.assert_allclose(ds["density"].isel(time=0).values, marginal, atol=1e-4)

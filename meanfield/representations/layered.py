@@ -9,7 +9,8 @@ series on S^1, spherical harmonics on S^2) at the nodes s_i of a `meanfield.posi
   measure on (0, 1] × S^{d−1} (`JointMeasure`: its points on the sphere with weights w_i·w_j and the
   position of each point), ``mass`` and ``energy`` the means over σ (``per_position=True``: one per node).
 * Files: the base's variables with a ``position`` dimension after ``time``; the ``position``
-  coordinate (CF, units "1"), ``position_weight`` and ``mass_per_position``.
+  coordinate (CF, units "1"), ``position_weight`` and ``mass_per_position``; with ``grid=True`` the
+  cell means of the x-marginal.
 * ``positions``: the nodes s_i, the capability by which plotting and files recognise a layered state.
 """
 import numpy as np
@@ -53,7 +54,7 @@ class LayeredDensity(Representation):
     def evaluate(self, data, x, position=None):
         """ρ(σ, x) at ``position``; without it the x-marginal ∫_0^1 ρ(σ, x) dσ."""
         if position is None:
-            return self.base.evaluate(np.tensordot(self.position_weights, np.asarray(data), axes=(0, 0)), x)
+            return self.base.evaluate(self.marginal(data), x)
         return self.base.evaluate(self.at(data, position), x)
 
     def _per_position(self, data, position, per_position, one):
@@ -86,6 +87,22 @@ class LayeredDensity(Representation):
         weights = np.concatenate([wi * w for wi, (_, w) in zip(self.position_weights, parts)])
         positions = np.repeat(self.positions, [len(w) for _, w in parts])
         return JointMeasure(points, weights, positions)
+
+    def marginal(self, data):
+        """The one-density data of the x-marginal ∫_0^1 ρ(σ, ·) dσ (linear in the data)."""
+        return np.tensordot(self.position_weights, np.asarray(data), axes=(0, 0))
+
+    @property
+    def default_cells(self):
+        return self.base.default_cells
+
+    def cell_means(self, data, grid):
+        """The cell means of the x-marginal (what ``Solution.save(grid=True)`` writes: mass conserved)."""
+        return self.base.cell_means(self.marginal(data), grid)
+
+    def to_grid(self, data, n=None):
+        """The x-marginal on the base's grid, as a DataArray."""
+        return self.base.to_grid(self.marginal(data), n)
 
     def position_map(self, data, n=256, position_count=129):
         """(σ (P,), angle (n,), ρ (P, n)) on a grid of positions σ ∈ (0, 1] and angles: θ on S^1; on S^2
