@@ -112,7 +112,7 @@ class Layered:
             raise SolverError(f"K*ρ̄ is not positive on the grid at t={t:.6g} (min {run.workspace['zmin']:.3g}): the "
                               "discrete prefix means have large negative parts; increase the resolution.")
         power = self._layer_power(run, y)
-        worst = int(np.argmax(power[:, -(power.shape[1] // 3):].sum(axis=1) / power.sum(axis=1)))
+        worst = int(np.argmax(spectral_tail(power)))          # the position least resolved decides
         self.tail.check_or_refine(t, power[worst], getattr(self, self.policy.name), self.refinable)
         tail = self.layers.panel_tail(y)
         if self.positions_auto and not tail <= self.tail.tol:
