@@ -56,6 +56,8 @@ CF_ACCEPTED_FAILURE = "Coordinate variable 'time' should have standard_name='tim
 THETA_ATTRS = {"units": "radian", "long_name": "angle theta on the circle, x = (cos theta, sin theta)"}
 LAT_ATTRS = {"units": "degrees_north", "standard_name": "latitude", "long_name": "latitude", "axis": "Y"}
 LON_ATTRS = {"units": "degrees_east", "standard_name": "longitude", "long_name": "longitude", "axis": "X"}
+# σ of a layered (causal) run: the position of a token as a fraction of the sequence (docs/causal.md)
+POSITION_ATTRS = {"units": "1", "long_name": "token position sigma in (0, 1], the fraction of the sequence"}
 UGRID = "UGRID-1.0"
 DENSITY_NAME = "density"
 _DENSITY_ATTRS = {"long_name": "density relative to the uniform probability measure sigma on the sphere",
@@ -80,6 +82,10 @@ LONG_NAMES = {
     "log_jacobian": "logarithm of the Jacobian of the flow at the nodes",
     "labels": "initial positions of the nodes",
     "rho0": "initial density at the nodes",
+    "position_weight": "quadrature weight of each token position (composite Gauss-Legendre, summing to 1)",
+    "position_panel_end": "ends of the panels of the quadrature rule in the token position sigma",
+    "mass_per_position": "mass of the density at each token position",
+    "energy_per_position": "interaction energy E_beta (3.5) of the density at each token position",
 }
 
 
