@@ -88,7 +88,6 @@ class Solution:
         layered (causal) run at the token ``position`` σ ∈ (0, 1] (default: the x-marginal over σ)."""
         if not self.representation.is_density:
             raise AttributeError("a particle Solution has no density; use sol.positions or sol.measure(i)")
-<<<<<<< HEAD
         if self.representation.domain == "sphere":
             x = check_points(x, "x", dim=self.model.dim)
         else:
@@ -96,11 +95,7 @@ class Solution:
             if x.shape[-1:] != (self.model.dim,) or not np.all(np.isfinite(x)):
                 raise ValueError(f"`x` must be finite points of R^{self.model.dim}, shape (..., {self.model.dim}), "
                                  f"got shape {x.shape}.")
-        return self.representation.evaluate(self.data[self._index(i)], x)
-=======
-        x = check_points(x, "x", dim=self.model.dim)
         return self.representation.evaluate(self.data[self._index(i)], x, **self._at(position))
->>>>>>> causal-continuum
 
     def measure(self, i=-1, n=None, position=None, **kwargs):
         """A weighted discrete measure (points, weights) of the state at saved index i; for a layered

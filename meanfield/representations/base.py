@@ -14,11 +14,8 @@ _REGISTRY = {
     "lagrangian": "meanfield.representations.lagrangian:LagrangianNodes",
     "gegenbauer": "meanfield.representations.gegenbauer:GegenbauerSeries",
     "segments": "meanfield.representations.segments:Segments",
-<<<<<<< HEAD
     "gaussian": "meanfield.representations.gaussian:GaussianMoments",
-=======
     "layered": "meanfield.representations.layered:LayeredDensity",
->>>>>>> causal-continuum
 }
 
 
