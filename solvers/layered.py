@@ -96,7 +96,7 @@ class Layered:
 
     def _configure(self, run):
         option = run.options.get("on_underresolved", "raise")
-        if not (isinstance(option, str) and option == "raise"):
+        if not (isinstance(option, str) and option in ("raise", "auto")):         # "auto" is "raise" here
             raise ValueError("`on_underresolved` must be 'raise' for a layered (masked) run: the hand-over to the "
                              f"characteristics carries one density, not one per position; got {option!r}.")
         return super()._configure(run)
