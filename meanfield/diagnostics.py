@@ -170,7 +170,7 @@ def renyi_centres(positions, delta, *, chunk=_CHUNK):
 
     Under causal attention with V = I the tokens gather into metastable clusters around these centres
     before they all reach the first token (Karagodin, Polyanskiy, Rigollet, *Clustering in causal
-    attention masking* (2024); docs/causal-particles.md). positions (..., n, d) unit vectors in order,
+    attention masking* (2024); docs/causal.md). positions (..., n, d) unit vectors in order,
     δ in (0, π]. Returns a boolean array (..., n); ``.sum(-1)`` is the number of centres, whose
     expectation for iid uniform tokens is `expected_renyi_centres`. Memory O(chunk·n) per cloud.
     """

@@ -39,7 +39,7 @@ w_j] there too. The fused sums differ from the numpy ones by rounding only (the 
 ulp, the exponents by their own rounding: (10 + max|L|)·1e-15 of each row's size,
 tests/test_kernelsums.py); both are bit-for-bit independent of the number of threads.
 
-Causal attention (decoder-style tokens in order, docs/causal-particles.md) passes ``ends``: row i
+Causal attention (decoder-style tokens in order, docs/causal.md) passes ``ends``: row i
 sums only the columns j < ends[i] (ends non-decreasing: k <= i is ends_i = i + 1, k < i is ends_i = i),
 so that a block of rows stops at its last row's end and the sums cost about half of the full ones;
 and ``bias`` = (a, b), which adds b_j − a_i to the exponent (the ALiBi weight e^{−λ(σ_i − σ_j)} with

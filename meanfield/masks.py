@@ -1,4 +1,4 @@
-"""Causal masks and the ALiBi position bias for tokens in order (docs/causal-particles.md).
+"""Causal masks and the ALiBi position bias for tokens in order (docs/causal.md).
 
 Token j (j = 1..n, the row x0[j − 1] of the particles) sits at the position σ_j, by default j/n, and
 attends to the tokens C(j) = {k : σ_k <= σ_j} (``mask="causal"``, k <= j for distinct positions) or

@@ -220,7 +220,7 @@ def causal_block(dim, lmax):
 
 
 def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None):
-    """The sums of a `ZonalSums` over a causal mask with the ALiBi bias (docs/causal-particles.md):
+    """The sums of a `ZonalSums` over a causal mask with the ALiBi bias (docs/causal.md):
 
         Zs_i = Σ_{j<ends_i} w_j e^{β⟨x_i, x_j⟩ − |β| − λ(σ_i − σ_j)},   G_i = P_{x_i} Σ_{j<ends_i} (same) x_j
 

@@ -9,7 +9,7 @@ The vector field of weighted particles μ = Σ_j w_j δ_{x_j} (Σ w_j = 1), for 
 with P_x y = y − ⟨x, y⟩x. Equal weights w_j = 1/n give (SA) and (USA) exactly. A masked model
 (``mask="causal"`` or ``"causal-strict"``, ALiBi slope ``position_bias``) takes the particles as tokens
 in order and sums over j ∈ C(i) with the weights w_j e^{−λ(σ_i − σ_j)}, (USA) divided by their sum
-(`meanfield.masks`, docs/causal-particles.md). Numerics:
+(`meanfield.masks`, docs/causal.md). Numerics:
 
 * the sums S_i = Σ_j w_j e^{L_ij − c_i}[V x_j, 1] are evaluated in blocks of ``chunk`` rows and
   columns (memory O(n·d + chunk²)) with a shift c_i: none when |L| <= 300 (e^L is then a
@@ -155,7 +155,7 @@ class Particles(Solver):
     z_i = e^{−tV}x_i ((9.2)–(9.3)); ``rescale_time=True`` ((USA)) integrates in τ = e^β t, required
     for β > 690. Failures (NaN/inf) raise `NonFiniteState` naming t and the step, with ``.solution``.
 
-    A masked model (``Model(mask=..., position_bias=λ)``, docs/causal-particles.md): x0[j] is token j + 1
+    A masked model (``Model(mask=..., position_bias=λ)``, docs/causal.md): x0[j] is token j + 1
     at the position σ = (j + 1)/n, or at ``token_positions`` (n,) in (0, 1], non-decreasing; C(i) = {j : σ_j <= σ_i}
     ("causal") or σ_j < σ_i ("causal-strict"), the pair weight w_j e^{−λ(σ_i − σ_j)} (`meanfield.masks`).
     A token with no weight in C(i) does not move. The sums run over the triangle only, and the spectral

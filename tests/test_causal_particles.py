@@ -1,6 +1,6 @@
 """Causal attention for particles (meanfield.masks, the masked kernel sums, solvers.Particles with a mask):
 the kinetic paper's ALiBi particles, the first token, dense masked references, spectral bounds, Rényi
-centres (docs/causal-particles.md)."""
+centres (docs/causal.md)."""
 import math
 
 import numpy as np
