@@ -85,10 +85,35 @@ def _rows4(x, g, scale, extra, last, xt):
             xt[c, i] = x[g, i, c] * scale if c < k else (last if extra and c == k else 0.0)
 
 
+@njit(**_INLINE)
+def _column(g, j, i0, i1, xt, y, ky, extra, ylast, values, w, v, scaled, threshold, count, clamp, ra, cb, cnt,
+            a0, a1, a2, a3):
+    """Column j of problem g added to the rows [i0, i1) (the tail of `_problem`). The bounds are uint64, as
+    in `_problem`'s loops: numba then drops its negative-index checks, and LLVM vectorises the loop."""
+    p = _point4(y, g, j, ky, extra, ylast)
+    u0, u1, u2, u3 = _values4(values, y, g, j, ky, w, v, scaled)
+    for i in range(i0, i1):
+        La = _dot4(xt, i, p)
+        if count:
+            cnt[i] += La >= threshold
+        if ra is not None:
+            La = (La + cb[j]) - ra[i]
+        Ea = expo(max(La, EXP_LOW) if clamp else La)
+        a0[i] += Ea * u0
+        a1[i] += Ea * u1
+        a2[i] += Ea * u2
+        a3[i] += Ea * u3
+
+
 @njit(**_OPTS)                # not inlined in numba's IR (the parallel pass's array analysis fails on it)
-def _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts, scratch):
+def _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts, scratch,
+             start, ra, cb):
     """The sums and counts of problem g (see `exp_sums4`)."""
     r, m, ky = x.shape[1], y.shape[1], y.shape[2]
+    if start is not None:                       # a causal mask: column j enters the rows i >= start[j]
+        m = 0
+        while m < start.shape[0] and start[m] < r:
+            m += 1
     P = S.shape[2]
     xt, a0, a1, a2, a3 = scratch[:4], scratch[4], scratch[5], scratch[6], scratch[7]
     _rows4(x, g, scale, extra, xlast, xt)
@@ -98,37 +123,41 @@ def _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshol
     a3[:r] = 0.0
     cnt = counts[g]
     j = 0
+    rows = np.uint64(r)
     while j + 3 < m:
+        lo = sb = sc = sd = np.uint64(0)
+        ba = bb = bc = bd = 0.0
+        if ra is not None:                      # the column bias b_j, read before the loop (hoisted)
+            ba, bb, bc, bd = cb[j], cb[j + 1], cb[j + 2], cb[j + 3]
+        if start is not None:                   # the rows from column j's first; columns j+1..j+3 start later
+            lo, sb, sc, sd = (np.uint64(start[j]), np.uint64(start[j + 1]), np.uint64(start[j + 2]),
+                              np.uint64(start[j + 3]))
         p, q, s, t = (_point4(y, g, j, ky, extra, ylast), _point4(y, g, j + 1, ky, extra, ylast),
                       _point4(y, g, j + 2, ky, extra, ylast), _point4(y, g, j + 3, ky, extra, ylast))
         u0, u1, u2, u3 = _values4(values, y, g, j, ky, w, v, scaled)
         w0, w1, w2, w3 = _values4(values, y, g, j + 1, ky, w, v, scaled)
         h0, h1, h2, h3 = _values4(values, y, g, j + 2, ky, w, v, scaled)
         k0, k1, k2, k3 = _values4(values, y, g, j + 3, ky, w, v, scaled)
-        for i in range(r):
+        for i in range(lo, rows):
             La, Lb, Lc, Ld = _dot4(xt, i, p), _dot4(xt, i, q), _dot4(xt, i, s), _dot4(xt, i, t)
             if count:
                 cnt[i] += ((La >= threshold) + (Lb >= threshold)) + ((Lc >= threshold) + (Ld >= threshold))
+            if ra is not None:                  # the position bias b_j − a_i
+                ai = ra[i]
+                La, Lb, Lc, Ld = (La + ba) - ai, (Lb + bb) - ai, (Lc + bc) - ai, (Ld + bd) - ai
             if clamp:
                 La, Lb, Lc, Ld = max(La, EXP_LOW), max(Lb, EXP_LOW), max(Lc, EXP_LOW), max(Ld, EXP_LOW)
             Ea, Eb, Ec, Ed = expo(La), expo(Lb), expo(Lc), expo(Ld)
+            if start is not None:
+                Eb, Ec, Ed = Eb if i >= sb else 0.0, Ec if i >= sc else 0.0, Ed if i >= sd else 0.0
             a0[i] = (((a0[i] + Ea * u0) + Eb * w0) + Ec * h0) + Ed * k0
             a1[i] = (((a1[i] + Ea * u1) + Eb * w1) + Ec * h1) + Ed * k1
             a2[i] = (((a2[i] + Ea * u2) + Eb * w2) + Ec * h2) + Ed * k2
             a3[i] = (((a3[i] + Ea * u3) + Eb * w3) + Ec * h3) + Ed * k3
         j += 4
     while j < m:
-        p = _point4(y, g, j, ky, extra, ylast)
-        u0, u1, u2, u3 = _values4(values, y, g, j, ky, w, v, scaled)
-        for i in range(r):
-            La = _dot4(xt, i, p)
-            if count:
-                cnt[i] += La >= threshold
-            Ea = expo(max(La, EXP_LOW) if clamp else La)
-            a0[i] += Ea * u0
-            a1[i] += Ea * u1
-            a2[i] += Ea * u2
-            a3[i] += Ea * u3
+        _column(g, j, np.uint64(0 if start is None else start[j]), rows, xt, y, ky, extra, ylast, values, w, v, scaled,
+                threshold, count, clamp, ra, cb, cnt, a0, a1, a2, a3)
         j += 1
     for i in range(r):
         total = (a0[i], a1[i], a2[i], a3[i])
@@ -137,21 +166,25 @@ def _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshol
 
 
 @njit(cache=True, **_OPTS)
-def exp_sums4(x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts, scratch):
+def exp_sums4(x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts, scratch,
+              start=None, ra=None, cb=None):
     """S[g, i] = Σ_j e^{⟨x̃_i, ỹ_j⟩} F_j with x̃_i = [scale·x[g, i], xlast], ỹ_j = [y[g, j], ylast]
     (the last coordinates if ``extra``; zeros up to 4) and F_j = values[g, j], or [v·w_j y[g, j], w_j]
     when the weights ``w`` are given (v if ``scaled``); the columns are added in order, four at a
     time, the exponents raised to EXP_LOW if ``clamp``. counts[g, i] += #{j : ⟨x̃_i, ỹ_j⟩ >= threshold}
     if ``count``. Each column's coordinates and values are read into locals before the loop over the
     rows i, which LLVM vectorises (it could not hoist loads that the stores to the scratch rows might
-    alias). ``scratch``: (8, r)."""
+    alias). ``scratch``: (8, r). With ``start`` (m,) (non-decreasing), column j enters only the rows
+    i >= start[j] (a causal mask), and with ``ra`` (r,), ``cb`` (m,) the exponent of (i, j) gains
+    cb[j] − ra[i] (a position bias)."""
     for g in range(x.shape[0]):
-        _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts, scratch)
+        _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts, scratch,
+                 start, ra, cb)
 
 
 @njit(cache=True, parallel=True, **_OPTS)
 def exp_sums4_parallel(x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts,
-                       parts):
+                       parts, start=None, ra=None, cb=None):
     """`exp_sums4` with the problems in ``parts`` contiguous parts shared among numba's threads (the
     same operations for every problem: the bits do not depend on the threads)."""
     G = x.shape[0]
@@ -159,7 +192,7 @@ def exp_sums4_parallel(x, scale, y, extra, xlast, ylast, values, w, v, scaled, t
         scratch = np.empty((8, x.shape[1]))
         for g in range(k * G // parts, (k + 1) * G // parts):
             _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts,
-                     scratch)
+                     scratch, start, ra, cb)
 
 
 @njit(cache=True, **_OPTS)

@@ -7,6 +7,7 @@
     meanfield noise-transition     the transition with noise: stationary branches, dynamics, hysteresis
     meanfield metastability        the number of clusters: k*(beta), continuum and particles, Figure 4, staircase
     meanfield sweep SWEEP.toml     a grid of runs or experiments on dask workers, resumable
+    meanfield animate FILE.nc      a movie (GIF or MP4) of a saved Solution
 
 Every subcommand takes ``--out DIR`` (NetCDF, PNG and summary.json go there) and ``--quick``
 (reduced settings, under two minutes). The flags of an experiment are made from its options
@@ -16,6 +17,7 @@ results stay in DIR).
 """
 import argparse
 import pathlib
+import re
 import sys
 import warnings
 import importlib
@@ -23,6 +25,8 @@ import importlib
 from .version import __version__
 from . import experiments
 from .experiments import EXPERIMENTS
+from .movies import animate
+from .solution import load
 
 
 def _common(p, default_out):
@@ -41,18 +45,42 @@ def _parallel(p, default):
                    help="the address of a running dask scheduler (tcp://host:8786) to run on instead")
 
 
-def _floats(text):
+def _items(text, kind, what):
+    """The comma-separated (or space-separated) items of ``text`` as ``kind``; an empty item is an error."""
+    parts = [v.strip() for v in text.split(",")] if "," in text else (text.split() or [""])
     try:
-        return [float(v) for v in text.replace(",", " ").split()]
+        if "" in parts:
+            raise ValueError
+        return [kind(v) for v in parts]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {what} separated by commas (no empty item), got {text!r}") from None
+
+
+def _floats(text):
+    return _items(text, float, "numbers")
 
 
 def _ints(text):
-    try:
-        return [int(v) for v in text.replace(",", " ").split()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+    return _items(text, int, "integers")
+
+
+_NUMBER_LIST = re.compile(r"^-[0-9.]")
+
+
+def _join_negative_lists(argv):
+    """``--betas -1,2`` as ``--betas=-1,2``: argparse takes a word starting with '-' for a flag unless
+    it is one plain negative number, so the next word of a list option that starts with '-' and a
+    digit is joined to it as its value."""
+
+    list_flags = {flag for exp in EXPERIMENTS.values() for f in exp.fields if f.flags and f.is_sequence
+                  for flag in f.flags}
+    out = []
+    for word in argv:
+        if out and out[-1] in list_flags and _NUMBER_LIST.match(word):
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
 
 
 def _option(p, f):
@@ -96,6 +124,20 @@ def build_parser():
     p.add_argument("--resume", metavar="DIR", default=None,
                    help="continue the interrupted run whose checkpoint (<name>.partial.nc, or a stopped <name>.nc) is "
                         "in DIR to the configuration's end time, writing the same outputs (to DIR unless --out)")
+    p.add_argument("--movie", nargs="?", const="gif", choices=("gif", "mp4"), default=None,
+                   help="also write a movie of the run, <name>.gif (default) or <name>.mp4 (meanfield.movies)")
+
+    p = sub.add_parser("animate", help="a movie (GIF or MP4) of a saved Solution",
+                       description="Draw a saved Solution (particles or a density on S^1 or S^2) frame by frame "
+                                   "into an animated GIF (Pillow) or an MP4 (ffmpeg); see meanfield.movies.")
+    p.add_argument("file", metavar="FILE.nc", help="a Solution saved by Solution.save or meanfield run")
+    p.add_argument("--out", metavar="PATH", default=None, help="the movie, .gif or .mp4 (default: FILE.gif)")
+    p.add_argument("--compare", metavar="OTHER.nc", default=None,
+                   help="a second Solution drawn beside it at the nearest saved times (particles against the continuum)")
+    p.add_argument("--fps", type=float, default=10.0, help="frames per second (default: 10)")
+    p.add_argument("--max-frames", dest="max_frames", type=int, default=200,
+                   help="at most this many frames, evenly spread over the saved times (default: 200)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", default=None, help="no progress bar")
 
     p = sub.add_parser("sweep", help="a grid of runs or experiments on dask workers, resumable",
                        description="Run every cell of a sweep file ([sweep] with a grid or a list of cells over the "
@@ -124,7 +166,10 @@ def _dispatch(args):
         cfg = experiments.load_config(args.config)
         out = out or args.resume or cfg.out_dir or str(pathlib.Path("meanfield-output") / cfg.name)
         args.out = out
-        return experiments.run(cfg, out, quick=args.quick, progress=args.progress, resume=args.resume)
+        return experiments.run(cfg, out, quick=args.quick, progress=args.progress, resume=args.resume,
+                               movie=args.movie)
+    if args.command == "animate":
+        return _animate(args)
     if args.command == "sweep":
         sweep = importlib.import_module("meanfield.experiments.sweep")
         spec = sweep.load_sweep(args.config)
@@ -147,9 +192,35 @@ def _dispatch(args):
     return exp.function(out, exp.options(**options), **run)
 
 
+def _animate(args):
+    """``meanfield animate FILE.nc``: the movie, and a one-line report of it."""
+
+    def read(path, name):
+        if not pathlib.Path(path).is_file():
+            raise ValueError(f"`{name}`: there is no file {path!r}.")
+        return load(path)
+
+    sol = read(args.file, "file")
+    other = None if args.compare is None else read(args.compare, "compare")
+    args.out = args.out or str(pathlib.Path(args.file).with_suffix(".gif"))
+    made = animate(sol, args.out, compare=other, fps=args.fps, max_frames=args.max_frames, progress=args.progress)
+    return _Done(f"animate: wrote {made['path']}: {made['frames']} frames, t in [{made['times'][0]:g}, "
+                 f"{made['times'][-1]:g}], {made['writer']}")
+
+
+class _Done:
+    """The report of a command without checks: its lines, passed."""
+
+    def __init__(self, line):
+        self.line, self.checks, self.passed = line, [], True
+
+    def lines(self):
+        return [self.line]
+
+
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_negative_lists(sys.argv[1:] if argv is None else argv))
     if args.command is None:
         parser.print_help()
         return 0
@@ -160,13 +231,23 @@ def main(argv=None):
             warnings.filterwarnings("ignore", r"(overflow|invalid value|divide by zero|underflow) encountered",
                                     RuntimeWarning)
             report = _dispatch(args)
-    except KeyboardInterrupt:
-        print(f"meanfield {args.command}: interrupted; partial results are in {args.out}", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        said = " ".join(str(exc).split())
+        where = getattr(args, "out", None)          # a Ctrl-C inside a solver says where it stopped, too
+        print(f"meanfield {args.command}: {said or 'interrupted'}" + (f"; partial results are in {where}" if where
+                                                                       else ""), file=sys.stderr)
         return 130
     except ValueError as exc:       # bad input (UnsupportedModel included): one line, no traceback
         print(f"meanfield {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    except OSError as exc:          # an output directory that cannot be written, a file that cannot be read
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"meanfield {args.command}: error: {exc.strerror or exc}{where}; check `--out` and the paths given",
+              file=sys.stderr)
+        return 2
     print("\n".join(report.lines()))
+    if not report.checks:
+        return 0
     n_fail = sum(not c["passed"] for c in report.checks)
     verdict = "" if report.passed else " — FAILED"
     print(f"{len(report.checks) - n_fail}/{len(report.checks)} checks passed{verdict}")

@@ -222,7 +222,8 @@ def fused_available(width, p):
     return ENABLED and width <= 4 and p <= 4 and _kernels() is not None
 
 
-def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attention=None, clamp=True, threads=1):
+def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attention=None, clamp=True, threads=1,
+              causal=None):
     """S (G, r, p) = Σ_j e^{⟨x̃_i, ỹ_j⟩} values_j for x (G, r, k), y (G, m, k) and values (G, m, p),
     k, p <= 4 (with ``last``: x̃_i = [scale·x_i, last[0]], ỹ_j = [y_j, last[1]], k <= 3; else x̃_i =
     scale·x_i, ỹ_j = y_j), the exponents raised to EXP_LOW if ``clamp`` (they must be <= 300, and
@@ -232,7 +233,8 @@ def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attentio
     unless ``counts`` is None. One compiled pass without the GIL (`meanfield._fused`), the problems
     shared among ``threads`` of numba's threads; the columns are added in order, so a row's sums do
     not depend on how the rows are split among calls or threads. All arrays C-contiguous float64
-    (counts int64)."""
+    (counts int64). ``causal`` = (start, ra, cb): column j enters the rows i >= start[j] (int64 (m,),
+    non-decreasing) and the exponent of (i, j) gains cb[j] − ra[i] (ra (r,), cb (m,), or both None)."""
     count = counts is not None
     extra = last is not None
     xlast, ylast = (float(last[0]), float(last[1])) if extra else (0.0, 0.0)
@@ -240,14 +242,15 @@ def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attentio
     args = (x, float(scale), y, extra, xlast, ylast, values, w, 1.0 if v is None else float(v), v is not None,
             float(threshold) if count else 0.0, count, bool(clamp), S,
             counts if count else np.empty((x.shape[0], 0), dtype=np.int64))
+    mask = (None, None, None) if causal is None else tuple(causal)
     if threads > 1 and x.shape[0] > 1 and _THREADS_OK[0]:
         import numba  # deferred: numba is heavy
 
         threads = min(threads, numba.config.NUMBA_NUM_THREADS, x.shape[0])
         numba.set_num_threads(threads)
-        _kernels()["exp_sums4_parallel"](*args, min(x.shape[0], 4 * threads))
+        _kernels()["exp_sums4_parallel"](*args, min(x.shape[0], 4 * threads), *mask)
     else:
-        _kernels()["exp_sums4"](*args, np.empty((8, x.shape[1])))
+        _kernels()["exp_sums4"](*args, np.empty((8, x.shape[1])), *mask)
 
 
 def gram_counts4(x, y, threshold, counts):

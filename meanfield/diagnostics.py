@@ -16,6 +16,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import ConvexHull, cKDTree
+from scipy.special import betainc
 
 from . import compiled
 from .validation import check_int, check_measure, check_real
@@ -169,6 +170,48 @@ def cluster_sizes(positions, delta):
     G = sizes.shape[0]
     members = np.bincount((np.arange(G)[:, None] * n + sizes - 1).ravel(), minlength=G * n).reshape(G, n)
     return (members // np.arange(1, n + 1)).reshape(lead + (n,))       # s particles in each cluster of size s
+
+
+def renyi_centres(positions, delta, *, chunk=_CHUNK):
+    """The strong Rényi centres of tokens in order: x_j is one when its geodesic distance to every
+    earlier token x_k (k < j) exceeds δ, i.e. max_{k<j} ⟨x_j, x_k⟩ < cos δ; the first token always is.
+
+    Under causal attention with V = I the tokens gather into metastable clusters around these centres
+    before they all reach the first token (Karagodin, Polyanskiy, Rigollet, *Clustering in causal
+    attention masking* (2024); docs/causal.md). positions (..., n, d) unit vectors in order,
+    δ in (0, π]. Returns a boolean array (..., n); ``.sum(-1)`` is the number of centres, whose
+    expectation for iid uniform tokens is `expected_renyi_centres`. Memory O(chunk·n) per cloud.
+    """
+    x = _as_positions(positions)
+    delta = check_real(delta, "delta", low=0.0, low_open=True, high=np.pi)
+    chunk = check_int(chunk, "chunk", low=1)
+    n = x.shape[-2]
+    out = np.empty(x.shape[:-1], dtype=bool)
+    clouds = int(np.prod(x.shape[:-2], dtype=np.int64))
+    for a, b in _blocks(n, max(1, min(chunk, chunk * chunk // max(1, clouds * n)))):
+        gram = x[..., a:b, :] @ np.swapaxes(x[..., :b, :], -1, -2)              # rows a..b, columns 0..b
+        gram[..., np.arange(b)[None, :] >= np.arange(a, b)[:, None]] = -np.inf    # only earlier tokens
+        out[..., a:b] = gram.max(axis=-1) < np.cos(delta)
+    return out
+
+
+def cap_fraction(delta, dim):
+    """p_δ, the fraction of S^{d−1} within geodesic distance δ of a point: ½ I_{sin²δ}((d−1)/2, ½) for
+    δ <= π/2 (the regularised incomplete beta function), 1 minus that beyond; δ/π on S^1 and
+    sin²(δ/2) on S^2."""
+    delta = check_real(delta, "delta", low=0.0, high=np.pi)
+    dim = check_int(dim, "dim", low=2)
+    half = 0.5 * betainc(0.5 * (dim - 1), 0.5, np.sin(delta) ** 2)
+    return float(half if delta <= np.pi / 2 else 1.0 - half)
+
+
+def expected_renyi_centres(n, delta, dim):
+    """E[#centres] = Σ_{j=1}^n (1 − p_δ)^{j−1} = (1 − (1 − p_δ)^n)/p_δ for n iid uniform tokens on
+    S^{d−1} (token j is a centre when none of the j − 1 earlier ones is within δ; p_δ = `cap_fraction`):
+    1/p_δ as n → ∞, π/δ on S^1 and 1/sin²(δ/2) on S^2."""
+    n = check_int(n, "n", low=1)
+    p = cap_fraction(delta, dim)
+    return float(n) if p == 0.0 else float(-np.expm1(n * np.log1p(-p)) / p) if p < 1.0 else 1.0
 
 
 def span_dimension(positions, tol=1e-3):

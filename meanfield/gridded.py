@@ -34,32 +34,32 @@ Each coordinate carries ``units``, ``standard_name`` where CF has one (latitude,
 Every file `Solution.save` writes, with or without the grid, follows CF-1.11 (`describe`): a long name
 for every variable, no fill value on coordinates, ``Conventions``, ``title``, ``history`` and
 ``source``, and the time coordinate of `TIME_ATTRS` (`cf_time`). The layer depth t of the dynamics is
-dimensionless, but CF has no dimensionless time coordinate, so t is stored as "seconds since
-1970-01-01" (see `TIME_ATTRS`): the stored numbers are t itself. `meanfield.load` reads them as
-numbers; ``xarray.open_dataset`` decodes them as dates unless given ``decode_times=False``
-(`time_values` turns such dates back into t).
+dimensionless, so the ``time`` coordinate holds t as plain numbers with ``units = "1"``:
+``xarray.open_dataset`` gives float t and ``.sel(time=10.0)`` works. It is not declared a CF time
+coordinate (no ``standard_name = "time"``, no ``axis = "T"``): CF asks a time coordinate for units
+"<unit> since <date>", which would make every reader decode t as a date. Files written before
+carry t as "seconds since 1970-01-01"; `time_values` reads both.
 """
 import numpy as np
 
 from .errors import NoCellMeans
 
 CONVENTIONS = "CF-1.11"      # the first CF version that includes UGRID
-# The time coordinate. The layer depth t is dimensionless, and CF has no dimensionless time: a time
-# coordinate must have units "<time unit> since <reference time>" (CF 1.11 section 4.4; a units "1"
-# is refused), and a dimension called time is identified by standard_name = "time" (section 5.1).
-# So t is written as seconds after an arbitrary reference time in a calendar without gaps
-# and without leap seconds (proleptic Gregorian, "leap_seconds: none", section 4.4.1): the numbers in
-# the file are t, unchanged; "comment" says so.
+# The time coordinate: t as a dimensionless number (module docstring); TIME_EPOCH reads older files.
 TIME_EPOCH = "1970-01-01 00:00:00"
-TIME_ATTRS = {"standard_name": "time", "long_name": "layer depth t of the dynamics (dimensionless)",
-              "units": f"seconds since {TIME_EPOCH}", "calendar": "proleptic_gregorian",
-              "units_metadata": "leap_seconds: none", "axis": "T",
-              "comment": "t is dimensionless; CF requires a time coordinate in units of time since a reference, "
-                         f"so the value t is stored as t seconds since {TIME_EPOCH} (an arbitrary reference)"}
+TIME_ATTRS = {"long_name": "layer depth t of the dynamics (dimensionless)", "units": "1",
+              "comment": "t is dimensionless, so it is stored as a plain number with units 1 (not as a CF time "
+                         "since a reference date): xarray.open_dataset gives float t and .sel(time=10.0) works"}
+# The one failed high-priority check of the IOOS compliance checker that the files accept (docs/output.md):
+# its section 5.1 check takes a coordinate *named* time for a time axis and asks it for
+# standard_name = "time", which would make it a CF time with units "<unit> since <date>".
+CF_ACCEPTED_FAILURE = "Coordinate variable 'time' should have standard_name='time'"
 # θ on S^1: an angle on the circle, x = (cos θ, sin θ). Not a longitude: no axis, no standard_name.
 THETA_ATTRS = {"units": "radian", "long_name": "angle theta on the circle, x = (cos theta, sin theta)"}
 LAT_ATTRS = {"units": "degrees_north", "standard_name": "latitude", "long_name": "latitude", "axis": "Y"}
 LON_ATTRS = {"units": "degrees_east", "standard_name": "longitude", "long_name": "longitude", "axis": "X"}
+# σ of a layered (causal) run: the position of a token as a fraction of the sequence (docs/causal.md)
+POSITION_ATTRS = {"units": "1", "long_name": "token position sigma in (0, 1], the fraction of the sequence"}
 UGRID = "UGRID-1.0"
 DENSITY_NAME = "density"
 _DENSITY_ATTRS = {"long_name": "density relative to the uniform probability measure sigma on the sphere",
@@ -84,6 +84,10 @@ LONG_NAMES = {
     "log_jacobian": "logarithm of the Jacobian of the flow at the nodes",
     "labels": "initial positions of the nodes",
     "rho0": "initial density at the nodes",
+    "position_weight": "quadrature weight of each token position (composite Gauss-Legendre, summing to 1)",
+    "position_panel_end": "ends of the panels of the quadrature rule in the token position sigma",
+    "mass_per_position": "mass of the density at each token position",
+    "energy_per_position": "interaction energy E_beta (3.5) of the density at each token position",
 }
 
 

@@ -39,6 +39,12 @@ w_j] there too. The fused sums differ from the numpy ones by rounding only (the 
 ulp, the exponents by their own rounding: (10 + max|L|)·1e-15 of each row's size,
 tests/test_kernelsums.py); both are bit-for-bit independent of the number of threads.
 
+Causal attention (decoder-style tokens in order, docs/causal.md) passes ``ends``: row i
+sums only the columns j < ends[i] (ends non-decreasing: k <= i is ends_i = i + 1, k < i is ends_i = i),
+so that a block of rows stops at its last row's end and the sums cost about half of the full ones;
+and ``bias`` = (a, b), which adds b_j − a_i to the exponent (the ALiBi weight e^{−λ(σ_i − σ_j)} with
+a = b = λσ; it factorises into a row and a column term, so it costs one addition per pair).
+
 The same blocks also count, when asked (``count_at=τ``), the columns with ⟨x_i, M y_j⟩ >= τ in
 every row: the clustered pairs of Figure 3 of the paper (docs/mathematics.md §7) come with the
 sums at no extra exponential; `gram_counts` counts without the sums.
@@ -188,17 +194,19 @@ def shift_kind(beta, x, y, M=None, shift="auto", unit=False):
     return _shift(beta, x, y, M, shift, unit)[:2]
 
 
-def _shift(beta, x, y, M, shift, unit):
-    """`shift_kind` and a bound on the largest shifted exponent."""
+def _shift(beta, x, y, M, shift, unit, bias=(0.0, 0.0)):
+    """`shift_kind` and a bound on the largest shifted exponent; ``bias`` bounds (lo, hi) of the
+    position bias b_j − a_i added to the exponents."""
     if shift not in SHIFTS:
         raise ValueError(f"`shift` must be one of {SHIFTS}, got {shift!r}.")
     scale, deviation = _extent(beta, x, y, M, unit)
+    lo, hi = bias
     kind = shift
     if shift == "auto":
         fits = M is None and beta > 0 and beta * deviation <= 1.0    # β < 0: rows far from e^{|β|}: running
-        kind = "none" if scale <= NO_SHIFT_MAX else "fixed" if fits else "running"
-    lowest = {"none": -scale, "fixed": -scale - abs(beta), "running": -2 * scale}[kind]
-    highest = {"none": scale, "fixed": scale - abs(beta), "running": 0.0}[kind]
+        kind = "none" if scale + max(hi, 0.0) <= NO_SHIFT_MAX else "fixed" if fits else "running"
+    lowest = {"none": -scale + lo, "fixed": -scale - abs(beta) + lo, "running": -2 * scale + lo - hi}[kind]
+    highest = {"none": scale + hi, "fixed": scale - abs(beta) + hi, "running": 0.0}[kind]
     return kind, lowest < EXP_FLOOR, highest
 
 
@@ -222,7 +230,8 @@ def _check_pair(x, y, M):
     return x, y, M
 
 
-def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512, threads=None, count_at=None, unit=False):
+def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512, threads=None, count_at=None, unit=False,
+                ends=None, bias=None):
     """S_i = Σ_j e^{β⟨x_i, M y_j⟩ − c_i} values_j and the shift c, in blocks.
 
     Parameters
@@ -243,6 +252,11 @@ def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512, threads=
         either way).
     unit : bool; True when the caller knows that every x_i and y_j is a unit vector (to rounding):
         the bound β‖M‖₂ on the exponents is then used without measuring the points.
+    ends : optional int array (n,), non-decreasing in [0, m]: row i sums only the columns j < ends[i]
+        (a causal mask; a row with ends[i] = 0 has S_i = 0 and c_i = 0). Shared by the leading axes.
+    bias : optional pair (a (n,), b (m,)) of finite arrays: the exponent of (i, j) gains b_j − a_i
+        (the ALiBi position bias, a = b = λσ; meant to be <= 0 on the summed pairs). Shared by the
+        leading axes.
 
     Returns
     -------
@@ -261,10 +275,11 @@ def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512, threads=
     values = np.asarray(values, dtype=float)
     if values.ndim < 2 or values.shape[-2] != np.shape(y)[-2]:
         raise ValueError(f"`values` must have shape (..., m, p) with m = {np.shape(y)[-2]} (the points y), got {values.shape}.")
-    return _sums(x, y, values, None, beta, M, shift, chunk, threads, count_at, unit)
+    return _sums(x, y, values, None, beta, M, shift, chunk, threads, count_at, unit, ends, bias)
 
 
-def attention_sums(x, y, w, beta, *, v=None, M=None, shift="auto", chunk=512, threads=None, count_at=None, unit=False):
+def attention_sums(x, y, w, beta, *, v=None, M=None, shift="auto", chunk=512, threads=None, count_at=None, unit=False,
+                   ends=None, bias=None):
     """`kernel_sums` with the values of the attention field, [v·w_j y_j, w_j]: the numerators and
     the denominators Σ_j w_j e^{β⟨x_i, M y_j⟩ − c_i} [v y_j, 1] of (2.3) for V = v·I (docs/mathematics.md
     §2), ``v`` None for 1. ``w`` (m,) weights of the columns. Same returns as `kernel_sums`; the
@@ -273,18 +288,70 @@ def attention_sums(x, y, w, beta, *, v=None, M=None, shift="auto", chunk=512, th
     w = np.ascontiguousarray(w, dtype=float)
     if w.ndim != 1 or w.shape[0] != np.shape(y)[-2]:
         raise ValueError(f"`w` must have shape (m,) with m = {np.shape(y)[-2]} (the points y), got {w.shape}.")
-    return _sums(x, y, None, (w, v), beta, M, shift, chunk, threads, count_at, unit)
+    return _sums(x, y, None, (w, v), beta, M, shift, chunk, threads, count_at, unit, ends, bias)
 
 
-def _sums(x, y, values, attention, beta, M, shift, chunk, threads, count_at, unit):
+class Causal:
+    """The checked ``ends`` and ``bias`` of the kernel sums: ends (n,) int64 or None, a (n,) and b (m,)
+    or None, and (lo, hi), bounds on b_j − a_i over the summed pairs (0, 0 without a bias)."""
+
+    def __init__(self, ends, bias, n, m):
+        self.ends = self.a = self.b = None
+        self.lo = self.hi = 0.0
+        if ends is not None:
+            e = np.asarray(ends)
+            if (e.shape != (n,) or not np.issubdtype(e.dtype, np.integer) or (n and (e[0] < 0 or e[-1] > m))
+                    or np.any(np.diff(e) < 0)):
+                raise ValueError(f"`ends` must be a non-decreasing integer array of shape ({n},) with values in "
+                                 f"[0, {m}] (row i sums the columns j < ends[i]), got {_describe(e)}.")
+            self.ends = np.ascontiguousarray(e, dtype=np.int64)
+        if bias is not None:
+            try:
+                a, b = (np.ascontiguousarray(v, dtype=float) for v in bias)
+            except (TypeError, ValueError):
+                raise ValueError("`bias` must be a pair (a, b) of real arrays of shapes (n,) and (m,).") from None
+            if a.shape != (n,) or b.shape != (m,) or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+                raise ValueError(f"`bias` must be a pair (a, b) of finite arrays of shapes ({n},) and ({m},), got "
+                                 f"{a.shape} and {b.shape}.")
+            self.a, self.b = a, b
+            if n and m:
+                self.lo = float(b.min() - a.max())
+                if self.ends is None:
+                    self.hi = float(b.max() - a.min())
+                else:                                   # the largest b_j − a_i over j < ends[i]
+                    seen = self.ends > 0
+                    top = np.maximum.accumulate(b)[self.ends[seen] - 1] - a[seen]
+                    self.hi = float(top.max()) if top.size else 0.0
+
+    @property
+    def active(self):
+        return self.ends is not None or self.a is not None
+
+    def starts(self, m):
+        """start[j]: the first row that sums column j (``ends`` None: 0 for every column)."""
+        if self.ends is None:
+            return np.zeros(m, dtype=np.int64)
+        return np.searchsorted(self.ends, np.arange(m), side="right").astype(np.int64)
+
+
+def _describe(a):
+    return f"shape {a.shape} and dtype {a.dtype}" if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer) else \
+        f"values from {a.min() if a.size else '-'} to {a.max() if a.size else '-'}" + (
+            ", decreasing somewhere" if np.any(np.diff(a) < 0) else "")
+
+
+def _sums(x, y, values, attention, beta, M, shift, chunk, threads, count_at, unit, ends=None, bias=None):
     """`kernel_sums` (values given) or `attention_sums` (values [v w_j y_j, w_j] from ``attention`` = (w, v))."""
     beta = check_beta(beta)
     chunk = check_int(chunk, "chunk", low=1)
     threads = check_threads(threads)
     x, y, M = _check_pair(x, y, M)
+    causal = Causal(ends, bias, x.shape[-2], y.shape[-2])
     if count_at is not None:
+        if causal.ends is not None:
+            raise ValueError("`count_at` counts every column; with `ends` (a causal mask) count with `gram_counts`.")
         count_at = check_real(count_at, "count_at")
-    kind, clamp, highest = _shift(beta, x, y, M, shift, unit)
+    kind, clamp, highest = _shift(beta, x, y, M, shift, unit, (causal.lo, causal.hi))
     xq = x if M is None else x @ M                      # row i: (M^T x_i)^T, so xq_i · y_j = ⟨x_i, M y_j⟩
     threshold = None
     if count_at is not None and beta > 0:         # β <= 0: the exponents do not order ⟨x_i, M y_j⟩ upwards
@@ -293,7 +360,7 @@ def _sums(x, y, values, attention, beta, M, shift, chunk, threads, count_at, uni
     out = None
     if kind != "running" and highest <= NO_SHIFT_MAX and xq.shape[-2] <= FUSED_ROWS:
         out = _fused_blocked(xq, y, values, beta, (-abs(beta), 1.0) if fixed else None, threads, threshold, attention,
-                             clamp)
+                             clamp, causal)
     if out is None:
         if attention is not None:
             values = compiled.weighted(np.ascontiguousarray(y), attention[0], attention[1])
@@ -303,7 +370,12 @@ def _sums(x, y, values, attention, beta, M, shift, chunk, threads, count_at, uni
         if fixed:
             xq = np.concatenate([xq, np.full(xq.shape[:-1] + (1,), -abs(beta))], axis=-1)
             yq = np.concatenate([y, np.ones(y.shape[:-1] + (1,))], axis=-1)
-        out = _blocked(xq, yq, values, kind, clamp, chunk, threads, threshold)
+        if causal.a is not None:          # the bias rides in the inner product too: [x̃_i, −a_i, 1]·[ỹ_j, 1, b_j]
+            xq = np.concatenate([xq, np.broadcast_to(np.stack([-causal.a, np.ones_like(causal.a)], -1),
+                                                     xq.shape[:-1] + (2,))], axis=-1)
+            yq = np.concatenate([yq, np.broadcast_to(np.stack([np.ones_like(causal.b), causal.b], -1),
+                                                     yq.shape[:-1] + (2,))], axis=-1)
+        out = _blocked(xq, yq, values, kind, clamp, chunk, threads, threshold, causal.ends)
     S, c, counts = out
     if kind != "running":
         c = np.float64(abs(beta) if kind == "fixed" else 0.0)
@@ -376,9 +448,10 @@ def _flatten(xq, y, values):
     return xf, yf, vf, unflatten
 
 
-def _blocked(xq, y, values, kind, clamp, chunk, threads, threshold):
+def _blocked(xq, y, values, kind, clamp, chunk, threads, threshold, ends=None):
     """The blocked loop of `kernel_sums` on β·M^T x (..., n, d') and y (..., m, d') (with the extra
-    coordinates −β and 1 for the fixed shift); ``kind`` "count" forms only the inner products.
+    coordinates −β and 1 for the fixed shift, and −a_i, 1 and 1, b_j for a position bias); ``kind``
+    "count" forms only the inner products; ``ends`` (n,) limits row i to the columns j < ends[i].
     Returns (S, c or None, counts or None) with the leading axes of the inputs."""
     xf, yf, vf, unflatten = _flatten(xq, y, values)
     K, n, m, P = xf.shape[0], xf.shape[1], yf.shape[1], vf.shape[-1]
@@ -399,14 +472,15 @@ def _blocked(xq, y, values, kind, clamp, chunk, threads, threshold):
         for b0, b1, r0, r1 in part:
             yt = np.ascontiguousarray(yf[b0:b1].swapaxes(1, 2)) if grouped else yf[b0:b1]
             _tile(xf[b0:b1, r0:r1], yt, vf[b0:b1], kind, clamp, cols, threshold, S[b0:b1, r0:r1],
-                  None if c is None else c[b0:b1, r0:r1], None if counts is None else counts[b0:b1, r0:r1])
+                  None if c is None else c[b0:b1, r0:r1], None if counts is None else counts[b0:b1, r0:r1],
+                  None if ends is None else ends[r0:r1])
 
     if n * m == 0:
         S[...] = 0.0
         if c is not None:
             c[...] = -np.inf
     else:
-        _run(work, tiles, threads, K * n * m)
+        _run(work, tiles, threads, K * n * m // (1 if ends is None else 2))
     return unflatten(S, c, counts)
 
 
@@ -421,14 +495,15 @@ def _run(work, tiles, threads, pairs):
         _share(work, [tiles[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a], threads)
 
 
-def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=None, clamp=True):
+def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=None, clamp=True, causal=None):
     """The sums (S, None, counts or None) of `kernel_sums` for the shifts "none" and "fixed" (exponents
     ⟨x̃_i, ỹ_j⟩ with x̃_i = [scale·xq_i, last[0]], ỹ_j = [y_j, last[1]]), or, with ``values`` None, the
     counts (None, None, counts) of `gram_counts`, by the fused compiled pass
     (`meanfield.compiled.exp_sums4`): one call, its problems shared among numba's threads, forms
     the inner products, the counts, the exponentials (a vectorised polynomial within 1 ulp of
     np.exp) and the sums together, column by column; with ``attention`` = (w, v) the values
-    [v w_j y_j, w_j] are formed there too. None where it does not apply (no numba, more than 4
+    [v w_j y_j, w_j] are formed there too, and ``causal`` (a `Causal`) limits the rows of each
+    column and adds the position bias. None where it does not apply (no numba, more than 4
     coordinates or values, no points)."""
     vals = np.empty(y.shape[:-2] + (y.shape[-2], 0)) if values is None else values
     xf, yf, vf, unflatten = _flatten(xq, y, vals)
@@ -447,7 +522,10 @@ def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=Non
         _run(count, _spans(K, 1 if threads == 1 else 4 * threads), threads, K * n * m)
         return unflatten(np.empty((K, n, 0)), None, counts)
     S = np.empty((K, n, P))
-    compiled.exp_sums4(xf, yf, vf, threshold, S, counts, scale, last, attention, clamp, threads)
+    mask = None
+    if causal is not None and causal.active:
+        mask = (causal.starts(m), causal.a, causal.b)
+    compiled.exp_sums4(xf, yf, vf, threshold, S, counts, scale, last, attention, clamp, threads, mask)
     if attention is not None:                            # no axes of values to restore: those of x and y
         lead = np.broadcast_shapes(xq.shape[:-2], y.shape[:-2])
         return S.reshape(lead + (n, P)), None, None if counts is None else counts.reshape(lead + (n,))
@@ -460,11 +538,19 @@ def _spans(size, parts):
     return [(k * size // parts, (k + 1) * size // parts) for k in range(parts)]
 
 
-def _tile(xq, yt, values, kind, clamp, cols, threshold, S, c, counts):
+def _tile(xq, yt, values, kind, clamp, cols, threshold, S, c, counts, ends=None):
     """Rows xq (G, r, d') of G problems against all columns yt (G, d', m) (contiguous), ``cols`` at a
-    time, into S (G, r, P), the running shift c (G, r) and the counts (G, r)."""
+    time, into S (G, r, P), the running shift c (G, r) and the counts (G, r); with ``ends`` (r,), row i
+    takes the columns j < ends[i] only."""
     G, r = xq.shape[:2]
     m = yt.shape[2]
+    if ends is not None:
+        m = int(ends[-1])
+        if m == 0:                                        # no row of the tile sees a column
+            S[...] = 0.0
+            if c is not None:
+                c[...] = 0.0
+            return
     buf = _buffer(G * r * min(cols, m))
     for a in range(0, m, cols):
         b = min(a + cols, m)
@@ -474,9 +560,17 @@ def _tile(xq, yt, values, kind, clamp, cols, threshold, S, c, counts):
             counts += _row_counts(L, threshold)
         if kind == "count":
             continue
+        cut = None
+        if ends is not None and b > ends[0]:              # the columns [lo, b) that some rows do not see
+            lo = max(a, int(ends[0]))
+            cut, Lcut = np.arange(lo, b) >= ends[:, None], L[..., lo - a:]
         if kind == "running":
+            if cut is not None:
+                np.copyto(Lcut, -np.inf, where=cut)
             top = L.max(axis=-1)
             if a == 0:
+                if cut is not None:                       # rows with no column (ends[i] = 0)
+                    top[~np.isfinite(top)] = 0.0
                 c[...] = top
             else:
                 c_new = np.maximum(c, top)
@@ -486,6 +580,8 @@ def _tile(xq, yt, values, kind, clamp, cols, threshold, S, c, counts):
         if clamp:
             np.maximum(L, EXP_FLOOR, out=L)
         np.exp(L, out=L)
+        if cut is not None:
+            np.copyto(Lcut, 0.0, where=cut)
         if a == 0:
             np.matmul(L, values[:, a:b], out=S)
         else:

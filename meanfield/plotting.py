@@ -87,7 +87,8 @@ def model_label(model):
         V = "I" if v == 1 else "−I" if v == -1 else f"{v:g} I"
     else:
         V = f"general Q, K, V ({len(model.heads)} head{'s' if len(model.heads) > 1 else ''})"
-    return f"({model.kind}) β = {model.beta:g}, V = {V}, d = {model.dim}, ν = {model.noise:g}"
+    mask = f", {model.mask} mask, λ = {model.position_bias:g}" if model.is_causal else ""
+    return f"({model.kind}) β = {model.beta:g}, V = {V}, d = {model.dim}, ν = {model.noise:g}{mask}"
 
 
 def resolution_label(rep, data=None):
@@ -364,6 +365,26 @@ def sphere_maps(fig, specs, cbar_spec, sol, idx, scale="auto", nlat=90):
     return axes
 
 
+def position_maps(fig, specs, cbar_spec, sol, idx, scale="auto"):
+    """ρ over (angle, token position σ) of a layered (causal) run at the saved indices ``idx``
+    (`meanfield.representations.layered.LayeredDensity.position_map`: θ on S^1, on S^2 the angle along
+    the great circle x = (sin α, 0, cos α)), one colour scale for all, the colour bar in ``cbar_spec``."""
+    rep = sol.representation
+    maps = [rep.position_map(sol.data[i]) for i in idx]
+    drawn, norm, cmap, label, ticks = colour_scale(np.array([m[2] for m in maps]), scale)
+    angle = r"$\theta$" if rep.dim == 2 else r"$\alpha$ on the great circle $x_2 = 0$"
+    axes = []
+    for spec, i, (sigma, theta, _), r in zip(specs, idx, maps, drawn):
+        ax = fig.add_subplot(spec)
+        mesh = ax.pcolormesh(theta, sigma, r, shading="nearest", norm=norm, cmap=cmap, rasterized=True)
+        ax.set_xlabel(angle)
+        ax.set_ylabel(r"token position $\sigma$")
+        ax.set_title(f"t = {float(sol.t[i]):.3g}")
+        axes.append(ax)
+    fig.colorbar(mesh, cax=fig.add_subplot(cbar_spec), orientation="horizontal", label=label, ticks=ticks)
+    return axes
+
+
 def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
     """Particles: angles θ_i(t) on S^1; trajectories on S^2; ⟨x_i(t), x_j(t)⟩ (i < j) in d >= 4."""
     t = np.asarray(sol.t, dtype=float)
@@ -483,10 +504,13 @@ def plot_energy(sol, ax, t_end=None):
 
 # -- the run picture --------------------------------------------------------------------------------
 def picture_kind(sol):
-    """"particles", "maps" (densities on S^2) or "space-time" (S^1, zonal densities)."""
+    """"particles", "maps" (densities on S^2), "space-time" (S^1, zonal densities) or "positions"
+    (densities layered in the token position)."""
     rep = sol.representation
     if not rep.is_density:
         return "particles"
+    if rep.layered:                                     # a state per token position (causal runs)
+        return "positions"
     if rep.zonal or rep.dim == 2:
         return "space-time"
     if rep.dim == 3:
@@ -509,16 +533,16 @@ def plot_solution(sol, times=None, path=None, show_energy=True, scale="auto", t_
     t_end = _requested_end(sol, t_end)
     plt = pyplot()
     with style():
-        if kind == "maps":
+        if kind in ("maps", "positions"):
             idx = select_times(sol.t, times)
             ncol = min(len(idx), 3)
             nrow = math.ceil(len(idx) / ncol)
-            map_h = WIDTH / ncol / 2 + 0.35
+            map_h = WIDTH / ncol / (2 if kind == "maps" else 1.2) + 0.35
             heights = [map_h] * nrow + [0.18] + ([3.0] if show_energy else [])
             fig = plt.figure(figsize=(WIDTH, sum(heights) + 1.2), layout="constrained")
             gs = fig.add_gridspec(len(heights), ncol, height_ratios=heights)
             specs = [gs[k // ncol, k % ncol] for k in range(len(idx))]
-            sphere_maps(fig, specs, gs[nrow, :], sol, idx, scale)
+            (sphere_maps if kind == "maps" else position_maps)(fig, specs, gs[nrow, :], sol, idx, scale)
             if show_energy:
                 plot_energy(sol, fig.add_subplot(gs[nrow + 1, :]), t_end)
         else:

@@ -18,6 +18,7 @@ from .plotting import plot_solution
 from .representations.segments import Segments
 from .serialization import jsonable
 from .version import __version__
+from .movies import animate
 
 
 class Solution:
@@ -93,8 +94,9 @@ class Solution:
         """Total mass ∫ρ dσ at each saved time (the sum of the weights for particles), shape (T,)."""
         return np.array([self.representation.mass(d) for d in self.data])
 
-    def density(self, x, i=-1):
-        """ρ at points x (shape (..., d), on the sphere) at saved index i (PDE solutions only)."""
+    def density(self, x, i=-1, position=None):
+        """ρ at points x (shape (..., d), on the sphere) at saved index i (PDE solutions only); for a
+        layered (causal) run at the token ``position`` σ ∈ (0, 1] (default: the x-marginal over σ)."""
         if not self.representation.is_density:
             raise AttributeError("a particle Solution has no density; use sol.positions or sol.measure(i)")
         if self.representation.domain == "sphere":
@@ -104,11 +106,22 @@ class Solution:
             if x.shape[-1:] != (self.model.dim,) or not np.all(np.isfinite(x)):
                 raise ValueError(f"`x` must be finite points of R^{self.model.dim}, shape (..., {self.model.dim}), "
                                  f"got shape {x.shape}.")
-        return self.representation.evaluate(self.data[self._index(i)], x)
+        return self.representation.evaluate(self.data[self._index(i)], x, **self._at(position))
 
-    def measure(self, i=-1, n=None, **kwargs):
-        """A weighted discrete measure (points, weights) of the state at saved index i."""
-        return self.representation.measure(self.data[self._index(i)], n=n, **kwargs)
+    def measure(self, i=-1, n=None, position=None, **kwargs):
+        """A weighted discrete measure (points, weights) of the state at saved index i; for a layered
+        (causal) run that of the token ``position`` σ, or without it the joint measure on (0, 1] × S^{d−1}
+        (`meanfield.representations.layered.JointMeasure`)."""
+        return self.representation.measure(self.data[self._index(i)], n=n, **self._at(position), **kwargs)
+
+    def _at(self, position):
+        """The keyword of a token position for a layered representation (one with ``positions``)."""
+        if position is None:
+            return {}
+        if getattr(self.representation, "positions", None) is None or not self.representation.is_density:
+            raise ValueError(f"`position` applies to a run of a masked model with positions (a layered density); "
+                             f"this Solution is {self.representation.name!r}.")
+        return {"position": position}
 
     def mean(self, i=-1):
         """The mean m of the Gaussian continuum at saved index i (`solvers.Gaussian`), shape (d,)."""
@@ -250,6 +263,13 @@ class Solution:
         return cls(time_values(ds), Model.from_attrs(ds.attrs), rep, data, diags,
                    json.loads(ds.attrs.get("stats_json", "{}")), int(ds.attrs.get("status", 0)),
                    ds.attrs.get("message", ""), ds.attrs.get("solver", ""))
+
+    def animate(self, path, **kwargs):
+        """Write a movie of the run to ``path`` (.gif or .mp4) and return a summary dict: particles or
+        densities on S^1 / S^2, frame by frame (`meanfield.movies.animate`, whose keywords it takes:
+        ``compare``, ``frames``, ``max_frames``, ``fps``, ``trail``, ``size``, ``dpi``, ``progress``)."""
+
+        return animate(self, path, **kwargs)
 
     def plot(self, times=None, path=None, show_energy=True, scale="auto", t_end=None):
         """The natural picture of the run with E_β(t); ``scale`` "auto", "linear", "log" or

@@ -39,6 +39,7 @@ import ducc0.nufft as nufft
 from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 
 from .kernels import kernel_multipliers, velocity_multipliers
+from .kernelsums import attention_sums
 from .validation import check_beta, check_int, check_measure, check_real
 
 EPSILON = 3e-13             # ducc0's transforms need epsilon > 2e-13 in double precision
@@ -154,16 +155,22 @@ class ZonalSums:
         return tuple(np.stack([p[k] for p in parts]).reshape(lead + parts[0][k].shape) for k in range(len(parts[0])))
 
     def _one(self, x, y, w, laplacian):
-        if self.dim == 2:
-            return self._circle(x, y, w, laplacian)
-        return self._sphere(x, y, w, laplacian)
+        return self.synthesis(self.coefficients(y, w), x, laplacian)
 
-    def _circle(self, x, y, w, laplacian):
-        L, eps, nt = self.lmax, self.epsilon, self.threads
+    def coefficients(self, y, w):
+        """The coefficients μ̂ of Σ_j w_j δ_{y_j} (y (m, d), w (m,)) up to ``lmax`` (`coefficients`)."""
+        return coefficients(y, w, self.lmax, self.epsilon, self.threads)
+
+    def synthesis(self, coeff, x, laplacian=False):
+        """(Zs, G) or (Zs, G, H) at the points x (n, d) of the measure with the coefficients ``coeff``."""
+        if self.dim == 2:
+            return self._circle(x, coeff, laplacian)
+        return self._sphere(x, coeff, laplacian)
+
+    def _circle(self, x, coeff, laplacian):
+
+        eps, nt = self.epsilon, self.threads
         tx = _angles_circle(x)
-        ty = tx if y is x else _angles_circle(y)
-        coeff = nufft.nu2u(points=w.astype(complex), coord=ty[:, None], forward=True, epsilon=eps, nthreads=nt,
-                           out=np.empty(2 * L + 1, dtype=complex))
         parts = 3 if laplacian else 2
         values = nufft.u2nu(grid=self._multipliers[:parts] * coeff, coord=tx[:, None], forward=False, epsilon=eps,
                             nthreads=nt).real
@@ -171,11 +178,11 @@ class ZonalSums:
         out = (values[0], values[1][:, None] * tangent)
         return out + (values[2],) if laplacian else out
 
-    def _sphere(self, x, y, w, laplacian):
+    def _sphere(self, x, coeff, laplacian):
+
         L, eps, nt = self.lmax, self.epsilon, self.threads
         loc_x, (ct, st, cp, sp) = _angles_sphere(x)
-        loc_y = loc_x if y is x else _angles_sphere(y)[0]
-        coeff = adjoint_synthesis_general(map=w[None, :], spin=0, lmax=L, loc=loc_y, epsilon=eps, nthreads=nt)
+        coeff = coeff[None, :]
         a, c, lap = self._multipliers
         Zs = synthesis_general(alm=a * coeff, spin=0, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt)[0]
         g = synthesis_general(alm=c * coeff, spin=1, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt, mode="DERIV1")
@@ -203,6 +210,80 @@ def zonal_sums(beta, dim, epsilon=EPSILON, threads=1, points=None):
 @functools.lru_cache(maxsize=32)
 def _zonal_sums(beta, dim, epsilon, threads):
     return ZonalSums(beta, dim, epsilon, threads)
+
+
+def causal_block(dim, lmax):
+    """The positions per block of `causal_zonal_sums`, balancing the exact sums inside a block (b²/2
+    pairs) against the transforms per block: 512 on S^1, 512·⌊(L + 32)/32⌋ on S^2 (the fastest of 128 ..
+    4096 at n = 2^16, β = 1, 4, 30; benchmarks/bench_causal_particles.py)."""
+    return 512 if dim == 2 else 512 * ((lmax + 32) // 32)
+
+
+def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None):
+    """The sums of a `ZonalSums` over a causal mask with the ALiBi bias (docs/causal.md):
+
+        Zs_i = Σ_{j<ends_i} w_j e^{β⟨x_i, x_j⟩ − |β| − λ(σ_i − σ_j)},   G_i = P_{x_i} Σ_{j<ends_i} (same) x_j
+
+    (G = e^{−|β|}∇_S Z/β as in `ZonalSums`), for tokens in order: ``ends`` (n,) non-decreasing (row i
+    takes the columns j < ends_i), ``positions`` σ (n,) non-decreasing, λ = ``slope`` >= 0. The tokens
+    go in blocks of ``block`` positions (default `causal_block`), cut where every later row sees the
+    whole of the earlier blocks (ends[s] >= s). A block's rows take the earlier blocks from the
+    running coefficients c = Σ_{j<s} w_j e^{−λ(σ_s − σ_j)} μ̂(δ_{x_j}), synthesised at the rows and
+    multiplied by e^{−λ(σ_i − σ_s)}, and the columns of their own block exactly (`kernelsums.attention_sums`
+    with ``ends`` and ``bias``); then the block's columns join c (one adjoint transform, all factors
+    <= 1). Cost O(n·b + (n/b)·L² log L). The transforms' error is at most ε·Σ_{j<s} w_j e^{−λ(σ_i − σ_j)}
+    in Zs and G (`masked_error_bound`). x (..., n, d), w (n,) or (..., n); leading axes looped over."""
+    x = np.asarray(x, dtype=float)
+    w = np.asarray(w, dtype=float)
+    lead = np.broadcast_shapes(x.shape[:-2], w.shape[:-1])
+    if lead:
+        xb, wb = np.broadcast_to(x, lead + x.shape[-2:]), np.broadcast_to(w, lead + w.shape[-1:])
+        parts = [causal_zonal_sums(sums, xb[i], wb[i], ends, positions, slope, block) for i in np.ndindex(lead)]
+        return tuple(np.stack([p[k] for p in parts]).reshape(lead + parts[0][k].shape) for k in range(2))
+    n, d = x.shape
+    sigma = np.asarray(positions, dtype=float)
+    ends = np.asarray(ends, dtype=np.int64)
+    b = causal_block(sums.dim, sums.lmax) if block is None else check_int(block, "block", low=1)
+    Zs, G = np.empty(n), np.empty((n, d))
+    coeff, start = None, 0                                   # c, referred to the position of the block's start
+    while start < n:
+        stop = min(start + b, n)
+        while stop < n and ends[stop] < stop:                 # tied positions under "causal-strict"
+            stop += 1
+        rows, top = slice(start, stop), int(ends[stop - 1])
+        cols = slice(start, max(top, start))
+        bias = None if slope == 0.0 else (slope * sigma[rows], slope * sigma[cols])
+        near, _ = attention_sums(x[rows], x[cols], w[cols], sums.beta, shift="fixed", unit=True,
+                                 ends=np.maximum(ends[rows] - start, 0), bias=bias)
+        Zs[rows] = near[:, d]
+        G[rows] = near[:, :d] - np.einsum("id,id->i", x[rows], near[:, :d])[:, None] * x[rows]
+        if coeff is not None:
+            far_Z, far_G = sums.synthesis(coeff, x[rows])
+            decay = np.exp(-slope * (sigma[rows] - sigma[start]))
+            Zs[rows] += decay * far_Z
+            G[rows] += decay[:, None] * far_G
+        if stop < n:                                          # the block joins c, referred to σ_stop
+            part = sums.coefficients(x[rows], w[rows] * np.exp(-slope * (sigma[stop] - sigma[rows])))
+            coeff = part if coeff is None else coeff * np.exp(-slope * (sigma[stop] - sigma[start])) + part
+        start = stop
+    return Zs, G
+
+
+def masked_error_bound(weights, beta, normaliser, includes_self, epsilon=EPSILON):
+    """The bound on the relative error of the masked spectral field (`causal_zonal_sums`) at the tokens:
+    the transforms err by at most ε·D_i (D_i = Σ_{j∈C(i)} w_j e^{−λ(σ_i−σ_j)}, the positional normaliser),
+    and Zs_i >= e^{−2|β|}D_i, and >= w_i when token i sees itself (mask "causal") and β >= 0. Hence
+    max_i ε·D_i / max(w_i, e^{−2|β|}D_i) over the tokens with D_i > 0 (ε e^{2|β|} under "causal-strict")."""
+    w = np.asarray(weights, dtype=float)
+    D = np.asarray(normaliser, dtype=float)
+    beta = check_beta(beta)
+    live = D > 0
+    if not live.any():
+        return 0.0
+    with np.errstate(over="ignore", divide="ignore"):
+        floor = np.exp(-2.0 * abs(beta)) * D[live]
+        own = w[live] if includes_self and beta >= 0 else 0.0
+        return float(np.max(epsilon * D[live] / np.maximum(own, floor)))
 
 
 def coefficients(x, w, lmax, epsilon=EPSILON, threads=1):
@@ -306,18 +387,24 @@ def crossover(dim, lmax):
     return 256 if dim == 2 else 16 * (lmax + 10)
 
 
-def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=EPSILON):
+def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=EPSILON, causal=None):
     """The sums a run of n points uses, and the bound on the spectral field's relative error.
 
-    "auto" takes the spectral sums when they apply (`spectral_unavailable`), n >= `crossover` and
-    the bound ε/max(min_j w_j, e^{−2β}) (`error_bound`) is at most ``tol``; else the direct ones
-    (bound 0: exact up to rounding). Returns (kind, bound)."""
+    "auto" takes the spectral sums when they apply (`spectral_unavailable`), n >= `crossover` (under a
+    mask, whose direct sums cost half, twice that and at least two blocks of `causal_block`) and the bound ε/max(min_j w_j, e^{−2β})
+    (`error_bound`; under a mask ``causal``, a `meanfield.masks.TokenMask`, `masked_error_bound`) is
+    at most ``tol``; else the direct ones (bound 0: exact up to rounding). Returns (kind, bound)."""
     check_sums(sums, model, domain)
     if sums == "direct" or spectral_unavailable(model, domain):
         return "direct", 0.0
-    bound = error_bound(weights, model.beta, epsilon)
+    if causal is None:
+        bound = error_bound(weights, model.beta, epsilon)
+    else:
+        bound = masked_error_bound(weights, model.beta, causal.normaliser, causal.includes_self, epsilon)
     if sums == "auto":
         lmax = truncation_degree(model.beta, model.dim, epsilon)
-        if n < crossover(model.dim, lmax) or bound > tol:
+        least = crossover(model.dim, lmax) if causal is None else max(2 * crossover(model.dim, lmax),
+                                                                       2 * causal_block(model.dim, lmax))
+        if n < least or bound > tol:
             return "direct", 0.0
     return "spectral", bound

@@ -26,8 +26,10 @@ import ducc0.nufft as nufft
 from scipy.optimize import minimize_scalar
 from scipy.spatial import cKDTree
 
+from .geodesic import geodesic_distance, merge_on_grid
 from .validation import check_int, check_measure, check_real
 from .quadrature import sphere_quadrature
+from .w1bracket import w1_bracket
 
 EXACT_MAX_SIZE = 25_000_000
 SMALL_CIRCLE = 10_000       # circle_w1_to_density: up to this many atoms Φ(c) is also minimised exactly
@@ -165,13 +167,6 @@ def _median_shift(ua, ub, lengths):
     return 0.5 * (lo + hi), low, high
 
 
-def geodesic_distance(x, y):
-    """Angle between unit vectors, accurate near 0 and π: 2·atan2(|x − y|, |x + y|)."""
-    minus, plus = x - y, x + y
-    return 2.0 * np.arctan2(np.sqrt(np.einsum("...d,...d->...", minus, minus)),
-                            np.sqrt(np.einsum("...d,...d->...", plus, plus)))
-
-
 def _geodesic_cost(xa, xb, p, chunk=256):
     c = np.empty((xa.shape[0], xb.shape[0]))
     for s in range(0, xa.shape[0], chunk):
@@ -214,26 +209,6 @@ def _binned(xa, wa, xb, wb, p, n_bins):
     return val, ca + cb
 
 
-def merge_on_grid(x, w, spacing):
-    """The atoms of (x, w) merged per cell of the cubic grid of side ``spacing`` in R^d: each cell's
-    mass sits at its mass-weighted mean, projected on the sphere. Returns (points, weights, cost) with
-    cost = Σ_j w_j d(x_j, the point of its cell) >= W1((x, w), merged): the merging moves no mass
-    farther than the cell's diameter."""
-    keys = np.floor(x / spacing).astype(np.int64)
-    _, cell = np.unique(keys, axis=0, return_inverse=True)
-    cell = cell.ravel()
-    k = int(cell.max()) + 1
-    mass = np.bincount(cell, weights=w, minlength=k)
-    centre = np.stack([np.bincount(cell, weights=w * x[:, j], minlength=k) for j in range(x.shape[1])], -1)
-    norm = np.linalg.norm(centre, axis=1, keepdims=True)
-    first = np.empty(k, dtype=np.int64)
-    first[cell[::-1]] = np.arange(len(cell))[::-1]                # a point of each cell (for massless cells)
-    centre = np.where(norm > 0, centre / np.where(norm > 0, norm, 1.0), x[first])
-    cost = float(w @ geodesic_distance(x, centre[cell]))
-    keep = mass > 0
-    return centre[keep], mass[keep], cost
-
-
 def _merged(xa, wa, xb, wb, p, spacing=1e-7):
     """The exact linear program between the two measures merged on the finest grid (`merge_on_grid`,
     side doubled from ``spacing``) whose supports fit EXACT_MAX_SIZE; returns (value, merging costs)."""
@@ -257,9 +232,12 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
     Parameters
     ----------
     a, b : (points, weights)
-        Points of shape (n, d) and (m, d) on S^{d-1}, weights non-negative summing to 1.
+        Points of shape (n, d) and (m, d) on S^{d-1}, weights non-negative summing to 1. With
+        ``method="bracket"`` (S^2, p = 1), ``b`` may also be a σ-relative density callable.
     p : float >= 1
-    method : "auto", "exact", "merged", "sinkhorn", "binned" or "sliced"
+    method : "auto", "exact", "merged", "sinkhorn", "binned", "sliced" or "bracket"
+        "bracket" (S^2, p = 1): a `meanfield.w1bracket.W1Bracket`, lower <= W1 <= upper, certified,
+        in O(n log n) for clouds of any size against a density or another cloud (docs/wasserstein.md).
         On S^1 the distance is always exact (this argument is ignored). On S^{d-1}, d >= 3, "auto"
         means "exact" up to n·m = `EXACT_MAX_SIZE` and raises beyond, asking for a method.
         "merged": the exact linear program after merging the atoms of each measure on the finest
@@ -279,6 +257,10 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
     -------
     float : W_p(a, b) in radians (for "sliced": the spherical sliced Wasserstein distance).
     """
+    if method == "bracket":
+        if check_real(p, "p", low=1.0) != 1.0:
+            raise ValueError(f"`method`='bracket' bounds W1: `p` must be 1, got {p!r}.")
+        return w1_bracket(a, b)
     xa, wa = check_measure(a, "a")
     xb, wb = check_measure(b, "b", dim=xa.shape[1])
     p = check_real(p, "p", low=1.0)

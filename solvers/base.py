@@ -517,7 +517,7 @@ class Solver:
         if checkpoint is not None:
             sol.save(checkpoint)
         if res.failure is not None:
-            _raise_failure(type(self).__name__, res.failure, sol, checkpoint)
+            _raise_failure(sol.solver or type(self).__name__, res.failure, sol, checkpoint)   # "A+B" after a change
         return sol
 
 

@@ -29,7 +29,7 @@ from typing import Callable, Optional
 import numpy as np
 import scipy.fft as sfft
 from ducc0.fft import good_size
-from ducc0.sht import analysis_2d, synthesis, synthesis_2d_deriv1
+from ducc0.sht import adjoint_synthesis, analysis_2d, synthesis, synthesis_2d_deriv1
 from scipy.special import eval_jacobi
 
 from meanfield.kernels import minimum_degree
@@ -260,6 +260,7 @@ class SphericalHarmonicBasis:
         self.laplacian = _readonly(ls * (ls + 1.0))
         self.zonal = _readonly(ms == 0)
         self._divergence = _readonly(np.sqrt(self.laplacian))
+        self._area_weights = _readonly(4 * np.pi * self.weights.reshape(self.ntheta, self.nphi))   # dΩ per node
 
     def synthesis(self, alm):
         """Grid values (..., ntheta, nphi) of coefficient vectors alm (..., nalm)."""
@@ -280,15 +281,28 @@ class SphericalHarmonicBasis:
         return alm.reshape(values.shape[:-2] + (alm.shape[-1],))
 
     def gradient(self, alm):
-        """(∂_θ f, ∂_φ f / sin θ) (2, ntheta, nphi) of f = Σ a_lm Y_lm (one spin-1 synthesis)."""
+        """(∂_θ f, ∂_φ f / sin θ) (..., 2, ntheta, nphi) of f = Σ a_lm Y_lm (..., nalm): one spin-1 synthesis
+        (a batch: one spin-1 synthesis of the E-modes sqrt(l(l+1))·a_lm for all of them)."""
 
+        alm = np.asarray(alm)
+        if alm.ndim > 1:
+            e = (self._divergence * alm).reshape(-1, 1, alm.shape[-1])
+            modes = np.concatenate([e, np.zeros_like(e)], axis=1)
+            out = synthesis(alm=modes, spin=1, nthreads=self.nthreads, **self._geometry)
+            return out.reshape(alm.shape[:-1] + (2, self.ntheta, self.nphi))
         return synthesis_2d_deriv1(alm=alm[None], lmax=self.lmax, geometry="GL", ntheta=self.ntheta,
                                    nphi=self.nphi, nthreads=self.nthreads)
 
     def divergence(self, field):
         """Coefficients of −div_S F for a tangent field F = (F_θ, F_φ) on the grid: sqrt(l(l+1))·E_lm[F],
-        E_lm the gradient (E-mode) part of its spin-1 analysis."""
+        E_lm the gradient (E-mode) part of its spin-1 analysis. A batch (..., 2, ntheta, nphi) is analysed
+        in one call (the Gauss–Legendre analysis is the adjoint synthesis of the quadrature-weighted field)."""
 
+        field = np.asarray(field)
+        if field.ndim > 3:
+            weighted = (field * self._area_weights).reshape((-1, 2, self.ntheta * self.nphi))
+            e = adjoint_synthesis(map=weighted, spin=1, nthreads=self.nthreads, **self._geometry)[:, 0]
+            return self._divergence * e.reshape(field.shape[:-3] + (e.shape[-1],))
         e = analysis_2d(map=field, spin=1, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)[0]
         return self._divergence * e
 

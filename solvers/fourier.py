@@ -38,6 +38,7 @@ from meanfield.representations.fourier import FourierSeries
 from .base import Run, Solver
 from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
 from .handover import HandOverToCharacteristics
+from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
 from meanfield.wasserstein import w1_to_uniform
@@ -92,7 +93,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     for SA, s∫|v|²ρ dσ for USA, plus the noise term; docs/mathematics.md §4), ``energy_rate_error``
     (their relative difference), ``w1_to_uniform``, ``w1_to_dirac``, and ``modes`` (K in use).
 
-    Solve option ``on_underresolved``: "raise" (default: `UnderResolved`), "lagrangian" or a
+    Solve option ``on_underresolved``: "auto" (default: "raise"), "raise" (`UnderResolved`), "lagrangian" or a
     `solvers.Lagrangian` (without noise: when the density is no longer resolved, the run hands over to
     the characteristics from its last state and returns one Solution over all of ``t_eval``, its
     ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
@@ -102,10 +103,18 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     auto_resolution = (policy.name, policy.cap_name)
     config_name, config_aliases = "fourier", ("spectral-circle",)
     run_type = FourierRun
+    takes_mask = True           # with `positions`: the layered equation (`LayeredFourierCircle`)
+
+    def __new__(cls, *args, positions=None, **options):
+        if cls is FourierCircle and positions is not None:
+            cls = LayeredFourierCircle
+        return super().__new__(cls)
 
     def __init__(self, model, modes=512, *, tail_tol=DEFAULT_TAIL_TOL, dealias=1.5,
-                 max_modes=FourierBasis.policy.auto_cap, w1=True):
+                 max_modes=FourierBasis.policy.auto_cap, w1=True, positions=None,
+                 max_positions=POSITIONS_POLICY.auto_cap):
         Solver.__init__(self, model)
+        check_positions_model(model, positions)
         if model.dim != 2:
             raise UnsupportedModel(f"FourierCircle solves on S^1: `model.dim` must be 2, got {model.dim} "
                                    "(use solvers.SphericalHarmonics for dim 3).")
@@ -124,21 +133,26 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         self.field = SpectralVelocity(self.model, K)
         self._dphi = self._ik * self.field.potential
 
-    def _grid_fields(self, run, c):
-        """ρ, Z̃ (SA; None for USA) and v on the padded grid θ_j = 2πj/M, for coefficients c_0..c_K."""
+    def _grid_fields(self, run, c, field=None):
+        """ρ, Z̃ (SA; None for USA) and v on the padded grid θ_j = 2πj/M, for coefficients c_0..c_K (last
+        axis; leading axes are a batch of densities); the velocity is that of the density ``field``
+        (default c itself; a layered run passes its prefix means, `solvers.layered`)."""
         K, M = self.modes, self.M
+        field = c if field is None else field
+        rows = 3 if self.field.normalized else 2
+        shape = c.shape[:-1] + (rows, M // 2 + 1)
         spec = run.workspace.get("spec")
-        if spec is None:
-            spec = run.workspace["spec"] = np.zeros((3 if self.field.normalized else 2, M // 2 + 1), dtype=complex)
-        spec[0, :K + 1] = c
-        spec[1, :K + 1] = self._dphi * c
+        if spec is None or spec.shape != shape:
+            spec = run.workspace["spec"] = np.zeros(shape, dtype=complex)
+        spec[..., 0, :K + 1] = c
+        spec[..., 1, :K + 1] = self._dphi * field
         if self.field.normalized:
-            spec[2, :K + 1] = self.field.kernel * c
+            spec[..., 2, :K + 1] = self.field.kernel * field
         g = self.basis.synthesis(spec)
-        z = g[2] if self.field.normalized else None
+        z = g[..., 2, :] if self.field.normalized else None
         if z is not None:
             run.workspace["zmin"] = float(z.min())
-        return g[0], z, self.field.velocity(g[1], z)
+        return g[..., 0, :], z, self.field.velocity(g[..., 1, :], z)
 
     def _full(self, run, u):
         c = run.workspace.get("c")
@@ -198,11 +212,15 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
 
     def _rhs(self, run, t, u):
         """∂_t c_k = −ik (ρv)_k, k = 1..K ((3.1); docs/mathematics.md §2); (ρv)_k from the padded grid."""
-        rho, _, v = self._grid_fields(run, self._full(run, u))
+        return self._transport(run, self._full(run, u))
+
+    def _transport(self, run, c, field=None):
+        """−ik (ρv)_k, k = 1..K, for coefficients c (..., K + 1) moved by the velocity of ``field`` (default c)."""
+        rho, _, v = self._grid_fields(run, c, field)
         run.workspace["v"] = v          # the stability cap reads it once per step (`_stable_step`)
         if self.field.normalized and not run.workspace["zmin"] > 0:
-            return np.full_like(u, np.nan)    # K*ρ <= 0 on the grid: reject the step (see _monitor)
-        f = self.basis.analysis(rho * v)[1:]
+            return np.full(c.shape[:-1] + (self.modes,), np.nan, dtype=complex)   # K*ρ <= 0: reject the step
+        f = self.basis.analysis(rho * v)[..., 1:]
         f *= -self._ik[1:]
         return f
 
@@ -297,4 +315,39 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         return np.concatenate([[0.0], du])
 
 
-__all__ = ["FourierCircle", "padded_size"]
+FourierCircle.__signature__ = signature_of_init(FourierCircle)
+
+
+class LayeredFourierCircle(Layered, FourierCircle):
+    """`FourierCircle` of a masked model (``positions=M``): the layered equation of `solvers.layered`.
+
+    The state is c_0..c_K at each of the M positions (M, K + 1); the masses c_0 have derivative 0 exactly.
+    Built by ``FourierCircle(model, modes, positions=M)``; ``max_positions`` caps ``positions="auto"``.
+    """
+
+    density_ndim = 1
+
+    def __init__(self, model, modes=512, *, positions=None, max_positions=POSITIONS_POLICY.auto_cap, **options):
+        FourierCircle.__init__(self, model, modes, positions=positions, **options)
+        self._setup_positions(positions, max_positions)
+
+    def _layer_state(self, run, u):
+        return self._full(run, u).copy()
+
+    def _rhs(self, run, t, c):
+        """∂_t c_k(s_i) = −ik (ρ(s_i) v[ρ̄(s_i)])_k, k = 1..K, at every node at once; ∂_t c_0 = 0."""
+        out = np.zeros_like(c)
+        out[:, 1:] = self._transport(run, c, self._prefix(c))
+        return out
+
+    def _linear(self, run):
+        return None if self.model.noise == 0.0 else -self.model.noise * self.basis.laplacian
+
+    def _layer_power(self, run, c):
+        return FourierSeries(self.modes).power(c)
+
+    def _to_data(self, run, c):
+        return np.array(c, copy=True)
+
+
+__all__ = ["FourierCircle", "LayeredFourierCircle", "padded_size"]

@@ -12,18 +12,27 @@ This is a continuation strategy (`Solver._next`): `HandOverToCharacteristics` is
 solvers that offer it (`FourierCircle`, `SphericalHarmonics`) and answers their tail alarm, and the
 start from a run that has already handed over, by the `Lagrangian` that continues it.
 """
+import warnings
+
 from meanfield.errors import UnderResolved
 from meanfield.solution import Solution
 
 from .lagrangian import Lagrangian, continuation_solver
 
+class HandOver(UserWarning):
+    """A spectral run that stopped resolving its density went on along the characteristics."""
+
+
 LAGRANGIAN_OPTIONS = ("nodes", "panels", "order", "estimate", "cluster_tol", "min_mass", "chunk")
 
 
-def handover_target(model, value):
-    """Check the solve option ``on_underresolved`` of a run of ``model``: "raise", "lagrangian", a
-    `Lagrangian` of the same model, or a dict of `Lagrangian` options (`LAGRANGIAN_OPTIONS`, built
-    into one). Returns "raise", "lagrangian" or the `Lagrangian`; ValueError naming the option."""
+def handover_target(model, value, default="raise"):
+    """Check the solve option ``on_underresolved`` of a run of ``model``: "auto" (``default`` for a
+    noiseless model, else "raise"), "raise", "lagrangian", a `Lagrangian` of the same model, or a dict
+    of `Lagrangian` options (`LAGRANGIAN_OPTIONS`, built into one). Returns "raise", "lagrangian" or
+    the `Lagrangian`; ValueError naming the option."""
+    if isinstance(value, str) and value == "auto":
+        value = default if model.noise == 0 and model.is_layer_standard else "raise"
     if isinstance(value, dict):
         unknown = sorted(set(value) - set(LAGRANGIAN_OPTIONS))
         if unknown:
@@ -36,7 +45,8 @@ def handover_target(model, value):
                              f"{model!r}; build it with the same model.")
         return value
     if not isinstance(value, str) or value not in ("raise", "lagrangian"):
-        raise ValueError(f"`on_underresolved` must be 'raise', 'lagrangian' or a solvers.Lagrangian, got {value!r}.")
+        raise ValueError(f"`on_underresolved` must be 'auto', 'raise', 'lagrangian' or a solvers.Lagrangian, got "
+                         f"{value!r}.")
     if value == "lagrangian" and model.noise > 0:
         raise ValueError(f"`on_underresolved`='lagrangian' needs noise = 0 (got noise={model.noise:g}): with "
                          "diffusion the density is not carried by characteristics.")
@@ -52,7 +62,9 @@ def handover_solver(target, solution):
 class HandOverToCharacteristics:
     """The solve option ``on_underresolved`` of a density solver, and its continuation.
 
-    "raise" (default): `UnderResolved` when the density is no longer resolved. "lagrangian", a
+    "auto" (default): the solver's ``default_handover`` ("raise" for `FourierCircle`, "lagrangian" for
+    `SphericalHarmonics`) when the model has no noise, else "raise". "raise": `UnderResolved` when
+    the density is no longer resolved. "lagrangian", a
     `Lagrangian` of the same model, or a dict of `Lagrangian` options (``{"panels": 32}``): the run
     continues along the characteristics from the state that failed the check (its density at the
     labels is the new ρ_0; "lagrangian" takes the labels of `solvers.lagrangian.continuation_solver`)
@@ -62,11 +74,13 @@ class HandOverToCharacteristics:
     option set, goes on along the characteristics. Needs noise = 0.
     """
 
-    solve_options = {"on_underresolved": "raise"}
+    solve_options = {"on_underresolved": "auto"}
+    default_handover = "raise"
     handover_options = LAGRANGIAN_OPTIONS       # the keys of a dict ``on_underresolved`` (a configuration reads them)
 
     def _configure(self, run):
-        run.options["on_underresolved"] = handover_target(self.model, run.options["on_underresolved"])
+        run.options["on_underresolved"] = handover_target(self.model, run.options["on_underresolved"],
+                                                          self.default_handover)
         return super()._configure(run)
 
     def _next(self, run, t, y, reason):
@@ -80,8 +94,12 @@ class HandOverToCharacteristics:
         if isinstance(reason, UnderResolved):
             one = Solution([t], run.model, self._representation(run), self._to_data(run, y)[None],
                            solver=type(self).__name__)
+            tail = f" (spectral tail {reason.tail:.3g} > {reason.tol:g})" if reason.tail is not None else ""
+            warnings.warn(f"{type(self).__name__}: the density is no longer resolved at t = {t:.6g}{tail}; the run goes "
+                          "on along the characteristics (solvers.Lagrangian). Pass on_underresolved='raise' to stop "
+                          "there instead.", HandOver, stacklevel=2)
             return handover_solver(target, one), one
         return super()._next(run, t, y, reason)
 
 
-__all__ = ["HandOverToCharacteristics", "handover_target", "handover_solver", "LAGRANGIAN_OPTIONS"]
+__all__ = ["HandOver", "HandOverToCharacteristics", "handover_target", "handover_solver", "LAGRANGIAN_OPTIONS"]

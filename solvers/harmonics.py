@@ -38,11 +38,15 @@ from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cr
 from .base import Solver
 from .bases import SphericalHarmonicBasis
 from .handover import HandOverToCharacteristics
+from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
                        energy_diagnostics, noise_dissipation, spectral_tail)
 from meanfield.wasserstein import w1_to_dirac, w1_to_uniform
 
 BYTES_PER_DEGREE2 = 800  # measured peak working memory of a run per lmax² (grids, stages, fine diagnostics grid)
+
+
+AUTO_CAP = 127          # the default cap of lmax="auto" (see `SphericalHarmonics`)
 
 
 class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
@@ -56,7 +60,10 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         double on a tail alarm, up to ``max_lmax``; beyond it `UnderResolved`).
     nthreads : int >= 1, threads used by ducc0 (default 1).
     tail_tol : spectral-tail tolerance of `solvers.spectral.TailMonitor` (`UnderResolved` beyond it).
-    max_lmax : cap of ``lmax="auto"`` (default 1023).
+    max_lmax : cap of ``lmax="auto"`` (default `AUTO_CAP` = 127). Beyond the cap a clustering run hands
+        over to the characteristics (``on_underresolved``), which carry the density exactly: refining
+        further costs steps (the step falls like 1/lmax) and sharpens the state the labels must then
+        resolve (at lmax 255 the energy at t = 5 of docs/sphere.md's two caps is off by 1.6e-3, at 127 by 5e-8).
     w1 : bool, record W1 to the uniform measure and to the nearest Dirac mass at saved times
         (default False: on S^2 the exact transport LP costs ~0.1–1 s per saved time).
     w1_points : int, size of the quadrature measure used for the W1 diagnostics (default 512;
@@ -67,19 +74,31 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     Steppers "dopri5" (default) and "bs32". Initial states: a density callable, a harmonics
     Solution (continued), or real coefficients clm (2, L+1, L+1) with L <= lmax (as ``sol.data[i]``).
 
-    Solve option ``on_underresolved``: "raise" (default: `UnderResolved`), "lagrangian" or a
-    `solvers.Lagrangian` (without noise: when the density is no longer resolved, the run hands over to
-    the characteristics from its last state and returns one Solution over all of ``t_eval``, its
-    ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
+    Solve option ``on_underresolved``: "auto" (default: "lagrangian" without noise, else "raise"),
+    "raise" (`UnderResolved`), "lagrangian" or a `solvers.Lagrangian`: when the density is no longer
+    resolved (clustering), the run hands over to the characteristics from its last state, warns
+    (`solvers.handover.HandOver`) and returns one Solution over all of ``t_eval``, its ``segments``
+    the spectral and the Lagrangian part (docs/lagrangian.md). With ``lmax="auto"`` it first refines up
+    to ``max_lmax``.
     """
+
+    default_handover = "lagrangian"
 
     policy = SphericalHarmonicBasis.policy.with_memory(lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
     auto_resolution = (policy.name, policy.cap_name)
     config_name, config_aliases = "harmonics", ("spectral-sphere",)
+    takes_mask = True           # with `positions`: the layered equation (`LayeredSphericalHarmonics`)
+
+    def __new__(cls, *args, positions=None, **options):
+        if cls is SphericalHarmonics and positions is not None:
+            cls = LayeredSphericalHarmonics
+        return super().__new__(cls)
 
     def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL,
-                 max_lmax=SphericalHarmonicBasis.policy.auto_cap, w1=False, w1_points=512):
+                 max_lmax=AUTO_CAP, w1=False, w1_points=512, positions=None,
+                 max_positions=POSITIONS_POLICY.auto_cap):
         Solver.__init__(self, model)
+        check_positions_model(model, positions)
         if model.dim != 3:
             raise UnsupportedModel(f"SphericalHarmonics solves on S^2: `model.dim` must be 3, got {model.dim} "
                                    "(use solvers.FourierCircle for dim 2).")
@@ -112,15 +131,19 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
             self._fine = SphericalHarmonicBasis(self.lmax, 4 * self.lmax + 3, self.nthreads)
         return self._fine
 
-    def _fields(self, alm, basis=None):
+    def _fields(self, alm, basis=None, field=None):
         """ρ, Z̃ (= e^{-β}K*ρ for SA, None for USA) and the velocity X = s∇Φ on the grid of ``basis``
-        (default the dealiasing one)."""
+        (default the dealiasing one) for coefficients alm (..., nalm; leading axes a batch); the velocity
+        is that of the density ``field`` (default alm; a layered run passes its prefix means)."""
         basis = self.basis if basis is None else basis
+        field = alm if field is None else field
         if self._kern is not None:
-            rho, z = basis.synthesis(np.stack([alm, self._kern * alm]))
+            g = basis.synthesis(np.stack([alm, self._kern * field], axis=-2))
+            rho, z = g[..., 0, :, :], g[..., 1, :, :]
         else:
-            rho, z = basis.synthesis(alm[None])[0], None
-        return rho, z, self.field.velocity(basis.gradient(self._vel * alm), z)
+            rho, z = basis.synthesis(alm), None
+        grad = basis.gradient(self._vel * field)
+        return rho, z, self.field.velocity(grad, None if z is None else z[..., None, :, :])
 
     # -- Solver contract ---------------------------------------------------------------------------
     def _representation(self, run):
@@ -153,7 +176,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         J = min(self.lmax, nt - 1, (nphi - 1) // 2)
         alm = analysis_2d(map=g.values[None], spin=0, lmax=J, geometry="GL", nthreads=self.nthreads)[0]
         given = SphericalHarmonicSeries(J)
-        return real_to_alm(self._representation(run).embed(alm_to_real(alm, J)[None], given)[0])
+        return real_to_alm(SphericalHarmonicSeries(self.lmax, self.nthreads).embed(alm_to_real(alm, J)[None], given)[0])
 
     def _initial_from_data(self, run, data, normalize):
         """Real σ-orthonormal coefficients clm (2, J+1, J+1), J <= lmax (as ``sol.data[i]``)."""
@@ -166,16 +189,20 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         n = 2 * c.shape[1] + 2
         minimum = given.grid_values(c, n, 2 * n).min()
         c = c * check_coefficients(c[0, 0, 0], minimum, normalize=normalize, tail_tol=self.tail.tol)
-        rep = self._representation(run)
+        rep = SphericalHarmonicSeries(self.lmax, self.nthreads)
         return real_to_alm(rep.embed(c[None], SphericalHarmonicSeries(c.shape[1] - 1))[0])
 
     def _rhs(self, run, t, alm):
         """−div_S(ρX) projected on degrees <= lmax ((3.1)); 3 (USA) or 3 + one extra scalar (SA) transforms."""
-        rho, _, x = self._fields(alm)
-        x *= rho[None]
+        return self._transport(run, alm)
+
+    def _transport(self, run, alm, field=None):
+        """−div_S(ρX) on degrees <= lmax for coefficients alm (..., nalm) moved by the velocity of ``field``."""
+        rho, _, x = self._fields(alm, field=field)
+        x *= rho[..., None, :, :]
         d = self.basis.divergence(x)
-        d[0] = 0.0
-        d[self._m0] = d[self._m0].real
+        d[..., 0] = 0.0
+        d[..., self._m0] = d[..., self._m0].real
         return d
 
     def _linear(self, run):
@@ -227,4 +254,29 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         return self.start(rho0, normalize=normalize).y0
 
 
-__all__ = ["SphericalHarmonics"]
+SphericalHarmonics.__signature__ = signature_of_init(SphericalHarmonics)
+
+
+class LayeredSphericalHarmonics(Layered, SphericalHarmonics):
+    """`SphericalHarmonics` of a masked model (``positions=M``): the layered equation of `solvers.layered`.
+
+    The state is the a_lm at each of the M positions (M, nalm), transformed in batches (one scalar, one
+    spin-1 synthesis and one spin-1 analysis for all positions). Built by
+    ``SphericalHarmonics(model, lmax, positions=M)``.
+    """
+
+    density_ndim = 3
+
+    def __init__(self, model, lmax=63, *, positions=None, max_positions=POSITIONS_POLICY.auto_cap, **options):
+        SphericalHarmonics.__init__(self, model, lmax, positions=positions, **options)
+        self._setup_positions(positions, max_positions)
+
+    def _rhs(self, run, t, alm):
+        """−div_S(ρ(s_i) X[ρ̄(s_i)]) on degrees <= lmax at every node at once."""
+        return self._transport(run, alm, self._prefix(alm))
+
+    def _layer_power(self, run, alm):
+        return np.stack([alm_power(a, self.lmax) for a in alm])
+
+
+__all__ = ["LayeredSphericalHarmonics", "SphericalHarmonics"]

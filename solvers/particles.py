@@ -6,7 +6,10 @@ The vector field of weighted particles μ = Σ_j w_j δ_{x_j} (Σ w_j = 1), for 
     (SA)   X_i = P_{x_i} Σ_h Σ_j w_j e^{β⟨x_i, M_h x_j⟩} V_h x_j / Σ_j w_j e^{β⟨x_i, M_h x_j⟩}   (2.3), (2.7), (3.2)
     (USA)  X_i = P_{x_i} Σ_h Σ_j w_j e^{β⟨x_i, M_h x_j⟩} V_h x_j                            (USA), (3.8)
 
-with P_x y = y − ⟨x, y⟩x. Equal weights w_j = 1/n give (SA) and (USA) exactly. Numerics:
+with P_x y = y − ⟨x, y⟩x. Equal weights w_j = 1/n give (SA) and (USA) exactly. A masked model
+(``mask="causal"`` or ``"causal-strict"``, ALiBi slope ``position_bias``) takes the particles as tokens
+in order and sums over j ∈ C(i) with the weights w_j e^{−λ(σ_i − σ_j)}, (USA) divided by their sum
+(`meanfield.masks`, docs/causal.md). Numerics:
 
 * the sums S_i = Σ_j w_j e^{L_ij − c_i}[V x_j, 1] are evaluated in blocks of ``chunk`` rows and
   columns (memory O(n·d + chunk²)) with a shift c_i: none when |L| <= 300 (e^L is then a
@@ -37,9 +40,10 @@ from meanfield.diagnostics import (cluster_sizes, clustered_pair_fraction, count
 from meanfield.energy import discrete_energy, energy_from_scaled_sum
 from meanfield.errors import UnsupportedModel
 from meanfield.kernelsums import blas_single_threaded, attention_sums, check_threads, gram_counts, kernel_sums
+from meanfield.masks import model_mask
 from meanfield.representations.particles import ParticleCloud
 from meanfield.representations.sampled_particles import SampledParticleCloud, saved_slice
-from meanfield.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
+from meanfield.spectralsums import EPSILON, causal_zonal_sums, check_sums, choose_sums, zonal_sums
 
 from .base import Run, Solver
 from .bases import ResolutionPolicy
@@ -98,6 +102,7 @@ class ParticlesRun(Run):
     sums_error_bound: float = 0.0     # the spectral sums' bound of the field's relative error
     parameters: object = None         # the run's heads (a list or a callable of t), None: the model's
     heads: list = None                # the prepared heads of constant ``parameters``
+    causal: object = None             # the `meanfield.masks.TokenMask` of a masked model, else None
 
 
 class Particles(Solver):
@@ -151,6 +156,13 @@ class Particles(Solver):
     z_i = e^{−tV}x_i ((9.2)–(9.3)); ``rescale_time=True`` ((USA)) integrates in τ = e^β t, required
     for β > 690. Failures (NaN/inf) raise `NonFiniteState` naming t and the step, with ``.solution``.
 
+    A masked model (``Model(mask=..., position_bias=λ)``, docs/causal.md): x0[j] is token j + 1
+    at the position σ = (j + 1)/n, or at ``token_positions`` (n,) in (0, 1], non-decreasing; C(i) = {j : σ_j <= σ_i}
+    ("causal") or σ_j < σ_i ("causal-strict"), the pair weight w_j e^{−λ(σ_i − σ_j)} (`meanfield.masks`).
+    A token with no weight in C(i) does not move. The sums run over the triangle only, and the spectral
+    ones by blocks of positions (`meanfield.spectralsums.causal_zonal_sums`, bound
+    `masked_error_bound`). The recorded energy is (3.5) of the configuration, without the mask.
+
     ``parameters`` replaces the model's heads for one run (the model's β, (SA)/(USA) and noise stay):
     a list of (Q, K, V) heads, Q, K of shape (m, d) and V (d, d) (None: the identity; a scalar V:
     V·I), each possibly with a leading axis of one matrix per realisation, (B, m, d) / (B, d, d) for
@@ -177,11 +189,12 @@ class Particles(Solver):
     method_options = ("scheme",)
     config_name = "particles"
     solve_options = {"weights": None, "rng": None, "domain": "sphere", "rescaled": False, "rescale_time": False,
-                     "save": "auto", "diagnostics": None, "threads": None, "parameters": None}
+                     "save": "auto", "diagnostics": None, "threads": None, "parameters": None, "token_positions": None}
     positional_options = ("weights", "rng")
     retracts = True
     retract_invariant = True       # the adaptive field normalises its argument: the last stage is reused
     run_type = ParticlesRun
+    takes_mask = True              # causal masks with the ALiBi bias (meanfield.masks)
 
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None, sums="auto",
                  sums_tol=1e-6):
@@ -281,41 +294,50 @@ class Particles(Solver):
         r2 = float(np.max(np.einsum("...d,...d->...", x, x)))
         return "none" if abs(beta) * head["norm"] * r2 <= _NO_SHIFT_MAX else "running"
 
-    def _attention_sums(self, x, head, w, domain, threads=None, count_at=None):
+    def _attention_sums(self, x, head, w, domain, threads=None, count_at=None, causal=None):
         """S_i = Σ_j w_j e^{β⟨x_i, M x_j⟩ − c_i} [V x_j, 1] and the shift c_i (0-d if fixed), in blocks
-        of the shared kernel-sum engine (with the counts of ⟨x_i, M x_j⟩ >= count_at if given)."""
+        of the shared kernel-sum engine (with the counts of ⟨x_i, M x_j⟩ >= count_at if given); under a
+        ``causal`` mask (`meanfield.masks.TokenMask`) over j ∈ C(i), the exponent with −λ(σ_i − σ_j)."""
         M, v = head["M"], head["v"]
         options = dict(M=M, shift=self._shift_kind(head, x, domain), chunk=self.chunk, threads=threads,
                        count_at=count_at, unit=domain == "sphere")
+        if causal is not None:
+            options.update(ends=causal.ends, bias=causal.bias)
         if v is None:                           # x_j ↦ V x_j, per realisation when V is (B, d, d)
             return kernel_sums(x, x, compiled.weighted(x @ head["Vt"], w), self.model.beta, **options)
         return attention_sums(x, x, w, self.model.beta, v=None if v == 1.0 else v, **options)
 
     def _energy_head(self, domain, heads=None):
-        """Whether the denominators Σ_j w_j e^{β⟨x_i, x_j⟩} of the field give the energy (3.5)."""
+        """Whether the denominators Σ_j w_j e^{β⟨x_i, x_j⟩} of the field give the energy (3.5) (not
+        under a mask: they are then sums over C(i))."""
         heads = self._heads if heads is None else heads
-        return domain == "sphere" and len(heads) == 1 and heads[0]["M"] is None
+        return domain == "sphere" and len(heads) == 1 and heads[0]["M"] is None and not self.model.is_causal
 
-    def _evaluate(self, run, x, w, domain="sphere", log_time_factor=0.0, count=False, heads=None):
+    def _evaluate(self, run, x, w, domain="sphere", log_time_factor=0.0, count=False, heads=None, causal=None):
         """The unprojected Σ_h (attention output) at the particles x, with what the same sums give:
         {"x", "out", "den" (Σ_j w_j e^{β⟨x_i, x_j⟩ − c}, when it is the kernel of the energy), "c",
         "counts" (per row, the j with ⟨x_i, x_j⟩ >= 1 − δ, i = j included, if ``count``; else None),
-        "heads" (the prepared heads used: ``heads``, default the model's)}."""
+        "heads" (the prepared heads used: ``heads``, default the model's)}. A masked model sums over
+        C(i) (the run's, or ``causal`` without a run; `meanfield.masks`)."""
+        causal = run.causal if run is not None else causal
         if run is not None and run.sums == "spectral":
-            return self._evaluate_spectral(x, w, run.threads, log_time_factor)
+            return self._evaluate_spectral(x, w, run.threads, log_time_factor, causal)
         heads = self._heads if heads is None else heads
         out = den = c_den = counts = None
         d = x.shape[-1]
         threads = None if run is None else run.threads
         free = self._energy_head(domain, heads)
         for head in heads:
-            res = self._attention_sums(x, head, w, domain, threads, 1.0 - self.delta if count and free else None)
+            res = self._attention_sums(x, head, w, domain, threads, 1.0 - self.delta if count and free else None,
+                                       causal)
             acc, c = res[0], res[1]
             if self.model.normalized:
                 y = compiled.ratio(acc)
             else:
                 scale = np.exp(np.asarray(c) - log_time_factor)
                 y = acc[..., :d] * (scale[..., None] if np.ndim(scale) else scale)
+            if causal is not None:
+                y = self._masked_output(y, causal)
             out = y if out is None else out + y
             if free:
                 den, c_den, counts = acc[..., d], c, (res[2] if count else None)
@@ -323,20 +345,38 @@ class Particles(Solver):
             counts = gram_counts(x, x, 1.0 - self.delta, chunk=self.chunk, threads=threads)
         return {"x": x, "out": out, "den": den, "c": c_den, "counts": counts, "heads": heads}
 
-    def _evaluate_spectral(self, x, w, threads, log_time_factor=0.0):
+    def _evaluate_spectral(self, x, w, threads, log_time_factor=0.0, causal=None):
         """`_evaluate` through the spectral sums (zonal, S^1/S^2): with Zs = Σ_j w_j e^{β(⟨x_i, x_j⟩ − 1)}
         and G = e^{−|β|}∇_S Z/β (`meanfield.spectralsums`), the (SA) field is v G/Zs and the (USA) one
         v e^{|β|} G; the denominators Zs with c = |β| give the energy. No pair counts come with these sums
-        (`_diagnostics` counts the clustered pairs with a spatial index)."""
+        (`_diagnostics` counts the clustered pairs with a spatial index). Under a mask the sums run over
+        C(i) (`meanfield.spectralsums.causal_zonal_sums`) and give no energy."""
         beta, v = self.model.beta, self.model.v
-        Zs, G = zonal_sums(beta, self.model.dim, EPSILON, threads, x.shape[-2]).sums(x, x, w)
+        sums = zonal_sums(beta, self.model.dim, EPSILON, threads, x.shape[-2])
+        if causal is None:
+            Zs, G = sums.sums(x, x, w)
+        else:
+            Zs, G = causal_zonal_sums(sums, x, w, causal.ends, causal.positions, causal.slope)
         if self.model.normalized:
-            out = G / Zs[..., None]
+            with np.errstate(invalid="ignore"):               # 0/0 at the silent tokens, set to 0 below
+                out = G / Zs[..., None]
         else:
             out = G * np.exp(abs(beta) - log_time_factor)
+        if causal is not None:
+            out = self._masked_output(out, causal)
+            Zs = None
         if v != 1.0:
             out *= v
         return {"x": x, "out": out, "den": Zs, "c": np.float64(abs(beta)), "counts": None, "heads": self._heads}
+
+    def _masked_output(self, y, causal):
+        """A head's output under a mask: (USA) divided by the positional normaliser D_i, and zero for the
+        silent tokens (D_i = 0, whose sums are empty)."""
+        if not self.model.normalized:
+            y = y / np.where(causal.silent, 1.0, causal.normaliser)[:, None]
+        if causal.silent.any():
+            y[..., causal.silent, :] = 0.0
+        return y
 
     def _energy(self, hit, w):
         """E_β (3.5) = e^c Σ_i w_i den_i / 2β from an evaluation (one value per realisation)."""
@@ -350,9 +390,9 @@ class Particles(Solver):
         e = energy_from_scaled_sum(beta, np.einsum("...i,i->...", den, w), float(c))
         return float(e) if np.ndim(e) == 0 else e
 
-    def _field(self, run, x, w, project, domain="sphere", log_time_factor=0.0, t=0.0):
+    def _field(self, run, x, w, project, domain="sphere", log_time_factor=0.0, t=0.0, causal=None):
         """Σ_h (attention output) at the particles x, projected onto the tangent spaces if asked."""
-        out = self._evaluate(run, x, w, domain, log_time_factor, heads=self._heads_at(run, t))["out"]
+        out = self._evaluate(run, x, w, domain, log_time_factor, heads=self._heads_at(run, t), causal=causal)["out"]
         return self._project(x, out) if project else out
 
     @staticmethod
@@ -370,18 +410,20 @@ class Particles(Solver):
             return hit
         return None
 
-    def velocity(self, x, weights=None, *, rescale_time=False):
+    def velocity(self, x, weights=None, *, rescale_time=False, token_positions=None):
         """X[μ](x_i) at the particles ((2.3)/(2.7)/(3.2)): x (n, d) or (B, n, d) on the sphere.
 
         ``weights`` (n,) default 1/n. With ``rescale_time=True`` ((USA) only) returns e^{−β}X, the
-        velocity in τ = e^β t (finite for every β).
+        velocity in τ = e^β t (finite for every β). A masked model takes the tokens in order, at
+        ``token_positions`` (default j/n; `meanfield.masks`).
         """
         x = check_points(x, "x0", dim=self.model.dim, min_ndim=2)
         w = check_weights(weights, x.shape[-2])
+        causal = model_mask(self.model, w, token_positions)
         shift = self.model.beta if (rescale_time and not self.model.normalized) else 0.0
-        if choose_sums(self.sums, self.model, x.shape[-2], w, tol=self.sums_tol)[0] == "spectral":
-            return self._project(x, self._evaluate_spectral(x, w, check_threads(None), shift)["out"])
-        return self._field(None, x, w, project=True, log_time_factor=shift)
+        if choose_sums(self.sums, self.model, x.shape[-2], w, tol=self.sums_tol, causal=causal)[0] == "spectral":
+            return self._project(x, self._evaluate_spectral(x, w, check_threads(None), shift, causal)["out"])
+        return self._field(None, x, w, project=True, log_time_factor=shift, causal=causal)
 
     def _choose_method(self, method, options):
         scheme = options.pop("scheme", None)
@@ -433,6 +475,8 @@ class Particles(Solver):
         run.diagnostics_level = self.diagnostics_level if o["diagnostics"] is None else self._check_diagnostics(o["diagnostics"])
         run.save = self._check_save(o["save"], run.t_eval)
         run.parameters = o["parameters"]
+        if o["token_positions"] is not None and not self.model.is_causal:
+            model_mask(self.model, None, o["token_positions"])    # the ValueError naming `token_positions`
         if run.parameters is not None and (rescaled or self.sums == "spectral"):
             raise ValueError("`parameters` (per-realisation or time-dependent heads) need the direct sums "
                              "(sums='auto' or 'direct') and rescaled=False.")
@@ -533,8 +577,9 @@ class Particles(Solver):
             raise ValueError("`weights` given twice: in the (points, weights) pair and as `weights`.")
         run.weights = check_weights(w, x.shape[-2], normalize=normalize, hint=NORMALIZE_WEIGHTS)
         run.batch = x.shape[0] if x.ndim == 3 else None
+        run.causal = model_mask(self.model, run.weights, run.options["token_positions"])
         run.sums, run.sums_error_bound = choose_sums(self.sums, self.model, x.shape[-2], run.weights,
-                                                     domain=run.domain, tol=self.sums_tol)
+                                                     domain=run.domain, tol=self.sums_tol, causal=run.causal)
         if run.parameters is not None:
             run.sums, run.sums_error_bound = "direct", 0.0
             if not callable(run.parameters):
@@ -564,7 +609,7 @@ class Particles(Solver):
                          "Solution; to start from a density, draw particles with meanfield.sample(density, n, dim).")
 
     def _initial_from_solution(self, run, sol):
-        if not sol.representation.positions:
+        if not sol.representation.point_cloud:
             raise ValueError(f"`x0` is a {sol.representation.name!r} Solution; continue it with its own solver, or "
                              "sample its last measure: meanfield.sample / sol.measure(-1).")
         w = sol.weights if run.options["weights"] is None else None

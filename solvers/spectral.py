@@ -63,7 +63,9 @@ class TailMonitor:
             raise UnderResolved(
                 f"under-resolved at t={t:.6g}: the spectral tail (L² norm of the top third of the degrees, relative) "
                 f"is {tail:.3g} > tail_tol={self.tol:g} with {self.resolution_name}={resolution}. The density is "
-                f"concentrating (clustering); increase {self.resolution_name}, stop earlier, or raise tail_tol.",
+                f"concentrating (clustering). Remedies: on_underresolved='lagrangian' (the run goes on along the "
+                f"characteristics, noise 0), {self.resolution_name}='auto' or a larger {self.resolution_name}, "
+                f"a larger tail_tol, or an earlier end time.",
                 t=t, tail=tail, tol=self.tol)
         return tail
 

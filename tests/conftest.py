@@ -30,3 +30,23 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
                 item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def cf_failures():
+    """``cf_failures(path, weight=3)``: the messages of the failed cf:1.11 checks of that weight
+    (3: high priority) of the IOOS compliance checker on the file ``path``, less the one failure the
+    files accept (`meanfield.gridded.CF_ACCEPTED_FAILURE`: t is a plain number, docs/output.md)."""
+    runner = pytest.importorskip("compliance_checker.runner")
+    from meanfield.gridded import CF_ACCEPTED_FAILURE
+
+    def failures(path, weight=3):
+        suite = runner.CheckSuite()
+        suite.load_all_available_checkers()
+        results, errors = suite.run_all(suite.load_dataset(str(path)), ["cf:1.11"], skip_checks=[])["cf:1.11"]
+        assert not errors
+        return [m for r in results if r.weight == weight
+                and (r.value is False or (isinstance(r.value, tuple) and r.value[0] < r.value[1]))
+                for m in (r.msgs or [r.name]) if not m.startswith(CF_ACCEPTED_FAILURE)]
+
+    return failures

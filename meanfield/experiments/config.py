@@ -143,8 +143,8 @@ def solver_classes():
     out = {}
     for name in solvers.__all__:
         cls = getattr(solvers, name, None)
-        if isinstance(cls, type) and issubclass(cls, solvers.Solver) and cls.config_name:
-            out[cls.config_name] = cls
+        if isinstance(cls, type) and issubclass(cls, solvers.Solver) and vars(cls).get("config_name"):
+            out[cls.config_name] = cls          # declared on the class itself: a subclass is not its parent
     return out
 
 

@@ -55,7 +55,7 @@ def simulate(cfg, *, solver=None, progress=None, checkpoint=None, resume=None):
     return solver.solve(cfg.density(), cfg.t_eval, progress=progress, checkpoint=checkpoint, **opts)
 
 
-def run(config, out=None, *, quick=False, progress=None, resume=None, clusters=True):
+def run(config, out=None, *, quick=False, progress=None, resume=None, clusters=True, movie=None):
     """Validate ``config`` (a path to a TOML file, a dict, or a `RunConfig`), run it, write the results.
 
     ``clusters``: follow the clusters through the run (`Solution.cluster_trajectories`) into the file
@@ -63,6 +63,7 @@ def run(config, out=None, *, quick=False, progress=None, resume=None, clusters=T
 
     ``resume``: the output directory of an interrupted run of this configuration; the run continues
     from its checkpoint (`checkpoint_of`) and writes the same outputs (to ``out``, default that directory).
+    ``movie``: None, "gif" or "mp4": also write ``<name>.gif`` / ``<name>.mp4`` (`Solution.animate`).
     Returns the `Report` (``report.passed``, ``report.results``, ``report.solution``).
     """
     if isinstance(config, RunConfig):
@@ -72,6 +73,8 @@ def run(config, out=None, *, quick=False, progress=None, resume=None, clusters=T
     else:
         cfg = load_config(config)
     out = cfg.out_dir if out is None else out
+    if movie not in (None, "gif", "mp4"):
+        raise ValueError(f"`movie` must be None, 'gif' or 'mp4', got {movie!r}.")
     progress = cfg.progress if progress is None else progress
     if quick or cfg.quick_run:
         cfg = cfg.quick()
@@ -96,7 +99,9 @@ def run(config, out=None, *, quick=False, progress=None, resume=None, clusters=T
                     "Pass normalize=True", "Set `initial.normalize = true`")) from None
             status, message = "finished", ""
         except Interrupted as exc:
-            sol, status, message = exc.solution, "interrupted", str(exc)
+            sol, status = exc.solution, "interrupted"
+            message = (f"{sol.solver if sol is not None else type(solver).__name__} interrupted (Ctrl-C) at t = "
+                       f"{float(sol.t[-1]) if sol is not None and len(sol.t) else float(cfg.t_eval[0]):g}")
         except SolverError as exc:
             sol, status, message = exc.solution, "stopped", f"{type(exc).__name__}: {exc}"
         report.solution = sol
@@ -111,12 +116,18 @@ def run(config, out=None, *, quick=False, progress=None, resume=None, clusters=T
             if cfg.plot and report.out is not None:
                 fig = sol.plot(times=cfg.plot_times, scale=cfg.scale, t_end=float(cfg.t_eval[-1]))
                 report.save_figure(fig, f"{name}.png")
+            if movie is not None and report.out is not None:
+                made = sol.animate(report.path(f"{name}.{movie}"), progress=progress)
+                report.note(f"movie: {made['path']} ({made['frames']} frames, {made['writer']})")
         t_last = float(sol.t[-1]) if sol is not None and len(sol.t) else float(cfg.t_eval[0])
         report.check("run finished", status == "finished",
                      message or f"t = {cfg.t_eval[-1]:g} reached", compared=f"the last saved time "
                      f"({t_last:.12g}) with the requested end t = {float(cfg.t_eval[-1]):.12g}",
                      tolerance="reached, no solver error")
         if status == "interrupted":
+            if sol is not None and len(sol.t) and report.out is not None:
+                message += (f"; the saved times so far are in {report.path(f'{name}.nc')}; `meanfield run CONFIG "
+                            f"--resume {report.out}` continues the run")
             report.write(status="interrupted", message=message)
             raise KeyboardInterrupt(message)
         report.write(status=status, message=message)

@@ -17,6 +17,7 @@ _REGISTRY = {
     "gegenbauer": "meanfield.representations.gegenbauer:GegenbauerSeries",
     "segments": "meanfield.representations.segments:Segments",
     "gaussian": "meanfield.representations.gaussian:GaussianMoments",
+    "layered": "meanfield.representations.layered:LayeredDensity",
 }
 
 
@@ -66,7 +67,8 @@ class Representation:
     keeps_identity = False   # each point of the state is one material point at all times (labels, particles)
     on_mesh = False          # nodal values on a mesh: its vertices are exact evaluation points
     zonal = False            # a function of s = ⟨x, axis⟩ only (its picture: the law of s)
-    positions = False        # the data are the points themselves (``Solution.positions``)
+    point_cloud = False      # the data are the points themselves (``Solution.positions``)
+    layered = False          # one state per token position (``positions``: the nodes s_i; causal runs)
 
     def resolution_label(self, data=None):
         """The resolution in words (``K = 256 modes``, ``n = 500 particles``; default: the name)."""

@@ -12,7 +12,7 @@ class ParticleCloud(Representation):
     name = "particles"
     is_density = False
     keeps_identity = True
-    positions = True
+    point_cloud = True
 
     def resolution_label(self, data=None):
         B = getattr(self, "batch", None) or (np.shape(data)[1] if data is not None and np.ndim(data) == 4 else None)
