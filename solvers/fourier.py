@@ -96,8 +96,11 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     `solvers.Lagrangian` (without noise: when the density is no longer resolved, the run hands over to
     the characteristics from its last state and returns one Solution over all of ``t_eval``, its
     ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
+
+    ``Model(normalization="ngpt" | "sqrt-depth")``: the velocity is v/s (`SpectralVelocity.scaled`).
     """
 
+    normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
     policy = FourierBasis.policy.with_memory(lambda K: BYTES_PER_MODE * K)
     auto_resolution = (policy.name, policy.cap_name)
     run_type = FourierRun
@@ -123,21 +126,26 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         self.field = SpectralVelocity(self.model, K)
         self._dphi = self._ik * self.field.potential
 
-    def _grid_fields(self, run, c):
-        """ρ, Z̃ (SA; None for USA) and v on the padded grid θ_j = 2πj/M, for coefficients c_0..c_K."""
-        K, M = self.modes, self.M
+    def _grid_fields(self, run, c, t=0.0):
+        """ρ, Z̃ (SA; None for USA), v and the inverse speed s⁻¹ of the normalisation on the padded grid
+        θ_j = 2πj/M, for coefficients c_0..c_K at time t."""
+        K, M, radial = self.modes, self.M, self.field.radial
         spec = run.workspace.get("spec")
         if spec is None:
-            spec = run.workspace["spec"] = np.zeros((3 if self.field.normalized else 2, M // 2 + 1), dtype=complex)
+            rows = (3 if self.field.normalized else 2) + (radial is not None)
+            spec = run.workspace["spec"] = np.zeros((rows, M // 2 + 1), dtype=complex)
         spec[0, :K + 1] = c
         spec[1, :K + 1] = self._dphi * c
         if self.field.normalized:
             spec[2, :K + 1] = self.field.kernel * c
+        if radial is not None:
+            spec[-1, :K + 1] = radial * c
         g = self.basis.synthesis(spec)
         z = g[2] if self.field.normalized else None
         if z is not None:
             run.workspace["zmin"] = float(z.min())
-        return g[0], z, self.field.velocity(g[1], z)
+        v = self.field.velocity(g[1], z)
+        return (g[0], z) + self.field.scaled(v, v * v, t, None if radial is None else g[-1], z)
 
     def _full(self, run, u):
         c = run.workspace.get("c")
@@ -197,7 +205,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
 
     def _rhs(self, run, t, u):
         """∂_t c_k = −ik (ρv)_k, k = 1..K ((3.1); docs/mathematics.md §2); (ρv)_k from the padded grid."""
-        rho, _, v = self._grid_fields(run, self._full(run, u))
+        rho, _, v, _ = self._grid_fields(run, self._full(run, u), t)
         run.workspace["v"] = v          # the stability cap reads it once per step (`_stable_step`)
         if self.field.normalized and not run.workspace["zmin"] > 0:
             return np.full_like(u, np.nan)    # K*ρ <= 0 on the grid: reject the step (see _monitor)
@@ -241,7 +249,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         """Mass, E_β, min ρ, tail, dE/dt (discrete) vs the identity (3.6), W1 to σ and to δ."""
         c = self._full(run, u).copy()
         power = self._power(run, u)
-        rho, z, v = self._grid_fields(run, c)
+        rho, z, v, inverse = self._grid_fields(run, c, t)
         du = self._rhs(run, t, u)
         lin = self._linear(run)
         if lin is not None:
@@ -249,7 +257,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         cross = np.zeros(self.modes + 1)
         cross[1:] = 2 * (u.real * du.real + u.imag * du.imag)
         beta, s = self.model.beta, self.field.s
-        integrand = rho * v * v
+        integrand = rho * v * v / inverse            # ρ⟨X, X/s⟩
         if self.field.normalized:
             integrand = integrand * z * self.field.unscale
         ident = s * float(np.mean(integrand)) + noise_dissipation(beta, 2, self.model.noise, power)

@@ -156,3 +156,62 @@ def test_cli_exits_2_for_an_unknown_normalization(tmp_path):
                            "--out", str(tmp_path / "x")], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "`normalization`" in proc.stderr or "normalization" in proc.stderr
+
+
+def test_radial_multipliers_are_the_beta_derivative():
+    """∂_β a_l = a_{l+1} + l a_l/β against a central difference in β, and 1/d at l = 1 for β = 0."""
+    from meanfield.kernels import kernel_multipliers, radial_multipliers
+
+    for beta, dim in ((1.0, 2), (-2.0, 3), (5.0, 5)):
+        h = 1e-5
+        fd = (kernel_multipliers(beta + h, dim, 8) - kernel_multipliers(beta - h, dim, 8)) / (2 * h)
+        np.testing.assert_allclose(radial_multipliers(beta, dim, 8), fd, rtol=1e-8, atol=1e-12)
+    np.testing.assert_array_equal(radial_multipliers(0.0, 3, 3), [0.0, 1 / 3, 0.0, 0.0])
+
+
+def von_mises(x):
+    return np.exp(2 * x[..., 0] + 0.5 * x[..., 1] * x[..., 0])
+
+
+@pytest.mark.parametrize("scheme", ["ngpt", "sqrt-depth"])
+def test_fourier_against_particles(scheme):
+    """FourierCircle with X/s against 4000 weighted particles at t = 0.5: kernel distance 1e-10 (it
+    is 0.1-0.2 between the start and the end); the mass stays exact."""
+    extra = {"ngpt_alpha": 1.3} if scheme == "ngpt" else {}
+    m = mf.Model(1.0, 2, normalization=scheme, **extra)
+    sol = solvers.FourierCircle(m, 128).solve(von_mises, [0.0, 0.5], rtol=1e-10, atol=1e-12, normalize=True)
+    cloud = solvers.Particles(m).solve(sol.measure(0, n=4000), [0.0, 0.5], rtol=1e-10, atol=1e-12)
+    assert mf.kernel_distance(sol.measure(-1, n=4000), cloud.measure(-1)) < 1e-10
+    assert mf.kernel_distance(sol.measure(-1, n=4000), sol.measure(0, n=4000)) > 0.05
+    np.testing.assert_array_equal(sol.diagnostics["mass"], sol.diagnostics["mass"][0])
+    assert sol.diagnostics["energy_rate_error"].max() < 1e-10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["ngpt", "sqrt-depth"])
+def test_harmonics_against_particles(scheme):
+    """SphericalHarmonics with X/s against 20 000 weighted quasi particles at t = 0.25 (D_4 < 1e-10)."""
+    extra = {"ngpt_alpha": 1.3} if scheme == "ngpt" else {}
+    m = mf.Model(1.0, 3, normalization=scheme, **extra)
+    sol = solvers.SphericalHarmonics(m, 32).solve(von_mises, [0.0, 0.25], rtol=1e-10, atol=1e-12, normalize=True)
+    cloud = solvers.Particles(m).solve(sol.measure(0, n=20000), [0.0, 0.25], rtol=1e-10, atol=1e-12)
+    assert mf.kernel_distance(sol.measure(-1, n=20000), cloud.measure(-1)) < 1e-10
+    assert abs(sol.diagnostics["mass"][-1] - 1.0) < 1e-14
+    assert sol.diagnostics["energy_rate_error"].max() < 1e-10
+
+
+def test_ngpt_sa_and_usa_agree():
+    """(USA) multiplies A by the partition function Z > 0, which s = ‖A‖/α divides out: the same flow."""
+    runs = [solvers.FourierCircle(mf.Model(1.0, 2, normalized=k, normalization="ngpt"), 64).solve(
+        von_mises, [0.0, 0.2], normalize=True, rtol=1e-10, atol=1e-12) for k in (True, False)]
+    np.testing.assert_allclose(runs[0].data[-1], runs[1].data[-1], atol=1e-9)
+
+
+def test_spectral_solvers_refuse_radial_schemes():
+    for scheme in ("pre", "peri"):
+        with pytest.raises(UnsupportedModel, match="`normalization`"):
+            solvers.FourierCircle(mf.Model(1.0, 2, normalization=scheme))
+        with pytest.raises(UnsupportedModel, match="`normalization`"):
+            solvers.SphericalHarmonics(mf.Model(1.0, 3, normalization=scheme))
+    with pytest.raises(ValueError, match="`sums`"):
+        solvers.Particles(mf.Model(1.0, 3, normalization="ngpt"), sums="spectral")
