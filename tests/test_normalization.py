@@ -173,13 +173,19 @@ def von_mises(x):
     return np.exp(2 * x[..., 0] + 0.5 * x[..., 1] * x[..., 0])
 
 
+def spectral_run(scheme, dim, t_end):
+    """The model ("ngpt" with α = 1.3) and its FourierCircle (modes 128) or SphericalHarmonics (lmax 32)
+    run from `von_mises` to ``t_end``."""
+    m = mf.Model(1.0, dim, normalization=scheme, **({"ngpt_alpha": 1.3} if scheme == "ngpt" else {}))
+    solver = solvers.FourierCircle(m, 128) if dim == 2 else solvers.SphericalHarmonics(m, 32)
+    return m, solver.solve(von_mises, [0.0, t_end], rtol=1e-10, atol=1e-12, normalize=True)
+
+
 @pytest.mark.parametrize("scheme", ["ngpt", "sqrt-depth"])
 def test_fourier_against_particles(scheme):
     """FourierCircle with X/s against 4000 weighted particles at t = 0.5: kernel distance 1e-10 (it
     is 0.1-0.2 between the start and the end); the mass stays exact."""
-    extra = {"ngpt_alpha": 1.3} if scheme == "ngpt" else {}
-    m = mf.Model(1.0, 2, normalization=scheme, **extra)
-    sol = solvers.FourierCircle(m, 128).solve(von_mises, [0.0, 0.5], rtol=1e-10, atol=1e-12, normalize=True)
+    m, sol = spectral_run(scheme, 2, 0.5)
     cloud = solvers.Particles(m).solve(sol.measure(0, n=4000), [0.0, 0.5], rtol=1e-10, atol=1e-12)
     assert mf.kernel_distance(sol.measure(-1, n=4000), cloud.measure(-1)) < 1e-10
     assert mf.kernel_distance(sol.measure(-1, n=4000), sol.measure(0, n=4000)) > 0.05
@@ -191,9 +197,7 @@ def test_fourier_against_particles(scheme):
 @pytest.mark.parametrize("scheme", ["ngpt", "sqrt-depth"])
 def test_harmonics_against_particles(scheme):
     """SphericalHarmonics with X/s against 20 000 weighted quasi particles at t = 0.25 (D_4 < 1e-10)."""
-    extra = {"ngpt_alpha": 1.3} if scheme == "ngpt" else {}
-    m = mf.Model(1.0, 3, normalization=scheme, **extra)
-    sol = solvers.SphericalHarmonics(m, 32).solve(von_mises, [0.0, 0.25], rtol=1e-10, atol=1e-12, normalize=True)
+    m, sol = spectral_run(scheme, 3, 0.25)
     cloud = solvers.Particles(m).solve(sol.measure(0, n=20000), [0.0, 0.25], rtol=1e-10, atol=1e-12)
     assert mf.kernel_distance(sol.measure(-1, n=20000), cloud.measure(-1)) < 1e-10
     assert abs(sol.diagnostics["mass"][-1] - 1.0) < 1e-14
@@ -204,9 +208,7 @@ def test_harmonics_against_particles(scheme):
 def test_lagrangian_against_fourier(scheme):
     """The characteristics with X/s (and div_S(X/s) = s⁻¹div_S X + ⟨∇s⁻¹, X⟩, ∇‖A‖ for "ngpt") against
     FourierCircle on S^1 at t = 0.25: densities at the nodes to 1e-10, kernel distance 1e-12, mass exact."""
-    extra = {"ngpt_alpha": 1.3} if scheme == "ngpt" else {}
-    m = mf.Model(1.0, 2, normalization=scheme, **extra)
-    spectral = solvers.FourierCircle(m, 128).solve(von_mises, [0.0, 0.25], rtol=1e-10, atol=1e-12, normalize=True)
+    m, spectral = spectral_run(scheme, 2, 0.25)
     chars = solvers.Lagrangian(m, 1024).solve(von_mises, [0.0, 0.25], normalize=True)
     x, _ = chars.representation.nodes(chars.data[-1])
     np.testing.assert_allclose(chars.density(x), spectral.density(x), rtol=0, atol=1e-10)
@@ -218,9 +220,7 @@ def test_lagrangian_against_fourier(scheme):
 @pytest.mark.parametrize("scheme", ["ngpt", "sqrt-depth"])
 def test_lagrangian_against_harmonics(scheme):
     """The same on S^2 (4608 labels, lmax 32): densities at 200 nodes to 1e-10."""
-    extra = {"ngpt_alpha": 1.3} if scheme == "ngpt" else {}
-    m = mf.Model(1.0, 3, normalization=scheme, **extra)
-    spectral = solvers.SphericalHarmonics(m, 32).solve(von_mises, [0.0, 0.25], rtol=1e-10, atol=1e-12, normalize=True)
+    m, spectral = spectral_run(scheme, 3, 0.25)
     chars = solvers.Lagrangian(m, 4608).solve(von_mises, [0.0, 0.25], normalize=True)
     x, _ = chars.representation.nodes(chars.data[-1])
     np.testing.assert_allclose(chars.density(x[:200]), spectral.density(x[:200]), rtol=0, atol=1e-10)
