@@ -20,10 +20,10 @@ def model(scheme, beta=1.0, **kw):
     return mf.Model(beta, D, normalization=scheme, **extra, **kw)
 
 
-def inverse_speeds(scheme, beta, radii, t=0.0, alpha=1.0):
-    """s_j⁻¹ at orthonormal tokens: A_j = (e^β θ_j + Σ_{k≠j} θ_k)/(e^β + n − 1), so
-    ‖A_j‖ = sqrt(e^{2β} + n − 1)/(e^β + n − 1)."""
-    norm_a = np.sqrt(np.exp(2 * beta) + N - 1) / (np.exp(beta) + N - 1)
+def inverse_speeds(scheme, beta, radii, t=0.0, alpha=1.0, normalized=True):
+    """s_j⁻¹ at orthonormal tokens: A_j = (e^β θ_j + Σ_{k≠j} θ_k)/Z with Z = e^β + n − 1 ((SA)) or n
+    ((USA)), so ‖A_j‖ = sqrt(e^{2β} + n − 1)/Z."""
+    norm_a = np.sqrt(np.exp(2 * beta) + N - 1) / (np.exp(beta) + N - 1 if normalized else N)
     if scheme == "mix":
         scheme = "post" if t <= 1.0 else "pre"
     return {"post": np.ones(N), "pre": 1 / radii, "peri": 1 / (radii * norm_a),
@@ -33,15 +33,16 @@ def inverse_speeds(scheme, beta, radii, t=0.0, alpha=1.0):
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("t", [0.0, 3.0])
 @settings(max_examples=10, deadline=None)
-@given(beta=st.floats(-2.0, 4.0), radii=st.lists(st.floats(0.2, 5.0), min_size=N, max_size=N))
-def test_gram_derivative_at_orthonormal_tokens(scheme, t, beta, radii):
-    """d⟨θ_j, θ_k⟩/dt = (s_j⁻¹ + s_k⁻¹)/(e^β + n − 1) from orthonormal tokens, to 1e-12."""
+@given(beta=st.floats(-2.0, 4.0), radii=st.lists(st.floats(0.2, 5.0), min_size=N, max_size=N),
+       normalized=st.booleans())
+def test_gram_derivative_at_orthonormal_tokens(scheme, t, beta, radii, normalized):
+    """d⟨θ_j, θ_k⟩/dt = (s_j⁻¹ + s_k⁻¹)/(e^β + n − 1) from orthonormal tokens ((USA): /n), to 1e-12."""
     radii = np.array(radii)
     theta = np.eye(D)[:N]
-    v = solvers.Particles(model(scheme, beta)).velocity(theta, radii=radii, t=t)
+    v = solvers.Particles(model(scheme, beta, normalized=normalized)).velocity(theta, radii=radii, t=t)
     rate = v @ theta.T + theta @ v.T
-    inv = inverse_speeds(scheme, beta, radii, t)
-    expected = (inv[:, None] + inv[None, :]) / (np.exp(beta) + N - 1)
+    inv = inverse_speeds(scheme, beta, radii, t, normalized=normalized)
+    expected = (inv[:, None] + inv[None, :]) / (np.exp(beta) + N - 1 if normalized else N)
     off = ~np.eye(N, dtype=bool)
     np.testing.assert_allclose(rate[off], expected[off], rtol=0, atol=1e-12)
     np.testing.assert_allclose(np.diag(rate), 0.0, atol=1e-12)
@@ -245,3 +246,13 @@ def test_spectral_solvers_refuse_radial_schemes():
         solvers.Lagrangian(mf.Model(1.0, 3, normalization="ngpt", V=np.diag([1.0, 1.0, 2.0])))
     with pytest.raises(ValueError, match="`sums`"):
         solvers.Particles(mf.Model(1.0, 3, normalization="ngpt"), sums="spectral")
+
+
+@pytest.mark.parametrize("scheme", ["pre", "peri", "ngpt"])
+def test_two_half_heads_are_one_head(scheme):
+    """A_j sums the heads: two heads with V = I/2 give the velocity of one head with V = I."""
+    half = 0.5 * np.eye(D)
+    two = mf.Model(1.0, D, heads=[(None, None, half), (None, None, half)], normalization=scheme)
+    r0 = np.linspace(0.5, 2.0, N)
+    np.testing.assert_allclose(solvers.Particles(two).velocity(cap(), radii=r0),
+                               solvers.Particles(model(scheme)).velocity(cap(), radii=r0), rtol=0, atol=1e-14)
