@@ -261,6 +261,12 @@ class LagrangianRun(Run):
     last_estimate: float = np.nan     # the last W1 distance to the companion
 
 
+def _check_ngpt(model):
+    if model.normalization == "ngpt" and not model.is_zonal:
+        raise UnsupportedModel("`normalization`='ngpt' on the characteristics needs a zonal model (the gradient "
+                               "of ‖A‖ is summed for one head with QᵀK = I, V = v·I); use solvers.Particles.")
+
+
 class Lagrangian(Solver):
     """Characteristics with exact densities on S^1 (dim 2) and S^2 (dim 3), any attention, no noise.
 
@@ -334,9 +340,7 @@ class Lagrangian(Solver):
                 "transported by a flow map, so the characteristics do not carry it (each label would spread "
                 "into a law). Use solvers.FourierCircle / solvers.SphericalHarmonics, or solvers.Particles.")
         self.normalized = model.normalized
-        if model.normalization == "ngpt" and not model.is_zonal:
-            raise UnsupportedModel("`normalization`='ngpt' on the characteristics needs a zonal model (the gradient "
-                                   "of ‖A‖ is summed for one head with QᵀK = I, V = v·I); use solvers.Particles.")
+        _check_ngpt(model)
         # general attention: the heads (M_h, V_h) = (Q_hᵀK_h, V_h) and the kernel's largest exponent β‖M_h‖₂
         self.heads = None if model.is_zonal else [(Q.T @ K, V) for Q, K, V in model.heads]
         self.v = float(model.v) if model.is_zonal else np.nan
