@@ -148,6 +148,18 @@ def velocity_multipliers(beta, dim, lmax, scaled=False):
     return c
 
 
+def radial_multipliers(beta, dim, lmax, scaled=False):
+    """∂_β a_l(β) = a_{l+1}(β) + l·a_l(β)/β, l = 0..lmax: the multipliers of the kernel ⟨x,y⟩e^{β⟨x,y⟩}.
+
+    So ∫⟨x,y⟩e^{β⟨x,y⟩}ρ(y)dσ(y) = ∂_β(K*ρ)(x), the radial part ⟨x, A⟩ of the attention output times
+    its partition function (docs/normalization.md). From I_ν' = I_{ν+1} + (ν/β)I_ν and the closed form of
+    a_l (docs/mathematics.md §3), with l·a_l/β the velocity multipliers (finite at β = 0, where the only
+    non-zero value is 1/d at l = 1). ``scaled``: times e^{−|β|}.
+    """
+    return kernel_multipliers(beta, dim, lmax + 1, scaled)[1:] + np.arange(lmax + 1) * velocity_multipliers(
+        beta, dim, lmax, scaled)
+
+
 def laplacian_eigenvalues(dim, lmax):
     """l(l + d - 2), l = 0..lmax: minus the Laplace–Beltrami eigenvalues on S^{dim-1} (docs/mathematics.md §3)."""
     dim = check_dim(dim)

@@ -173,6 +173,17 @@ class Solution:
         return self.data if stacked is None else stacked(self.data)
 
     @property
+    def radii(self):
+        """Token norms r_j at each saved time, shape (T, n) or (T, B, n) (particle solutions only): the
+        diagnostic "radii" of a run with a normalisation scheme (docs/normalization.md), else all 1."""
+        if self.representation.is_density:
+            raise AttributeError("a PDE Solution has no token radii; solvers.Particles reports them")
+        radii = self.diagnostics.get("radii")
+        if radii is not None:
+            return radii
+        return np.ones(self.t.shape + tuple(np.shape(self.data[0])[:-1]))
+
+    @property
     def weights(self):
         """Particle weights, shape (n,) (particle solutions only)."""
         if self.representation.is_density:

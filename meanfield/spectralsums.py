@@ -366,6 +366,9 @@ def spectral_unavailable(model, domain="sphere"):
     if not model.is_zonal:
         return ("needs a zonal model (one head, Q^T K = I, V = v·I): the kernel e^{β⟨Qx, Ky⟩} of this model is not "
                 "a function of ⟨x, y⟩; use sums='direct'")
+    if model.normalization != "post":
+        return (f"gives the tangent part P_x A of the attention output only, and normalization="
+                f"{model.normalization!r} needs all of A (its norm, its radial part); use sums='direct'")
     return None
 
 

@@ -97,8 +97,11 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     `solvers.Lagrangian` (without noise: when the density is no longer resolved, the run hands over to
     the characteristics from its last state and returns one Solution over all of ``t_eval``, its
     ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
+
+    ``Model(normalization="ngpt" | "sqrt-depth")``: the velocity is v/s (`SpectralVelocity.scaled`).
     """
 
+    normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
     policy = FourierBasis.policy.with_memory(lambda K: BYTES_PER_MODE * K)
     auto_resolution = (policy.name, policy.cap_name)
     config_name, config_aliases = "fourier", ("spectral-circle",)
@@ -133,13 +136,14 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         self.field = SpectralVelocity(self.model, K)
         self._dphi = self._ik * self.field.potential
 
-    def _grid_fields(self, run, c, field=None):
-        """ρ, Z̃ (SA; None for USA) and v on the padded grid θ_j = 2πj/M, for coefficients c_0..c_K (last
-        axis; leading axes are a batch of densities); the velocity is that of the density ``field``
-        (default c itself; a layered run passes its prefix means, `solvers.layered`)."""
-        K, M = self.modes, self.M
+    def _grid_fields(self, run, c, field=None, t=0.0):
+        """ρ, Z̃ (SA; None for USA), v and the inverse speed s⁻¹ of the normalisation on the padded grid
+        θ_j = 2πj/M, for coefficients c_0..c_K (last axis; leading axes are a batch of densities) at time
+        t; the velocity is that of the density ``field`` (default c itself; a layered run passes its
+        prefix means, `solvers.layered`)."""
+        K, M, radial = self.modes, self.M, self.field.radial
         field = c if field is None else field
-        rows = 3 if self.field.normalized else 2
+        rows = (3 if self.field.normalized else 2) + (radial is not None)
         shape = c.shape[:-1] + (rows, M // 2 + 1)
         spec = run.workspace.get("spec")
         if spec is None or spec.shape != shape:
@@ -148,11 +152,14 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         spec[..., 1, :K + 1] = self._dphi * field
         if self.field.normalized:
             spec[..., 2, :K + 1] = self.field.kernel * field
+        if radial is not None:
+            spec[..., -1, :K + 1] = radial * field
         g = self.basis.synthesis(spec)
         z = g[..., 2, :] if self.field.normalized else None
         if z is not None:
             run.workspace["zmin"] = float(z.min())
-        return g[..., 0, :], z, self.field.velocity(g[..., 1, :], z)
+        v = self.field.velocity(g[..., 1, :], z)
+        return (g[..., 0, :], z) + self.field.scaled(v, v * v, t, None if radial is None else g[..., -1, :], z)
 
     def _full(self, run, u):
         c = run.workspace.get("c")
@@ -212,11 +219,11 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
 
     def _rhs(self, run, t, u):
         """∂_t c_k = −ik (ρv)_k, k = 1..K ((3.1); docs/mathematics.md §2); (ρv)_k from the padded grid."""
-        return self._transport(run, self._full(run, u))
+        return self._transport(run, self._full(run, u), t=t)
 
-    def _transport(self, run, c, field=None):
+    def _transport(self, run, c, field=None, t=0.0):
         """−ik (ρv)_k, k = 1..K, for coefficients c (..., K + 1) moved by the velocity of ``field`` (default c)."""
-        rho, _, v = self._grid_fields(run, c, field)
+        rho, _, v, _ = self._grid_fields(run, c, field, t)
         run.workspace["v"] = v          # the stability cap reads it once per step (`_stable_step`)
         if self.field.normalized and not run.workspace["zmin"] > 0:
             return np.full(c.shape[:-1] + (self.modes,), np.nan, dtype=complex)   # K*ρ <= 0: reject the step
@@ -260,7 +267,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         """Mass, E_β, min ρ, tail, dE/dt (discrete) vs the identity (3.6), W1 to σ and to δ."""
         c = self._full(run, u).copy()
         power = self._power(run, u)
-        rho, z, v = self._grid_fields(run, c)
+        rho, z, v, inverse = self._grid_fields(run, c, t=t)
         du = self._rhs(run, t, u)
         lin = self._linear(run)
         if lin is not None:
@@ -268,7 +275,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         cross = np.zeros(self.modes + 1)
         cross[1:] = 2 * (u.real * du.real + u.imag * du.imag)
         beta, s = self.model.beta, self.field.s
-        integrand = rho * v * v
+        integrand = rho * v * v / inverse            # ρ⟨X, X/s⟩
         if self.field.normalized:
             integrand = integrand * z * self.field.unscale
         ident = s * float(np.mean(integrand)) + noise_dissipation(beta, 2, self.model.noise, power)

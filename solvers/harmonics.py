@@ -80,10 +80,13 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     (`solvers.handover.HandOver`) and returns one Solution over all of ``t_eval``, its ``segments``
     the spectral and the Lagrangian part (docs/lagrangian.md). With ``lmax="auto"`` it first refines up
     to ``max_lmax``.
+
+    ``Model(normalization="ngpt" | "sqrt-depth")``: the velocity is X/s (`SpectralVelocity.scaled`).
     """
 
     default_handover = "lagrangian"
 
+    normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
     policy = SphericalHarmonicBasis.policy.with_memory(lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
     auto_resolution = (policy.name, policy.cap_name)
     config_name, config_aliases = "harmonics", ("spectral-sphere",)
@@ -131,19 +134,22 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
             self._fine = SphericalHarmonicBasis(self.lmax, 4 * self.lmax + 3, self.nthreads)
         return self._fine
 
-    def _fields(self, alm, basis=None, field=None):
-        """ρ, Z̃ (= e^{-β}K*ρ for SA, None for USA) and the velocity X = s∇Φ on the grid of ``basis``
-        (default the dealiasing one) for coefficients alm (..., nalm; leading axes a batch); the velocity
-        is that of the density ``field`` (default alm; a layered run passes its prefix means)."""
+    def _fields(self, alm, basis=None, field=None, t=0.0):
+        """ρ, Z̃ (= e^{-β}K*ρ for SA, None for USA), the velocity X = s∇Φ divided by the speed s of the
+        normalisation at time t, and s⁻¹, on the grid of ``basis`` (default the dealiasing one) for
+        coefficients alm (..., nalm; leading axes a batch); the velocity is that of the density ``field``
+        (default alm; a layered run passes its prefix means)."""
         basis = self.basis if basis is None else basis
         field = alm if field is None else field
-        if self._kern is not None:
-            g = basis.synthesis(np.stack([alm, self._kern * field], axis=-2))
-            rho, z = g[..., 0, :, :], g[..., 1, :, :]
-        else:
-            rho, z = basis.synthesis(alm), None
-        grad = basis.gradient(self._vel * field)
-        return rho, z, self.field.velocity(grad, None if z is None else z[..., None, :, :])
+        rows = [alm] + ([self._kern * field] if self._kern is not None else [])
+        if self.field.radial is not None:
+            rows.append(self.field.radial[self._ls] * field)
+        g = basis.synthesis(np.stack(rows, axis=-2)) if len(rows) > 1 else basis.synthesis(alm)[..., None, :, :]
+        rho, z = g[..., 0, :, :], (g[..., 1, :, :] if self._kern is not None else None)
+        x = self.field.velocity(basis.gradient(self._vel * field), None if z is None else z[..., None, :, :])
+        speed2 = x[..., 0, :, :] ** 2 + x[..., 1, :, :] ** 2
+        return (rho, z) + self.field.scaled(x, speed2, t, g[..., -1, :, :] if self.field.radial is not None
+                                            else None, z)
 
     # -- Solver contract ---------------------------------------------------------------------------
     def _representation(self, run):
@@ -194,11 +200,11 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
 
     def _rhs(self, run, t, alm):
         """−div_S(ρX) projected on degrees <= lmax ((3.1)); 3 (USA) or 3 + one extra scalar (SA) transforms."""
-        return self._transport(run, alm)
+        return self._transport(run, alm, t=t)
 
-    def _transport(self, run, alm, field=None):
+    def _transport(self, run, alm, field=None, t=0.0):
         """−div_S(ρX) on degrees <= lmax for coefficients alm (..., nalm) moved by the velocity of ``field``."""
-        rho, _, x = self._fields(alm, field=field)
+        rho, _, x, _ = self._fields(alm, field=field, t=t)
         x *= rho[..., None, :, :]
         d = self.basis.divergence(x)
         d[..., 0] = 0.0
@@ -232,9 +238,9 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         if lin is not None:
             dalm = dalm + lin * alm
         rho_grid = self.basis.synthesis(alm[None])[0]
-        rho, z, x = self._fields(alm, self.fine)
+        rho, z, x, inverse = self._fields(alm, self.fine, t=t)
         w = self.fine.weights
-        speed2 = x[0] ** 2 + x[1] ** 2
+        speed2 = (x[0] ** 2 + x[1] ** 2) / inverse          # ⟨X, X/s⟩
         if z is not None:
             integrand = rho * z * speed2 * self.field.unscale
         else:

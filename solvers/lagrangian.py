@@ -49,6 +49,7 @@ from meanfield.validation import check_callable, check_density_values, check_int
 from meanfield.errors import UnsupportedModel
 from meanfield.kernels import minimum_degree
 from meanfield.kernelsums import default_threads, kernel_sums
+from meanfield.normalization import alpha
 from meanfield.quadrature import circle_points, gauss_legendre, trapezoid
 from meanfield.representations.lagrangian import LagrangianNodes, monotone_lift
 from meanfield.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
@@ -159,6 +160,40 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, heads=No
     return X, div
 
 
+def _second_moment(S, d):
+    """S₂ = Σ_k w_k e^{…} x_k x_kᵀ (m, d, d) from the moment sums of `_moment_values` (the last
+    diagonal entry from the trace: |x_k| = 1)."""
+    iu, ju, _, _ = _pairs(d)
+    S2 = np.zeros((len(S), d, d))
+    S2[:, iu, ju] = S[:, 1 + d:]
+    S2[:, ju, iu] = S[:, 1 + d:]
+    S2[:, d - 1, d - 1] = S[:, 0] - np.einsum("nii->n", S2)
+    return S2
+
+
+def attention_norm(z, x, weights, beta, *, normalized=True, v=1.0, chunk=512):
+    """‖A(z)‖ and its surface gradient ∇_S‖A‖ (m, d) for the zonal attention output A = vF at z.
+
+    ∇_S ½‖A‖² = P_z (DA)ᵀA with DA = vβC ((SA), C = S₂/Z − FFᵀ the softmax covariance) or vβB
+    ((USA), B = Σ_k w_k e^{β⟨z,x_k⟩} x_k x_kᵀ) (docs/mathematics.md §9; docs/normalization.md)."""
+    d = z.shape[1]
+    S, c = kernel_sums(z, x, _moment_values(x, weights), beta, chunk=chunk)
+    S2 = _second_moment(S, d)
+    if normalized:
+        F = S[:, 1:1 + d] / S[:, :1]
+        DA = (v * beta) * (S2 / S[:, :1, None] - F[:, :, None] * F[:, None, :])
+    else:
+        scale = np.exp(c)
+        scale = scale[:, None] if np.ndim(scale) else scale
+        F = S[:, 1:1 + d] * scale
+        DA = (v * beta) * S2 * (scale[:, :, None] if np.ndim(scale) else scale)
+    A = v * F
+    norm = np.sqrt(np.einsum("nd,nd->n", A, A))
+    g = np.einsum("nab,na->nb", DA, A)                      # (DA)ᵀA; DA is symmetric
+    g -= np.einsum("nd,nd->n", z, g)[:, None] * z
+    return norm, g / norm[:, None]
+
+
 def _head_terms(z, S, c, M, V, beta, normalized):
     """One head's F_h (m, d) and tr(P_z DF_h P_z) for a general head (M = QᵀK, V): from the
     moments S = Σ_k w_k e^{β⟨z, M x_k⟩ − c}[1, x_k, x_k x_kᵀ] (docs/mathematics.md §9.4).
@@ -166,11 +201,7 @@ def _head_terms(z, S, c, M, V, beta, normalized):
     (SA)  F = V Y/Z, DF = β(V S₂ Mᵀ/Z − F (M Y/Z)ᵀ);   (USA) F = e^c V Y, DF = β e^c V S₂ Mᵀ,
     with Z = S_0, Y = S_x, S₂ = S_xx. Returns (F, tr(P_z DF P_z)) where tr(P DF P) = tr DF − zᵀ DF z."""
     d = z.shape[1]
-    iu, ju, _, _ = _pairs(d)
-    S2 = np.zeros((len(z), d, d))
-    S2[:, iu, ju] = S[:, 1 + d:]
-    S2[:, ju, iu] = S[:, 1 + d:]
-    S2[:, d - 1, d - 1] = S[:, 0] - np.einsum("nii->n", S2)
+    S2 = _second_moment(S, d)
     Y = S[:, 1:1 + d]
     Vz, Mz = z @ V, z @ M                                  # Vᵀz, Mᵀz as rows
     trC = np.einsum("nab,ab->n", S2, V.T @ M)              # tr(V S₂ Mᵀ)
@@ -231,6 +262,12 @@ class LagrangianRun(Run):
     last_estimate: float = np.nan     # the last W1 distance to the companion
 
 
+def _check_ngpt(model):
+    if model.normalization == "ngpt" and not model.is_zonal:
+        raise UnsupportedModel("`normalization`='ngpt' on the characteristics needs a zonal model (the gradient "
+                               "of ‖A‖ is summed for one head with QᵀK = I, V = v·I); use solvers.Particles.")
+
+
 class Lagrangian(Solver):
     """Characteristics with exact densities on S^1 (dim 2) and S^2 (dim 3), any attention, no noise.
 
@@ -289,6 +326,7 @@ class Lagrangian(Solver):
     config_name = "lagrangian"
     stepper_defaults = {"rtol": 1e-10, "atol": 1e-12}
     run_type = LagrangianRun
+    normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
     diagnostic_names = ("mass", "energy", "energy_rate_identity", "n_clusters", "largest_cluster", "clustered_mass",
                         "w1_to_dirac", "max_density", "min_density", "error_estimate", "nodes")
 
@@ -305,6 +343,7 @@ class Lagrangian(Solver):
                 "transported by a flow map, so the characteristics do not carry it (each label would spread "
                 "into a law). Use solvers.FourierCircle / solvers.SphericalHarmonics, or solvers.Particles.")
         self.normalized = model.normalized
+        _check_ngpt(model)
         # general attention: the heads (M_h, V_h) = (Q_hᵀK_h, V_h) and the kernel's largest exponent β‖M_h‖₂
         self.heads = None if model.is_zonal else [(Q.T @ K, V) for Q, K, V in model.heads]
         self.v = float(model.v) if model.is_zonal else np.nan
@@ -400,8 +439,25 @@ class Lagrangian(Solver):
         return velocity_divergence(z, x, weights, self.model.beta, normalized=self.normalized, v=self.v,
                                    heads=self.heads, chunk=self.chunk)
 
+    def _scaled(self, t, z, w, X, div):
+        """(X/s, div_S(X/s), s⁻¹) under the normalisation at time t (docs/normalization.md):
+        div_S(X/s) = s⁻¹ div_S X + ⟨∇_S s⁻¹, X⟩, with s = √(t + 1) ("sqrt-depth") or ‖A‖/α(t) ("ngpt",
+        ∇_S‖A‖ from `attention_norm`)."""
+        scheme = self.model.normalization
+        if scheme == "post":
+            return X, div, 1.0
+        if scheme == "sqrt-depth":
+            inverse = 1.0 / np.sqrt(t + 1.0)
+            return X * inverse, div * inverse, inverse
+        a = alpha(self.model, t)
+        norm, grad = attention_norm(z, z, w, self.model.beta, normalized=self.normalized, v=self.v, chunk=self.chunk)
+        inverse = a / norm
+        div = inverse * div - a * np.einsum("nd,nd->n", grad, X) / norm ** 2
+        return X * inverse[:, None], div, inverse
+
     def _rhs(self, run, t, y):
-        """ẋ_i = X(x_i), ℓ̇_i = div_S X(x_i) for the fine labels and, separately, the companion's."""
+        """ẋ_i = X(x_i), ℓ̇_i = div_S X(x_i) for the fine labels and, separately, the companion's (X/s
+        under a normalisation scheme, `_scaled`)."""
         d = self.model.dim
         x = y[:, :d] / np.linalg.norm(y[:, :d], axis=1, keepdims=True)
         out = np.empty_like(y)
@@ -409,6 +465,7 @@ class Lagrangian(Solver):
             xs = x[sl]
             X, div = velocity_divergence(xs, xs, w, self.model.beta, normalized=self.normalized, v=self.v,
                                          heads=self.heads, chunk=self.chunk, sums=sums, threads=default_threads())
+            X, div, _ = self._scaled(t, xs, w, X, div)
             out[sl, :d] = X
             out[sl, d] = div
         return out
@@ -532,7 +589,7 @@ class Lagrangian(Solver):
             w = rep.weights
             X, _, Z = velocity_divergence(x, x, w, self.model.beta, normalized=self.normalized, v=self.v,
                                           chunk=self.chunk, partition=True, sums=run.sums)
-            speed2 = np.einsum("nd,nd->n", X, X)
+            speed2 = np.einsum("nd,nd->n", X, X) * self._scaled(t, x, w, X, np.zeros(len(x)))[2]   # ⟨X, X/s⟩
             out["energy_rate_identity"] = self.v * float(np.sum(w * speed2 * (Z if self.normalized else 1.0)))
         if wanted & {"n_clusters", "largest_cluster", "clustered_mass"}:
             masses, _ = rep.clusters(data)

@@ -80,6 +80,8 @@ class Layered:
     positions; ``density_ndim`` is the number of axes of one density's data. Options: ``positions`` (M, a multiple of 8, or "auto") and ``max_positions`` (the cap of
     "auto", default 1024)."""
 
+    normalizations = ("post",)      # the layered equation with Post-LN only (docs/causal.md)
+
     def _setup_positions(self, positions, max_positions):
         m, cap, self.positions_auto = POSITIONS_POLICY.choose(positions, max_positions, 0.0, self.model.dim)
         self.max_positions = cap

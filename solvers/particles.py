@@ -41,6 +41,7 @@ from meanfield.energy import discrete_energy, energy_from_scaled_sum
 from meanfield.errors import UnsupportedModel
 from meanfield.kernelsums import blas_single_threaded, attention_sums, check_threads, gram_counts, kernel_sums
 from meanfield.masks import model_mask
+from meanfield.normalization import carries_radius, check_radii, direction_velocity, inverse_speed, position_velocity
 from meanfield.representations.particles import ParticleCloud
 from meanfield.representations.sampled_particles import SampledParticleCloud, saved_slice
 from meanfield.spectralsums import EPSILON, causal_zonal_sums, check_sums, choose_sums, zonal_sums
@@ -103,6 +104,8 @@ class ParticlesRun(Run):
     parameters: object = None         # the run's heads (a list or a callable of t), None: the model's
     heads: list = None                # the prepared heads of constant ``parameters``
     causal: object = None             # the `meanfield.masks.TokenMask` of a masked model, else None
+    radii: np.ndarray = None          # (..., n, 1) the radii of a scheme that keeps them fixed
+    radial: bool = False              # the state is x = rθ in R^d: the radii move ("pre", "mix", "peri")
 
 
 class Particles(Solver):
@@ -182,6 +185,14 @@ class Particles(Solver):
     ``OMP_NUM_THREADS``, else the CPUs) share out the blocks of the kernel sums; the result does not
     depend on it. With ``dense_output=True`` the adaptive steps are not cut at the saved times,
     which come from the pair's interpolant (retracted onto the sphere).
+
+    Where the normalisation sits (``Model(normalization=...)``, `meanfield.normalization`,
+    docs/normalization.md): the direction θ_j moves by s_j⁻¹ P_θ A_j and the radius r_j by its own
+    law. ``radii`` (n,) or (B, n), default 1, are the initial token norms; ``sol.radii`` reports them
+    at each saved time (the diagnostic "radii", saved in files and continued by a restart) and
+    ``sol.positions`` holds the directions. "pre", "mix" and "peri" integrate x = rθ in R^d (no
+    retraction; euler-normalize is then plain Euler); "ngpt" and "sqrt-depth" keep the directions on
+    the sphere (euler-normalize: θ ← N(θ + h s⁻¹A)). Sphere only, no noise.
     """
 
     steppers = ("dopri5", "bs32", "euler-maruyama", "euler-normalize")
@@ -189,12 +200,14 @@ class Particles(Solver):
     method_options = ("scheme",)
     config_name = "particles"
     solve_options = {"weights": None, "rng": None, "domain": "sphere", "rescaled": False, "rescale_time": False,
-                     "save": "auto", "diagnostics": None, "threads": None, "parameters": None, "token_positions": None}
+                     "save": "auto", "diagnostics": None, "threads": None, "parameters": None, "token_positions": None,
+                     "radii": None}
     positional_options = ("weights", "rng")
     retracts = True
     retract_invariant = True       # the adaptive field normalises its argument: the last stage is reused
     run_type = ParticlesRun
     takes_mask = True              # causal masks with the ALiBi bias (meanfield.masks)
+    normalizations = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")
 
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None, sums="auto",
                  sums_tol=1e-6):
@@ -410,20 +423,27 @@ class Particles(Solver):
             return hit
         return None
 
-    def velocity(self, x, weights=None, *, rescale_time=False, token_positions=None):
+    def velocity(self, x, weights=None, *, rescale_time=False, token_positions=None, t=0.0, radii=None):
         """X[μ](x_i) at the particles ((2.3)/(2.7)/(3.2)): x (n, d) or (B, n, d) on the sphere.
 
         ``weights`` (n,) default 1/n. With ``rescale_time=True`` ((USA) only) returns e^{−β}X, the
         velocity in τ = e^β t (finite for every β). A masked model takes the tokens in order, at
-        ``token_positions`` (default j/n; `meanfield.masks`).
+        ``token_positions`` (default j/n; `meanfield.masks`). Under a normalisation scheme other than
+        "post" it is the direction velocity θ̇ = s⁻¹ P_θ A at time ``t`` with the token norms ``radii``
+        (default 1; `meanfield.normalization`).
         """
         x = check_points(x, "x0", dim=self.model.dim, min_ndim=2)
         w = check_weights(weights, x.shape[-2])
         causal = model_mask(self.model, w, token_positions)
         shift = self.model.beta if (rescale_time and not self.model.normalized) else 0.0
         if choose_sums(self.sums, self.model, x.shape[-2], w, tol=self.sums_tol, causal=causal)[0] == "spectral":
-            return self._project(x, self._evaluate_spectral(x, w, check_threads(None), shift, causal)["out"])
-        return self._field(None, x, w, project=True, log_time_factor=shift, causal=causal)
+            out = self._evaluate_spectral(x, w, check_threads(None), shift, causal)["out"]
+        else:
+            out = self._field(None, x, w, project=False, log_time_factor=shift, causal=causal)
+        if self.model.normalization == "post":
+            return self._project(x, out)
+        t = check_real(t, "t", low=0.0)
+        return direction_velocity(self.model, t, x, check_radii(radii, x.shape[:-1]), out)
 
     def _choose_method(self, method, options):
         scheme = options.pop("scheme", None)
@@ -477,9 +497,20 @@ class Particles(Solver):
         run.parameters = o["parameters"]
         if o["token_positions"] is not None and not self.model.is_causal:
             model_mask(self.model, None, o["token_positions"])    # the ValueError naming `token_positions`
+        self._configure_normalization(run)
         if run.parameters is not None and (rescaled or self.sums == "spectral"):
             raise ValueError("`parameters` (per-realisation or time-dependent heads) need the direct sums "
                              "(sums='auto' or 'direct') and rescaled=False.")
+
+    def _configure_normalization(self, run):
+        scheme = self.model.normalization
+        if scheme == "post":
+            return
+        if run.domain != "sphere" or self.model.noise > 0:
+            raise ValueError(f"`normalization`={scheme!r} moves tokens on the sphere without noise: it needs "
+                             f"domain='sphere' and noise 0, got domain={run.domain!r}, noise={self.model.noise:g}.")
+        run.radial = carries_radius(self.model)
+        run.retracts = not run.radial
 
     @staticmethod
     def _check_diagnostics(diagnostics):
@@ -517,8 +548,24 @@ class Particles(Solver):
             mask[hit] = True
         return mask
 
+    def _scheme_terms(self, run, t, y):
+        """(θ, r, A) at the state y of a normalisation scheme: directions, radii and attention outputs."""
+        theta = compiled.normalise(y)
+        radii = point_norms(y) if run.radial else run.radii
+        heads = self._heads_at(run, t)
+        hit = self._cached(run, theta, heads)
+        if hit is None:
+            hit = run.workspace["evaluation"] = self._evaluate(run, theta, run.weights, run.domain,
+                                                               run.log_time_factor, heads=heads)
+        return theta, radii, hit["out"]
+
     def _rhs(self, run, t, y):
         w, domain = run.weights, run.domain
+        if self.model.normalization != "post":
+            theta, radii, A = self._scheme_terms(run, t, y)
+            if run.radial:
+                return position_velocity(self.model, t, theta, radii, A)
+            return direction_velocity(self.model, t, theta, radii, A)
         if domain == "sphere":
             if run.adaptive:                     # X(y/|y|): unchanged by the retraction (retract_invariant)
                 y = compiled.normalise(y)
@@ -538,8 +585,11 @@ class Particles(Solver):
 
     def _euler_velocity(self, run, t, y):
         """The authors' unprojected update direction Σ_h A_h V_h x (euler-normalize)."""
-        if run.domain != "sphere":
+        if run.domain != "sphere" or run.radial:
             return self._rhs(run, t, y)
+        if self.model.normalization != "post":
+            theta, radii, A = self._scheme_terms(run, t, y)
+            return inverse_speed(self.model, t, radii, A) * A
         heads = self._heads_at(run, t)
         hit = self._cached(run, y, heads)                           # the saved state's evaluation
         if hit is None:
@@ -567,7 +617,7 @@ class Particles(Solver):
         of chunk² pairwise values per realisation."""
         return 8 * batch * (16 * n * self.model.dim + 4 * min(self.chunk, n) ** 2)
 
-    def _initial_from_data(self, run, x0, normalize, weights=None):
+    def _initial_from_data(self, run, x0, normalize, weights=None, radii=None):
         shape = np.shape(x0)
         if len(shape) in (2, 3):           # refused before anything is computed on the positions
             check_memory(self.memory_estimate(shape[-2], shape[0] if len(shape) == 3 else 1), "x0", tuple(shape))
@@ -594,7 +644,11 @@ class Particles(Solver):
                 keep[[0, -1]] = True
             save = keep
         run.kept = save                          # None: every position (ParticleCloud)
-        return x
+        given = run.options["radii"]
+        if given is not None and run.domain != "sphere":
+            raise ValueError("`radii` (the token norms) apply to domain='sphere'.")
+        run.radii = check_radii(radii if given is None else given, x.shape[:-1])
+        return x * run.radii if run.radial else x
 
     def _initial_from_measure(self, run, points, weights, normalize):
         return self._initial_from_data(run, points, normalize, weights=np.asarray(weights, dtype=float))
@@ -613,7 +667,9 @@ class Particles(Solver):
             raise ValueError(f"`x0` is a {sol.representation.name!r} Solution; continue it with its own solver, or "
                              "sample its last measure: meanfield.sample / sol.measure(-1).")
         w = sol.weights if run.options["weights"] is None else None
-        return self._initial_from_data(run, sol.measure(-1, batch=slice(None))[0], False, weights=w)
+        radii = sol.diagnostics.get("radii")
+        return self._initial_from_data(run, sol.measure(-1, batch=slice(None))[0], False, weights=w,
+                                       radii=None if radii is None else radii[-1])
 
     def _representation(self, run):
         if run.kept is None:
@@ -623,11 +679,13 @@ class Particles(Solver):
     def _keep(self, run, i, y):
         if run.kept is None:
             return y
+        if run.radial and isinstance(y, np.ndarray) and y.dtype != object:
+            y = compiled.normalise(y)
         return saved_slice(y if i < run.kept.size and run.kept[i] else None)
 
     def _to_data(self, run, y):
         if run.kept is None:
-            return np.array(y, copy=True)
+            return compiled.normalise(y) if run.radial else np.array(y, copy=True)
         if isinstance(y, np.ndarray) and y.dtype == object:
             return y
         return saved_slice(np.array(y, copy=True))     # a state that reached the Solution without `_keep`: kept
@@ -658,6 +716,14 @@ class Particles(Solver):
         return frozenset(names)
 
     def _diagnostics(self, run, t, y):
+        if self.model.normalization == "post" and run.options["radii"] is None:
+            return self._direction_diagnostics(run, t, y)
+        radii = point_norms(y) if run.radial else run.radii
+        out = self._direction_diagnostics(run, t, compiled.normalise(y) if run.radial else y)
+        out["radii"] = radii[..., 0].copy()
+        return out
+
+    def _direction_diagnostics(self, run, t, y):
         heads = self._heads_at(run, t)
         wanted = self._wanted(run, y, heads)
         out = {}

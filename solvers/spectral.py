@@ -14,9 +14,11 @@ import warnings
 
 import numpy as np
 
+from meanfield.normalization import field_inverse_speed
 from meanfield.validation import check_real
 from meanfield.errors import SolverError, UnderResolved
-from meanfield.kernels import kernel_multipliers, laplacian_eigenvalues, minimum_degree, velocity_multipliers
+from meanfield.kernels import (kernel_multipliers, laplacian_eigenvalues, minimum_degree, radial_multipliers,
+                               velocity_multipliers)
 from meanfield.solution import Solution
 from meanfield.energy import energy_from_spectrum, energy_rate_from_spectrum
 
@@ -121,6 +123,12 @@ class SpectralVelocity:
 
     so e^{|β|} (``unscale``; |β| bounds β⟨x,y⟩ for β of either sign) never appears for (SA). A basis
     synthesises ∇Ψ̃ (and Z̃ for (SA)) and calls `velocity`.
+
+    Where the normalisation sits (docs/normalization.md): the field moves at X/s, s = √(t + 1)
+    ("sqrt-depth") or s = ‖A‖/α(t) ("ngpt"), with ‖A‖² = |X|² + ⟨x, A⟩² and the radial part
+    ⟨x, A⟩ = s ∂_β Z̃/Z̃ (SA), s e^{|β|} ∂_β Z̃ (USA), from the multipliers ``radial`` =
+    e^{−|β|}∂_β a_l (`meanfield.kernels.radial_multipliers`; a basis synthesises ∂_β Z̃ for "ngpt"
+    only). `scaled` applies it; the continuity equation keeps its divergence form.
     """
 
     def __init__(self, model, lmax):
@@ -131,6 +139,20 @@ class SpectralVelocity:
         self.kernel = kernel_multipliers(self.beta, model.dim, lmax, scaled=True) if self.normalized else None
         self.unscale = float(np.exp(abs(self.beta)))           # Z = e^{|β|} Z̃
         self.usa_factor = self.s * self.unscale
+        self.model = model
+        self.radial = (radial_multipliers(self.beta, model.dim, lmax, scaled=True)
+                       if model.normalization == "ngpt" else None)
+
+    def scaled(self, x, tangent_sq, t, dz=None, z=None):
+        """(X/s, s⁻¹) at time t for the velocity X (any layout), |X|² (``tangent_sq``) and, for "ngpt",
+        ∂_β Z̃ (``dz``) and Z̃ (``z``, (SA)); s⁻¹ is 1.0 for "post"."""
+        if self.model.normalization == "post":
+            return x, 1.0
+        radial = None
+        if dz is not None:
+            radial = self.s * (dz / z if self.normalized else dz * self.unscale)
+        inverse = field_inverse_speed(self.model, t, tangent_sq, radial)
+        return x * inverse, inverse
 
     def velocity(self, grad, z=None, log_shift=0.0):
         """X from ∇Ψ̃ (``grad``, any layout) and, for (SA), Z̃ (``z``, broadcastable to ``grad``);

@@ -22,7 +22,7 @@ from scipy.special import betainc
 from tqdm.auto import tqdm
 
 from ..errors import Interrupted
-from ..model import Model
+from ..model import NORMALIZATIONS, Model
 from ..sampling import uniform_points
 from ..validation import check_memory
 from .report import Report, show_progress
@@ -205,6 +205,10 @@ class PhaseDiagramOptions(Options):
     span_dimension: bool = option(False, "also record the dimension of the span of the tokens (Gram eigenvalues "
                                   "above 1e-3: rank collapse)")
     cluster_sizes: bool = option(False, "also record the distribution of cluster sizes (at cluster_delta)")
+    normalization: str = option("post", "where the layer normalisation sits: a speed factor on each token's "
+                                "direction (docs/normalization.md)", choices=NORMALIZATIONS)
+    mix_depth: float = option(1.0, "τ of --normalization mix (Post-LN for t <= τ, Pre-LN after)", low=0.0,
+                              low_open=True)
     seed: int = option(0, "random seed", low=0)
 
 
@@ -238,7 +242,8 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
     kind = "SA" if normalized else "USA"
     settings = {"dim": dim, "n": n, "betas": betas, "t_end": t_end, "n_times": n_times, "realisations": B,
                 "delta": delta, "cluster_delta": o.cluster_delta, "kind": kind, "scheme": scheme, "dt": dt,
-                "seed": seed, "qk": o.qk, "v": o.v, "draw": o.draw, "layer_period": o.layer_period, "quick": quick}
+                "seed": seed, "qk": o.qk, "v": o.v, "draw": o.draw, "layer_period": o.layer_period, "quick": quick,
+                "normalization": o.normalization}
     report = Report("phase-diagram", out, settings)
     report.write()
     # the workers (if any) start first: they warm up while Γ is computed here
@@ -258,7 +263,7 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
             bar = tqdm(total=betas.size, desc=f"phase diagram d={dim} n={n} B={B}", unit="β")
         task = dict(x0=x0, t=t_run, betas=betas, dim=dim, normalized=normalized, scheme=scheme, dt=dt, delta=delta,
                     clusters=o.clusters, cluster_delta=o.cluster_delta, span=o.span_dimension,
-                    sizes=o.cluster_sizes,
+                    sizes=o.cluster_sizes, layer=_layer(o),
                     draws=None if identity else dict(qk=o.qk, v=o.v, draw=o.draw, seed=seed, layers=layers,
                                                      period=o.layer_period))
 
@@ -354,13 +359,13 @@ def _check_results(report, o, betas, t, rows, B, identity, eq_errors, checked, t
 
 
 def _solve_beta(k, *, x0, t, betas, dim, normalized, scheme, dt, delta=1e-3, clusters=False, cluster_delta=1e-2,
-                span=False, sizes=False, draws=None):
+                span=False, sizes=False, draws=None, layer=None):
     """β number k: the particle run keeping only its diagnostics at the saved times (the clustered
     fraction at δ; the number of clusters and their sizes at ``cluster_delta``, the span dimension,
     if asked), not the positions; with ``draws`` (the keywords of `layer_parameters` and the
     ``period``) under random parameters, one vectorised batch of per-realisation matrices."""
 
-    model = Model(beta=float(betas[k]), dim=dim, normalized=normalized)
+    model = Model(beta=float(betas[k]), dim=dim, normalized=normalized, **(layer or {}))
     kw = {"rtol": 1e-6, "atol": 1e-9, "dense_output": True} if scheme == "adaptive" else {"dt": dt}
     names = ("clustered_fraction",) + (("clusters",) if clusters else ()) + (("span_dimension",) if span else ()) \
         + (("cluster_sizes",) if sizes else ())
@@ -371,6 +376,14 @@ def _solve_beta(k, *, x0, t, betas, dim, normalized, scheme, dt, delta=1e-3, clu
         kw["parameters"] = layers[0] if period is None else Layers(layers, period)
     solver = solvers.Particles(model, delta=delta, cluster_delta=cluster_delta, diagnostics=names)
     return solver.solve(x0, t, scheme=scheme, save="diagnostics", progress=False, **kw)
+
+
+def _layer(o):
+    """The Model keywords of the layer: where the normalisation sits (and τ for "mix")."""
+    layer = {"normalization": o.normalization}
+    if o.normalization == "mix":
+        layer["mix_depth"] = o.mix_depth
+    return layer
 
 
 def _rows(sol):
