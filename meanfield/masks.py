@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import MASKS
+from .validation import check_vector
 
 _BLOCK_EXPONENT = 30.0        # λΔσ within one block of the prefix sums (e^{±30}: no overflow, ~1e-14 rounding)
 
@@ -34,14 +35,7 @@ def token_positions(n, positions=None, name="token_positions"):
     the argument ``name``."""
     if positions is None:
         return np.arange(1, n + 1) / n
-    try:
-        s = np.asarray(positions, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be an array of {n} token positions in (0, 1].") from None
-    if s.shape != (n,):
-        raise ValueError(f"`{name}` must have shape ({n},), one position per token, got {s.shape}.")
-    if not np.all(np.isfinite(s)):
-        raise ValueError(f"`{name}` contains NaN or inf.")
+    s = check_vector(positions, n, name, f"an array of {n} token positions in (0, 1]", "one position per token")
     if n and (s.min() <= 0.0 or s.max() > 1.0):
         raise ValueError(f"`{name}` must lie in (0, 1], got values from {s.min():g} to {s.max():g}.")
     drop = np.flatnonzero(np.diff(s) < 0)

@@ -87,19 +87,25 @@ def check_points(x, name="x", *, dim=None, normalize=False, tol=SPHERE_TOL, min_
     return x
 
 
+def check_vector(values, n, name, what, shape_note=""):
+    """``values`` as a finite float array of shape (n,); ValueError naming `name`, ``what`` it must be."""
+    try:
+        values = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be {what}.") from None
+    if values.shape != (n,):
+        raise ValueError(f"`{name}` must have shape ({n},){' ' + shape_note if shape_note else ''}, got {values.shape}.")
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"`{name}` contains NaN or inf.")
+    return values
+
+
 def check_weights(w, n, name="weights", *, normalize=False, rtol=1e-10, hint=""):
     """Non-negative finite weights of length n summing to 1 (within ``rtol``); ``hint`` ends the
     message of a wrong sum (callers that accept ``normalize`` pass `NORMALIZE_WEIGHTS`)."""
     if w is None:
         return np.full(n, 1.0 / n)
-    try:
-        w = np.asarray(w, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be a 1-D array of {n} non-negative numbers.") from None
-    if w.shape != (n,):
-        raise ValueError(f"`{name}` must have shape ({n},) to match the points, got {w.shape}.")
-    if not np.all(np.isfinite(w)):
-        raise ValueError(f"`{name}` contains NaN or inf.")
+    w = check_vector(w, n, name, f"a 1-D array of {n} non-negative numbers", "to match the points")
     if np.any(w < 0):
         raise ValueError(f"`{name}` must be non-negative; the smallest is {w.min():.3g}.")
     s = float(w.sum())
