@@ -79,8 +79,10 @@ class HandOverToCharacteristics:
     handover_options = LAGRANGIAN_OPTIONS       # the keys of a dict ``on_underresolved`` (a configuration reads them)
 
     def _configure(self, run):
-        run.options["on_underresolved"] = handover_target(self.model, run.options["on_underresolved"],
-                                                          self.default_handover)
+        asked = run.options["on_underresolved"]
+        run.options["on_underresolved"] = handover_target(self.model, asked, self.default_handover)
+        # a hand-over the caller did not name is announced (`HandOver`)
+        run.workspace["handover_unasked"] = isinstance(asked, str) and asked == "auto"
         return super()._configure(run)
 
     def _next(self, run, t, y, reason):
@@ -95,9 +97,10 @@ class HandOverToCharacteristics:
             one = Solution([t], run.model, self._representation(run), self._to_data(run, y)[None],
                            solver=type(self).__name__)
             tail = f" (spectral tail {reason.tail:.3g} > {reason.tol:g})" if reason.tail is not None else ""
-            warnings.warn(f"{type(self).__name__}: the density is no longer resolved at t = {t:.6g}{tail}; the run goes "
-                          "on along the characteristics (solvers.Lagrangian). Pass on_underresolved='raise' to stop "
-                          "there instead.", HandOver, stacklevel=2)
+            if run.workspace.get("handover_unasked"):
+                warnings.warn(f"{type(self).__name__}: the density is no longer resolved at t = {t:.6g}{tail}; the run "
+                              "goes on along the characteristics (solvers.Lagrangian). Pass on_underresolved='raise' to "
+                              "stop there instead.", HandOver, stacklevel=2)
             return handover_solver(target, one), one
         return super()._next(run, t, y, reason)
 

@@ -280,13 +280,17 @@ def test_under_resolution_is_detected():
 def test_by_default_a_clustering_run_goes_on_along_the_characteristics():
     """The default ``on_underresolved="auto"`` hands over (noise 0), warns, and gives the run that
     names "lagrangian" itself; with noise the default stays "raise"."""
+    import warnings
+
     from solvers.handover import HandOver
 
     model = mf.Model(beta=3.0, dim=3)
     rho0 = mf.densities.von_mises_fisher([0, 0, 1.0], 1.0)
     with pytest.warns(HandOver, match="on_underresolved='raise'"):
         default = SOLVER(model, lmax=20).solve(rho0, [0, 1.5, 3.0], progress=False)
-    named = SOLVER(model, lmax=20).solve(rho0, [0, 1.5, 3.0], progress=False, on_underresolved="lagrangian")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HandOver)               # named: no announcement
+        named = SOLVER(model, lmax=20).solve(rho0, [0, 1.5, 3.0], progress=False, on_underresolved="lagrangian")
     assert default.solver == "SphericalHarmonics+Lagrangian" and default.t[-1] == 3.0
     assert np.array_equal(default.energy, named.energy) and default.stats["handover_t"] == named.stats["handover_t"]
     with pytest.raises(mf.UnderResolved):
