@@ -23,6 +23,7 @@ import os
 import numpy as np
 
 from .energy import dirac_energy, uniform_energy
+from .errors import NoCellMeans
 from .kernels import fastest_mode
 from .model import Model
 
@@ -196,7 +197,7 @@ def colour_scale(values, scale="auto"):
     decades below its maximum), "perturbation" (ρ − 1 on a symmetric log scale whose linear part is
     a third of the smallest row amplitude max|ρ − 1|, so the initial perturbation shows), or "auto"
     (`auto_scale`)."""
-    from matplotlib.colors import LogNorm, Normalize, SymLogNorm  # deferred: matplotlib is heavy
+    from matplotlib.colors import LogNorm, Normalize  # deferred: matplotlib is heavy
 
     scale = check_scale(scale)
     v = np.asarray(values, dtype=float)
@@ -223,12 +224,39 @@ def colour_scale(values, scale="auto"):
     amp = amp[np.isfinite(amp) & (amp > 0)]
     smallest = float(amp.min()) if amp.size else a
     linthresh = float(np.clip(smallest / 3.0, a * 1e-6, a))
-    norm = SymLogNorm(linthresh=linthresh, linscale=1.0, vmin=-a, vmax=a, base=10)
+    low = -min(a, 1.0)                                   # ρ >= 0, so ρ − 1 >= −1
+    norm = two_sided_symlog(linthresh, low, a)
     decades = np.arange(math.ceil(np.log10(linthresh) - 1e-9), math.floor(np.log10(a) + 1e-9) + 1)
     decades = decades[::max(1, math.ceil(decades.size / 4))]
     ticks = np.concatenate([-10.0 ** decades[::-1], [0.0], 10.0 ** decades])
+    ticks = ticks[ticks >= low * (1 + 1e-12)]
     label = r"$\rho - 1$ (symmetric log scale, linear for $|\rho - 1| <$" + f" {linthresh:.2g})"
-    return delta, norm, "RdBu_r", label, ticks
+    return np.clip(delta, low, None), norm, "RdBu_r", label, ticks
+
+
+def two_sided_symlog(linthresh, low, high):
+    """A matplotlib norm for ρ − 1 in [low, high] (low < 0 < high): the symmetric log
+    g(x) = sign(x)·log10(1 + |x|/linthresh), scaled separately on each side so that 0 is the centre of a
+    diverging colour map and the colour bar runs from ``low`` to ``high`` only."""
+    from matplotlib.colors import FuncNorm  # deferred: matplotlib is heavy
+
+    def g(x):
+        return np.sign(x) * np.log10(1.0 + np.abs(x) / linthresh)
+
+    def g_inv(y):
+        return np.sign(y) * linthresh * (10.0 ** np.abs(y) - 1.0)
+
+    gl, gh = -float(g(low)), float(g(high))
+
+    def forward(x):
+        y = g(np.asarray(x, dtype=float))
+        return np.where(y < 0, y / gl, y / gh)
+
+    def inverse(y):
+        y = np.asarray(y, dtype=float)
+        return g_inv(np.where(y < 0, y * gl, y * gh))
+
+    return FuncNorm((forward, inverse), vmin=low, vmax=high)
 
 
 # -- selection of saved times -----------------------------------------------------------------------
@@ -252,19 +280,27 @@ def select_times(t, times):
 
 
 # -- panels -----------------------------------------------------------------------------------------
-def _circle_rows(sol, n=1024):
-    """(θ midpoints (n,), ρ (T, n)) through every segment of the run: a representation's own
-    ``space_time`` (cell averages, one FFT per time...) where it has one, point values otherwise."""
-    theta = 2 * np.pi * (np.arange(n) + 0.5) / n
-    centres = np.stack([np.cos(theta), np.sin(theta)], -1)
-    rows = []
-    for seg in getattr(sol, "segments", [sol]):
-        rep = seg.representation
-        if hasattr(rep, "space_time"):
-            rows.append(np.asarray(rep.space_time(seg.data, n)[1], dtype=float))
+def cell_rows(rep, data_all, n):
+    """ρ̄ (T, grid shape): the mean density μ(cell)/σ(cell) over each cell of ``rep.cells(n)`` at every
+    saved time (``cell_means``: a cluster narrower than a cell keeps its mass and is drawn), point
+    values at the cells' centres for a representation without cell means."""
+    grid = rep.cells(n)
+    try:
+        return grid, np.array([rep.cell_means(d, grid) for d in data_all], dtype=float)
+    except NoCellMeans:
+        if grid.dims == ("theta",):
+            th = grid.centres["theta"]
+            x = np.stack([np.cos(th), np.sin(th)], -1)
         else:
-            rows.append(np.array([rep.evaluate(d, centres) for d in seg.data]))
-    return theta, np.concatenate(rows)
+            la, lo = np.meshgrid(np.radians(grid.centres["lat"]), np.radians(grid.centres["lon"]), indexing="ij")
+            x = np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], -1)
+        return grid, np.array([rep.evaluate(d, x) for d in data_all], dtype=float)
+
+
+def _circle_rows(sol, n=1024):
+    """(θ cell centres (n,), ρ̄ (T, n)): the cell means (`cell_rows`) through every segment of the run."""
+    rows = [cell_rows(seg.representation, seg.data, n) for seg in getattr(sol, "segments", [sol])]
+    return rows[0][0].centres["theta"], np.concatenate([r[1] for r in rows])
 
 
 def _segment_boundaries(sol):
@@ -287,7 +323,7 @@ def space_time_panel(ax, sol, scale="auto", t_end=None, fig=None):
     ax.set_xlim(0.0, 2 * np.pi)
     drawn, norm, cmap, label, ticks = colour_scale(rho, scale)
     ax.set_ylabel("t")
-    ax.set_title("density on $S^1$, relative to σ")
+    ax.set_title("mean density over each cell of $S^1$, relative to σ")
     return _time_mesh(ax, sol, x, drawn, norm, cmap, label, t_end, fig, ticks)
 
 
@@ -337,24 +373,20 @@ def legend(ax, **kwargs):
     return ax.legend(list(seen.values()), list(seen), **kwargs)
 
 
-def _map_grid(nlat=90):
-    lat = np.linspace(np.pi / 2, -np.pi / 2, nlat + 1)
-    lon = np.linspace(-np.pi, np.pi, 2 * nlat + 1)
-    la, lo = np.meshgrid(lat, lon, indexing="ij")
-    x = np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], -1)
-    return lat, lon, x
-
-
 def sphere_maps(fig, specs, cbar_spec, sol, idx, scale="auto", nlat=90):
-    """Mollweide maps of ρ at the saved indices ``idx`` (one per SubplotSpec in ``specs``), one colour
-    scale for all, the colour bar in ``cbar_spec``. Longitude −180° to 180° left to right, north up."""
-    lat, lon, x = _map_grid(nlat)
-    values = np.array([sol.density(x, i) for i in idx])
+    """Mollweide maps of the cell means ρ̄ (`cell_rows`, ``nlat`` latitude bands × 2·nlat longitudes)
+    at the saved indices ``idx`` (one per SubplotSpec in ``specs``), one colour scale for all, the
+    colour bar in ``cbar_spec``. Longitude −180° to 180° left to right, north up."""
+    grid, values = cell_rows(sol.representation, [sol.data[i] for i in idx], nlat)
+    half = grid.shape[1] // 2                        # cells from 180° east on: drawn at −180° to 0°
+    values = np.roll(values, half, axis=-1)
+    lat = np.radians(np.append(grid.bounds["lat"][:, 0], grid.bounds["lat"][-1, 1]))
+    lon = np.linspace(-np.pi, np.pi, grid.shape[1] + 1)
     drawn, norm, cmap, label, ticks = colour_scale(values, scale)
     axes = []
     for spec, i, r in zip(specs, idx, drawn):
         ax = fig.add_subplot(spec, projection="mollweide")
-        mesh = ax.pcolormesh(lon, lat, r, shading="gouraud", norm=norm, cmap=cmap, rasterized=True)
+        mesh = ax.pcolormesh(lon, lat, r, shading="flat", norm=norm, cmap=cmap, rasterized=True)
         ax.set_xticklabels([])
         ax.set_yticklabels([])
         ax.grid(True, lw=0.3, alpha=0.5)

@@ -1,0 +1,135 @@
+"""Pictures of clustered states: clusters narrower than a pixel are drawn (the pictures draw cell means
+of the measure, mass per cell), the same state gives the same picture, and the colour bar of ρ − 1
+stays within [−1, max]."""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.collections import QuadMesh  # noqa: E402
+from scipy import ndimage  # noqa: E402
+
+import meanfield as mf  # noqa: E402
+from meanfield import plotting  # noqa: E402
+from meanfield.representations.base import State  # noqa: E402
+from meanfield.representations.lagrangian import LagrangianNodes  # noqa: E402
+from meanfield.representations.particles import ParticleCloud  # noqa: E402
+
+WIDTH = 1e-6                      # radians: far below a pixel (2π/1024 on S^1, π/90 on S^2)
+MASSES = np.array([0.5, 0.3, 0.2])
+
+
+def _centres(dim):
+    if dim == 2:
+        a = np.array([0.4, 2.5, 4.6])
+        return np.stack([np.cos(a), np.sin(a)], -1)
+    return np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [-0.5, -0.5, -np.sqrt(0.5)]])
+
+
+def _labels(dim, n):
+    if dim == 2:
+        a = 2 * np.pi * (np.arange(n) + 0.5) / n
+        return np.stack([np.cos(a), np.sin(a)], -1)
+    k = np.arange(n) + 0.5
+    z, phi = 1 - 2 * k / n, np.pi * (1 + 5 ** 0.5) * k
+    r = np.sqrt(1 - z ** 2)
+    return np.stack([r * np.cos(phi), r * np.sin(phi), z], -1)
+
+
+def _contract(y, centres, width):
+    """Each label moved to within ``width`` of its nearest centre, the offsets scaled by one factor s per
+    cluster: (positions, the cluster of each label, s)."""
+    k = np.argmax(y @ centres.T, axis=1)
+    c = centres[k]
+    off = y - np.sum(y * c, -1, keepdims=True) * c
+    s = width / np.max(np.linalg.norm(off, axis=1))
+    x = c + s * off
+    return x / np.linalg.norm(x, axis=1, keepdims=True), k, s
+
+
+def lagrangian_solution(dim, n=600, width=WIDTH):
+    """Lagrangian labels of σ (uniform, weights 1/n) whose flow map has squeezed each third into a
+    cluster of ``width`` radians: ℓ = (d − 1)·log s (the σ-measure of a label's cell shrinks by s^{d−1})."""
+    y = _labels(dim, n)
+    x, _, s = _contract(y, _centres(dim), width)
+    ell = np.full(n, (dim - 1) * np.log(s))
+    rep = LagrangianNodes(y, np.full(n, 1.0 / n), np.ones(n))
+    data = np.stack([np.concatenate([y, np.zeros((n, 1))], 1), np.concatenate([x, ell[:, None]], 1)])
+    return mf.Solution([0.0, 10.0], mf.Model(beta=5.0, dim=dim), rep, data)
+
+
+def particle_solution(dim, n=300, width=WIDTH, seed=0):
+    """Particles: weights MASSES over three clusters of ``width`` radians."""
+    rng = np.random.default_rng(seed)
+    centres = _centres(dim)
+    k = np.repeat(np.arange(3), n // 3)
+    x = centres[k] + width * rng.standard_normal((k.size, dim)) / 3
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    w = MASSES[k] / (n // 3)
+    y = _labels(dim, k.size)
+    return mf.Solution([0.0, 10.0], mf.Model(beta=5.0, dim=dim), ParticleCloud(w, dim), np.stack([y, x]))
+
+
+def _image(fig, index=0):
+    meshes = [c for ax in fig.axes for c in ax.collections if isinstance(c, QuadMesh)]
+    return meshes[index]
+
+
+def _circle_peaks(row):
+    """The connected runs (circularly) of cells above 1/100 of the row's maximum."""
+    hot = row > 0.01 * row.max()
+    labels, count = ndimage.label(hot)
+    if count > 1 and hot[0] and hot[-1]:
+        count -= 1
+    return count
+
+
+def _sphere_peaks(image):
+    hot = image > 0.01 * image.max()
+    labels, count = ndimage.label(hot, structure=np.ones((3, 3)))
+    seam = {(a, b) for a, b in zip(labels[:, 0], labels[:, -1]) if a and b and a != b}
+    return count - len({frozenset(p) for p in seam})
+
+
+@pytest.mark.parametrize("make", [lagrangian_solution, particle_solution], ids=["lagrangian", "particles"])
+def test_three_clusters_narrower_than_a_pixel_on_the_circle(make):
+    sol = make(2)
+    fig = plotting.pyplot().figure()
+    plotting.space_time_panel(fig.add_subplot(), sol, scale="perturbation")
+    mesh = _image(fig)
+    drawn = np.asarray(mesh.get_array()).reshape(2, -1)
+    assert drawn.shape[1] == 1024
+    assert _circle_peaks(drawn[-1] + 1.0) == 3
+    # the cells drawn hold the clusters' masses: Σ ρ̄ σ(cell) over each peak is its mass
+    rho = drawn[-1] + 1.0
+    masses = np.sort([rho[np.abs(np.mod(np.arange(1024) * 2 * np.pi / 1024 - a + np.pi, 2 * np.pi) - np.pi) < 0.05]
+                      .sum() / 1024 for a in (0.4, 2.5, 4.6)])
+    expected = np.sort(MASSES) if make is particle_solution else np.full(3, 1 / 3)
+    np.testing.assert_allclose(masses, expected, atol=2e-3)
+    # the colour bar of ρ − 1 runs from −1 (an empty cell) to the largest cell mean − 1, not below
+    assert mesh.norm.vmin == -1.0
+    assert mesh.norm.vmax == pytest.approx(rho.max() - 1.0)
+    assert mesh.norm(0.0) == pytest.approx(0.5)
+    plotting.pyplot().close(fig)
+
+
+@pytest.mark.parametrize("make", [lagrangian_solution, particle_solution], ids=["lagrangian", "particles"])
+def test_three_clusters_narrower_than_a_pixel_on_the_sphere(make):
+    sol = make(3)
+    fig = plotting.pyplot().figure()
+    gs = fig.add_gridspec(2, 1, height_ratios=[1, 0.1])
+    plotting.sphere_maps(fig, [gs[0, 0]], gs[1, 0], sol, [1], scale="log")
+    image = np.asarray(_image(fig).get_array()).reshape(90, 180)
+    assert _sphere_peaks(image) == 3
+    plotting.pyplot().close(fig)
+
+
+@pytest.mark.parametrize("make", [lagrangian_solution, particle_solution], ids=["lagrangian", "particles"])
+@pytest.mark.parametrize("dim", [2, 3])
+def test_to_grid_of_a_clustered_state_is_the_same_at_every_call(make, dim):
+    sol = make(dim)
+    state = State(sol.representation, sol.data[1])
+    first = state.to_grid(512 if dim == 2 else 32, kind="means").values
+    for _ in range(2):
+        np.testing.assert_array_equal(state.to_grid(512 if dim == 2 else 32, kind="means").values, first)
