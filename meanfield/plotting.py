@@ -194,7 +194,7 @@ def colour_scale(values, scale="auto"):
     """(values to draw, matplotlib norm, colour map, colour-bar label, colour-bar ticks or None) for
     density values ``values``
     (rows: saved times or maps). ``scale``: "linear" (ρ from min(0, min ρ)), "log" (ρ over at most six
-    decades below its maximum), "perturbation" (ρ − 1 on a symmetric log scale whose linear part is
+    decades below its maximum; empty cells a decade below the faintest occupied one), "perturbation" (ρ − 1 on a symmetric log scale whose linear part is
     a third of the smallest row amplitude max|ρ − 1|, so the initial perturbation shows), or "auto"
     (`auto_scale`)."""
     from matplotlib.colors import LogNorm, Normalize  # deferred: matplotlib is heavy
@@ -214,6 +214,8 @@ def colour_scale(values, scale="auto"):
         top = top if top > 0 else 1.0
         positive = finite[finite > 0]
         floor = max(top * 1e-6, float(positive.min()) if positive.size else top * 1e-6)
+        if positive.size < finite.size:                 # empty cells: a decade below the faintest one
+            floor /= 10.0
         floor = min(floor, top / 10.0)
         return np.clip(v, floor, None), LogNorm(vmin=floor, vmax=top), "magma", r"$\rho$ (log scale)", None
     delta = v - 1.0
