@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from .energy import dirac_energy, uniform_energy
+from .energy import dirac_energy, energy_bounds, uniform_energy
 from .errors import NoCellMeans
 from .kernels import fastest_mode
 from .model import Model
@@ -494,7 +494,8 @@ def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
 
 
 def plot_energy(sol, ax, t_end=None):
-    """E_β(t) (3.5) with the uniform minimum a_0/2β and the Dirac maximum e^β/2β (Proposition 3.4):
+    """E_β(t) (3.5) with the reference energies of `energy_references` (β > 0: the uniform minimum
+    a_0/2β and the Dirac maximum e^β/2β, Proposition 3.4; β < 0: also the antipodal minimum cosh β/2β):
     lines when within three times the curve's range of it, labelled arrows at the edge otherwise."""
 
     e = np.asarray(sol.energy, dtype=float)
@@ -516,8 +517,7 @@ def plot_energy(sol, ax, t_end=None):
     mean = np.nanmean(e, axis=1) if e.ndim == 2 else e
     rising = bool(mean[-1] >= mean[0])      # legend and off-scale arrows go where the curve is not
     span = max(high - low, 1e-9 * max(abs(high), 1.0))
-    bounds = [(uniform_energy(sol.model.beta, sol.model.dim), "C2", "--", "uniform minimum $a_0/2\\beta$"),
-              (dirac_energy(sol.model.beta), "C3", ":", "Dirac maximum $e^\\beta/2\\beta$")]
+    bounds = energy_references(sol.model.beta, sol.model.dim)
     for value, colour, ls, name in bounds:
         if low - 3 * span <= value <= high + 3 * span:
             ax.axhline(value, color=colour, ls=ls, lw=1.3, label=f"{name} = {value:.6g}")
@@ -534,6 +534,20 @@ def plot_energy(sol, ax, t_end=None):
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=2, fontsize="small",
               frameon=False)
     return ax
+
+
+def energy_references(beta, dim):
+    """[(value, colour, line style, name)] of the reference energies drawn beside E_β(t)
+    (docs/mathematics.md §4, docs/negative-beta.md): β > 0, the uniform minimum a_0/2β and the Dirac
+    maximum e^β/2β (Proposition 3.4); β < 0, the uniform state a_0/2β (a saddle there), the minimum
+    cosh β/2β of a balanced antipodal pair and the Dirac maximum e^β/2β (`meanfield.energy.energy_bounds`)."""
+    if beta == 0:           # E_0 = ½‖∫x dμ‖²
+        return [(0.0, "C2", "--", "uniform minimum"), (0.5, "C3", ":", "Dirac maximum")]
+    dirac = (dirac_energy(beta), "C3", ":", "Dirac maximum $e^\\beta/2\\beta$")
+    if beta > 0:
+        return [(uniform_energy(beta, dim), "C2", "--", "uniform minimum $a_0/2\\beta$"), dirac]
+    return [(uniform_energy(beta, dim), "C2", "--", "uniform state (a saddle) $a_0/2\\beta$"),
+            (energy_bounds(beta, dim)[0], "C4", "-.", "antipodal minimum $\\cosh\\beta/2\\beta$"), dirac]
 
 
 # -- the run picture --------------------------------------------------------------------------------

@@ -155,3 +155,24 @@ def test_lagrangian_cell_means_keep_a_narrow_cluster_in_its_cell(shift):
     masses = np.bincount(_contract(_labels(2, 512), _centres(2), 1.5e-8)[1]) / 512
     np.testing.assert_allclose(rho[cells] / 512, masses, rtol=0, atol=1e-12)
     np.testing.assert_allclose(rho.sum() / 512, 1.0, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("beta", [-0.75, 4.0])
+def test_energy_reference_lines_are_named_for_the_sign_of_beta(beta):
+    """β < 0: the uniform state is a saddle, the minimum cosh β/2β is a balanced antipodal pair; β > 0:
+    the uniform state is the minimum a_0/2β (its value from the closed form on S^1, a_0 = I_0(β))."""
+    x = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]])
+    sol = mf.Solution([0.0, 1.0], mf.Model(beta=beta, dim=2), ParticleCloud(np.full(3, 1 / 3), 2), np.stack([x, x]))
+    fig = plotting.pyplot().figure()
+    ax = plotting.plot_energy(sol, fig.add_subplot())
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    uniform = float(np.i0(beta) / (2 * beta))
+    if beta < 0:
+        assert any(f"uniform state (a saddle) $a_0/2\\beta$ = {uniform:.6g}" in s for s in labels)
+        assert any(f"antipodal minimum $\\cosh\\beta/2\\beta$ = {np.cosh(beta) / (2 * beta):.6g}" in s for s in labels)
+        assert not any("uniform minimum" in s for s in labels)
+    else:
+        assert any(f"uniform minimum $a_0/2\\beta$ = {uniform:.6g}" in s for s in labels)
+        assert not any("antipodal" in s for s in labels)
+    assert any(f"Dirac maximum $e^\\beta/2\\beta$ = {np.exp(beta) / (2 * beta):.6g}" in s for s in labels)
+    plotting.pyplot().close(fig)
