@@ -11,10 +11,14 @@ The panels:
 
 * S^1 (and zonal densities in any d): a space–time map, θ (or s = ⟨x, e⟩) against t;
 * S^2: large Mollweide maps at a few saved times with one shared colour bar;
+* the densities drawn on S^1 and S^2 are cell means μ(cell)/σ(cell) (`cell_rows`), so that a cluster
+  narrower than a pixel keeps its mass and is drawn;
 * particles: angles against t (S^1), trajectories (S^2), or the pairwise inner products
   ⟨x_i(t), x_j(t)⟩, i < j, against t (d >= 4);
-* the energy E_β(t) (3.5) with the uniform minimum a_0/2β and the Dirac maximum e^β/2β
-  (Proposition 3.4) as lines when they are on the scale of the curve, as labelled arrows otherwise.
+* the energy E_β(t) (3.5) with its reference values (`energy_references`: for β > 0 the uniform
+  minimum a_0/2β and the Dirac maximum e^β/2β, Proposition 3.4; for β < 0 the uniform state is a
+  saddle and the minimum is cosh β/2β) as lines when they are on the scale of the curve, as labelled
+  arrows otherwise.
 """
 import contextlib
 import math
@@ -195,8 +199,9 @@ def colour_scale(values, scale="auto"):
     density values ``values``
     (rows: saved times or maps). ``scale``: "linear" (ρ from min(0, min ρ)), "log" (ρ over at most six
     decades below its maximum; empty cells a decade below the faintest occupied one), "perturbation" (ρ − 1 on a symmetric log scale whose linear part is
-    a third of the smallest row amplitude max|ρ − 1|, so the initial perturbation shows), or "auto"
-    (`auto_scale`)."""
+    a third of the smallest row amplitude max|ρ − 1|, so the initial perturbation shows, from
+    max(−1, −max|ρ − 1|) to max|ρ − 1| with 0 at the centre of the colour map: `two_sided_symlog`),
+    or "auto" (`auto_scale`)."""
     from matplotlib.colors import LogNorm, Normalize  # deferred: matplotlib is heavy
 
     scale = check_scale(scale)
