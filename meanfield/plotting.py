@@ -28,6 +28,7 @@ import numpy as np
 
 from .energy import dirac_energy, energy_bounds, uniform_energy
 from .errors import NoCellMeans
+from .gridded import cell_grid_of
 from .kernels import fastest_mode
 from .model import Model
 
@@ -288,10 +289,10 @@ def select_times(t, times):
 
 # -- panels -----------------------------------------------------------------------------------------
 def cell_rows(rep, data_all, n):
-    """ρ̄ (T, grid shape): the mean density μ(cell)/σ(cell) over each cell of ``rep.cells(n)`` at every
+    """(grid, ρ̄ (T, grid shape)): the mean density μ(cell)/σ(cell) over each cell of ``cell_grid_of(dim, n)`` at every
     saved time (``cell_means``: a cluster narrower than a cell keeps its mass and is drawn), point
     values at the cells' centres for a representation without cell means."""
-    grid = rep.cells(n)
+    grid = cell_grid_of(rep.dim, n)
     try:
         return grid, np.array([rep.cell_means(d, grid) for d in data_all], dtype=float)
     except NoCellMeans:
