@@ -461,7 +461,8 @@ def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
         ax.set_ylabel("$x_2$")
         ax.set_zlabel("$x_3$")
         ax.set_title(f"particles on $S^2${which}")
-        ax.legend(loc="upper left", fontsize="small")
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower left", fontsize="small", frameon=False,
+                   ncol=2)       # below the panels, off the sphere (room kept by the constrained layout)
         return ax
     ax = fig.add_subplot(spec)
     if d == 2:

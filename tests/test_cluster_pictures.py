@@ -176,3 +176,42 @@ def test_energy_reference_lines_are_named_for_the_sign_of_beta(beta):
         assert not any("antipodal" in s for s in labels)
     assert any(f"Dirac maximum $e^\\beta/2\\beta$ = {np.exp(beta) / (2 * beta):.6g}" in s for s in labels)
     plotting.pyplot().close(fig)
+
+
+def test_the_legend_of_particles_on_the_sphere_is_off_the_sphere():
+    """The legend of the S^2 particle picture lies inside the figure, off the 3-D box and its labels."""
+    sol = particle_solution(3)
+    fig = plotting.plot_solution(sol, show_energy=False)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = next(a for a in fig.axes if a.name == "3d")
+    (leg,) = fig.legends
+    drawn = ax.get_tightbbox(renderer)                  # the sphere, its ticks and axis labels
+    box, page = leg.get_window_extent(renderer), fig.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1
+    assert box.y1 <= drawn.y0 and box.y1 <= ax.get_window_extent(renderer).y0
+    plotting.pyplot().close(fig)
+
+
+def test_the_circle_picture_shows_three_clusters_at_every_time_after_they_form():
+    """β = 5 from a perturbation of degree 3 to t = 40: spectral, then along the characteristics after the
+    hand-over; every saved row from t = 6 on draws three separated clusters of equal mass (their cells'
+    Σ ρ̄ σ(cell); the start is symmetric under rotations by 2π/3), each 1/3 at t = 40."""
+    import solvers
+
+    sol = solvers.FourierCircle(mf.Model(beta=5.0, dim=2), modes=128, w1=False).solve(
+        mf.densities.perturbed_uniform(0.05, 3), np.linspace(0.0, 40.0, 41), progress=False,
+        on_underresolved="lagrangian")
+    assert sol.solver == "FourierCircle+Lagrangian"
+    fig = plotting.plot_solution(sol)
+    rho = np.asarray(_image(fig).get_array()).reshape(sol.t.size, -1) + 1.0
+    late = sol.t >= 6.0
+    assert [_circle_peaks(row) for row in rho[late]] == [3] * int(late.sum())
+    for row in rho[late]:
+        labels, _ = ndimage.label(row > 0.01 * row.max())
+        masses = ndimage.sum(row, labels, np.unique(labels[labels > 0])) / row.size
+        if masses.size == 4:                      # a cluster across θ = 0 is counted in two runs
+            masses = np.sort(np.r_[masses[0] + masses[-1], masses[1:-1]])
+        np.testing.assert_allclose(masses, masses.mean(), atol=2e-3)      # the start is 2π/3-symmetric
+    np.testing.assert_allclose(masses, 1 / 3, atol=1e-3)                  # at t = 40 all mass is clustered
+    plotting.pyplot().close(fig)

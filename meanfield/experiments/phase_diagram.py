@@ -477,7 +477,10 @@ def _save(report, betas, t, requested, rows, sizes, gammas, t_star, delta, n, di
     fine = np.linspace(betas.min(), betas.max(), 60) if betas.size > 1 else betas
     t_fine = gamma_crossing(fine, n, delta, kind == "SA", t_max=t[-1])
     ok = np.isfinite(t_fine) & (t_fine <= t[-1])
-    ax.plot(t_fine[ok], fine[ok], "w--", lw=2, label=r"$\Gamma_{\infty,\delta}$: $\gamma_\beta(t) = 1-\delta$")
+    gamma_label = r"$\Gamma_{\infty,\delta}$: $\gamma_\beta(t) = 1-\delta$"
+    if label != "V = I":         # (6.9)/(6.10) hold for the identity parameters only
+        gamma_label += "\nof the identity parameters Q = K = V = I\n(a reference, not a prediction here)"
+    ax.plot(t_fine[ok], fine[ok], "w--", lw=2, label=gamma_label)
     ax.set(xlabel="t", ylabel=r"$\beta$", title=f"d = {dim}, n = {n}, δ = {delta:g}, B = {B}")
     ax.legend(fontsize=8, loc="upper left")
     if have_cl:
