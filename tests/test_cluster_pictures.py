@@ -215,3 +215,10 @@ def test_the_circle_picture_shows_three_clusters_at_every_time_after_they_form()
         np.testing.assert_allclose(masses, masses.mean(), atol=2e-3)      # the start is 2π/3-symmetric
     np.testing.assert_allclose(masses, 1 / 3, atol=1e-3)                  # at t = 40 all mass is clustered
     plotting.pyplot().close(fig)
+
+
+def test_figure5_says_that_gamma_belongs_to_the_identity_parameters():
+    from meanfield.experiments.phase_diagram import gamma_label, parameters_label
+
+    assert "identity parameters" not in gamma_label(parameters_label("identity", "identity"))
+    assert "Q = K = V = I" in gamma_label(parameters_label("gaussian", "wishart"))
