@@ -11,10 +11,14 @@ The panels:
 
 * S^1 (and zonal densities in any d): a space–time map, θ (or s = ⟨x, e⟩) against t;
 * S^2: large Mollweide maps at a few saved times with one shared colour bar;
+* the densities drawn on S^1 and S^2 are cell means μ(cell)/σ(cell) (`cell_rows`), so that a cluster
+  narrower than a pixel keeps its mass and is drawn;
 * particles: angles against t (S^1), trajectories (S^2), or the pairwise inner products
   ⟨x_i(t), x_j(t)⟩, i < j, against t (d >= 4);
-* the energy E_β(t) (3.5) with the uniform minimum a_0/2β and the Dirac maximum e^β/2β
-  (Proposition 3.4) as lines when they are on the scale of the curve, as labelled arrows otherwise.
+* the energy E_β(t) (3.5) with its reference values (`energy_references`: for β > 0 the uniform
+  minimum a_0/2β and the Dirac maximum e^β/2β, Proposition 3.4; for β < 0 the uniform state is a
+  saddle and the minimum is cosh β/2β) as lines when they are on the scale of the curve, as labelled
+  arrows otherwise.
 """
 import contextlib
 import math
@@ -22,7 +26,9 @@ import os
 
 import numpy as np
 
-from .energy import dirac_energy, uniform_energy
+from .energy import dirac_energy, energy_bounds, uniform_energy
+from .errors import NoCellMeans
+from .gridded import cell_grid_of
 from .kernels import fastest_mode
 from .model import Model
 
@@ -193,10 +199,11 @@ def colour_scale(values, scale="auto"):
     """(values to draw, matplotlib norm, colour map, colour-bar label, colour-bar ticks or None) for
     density values ``values``
     (rows: saved times or maps). ``scale``: "linear" (ρ from min(0, min ρ)), "log" (ρ over at most six
-    decades below its maximum), "perturbation" (ρ − 1 on a symmetric log scale whose linear part is
-    a third of the smallest row amplitude max|ρ − 1|, so the initial perturbation shows), or "auto"
-    (`auto_scale`)."""
-    from matplotlib.colors import LogNorm, Normalize, SymLogNorm  # deferred: matplotlib is heavy
+    decades below its maximum; empty cells a decade below the faintest occupied one), "perturbation" (ρ − 1 on a symmetric log scale whose linear part is
+    a third of the smallest row amplitude max|ρ − 1|, so the initial perturbation shows, from
+    max(−1, −max|ρ − 1|) to max|ρ − 1| with 0 at the centre of the colour map: `two_sided_symlog`),
+    or "auto" (`auto_scale`)."""
+    from matplotlib.colors import LogNorm, Normalize  # deferred: matplotlib is heavy
 
     scale = check_scale(scale)
     v = np.asarray(values, dtype=float)
@@ -213,6 +220,8 @@ def colour_scale(values, scale="auto"):
         top = top if top > 0 else 1.0
         positive = finite[finite > 0]
         floor = max(top * 1e-6, float(positive.min()) if positive.size else top * 1e-6)
+        if positive.size < finite.size:                 # empty cells: a decade below the faintest one
+            floor /= 10.0
         floor = min(floor, top / 10.0)
         return np.clip(v, floor, None), LogNorm(vmin=floor, vmax=top), "magma", r"$\rho$ (log scale)", None
     delta = v - 1.0
@@ -223,12 +232,39 @@ def colour_scale(values, scale="auto"):
     amp = amp[np.isfinite(amp) & (amp > 0)]
     smallest = float(amp.min()) if amp.size else a
     linthresh = float(np.clip(smallest / 3.0, a * 1e-6, a))
-    norm = SymLogNorm(linthresh=linthresh, linscale=1.0, vmin=-a, vmax=a, base=10)
+    low = -min(a, 1.0)                                   # ρ >= 0, so ρ − 1 >= −1
+    norm = two_sided_symlog(linthresh, low, a)
     decades = np.arange(math.ceil(np.log10(linthresh) - 1e-9), math.floor(np.log10(a) + 1e-9) + 1)
     decades = decades[::max(1, math.ceil(decades.size / 4))]
     ticks = np.concatenate([-10.0 ** decades[::-1], [0.0], 10.0 ** decades])
+    ticks = ticks[ticks >= low * (1 + 1e-12)]
     label = r"$\rho - 1$ (symmetric log scale, linear for $|\rho - 1| <$" + f" {linthresh:.2g})"
-    return delta, norm, "RdBu_r", label, ticks
+    return np.clip(delta, low, None), norm, "RdBu_r", label, ticks
+
+
+def two_sided_symlog(linthresh, low, high):
+    """A matplotlib norm for ρ − 1 in [low, high] (low < 0 < high): the symmetric log
+    g(x) = sign(x)·log10(1 + |x|/linthresh), scaled separately on each side so that 0 is the centre of a
+    diverging colour map and the colour bar runs from ``low`` to ``high`` only."""
+    from matplotlib.colors import FuncNorm  # deferred: matplotlib is heavy
+
+    def g(x):
+        return np.sign(x) * np.log10(1.0 + np.abs(x) / linthresh)
+
+    def g_inv(y):
+        return np.sign(y) * linthresh * (10.0 ** np.abs(y) - 1.0)
+
+    gl, gh = -float(g(low)), float(g(high))
+
+    def forward(x):
+        y = g(np.asarray(x, dtype=float))
+        return np.where(y < 0, y / gl, y / gh)
+
+    def inverse(y):
+        y = np.asarray(y, dtype=float)
+        return g_inv(np.where(y < 0, y * gl, y * gh))
+
+    return FuncNorm((forward, inverse), vmin=low, vmax=high)
 
 
 # -- selection of saved times -----------------------------------------------------------------------
@@ -252,19 +288,27 @@ def select_times(t, times):
 
 
 # -- panels -----------------------------------------------------------------------------------------
-def _circle_rows(sol, n=1024):
-    """(θ midpoints (n,), ρ (T, n)) through every segment of the run: a representation's own
-    ``space_time`` (cell averages, one FFT per time...) where it has one, point values otherwise."""
-    theta = 2 * np.pi * (np.arange(n) + 0.5) / n
-    centres = np.stack([np.cos(theta), np.sin(theta)], -1)
-    rows = []
-    for seg in getattr(sol, "segments", [sol]):
-        rep = seg.representation
-        if hasattr(rep, "space_time"):
-            rows.append(np.asarray(rep.space_time(seg.data, n)[1], dtype=float))
+def cell_rows(rep, data_all, n):
+    """(grid, ρ̄ (T, grid shape)): the mean density μ(cell)/σ(cell) over each cell of ``cell_grid_of(dim, n)`` at every
+    saved time (``cell_means``: a cluster narrower than a cell keeps its mass and is drawn), point
+    values at the cells' centres for a representation without cell means."""
+    grid = cell_grid_of(rep.dim, n)
+    try:
+        return grid, np.array([rep.cell_means(d, grid) for d in data_all], dtype=float)
+    except NoCellMeans:
+        if grid.dims == ("theta",):
+            th = grid.centres["theta"]
+            x = np.stack([np.cos(th), np.sin(th)], -1)
         else:
-            rows.append(np.array([rep.evaluate(d, centres) for d in seg.data]))
-    return theta, np.concatenate(rows)
+            la, lo = np.meshgrid(np.radians(grid.centres["lat"]), np.radians(grid.centres["lon"]), indexing="ij")
+            x = np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], -1)
+        return grid, np.array([rep.evaluate(d, x) for d in data_all], dtype=float)
+
+
+def _circle_rows(sol, n=1024):
+    """(θ cell centres (n,), ρ̄ (T, n)): the cell means (`cell_rows`) through every segment of the run."""
+    rows = [cell_rows(seg.representation, seg.data, n) for seg in getattr(sol, "segments", [sol])]
+    return rows[0][0].centres["theta"], np.concatenate([r[1] for r in rows])
 
 
 def _segment_boundaries(sol):
@@ -287,7 +331,7 @@ def space_time_panel(ax, sol, scale="auto", t_end=None, fig=None):
     ax.set_xlim(0.0, 2 * np.pi)
     drawn, norm, cmap, label, ticks = colour_scale(rho, scale)
     ax.set_ylabel("t")
-    ax.set_title("density on $S^1$, relative to σ")
+    ax.set_title("mean density over each cell of $S^1$, relative to σ")
     return _time_mesh(ax, sol, x, drawn, norm, cmap, label, t_end, fig, ticks)
 
 
@@ -337,24 +381,20 @@ def legend(ax, **kwargs):
     return ax.legend(list(seen.values()), list(seen), **kwargs)
 
 
-def _map_grid(nlat=90):
-    lat = np.linspace(np.pi / 2, -np.pi / 2, nlat + 1)
-    lon = np.linspace(-np.pi, np.pi, 2 * nlat + 1)
-    la, lo = np.meshgrid(lat, lon, indexing="ij")
-    x = np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], -1)
-    return lat, lon, x
-
-
 def sphere_maps(fig, specs, cbar_spec, sol, idx, scale="auto", nlat=90):
-    """Mollweide maps of ρ at the saved indices ``idx`` (one per SubplotSpec in ``specs``), one colour
-    scale for all, the colour bar in ``cbar_spec``. Longitude −180° to 180° left to right, north up."""
-    lat, lon, x = _map_grid(nlat)
-    values = np.array([sol.density(x, i) for i in idx])
+    """Mollweide maps of the cell means ρ̄ (`cell_rows`, ``nlat`` latitude bands × 2·nlat longitudes)
+    at the saved indices ``idx`` (one per SubplotSpec in ``specs``), one colour scale for all, the
+    colour bar in ``cbar_spec``. Longitude −180° to 180° left to right, north up."""
+    grid, values = cell_rows(sol.representation, [sol.data[i] for i in idx], nlat)
+    half = grid.shape[1] // 2                        # cells from 180° east on: drawn at −180° to 0°
+    values = np.roll(values, half, axis=-1)
+    lat = np.radians(np.append(grid.bounds["lat"][:, 0], grid.bounds["lat"][-1, 1]))
+    lon = np.linspace(-np.pi, np.pi, grid.shape[1] + 1)
     drawn, norm, cmap, label, ticks = colour_scale(values, scale)
     axes = []
     for spec, i, r in zip(specs, idx, drawn):
         ax = fig.add_subplot(spec, projection="mollweide")
-        mesh = ax.pcolormesh(lon, lat, r, shading="gouraud", norm=norm, cmap=cmap, rasterized=True)
+        mesh = ax.pcolormesh(lon, lat, r, shading="flat", norm=norm, cmap=cmap, rasterized=True)
         ax.set_xticklabels([])
         ax.set_yticklabels([])
         ax.grid(True, lw=0.3, alpha=0.5)
@@ -421,7 +461,8 @@ def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
         ax.set_ylabel("$x_2$")
         ax.set_zlabel("$x_3$")
         ax.set_title(f"particles on $S^2${which}")
-        ax.legend(loc="upper left", fontsize="small")
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower left", fontsize="small", frameon=False,
+                   ncol=2)       # below the panels, off the sphere (room kept by the constrained layout)
         return ax
     ax = fig.add_subplot(spec)
     if d == 2:
@@ -460,7 +501,8 @@ def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
 
 
 def plot_energy(sol, ax, t_end=None):
-    """E_β(t) (3.5) with the uniform minimum a_0/2β and the Dirac maximum e^β/2β (Proposition 3.4):
+    """E_β(t) (3.5) with the reference energies of `energy_references` (β > 0: the uniform minimum
+    a_0/2β and the Dirac maximum e^β/2β, Proposition 3.4; β < 0: also the antipodal minimum cosh β/2β):
     lines when within three times the curve's range of it, labelled arrows at the edge otherwise."""
 
     e = np.asarray(sol.energy, dtype=float)
@@ -482,8 +524,7 @@ def plot_energy(sol, ax, t_end=None):
     mean = np.nanmean(e, axis=1) if e.ndim == 2 else e
     rising = bool(mean[-1] >= mean[0])      # legend and off-scale arrows go where the curve is not
     span = max(high - low, 1e-9 * max(abs(high), 1.0))
-    bounds = [(uniform_energy(sol.model.beta, sol.model.dim), "C2", "--", "uniform minimum $a_0/2\\beta$"),
-              (dirac_energy(sol.model.beta), "C3", ":", "Dirac maximum $e^\\beta/2\\beta$")]
+    bounds = energy_references(sol.model.beta, sol.model.dim)
     for value, colour, ls, name in bounds:
         if low - 3 * span <= value <= high + 3 * span:
             ax.axhline(value, color=colour, ls=ls, lw=1.3, label=f"{name} = {value:.6g}")
@@ -500,6 +541,20 @@ def plot_energy(sol, ax, t_end=None):
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=2, fontsize="small",
               frameon=False)
     return ax
+
+
+def energy_references(beta, dim):
+    """[(value, colour, line style, name)] of the reference energies drawn beside E_β(t)
+    (docs/mathematics.md §4, docs/negative-beta.md): β > 0, the uniform minimum a_0/2β and the Dirac
+    maximum e^β/2β (Proposition 3.4); β < 0, the uniform state a_0/2β (a saddle there), the minimum
+    cosh β/2β of a balanced antipodal pair and the Dirac maximum e^β/2β (`meanfield.energy.energy_bounds`)."""
+    if beta == 0:           # E_0 = ½‖∫x dμ‖²
+        return [(0.0, "C2", "--", "uniform minimum"), (0.5, "C3", ":", "Dirac maximum")]
+    dirac = (dirac_energy(beta), "C3", ":", "Dirac maximum $e^\\beta/2\\beta$")
+    if beta > 0:
+        return [(uniform_energy(beta, dim), "C2", "--", "uniform minimum $a_0/2\\beta$"), dirac]
+    return [(uniform_energy(beta, dim), "C2", "--", "uniform state (a saddle) $a_0/2\\beta$"),
+            (energy_bounds(beta, dim)[0], "C4", "-.", "antipodal minimum $\\cosh\\beta/2\\beta$"), dirac]
 
 
 # -- the run picture --------------------------------------------------------------------------------

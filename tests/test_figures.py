@@ -174,7 +174,7 @@ def test_noise_transition_picture(tmp_path):
 def test_a_moved_curve_fails_the_comparison(tmp_path, monkeypatch):
     """The comparison sees a moved curve: a run's picture, kept as the baseline in a temporary copy, passes
     against itself drawn again, and fails against the same run rotated by 0.01 rad (0.16% of the circle;
-    the energy, the axes, the colour scale and the title unchanged): RMS about 3 > `TOL`."""
+    the energy, the axes, the colour scale and the title unchanged): RMS about 2 > `TOL`."""
     import solvers
 
     sol = solvers.FourierCircle(mf.Model(beta=4.0, dim=2), modes=64, w1=False).solve(
@@ -190,5 +190,5 @@ def test_a_moved_curve_fails_the_comparison(tmp_path, monkeypatch):
     sol.plot(path=tmp_path / "again.png")
     assert_like_baseline(tmp_path / "again.png", "run.png")
     moved.plot(path=tmp_path / "moved.png")
-    with pytest.raises(AssertionError, match=r"run.png: RMS [2-9]\.\d+ > 1\.0"):
+    with pytest.raises(AssertionError, match=r"run.png: RMS [1-9]\.\d+ > 1\.0"):
         assert_like_baseline(tmp_path / "moved.png", "run.png")

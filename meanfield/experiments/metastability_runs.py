@@ -18,6 +18,7 @@ from ..densities import seeded_perturbation
 from ..diagnostics import cluster_history, harmonic_maxima, history_events, energy_plateaus
 from ..kernels import fastest_mode
 from ..model import Model
+from ..plotting import cell_rows
 from ..sampling import sample, uniform_points
 import solvers
 
@@ -68,7 +69,8 @@ def continuum_run(task, *, epsilon, degrees, t_end, tol, min_mass, stray, panels
     out["first_masses"], out["first_positions"] = hist["masses"][i0], hist["positions"][i0]
     out["final_masses"], out["final_positions"] = hist["masses"][-1], hist["positions"][-1]
     if space_time and dim == 2:
-        out["space_time"] = sol.representation.space_time(sol.data, space_time)
+        grid, cells = cell_rows(sol.representation, sol.data, space_time)
+        out["space_time"] = (grid.centres["theta"], cells)
     return out
 
 

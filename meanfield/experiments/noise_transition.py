@@ -478,7 +478,7 @@ def _sa_panel(report, res_d, stationary, d, beta, nus, cap, coarse, tol, progres
 
 def _figure(report, d, panels, sa_panel):
     allp = panels + ([sa_panel] if sa_panel else [])
-    fig, axes = report.subplots(1, len(allp), figsize=(4.6 * len(allp), 4.3), squeeze=False)
+    fig, axes = report.subplots(1, len(allp), figsize=(4.6 * len(allp), 5.4), squeeze=False)
     for ax, p in zip(axes[0], allp):
         _draw_panel(ax, p)
     betas = ", ".join(f"{p['beta']:.4g} ({p['kind']})" for p in allp)
@@ -534,4 +534,7 @@ def _draw_panel(ax, p):
         ax.axvline(ds.attrs["nu_fold"] / nu_c, color="grey", lw=0.8, ls="-.")
     ax.set(xlabel=r"$\nu/\nu_c$", ylabel="$r$", ylim=(-0.03, 1.0),
            title=f"({p['kind']}) $\\beta = {p['beta']:.3g}$, {ds.attrs['transition']}")
-    legend(ax, fontsize=6.5, loc="upper right")
+    from matplotlib.transforms import offset_copy  # deferred: matplotlib is heavy
+
+    below = offset_copy(ax.transAxes, fig=ax.figure, y=-30, units="points")      # under the ν/ν_c label, off the data
+    legend(ax, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=2, frameon=False)

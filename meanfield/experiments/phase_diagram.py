@@ -431,6 +431,16 @@ def parameters_label(qk, v, draw="realisation", layer_period=None):
     return text + (f", layers of T = {layer_period:g}" if layer_period is not None else "")
 
 
+def gamma_label(parameters):
+    """The legend of the curve Γ_∞,δ (γ_β(t) = 1 − δ, (6.12)) on a phase diagram of ``parameters``
+    (`parameters_label`): the equiangular solution (6.9)/(6.10) is that of Q = K = V = I, so for other
+    parameters (Figure 5) the legend says that it is drawn as a reference only."""
+    text = r"$\Gamma_{\infty,\delta}$: $\gamma_\beta(t) = 1-\delta$"
+    if parameters == "V = I":
+        return text
+    return text + "\nof the identity parameters Q = K = V = I\n(a reference, not a prediction here)"
+
+
 def _save(report, betas, t, requested, rows, sizes, gammas, t_star, delta, n, dim, B, settings):
     if report.out is None:
         return
@@ -477,7 +487,7 @@ def _save(report, betas, t, requested, rows, sizes, gammas, t_star, delta, n, di
     fine = np.linspace(betas.min(), betas.max(), 60) if betas.size > 1 else betas
     t_fine = gamma_crossing(fine, n, delta, kind == "SA", t_max=t[-1])
     ok = np.isfinite(t_fine) & (t_fine <= t[-1])
-    ax.plot(t_fine[ok], fine[ok], "w--", lw=2, label=r"$\Gamma_{\infty,\delta}$: $\gamma_\beta(t) = 1-\delta$")
+    ax.plot(t_fine[ok], fine[ok], "w--", lw=2, label=gamma_label(label))
     ax.set(xlabel="t", ylabel=r"$\beta$", title=f"d = {dim}, n = {n}, δ = {delta:g}, B = {B}")
     ax.legend(fontsize=8, loc="upper left")
     if have_cl:

@@ -53,9 +53,10 @@ class Representation:
     4. ``measure(data, n=None)``: a weighted discrete measure (points, weights) approximating ρσ.
     5. ``to_dataset(data_all)`` -> dict of data variables {name: (dims, array)} (the time axis is
        called "time"), coords and attrs; ``from_dataset(ds)`` (classmethod) inverts it exactly.
-    6. optional, for `meanfield.plotting`: ``space_time(data_all, n)`` -> (θ midpoints, ρ (T, n)) on S^1
-       (default: point values; a zonal series: (s, the law of s (T, m))); ``to_grid(data, n)``: the density on a grid as a CF-described DataArray.
-    7. optional, for files: ``cell_means(data, grid)``: the mean density over each cell of a
+    6. optional: ``space_time(data_all, n)`` -> (θ midpoints, ρ (T, n)) on S^1 (a zonal series: (s, the
+       law of s (T, m)), what `meanfield.plotting` draws for it); ``to_grid(data, n)``: the density on a
+       grid as a CF-described DataArray.
+    7. optional, for files and pictures: ``cell_means(data, grid)``: the mean density over each cell of a
        `meanfield.gridded.CellGrid` (``cells(n)``, default ``default_cells`` cells), i.e. μ(cell)/σ(cell):
        the grid's mass Σ ρ̄·σ(cell) is the state's mass for any state, clustered or not.
     """

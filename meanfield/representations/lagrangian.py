@@ -417,7 +417,7 @@ class LagrangianNodes(Representation):
         """The mean density μ_t(cell)/σ(cell) over each cell of ``grid`` (`meanfield.gridded.CellGrid`);
         the masses of the labels are exact, so the grid's mass Σ ρ̄ σ(cell) is Σ_j w_j to round-off.
 
-        * S^1: `cell_averages` (the node measure spread along the interpolated monotone map).
+        * S^1: `cell_averages` (each label's mass spread evenly over the image of its cell).
         * S^2: the push-forward of the labels' quadrature cells. Label j stands for a cell of σ-measure
           q_j = w_j/ρ_0(y_j) about y_j; the flow maps it to a region of σ-measure q_j J_j = w_j/ρ_t(x_j)
           about x_j (J_j = e^{ℓ_j}, exact along the characteristics). Each label's mass is spread evenly
@@ -486,30 +486,33 @@ class LagrangianNodes(Representation):
 
     def cell_averages(self, data, n=1024):
         """(θ (n,), ρ̄ (n,)) on S^1: the mean density over the n equal cells [2πk/n, 2π(k + 1)/n] centred at
-        θ_k = 2π(k + ½)/n, n·μ_t(cell). μ_t is the node measure with each node's mass spread half on each
-        side along the interpolated map (a CDF linear in the map's parameter ξ between nodes): clusters
-        narrower than a cell keep their mass (point values of ρ would miss them)."""
+        θ_k = 2π(k + ½)/n, n·μ_t(cell). Label j stands for a cell of σ-measure w_j/ρ_0(y_j); the flow
+        maps it onto an arc of σ-measure w_j/ρ_t(x_j) (the Jacobian e^{ℓ_j} is exact along the
+        characteristics), of length L_j = 2π w_j/ρ_t(x_j) centred at x_j, over which its mass w_j is
+        spread evenly. Inside a cluster the arcs are far shorter than a cell, so each label's mass
+        lands in the one cell holding it (clusters narrower than a cell keep their mass, and the
+        same state gives the same cells); where the density is smooth the arcs tile the circle."""
         if self.dim != 2:
             raise ValueError("`cell_averages` is defined on S^1 (dim 2) only.")
-        pos, ell = self.nodes(data)
-        Theta = monotone_lift(_angles(pos))
+        pos, _ = self.nodes(data)
         w = self.weights
-        total = float(w.sum())
-        C = np.append(np.cumsum(w) - 0.5 * w, total + 0.5 * w[0])      # CDF at the nodes, one turn on
-        Te = np.append(Theta, Theta[0] + 2 * np.pi)
-        ye = np.append(self.label_angles, self.label_angles[0] + 2 * np.pi)
-        J = np.exp(np.append(ell, ell[0]))
-        edges = 2 * np.pi * np.arange(n) / n
-        p = Theta[0] + np.mod(edges - Theta[0], 2 * np.pi)
-        j = np.clip(np.searchsorted(Te, p, side="right") - 1, 0, self.n - 1)
-        dT = Te[j + 1] - Te[j]
-        xi, _ = rational_quadratic_inverse(np.clip(p - Te[j], 0.0, dT), dT, ye[j + 1] - ye[j], J[j], J[j + 1])
-        F = C[j] + xi * (C[j + 1] - C[j])
-        # the CDF along the unwrapped edges: + total after the turn; the last edge is the first one turned
-        # once (not evaluated again: at a cluster on an edge, F there is ill-conditioned)
-        F = F + total * np.concatenate([[0], np.cumsum(np.diff(p) < 0)])
-        dF = np.diff(np.append(F, F[0] + total))
-        return 2 * np.pi * (np.arange(n) + 0.5) / n, n * dF
+        with np.errstate(divide="ignore", invalid="ignore"):
+            length = np.nan_to_num(2 * np.pi * w / self.node_density(data), nan=0.0, posinf=0.0)
+        length = np.clip(length, 0.0, np.pi)
+        start = np.mod(_angles(pos) - 0.5 * length, 2 * np.pi)
+        end = start + length
+        edges = 2 * np.pi * np.arange(2 * n + 1) / n                    # two turns: an arc may pass 2π
+        order = np.argsort(end)
+        F = np.concatenate([[0.0], np.cumsum(w[order])])[np.searchsorted(end[order], edges, side="right")]
+        # the arcs that hold an edge inside: their part left of the edge
+        lo = np.searchsorted(edges, start, side="right")
+        hi = np.searchsorted(edges, end, side="left")
+        count = np.maximum(hi - lo, 0)
+        j = np.repeat(np.arange(start.size), count)
+        k = lo[j] + np.arange(j.size) - np.repeat(np.cumsum(count) - count, count)
+        np.add.at(F, k, w[j] * (edges[k] - start[j]) / length[j])
+        m = np.diff(F)
+        return 2 * np.pi * (np.arange(n) + 0.5) / n, n * (m[:n] + m[n:])
 
     def space_time(self, data_all, n=1024):
         """(θ (n,), ρ̄ (T, n)): `cell_averages` at every saved time (S^1 only)."""
