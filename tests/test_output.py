@@ -351,3 +351,19 @@ def test_describe_dataset_makes_an_experiment_file_pass(tmp_path, cf_failures):
     ds.to_netcdf(tmp_path / "described.nc")
     assert cf_failures(tmp_path / "described.nc", 3) == []
     assert ds["min_ratio"].attrs["long_name"] == "min ratio" and ds.attrs["title"].startswith("verify-prop34")
+
+
+def test_every_file_history_names_the_version(circle, tmp_path):
+    """The global `history` of a Solution file and of any Dataset `describe_file` writes (experiments,
+    sweep cells) names the version."""
+    from meanfield.experiments.report import Report
+    from meanfield.gridded import describe_file
+
+    circle.save(tmp_path / "s.nc")
+    Report("phase-diagram", out=tmp_path).save_dataset(
+        xr.Dataset({"order": ("time", np.array([0.1, 0.2]))}, coords={"time": [0.0, 1.0]}), "e.nc")
+    want = {"s.nc": "Solution.save", "e.nc": "meanfield phase-diagram"}
+    for name, what in want.items():
+        with xr.open_dataset(tmp_path / name) as ds:
+            assert ds.attrs["history"] == f"written by meanfield {mf.__version__} ({what})"
+    assert describe_file(xr.Dataset(), "t").attrs["history"] == f"written by meanfield {mf.__version__}"
