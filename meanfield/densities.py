@@ -682,7 +682,8 @@ def read_density_file(path):
         raise ValueError(f"{where}: no such file.")
     try:
         with xr.open_dataset(path, engine="netcdf4", decode_times=False) as ds:
-            is_solution = "representation" in ds.attrs and "model_json" in ds.attrs
+            # a copy that kept the global attributes but only the grid (ds[["density"]]) is a grid file
+            is_solution = "representation" in ds.attrs and "model_json" in ds.attrs and "energy" in ds.variables
             grid = None if is_solution or "density" not in ds.variables else ds["density"].load()
             bounds = grid is not None and any(f"{d}_bnds" in ds.variables or "bounds" in
                                               getattr(ds.variables.get(d), "attrs", {}) for d in grid.dims)
@@ -847,17 +848,29 @@ def from_file(path):
     * A file holding only the CF grid variable ``density`` (cell means or point values):
       `meanfield.densities.grid_from_file`, which says what is exact.
 
-    Raises ValueError naming ``path`` when the file is missing, not NetCDF, holds particles (no
-    density), or a grid that `grid_from_file` does not read.
+    * A copy that kept only the grid (e.g. ``ds[["density"]].to_netcdf(...)`` with xarray, coordinates,
+      time and global attributes included) is such a grid file.
+
+    Raises ValueError naming ``path`` when the file is missing, not NetCDF, holds a state that no
+    smooth density represents (particles, or Lagrangian nodes gathered into clusters,
+    `LagrangianNodes.clusters`; the message points to continuing the saved Solution instead), or a
+    grid that `grid_from_file` does not read.
     """
 
     is_solution, grid, bounds = read_density_file(path)
     if not is_solution:
         return density_from_grid(path, grid, bounds)
     state = saved_state(path)
-    if not state.representation.is_density:
-        raise ValueError(f"`path` {str(path)!r} holds particles, not a density; give a density file (a PDE run), or pass "
-                         "the particles' (points, weights) to the solver.")
+    rep, where = state.representation, f"`path` {str(path)!r}"
+    go_on = (f"To continue the saved run, pass the Solution to the solver, `solver.solve(mf.load({str(path)!r}), t)`, "
+             "or `meanfield run CONFIG --resume DIR`.")
+    if not rep.is_density:
+        raise ValueError(f"{where} holds particles at t = {state.t:g}, which no smooth density represents. {go_on}")
+    masses = rep.clusters(state.data)[0] if hasattr(rep, "clusters") else ()
+    if len(masses):
+        raise ValueError(f"{where} holds a clustered state at t = {state.t:g}: {len(masses)} clusters of nodes narrower "
+                         f"than {rep.cluster_tol:g} rad carry {float(np.sum(masses)):.6g} of the mass, which no smooth "
+                         f"density on a grid represents. {go_on}")
     return StateDensity(state, source=str(path))
 
 

@@ -43,6 +43,7 @@ carry t as "seconds since 1970-01-01"; `time_values` reads both.
 import numpy as np
 
 from .errors import NoCellMeans
+from .version import __version__
 
 CONVENTIONS = "CF-1.11"      # the first CF version that includes UGRID
 # The time coordinate: t as a dimensionless number (module docstring); TIME_EPOCH reads older files.
@@ -266,8 +267,7 @@ def describe_dataset(ds, title, history=""):
         ds[name].encoding["_FillValue"] = None          # CF 2.5.1: coordinates have no missing values
     ds.attrs.setdefault("Conventions", CONVENTIONS)
     ds.attrs.setdefault("title", title)
-    ds.attrs.setdefault("history", f"written by meanfield {ds.attrs.get('meanfield_version', '')} ({history})"
-                        if history else "written by meanfield")
+    ds.attrs.setdefault("history", f"written by meanfield {__version__}" + (f" ({history})" if history else ""))
     ds.attrs.setdefault("source", "meanfield: mean-field self-attention dynamics on the sphere")
     return ds
 

@@ -16,7 +16,9 @@ NORMALIZE_WEIGHTS = "Pass normalize=True to rescale."
 
 def check_real(value, name, *, low=None, high=None, low_open=False, allow_inf=False):
     """Return ``value`` as a float, raising ValueError if it is not a finite real in range."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+    if isinstance(value, (bool, np.bool_)) or np.asarray(value).dtype == bool:  # true is not 1.0
+        raise ValueError(f"`{name}` must be a real number, got {value!r}.")
+    if not isinstance(value, (numbers.Real, np.floating, np.integer)):
         try:
             value = float(np.asarray(value).item())
         except (TypeError, ValueError):

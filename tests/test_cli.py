@@ -62,6 +62,19 @@ def test_bad_config_fails_fast_with_the_key(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("line", ["beta = true", "beta = false"])
+def test_a_bool_is_not_a_number_in_toml(tmp_path, capsys, line):
+    """TOML `true` is refused where a real is expected, never run as β = 1 (Python's bool is an int)."""
+    cfg = tmp_path / "bool.toml"
+    cfg.write_text((ROOT / "examples" / "circle.toml").read_text().replace("beta = 4.0", line))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"`model.beta` must be a real number, got {line[7:].title()}." in err, err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="`noise` must be a real number"):
+        mf.Model(beta=1.0, dim=2, noise=np.bool_(True))
+
+
 def test_bad_arguments_exit_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         main(["phase-diagram", "--betas", "a,b"])

@@ -147,3 +147,54 @@ def test_bad_grid_files(tmp_path):
     negative = _write(tmp_path, "neg.nc", ("lat", "lon"), -np.ones((4, 8)), lat, {"cell_methods": "area: mean"})
     with pytest.raises(ValueError, match=r"`path` .*neg\.nc.*non-negative"):
         mf.from_file(negative)
+
+
+@pytest.fixture(scope="module")
+def clustered(tmp_path_factory):
+    """A Lagrangian run on S^1 (β = 5) whose nodes have gathered into three clusters, saved."""
+    path = tmp_path_factory.mktemp("clustered") / "lag.nc"
+    sol = solvers.Lagrangian(mf.Model(beta=5.0, dim=2), nodes=128).solve(
+        mf.densities.perturbed_uniform(0.2, 3), [0.0, 15.0], progress=False)
+    sol.save(path, grid=True)
+    return sol, path
+
+
+def test_a_clustered_state_is_refused_and_points_to_continuing(clustered):
+    """No smooth density carries clusters of nodes: from_file says so, names the clusters' mass (all
+    of it), points to continuing the saved Solution, and never offers to rescale (which would drop it)."""
+    sol, path = clustered
+    masses, _ = sol.representation.clusters(sol.data[-1])
+    assert len(masses) == 3 and abs(masses.sum() - 1) < 1e-12
+    with pytest.raises(ValueError) as info:
+        mf.from_file(path)
+    msg = str(info.value)
+    assert msg.startswith(f"`path` {str(path)!r} holds a clustered state at t = 15: 3 clusters of nodes narrower "
+                          "than 0.001 rad carry 1 of the mass, which no smooth density")
+    assert f"`solver.solve(mf.load({str(path)!r}), t)`" in msg and "--resume" in msg
+    assert "normalize" not in msg and len(msg.splitlines()) == 1
+    again = solvers.Lagrangian(mf.Model(beta=5.0, dim=2), nodes=128).solve(mf.load(path), [15.0, 15.5],
+                                                                            progress=False)
+    assert again.t[0] == 15.0 and abs(again.mass[-1] - 1) < 1e-12          # the advice works
+
+
+def test_particles_are_refused_and_point_to_continuing(tmp_path):
+    sol = solvers.Particles(mf.Model(beta=3.0, dim=2)).solve(mf.sampling.uniform_points(8, 2, 0), [0.0],
+                                                              progress=False)
+    sol.save(tmp_path / "p.nc")
+    with pytest.raises(ValueError, match=r"^`path` .* holds particles at t = 0, which no smooth density represents\. "
+                                         r"To continue the saved run") as info:
+        mf.from_file(tmp_path / "p.nc")
+    assert "normalize" not in str(info.value)
+
+
+@pytest.mark.parametrize("grid", ["points", True])
+def test_a_grid_copy_made_with_xarray_is_read(circle, tmp_path, grid):
+    """``ds[["density"]].to_netcdf(...)`` keeps the coordinates, the time and the global attributes but
+    not the Solution's variables: read as the grid it holds (the same as the copy that kept the bounds)."""
+    circle.save(tmp_path / "s.nc", grid=grid, grid_size=24)
+    with xr.open_dataset(tmp_path / "s.nc") as ds:                     # plain xarray, as a user would
+        assert "time" in ds["density"].coords and ds.attrs["representation"] == "fourier"
+        ds[["density"]].to_netcdf(tmp_path / "copy.nc")
+    g = mf.from_file(tmp_path / "copy.nc")
+    assert isinstance(g, mf.densities.GridValues)
+    np.testing.assert_allclose(g.values, circle.state(-1).density(trapezoid(24).points), rtol=0, atol=1e-12)

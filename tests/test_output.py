@@ -243,6 +243,21 @@ def test_run_summary_has_the_physics(tmp_path):
     assert "density" in xr.open_dataset(tmp_path / "c.nc")       # [output] grid = true
 
 
+def test_run_summary_names_its_two_density_minima(tmp_path):
+    """The run-wide minimum at the solver's nodes and the final one on the grid of to_grid are two
+    numbers with two names, each saying where it was taken."""
+    sol = run_experiment(_config(times={"t_end": 2.0, "n_saves": 5}), tmp_path, progress=False).solution
+    res = _read(tmp_path)["results"]
+    assert "min_density" not in res
+    run_min, final = res["min_density_over_run"], res["final_state"]["density"]
+    d = sol.diagnostics["min_density"]                 # summary.json keeps 12 significant digits
+    assert run_min["value"] == pytest.approx(d.min(), rel=1e-11) and d.min() == d[-1]   # ρ's minimum falls
+    assert final["min"] == pytest.approx(sol.state(-1).to_grid().values.min(), rel=1e-11)
+    assert final["min"] != run_min["value"] and final["min"] == pytest.approx(run_min["value"], abs=1e-3)
+    assert "5 saved times" in run_min["where"] and "FourierCircle's own nodes" in run_min["where"]
+    assert final["where"] == "at the last saved time t = 2, on the grid of to_grid"
+
+
 def test_stopped_run_summary_and_picture(tmp_path):
     cfg = _config(solver={"modes": 32}, model={"beta": 8.0}, times={"t_end": 12.0, "n_saves": 13},
                   output={"plot": True})
@@ -336,3 +351,19 @@ def test_describe_dataset_makes_an_experiment_file_pass(tmp_path, cf_failures):
     ds.to_netcdf(tmp_path / "described.nc")
     assert cf_failures(tmp_path / "described.nc", 3) == []
     assert ds["min_ratio"].attrs["long_name"] == "min ratio" and ds.attrs["title"].startswith("verify-prop34")
+
+
+def test_every_file_history_names_the_version(circle, tmp_path):
+    """The global `history` of a Solution file and of any Dataset `describe_file` writes (experiments,
+    sweep cells) names the version."""
+    from meanfield.experiments.report import Report
+    from meanfield.gridded import describe_file
+
+    circle.save(tmp_path / "s.nc")
+    Report("phase-diagram", out=tmp_path).save_dataset(
+        xr.Dataset({"order": ("time", np.array([0.1, 0.2]))}, coords={"time": [0.0, 1.0]}), "e.nc")
+    want = {"s.nc": "Solution.save", "e.nc": "meanfield phase-diagram"}
+    for name, what in want.items():
+        with xr.open_dataset(tmp_path / name) as ds:
+            assert ds.attrs["history"] == f"written by meanfield {mf.__version__} ({what})"
+    assert describe_file(xr.Dataset(), "t").attrs["history"] == f"written by meanfield {mf.__version__}"

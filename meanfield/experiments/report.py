@@ -377,7 +377,7 @@ def final_state(sol):
     out = {"t": t}
     if rep.is_density:
         low, high, where = density_extremes(rep, data)
-        out["density"] = {"min": low, "max": high, "where": where}
+        out["density"] = {"min": low, "max": high, "where": f"at the last saved time t = {t:g}, {where}"}
     else:
         out["density"] = {"min": None, "max": None, "where": "particles: no density"}
     e = np.asarray(sol.energy, dtype=float)

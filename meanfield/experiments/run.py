@@ -193,8 +193,12 @@ def _check_solution(report, cfg, sol):
                 "t_requested": float(cfg.t_eval[-1]), "saved_times": int(sol.t.size),
                 "energy_initial": float(np.ravel(e[0])[0]), "energy_final": float(np.ravel(e[-1])[0]),
                 "mass_error": float(np.max(np.abs(mass - 1.0))), "stats": sol.stats})
-    if "min_density" in sol.diagnostics:
-        res["min_density"] = float(np.min(sol.diagnostics["min_density"]))
+    if "min_density" in sol.diagnostics:      # not final_state.density.min: other times, other points
+        res["min_density_over_run"] = {
+            "value": float(np.min(sol.diagnostics["min_density"])),
+            "where": f"minimum over the {sol.t.size} saved times of the solver's diagnostic `min_density`, "
+                     f"at {sol.solver}'s own nodes (its quadrature or dealiasing grid, moving nodes or mesh "
+                     "vertices); final_state.density.min is the last saved time on the grid of to_grid"}
     report.note(f"{sol.solver}: {repr(cfg.model)}, {sol.t.size} saved times")
     if "handover_t" in sol.stats:
         report.note(f"handed over to the characteristics (solvers.Lagrangian) at t = {sol.stats['handover_t']:.4g}, "
