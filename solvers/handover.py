@@ -80,9 +80,10 @@ class HandOverToCharacteristics:
 
     def _configure(self, run):
         asked = run.options["on_underresolved"]
-        run.options["on_underresolved"] = handover_target(self.model, asked, self.default_handover)
-        # a hand-over the caller did not name is announced (`HandOver`)
-        run.workspace["handover_unasked"] = isinstance(asked, str) and asked == "auto"
+        target = handover_target(self.model, asked, self.default_handover)
+        # "auto" that resolved to the hand-over stays "auto": a hand-over the caller did not name is announced
+        unasked = isinstance(asked, str) and asked == "auto" and isinstance(target, str) and target == "lagrangian"
+        run.options["on_underresolved"] = "auto" if unasked else target
         return super()._configure(run)
 
     def _next(self, run, t, y, reason):
@@ -97,7 +98,7 @@ class HandOverToCharacteristics:
             one = Solution([t], run.model, self._representation(run), self._to_data(run, y)[None],
                            solver=type(self).__name__)
             tail = f" (spectral tail {reason.tail:.3g} > {reason.tol:g})" if reason.tail is not None else ""
-            if run.workspace.get("handover_unasked"):
+            if isinstance(target, str) and target == "auto":
                 warnings.warn(f"{type(self).__name__}: the density is no longer resolved at t = {t:.6g}{tail}; the run "
                               "goes on along the characteristics (solvers.Lagrangian). Pass on_underresolved='raise' to "
                               "stop there instead.", HandOver, stacklevel=2)
