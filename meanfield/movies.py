@@ -57,15 +57,10 @@ def frame_indices(n_saved, frames=None, max_frames=MAX_FRAMES):
     return np.unique(np.round(np.linspace(0, n_saved - 1, max_frames)).astype(int))
 
 
-def _one_time(sol, i):
-    """The plain Solution of saved index ``i`` in its own representation (a hand-over run's segment)."""
-    return sol[int(i)]
-
-
 def _grid_density(sol, i, n):
     """The density of saved index ``i`` on the cells of S^1 (n cells) or S^2 (n latitude bands × 2n):
     cell means, or for a spectral state (which has a spectrum) point values at the cell centres."""
-    part = _one_time(sol, i)
+    part = sol[int(i)]               # one time, in its own representation (a hand-over run's segment)
     state = part.state(0)
     spectral = type(part.representation).power is not Representation.power
     try:
@@ -212,7 +207,7 @@ class GlobeDensity:
 
 def painter_for(sol):
     """The class that draws ``sol`` (by what its representation is: a density or particles, S^1 or S^2)."""
-    first = _one_time(sol, 0).representation
+    first = sol[0].representation
     dim = sol.model.dim
     if first.domain != "sphere" or dim not in (2, 3):
         raise ValueError(f"`sol`: movies draw runs on S^1 and S^2, got a run in {first.domain} of dim {dim}.")

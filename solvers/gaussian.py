@@ -19,12 +19,14 @@ a = β v q k: σ²(t) = σ₀²/(1 − 2aσ₀²t), infinite at t* = 1/(2aσ₀�
 times an affine map, which is not affine, so Gaussians do not stay Gaussian. Noise is refused too
 (the model's noise is the sphere's).
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 from meanfield.errors import SolverError, UnsupportedModel
 from meanfield.representations.gaussian import GaussianMoments, join_moments, split_moments
 
-from .base import Solver
+from .base import Run, Solver
 
 BLOWUP_GROWTH = 1e10     # the largest covariance eigenvalue, relative to its start, at which a run reports a blow-up
 
@@ -50,6 +52,13 @@ def moment_rates(m, S, beta, heads):
     return dm, BS + BS.T
 
 
+@dataclass(eq=False, slots=True)
+class GaussianRun(Run):
+    """The per-run values of a `Gaussian` run."""
+
+    scale: float = 1.0                # the largest eigenvalue of the initial covariance (blow-up threshold)
+
+
 class Gaussian(Solver):
     """The Gaussian continuum of (SA) in R^d: the mean and covariance of N(m, Σ), exactly.
 
@@ -70,6 +79,7 @@ class Gaussian(Solver):
 
     steppers = ("dopri5", "bs32")
     stepper_defaults = {"rtol": 1e-10, "atol": 1e-12}
+    run_type = GaussianRun
 
     def __init__(self, model, *, domain="euclidean"):
         Solver.__init__(self, model)
@@ -120,9 +130,10 @@ class Gaussian(Solver):
         m, S = split_moments(data, d)
         if not np.allclose(S, S.T, rtol=0, atol=1e-12 * max(1.0, np.abs(S).max())):
             raise ValueError("`initial` covariance must be symmetric.")
-        if not np.linalg.eigvalsh(S).min() > 0:
+        eigenvalues = np.linalg.eigvalsh(S)
+        if not eigenvalues[0] > 0:
             raise ValueError("`initial` covariance must be positive definite (its smallest eigenvalue is <= 0).")
-        run.workspace["scale"] = float(np.linalg.eigvalsh(S).max())
+        run.scale = float(eigenvalues[-1])
         return join_moments(m, 0.5 * (S + S.T))
 
     def _initial_from_callable(self, run, rho0, normalize):
@@ -134,12 +145,12 @@ class Gaussian(Solver):
         m, S = split_moments(y, self.model.dim)
         vals, vecs = np.linalg.eigh(S)
         top = float(vals[-1])
-        if top > BLOWUP_GROWTH * run.workspace["scale"]:
+        if top > BLOWUP_GROWTH * run.scale:
             u = vecs[:, -1]
             rate = float(u @ moment_rates(m, S, self.model.beta, self.heads)[1] @ u)
             t_star = t + top / rate if rate > 0 else t
             raise CovarianceBlowUp(
-                f"the covariance blows up in finite time: its largest eigenvalue grew by {top / run.workspace['scale']:.2g} "
+                f"the covariance blows up in finite time: its largest eigenvalue grew by {top / run.scale:.2g} "
                 f"by t={t:.9g}, blow-up time t* = {t_star:.9g} (Riccati growth, docs/gaussian.md); the saved times "
                 f"before it are in `exc.solution`.", t=t, t_blowup=t_star)
 
