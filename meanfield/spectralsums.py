@@ -40,6 +40,7 @@ from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 
 from .kernels import kernel_multipliers, velocity_multipliers
 from .kernelsums import attention_sums
+from .threads import check_threads
 from .validation import check_beta, check_int, check_measure, check_real
 
 EPSILON = 3e-13             # ducc0's transforms need epsilon > 2e-13 in double precision
@@ -293,6 +294,7 @@ def coefficients(x, w, lmax, epsilon=EPSILON, threads=1):
 
     x = np.asarray(x, dtype=float)
     w = np.ascontiguousarray(w, dtype=float)
+    threads = max(1, min(threads, len(x) // POINTS_PER_THREAD))
     if x.shape[-1] == 2:
         return nufft.nu2u(points=w.astype(complex), coord=_angles_circle(x)[:, None], forward=True, epsilon=epsilon,
                           nthreads=threads, out=np.empty(2 * lmax + 1, dtype=complex))
@@ -312,12 +314,13 @@ def weighted_power(coeff, multipliers, dim, lmax):
     return float(4 * np.pi * np.sum(c[l_of] * power))
 
 
-def spectral_energy(beta, x, w, epsilon=EPSILON, threads=1):
+def spectral_energy(beta, x, w, epsilon=EPSILON, threads=None):
     """Σ_ij w_i w_j e^{β⟨x_i, x_j⟩ − |β|} = Σ_l ã_l |μ̂_l|² (the interaction energy (3.5) times 2β e^{−|β|})
     from the coefficients of one adjoint transform, for unit vectors x (..., n, d), d ∈ {2, 3}: for
     β > 0 every term is positive, so the result is accurate to ε relative to (Σ w)² whatever n (for
     β < 0 the odd degrees count negatively, and the result, at least e^{−2|β|}(Σ w)², is accurate to
-    ε(Σ w)² absolutely)."""
+    ε(Σ w)² absolutely). ``threads``: ducc0's (`meanfield.threads`)."""
+    threads = check_threads(threads)
     x = np.asarray(x, dtype=float)
     w = np.asarray(w, dtype=float)
     dim = x.shape[-1]
@@ -330,7 +333,7 @@ def spectral_energy(beta, x, w, epsilon=EPSILON, threads=1):
     return out if lead else float(out[()])
 
 
-def kernel_distance(a, b, kappa=4.0, epsilon=EPSILON, threads=1):
+def kernel_distance(a, b, kappa=4.0, epsilon=EPSILON, threads=None):
     """The kernel (MMD) distance between probability measures a = (x, w) and b = (y, v) on S^1 or S^2,
     for the kernel k(x, y) = e^{κ(⟨x, y⟩ − 1)} of the attention itself (docs/mathematics.md §8):
         D_κ(μ, ν)² = ∬ k d(μ − ν) d(μ − ν) = Σ_l a_l(κ) e^{−κ} ‖μ̂_l − ν̂_l‖²,
@@ -339,8 +342,10 @@ def kernel_distance(a, b, kappa=4.0, epsilon=EPSILON, threads=1):
     from one adjoint transform of each measure. It bounds integrals of functions of the kernel's
     RKHS, |∫f d(μ − ν)| <= ‖f‖_H D_κ, and is bounded by W1: D_κ <= √κ·W1 (the feature map is
     √κ-Lipschitz for the geodesic distance). For n iid samples of ν, E D_κ(μ_n, ν)² = (1 − ∬k dν dν)/n,
-    so D_κ decays like n^{−1/2} in every dimension.
+    so D_κ decays like n^{−1/2} in every dimension. ``threads``: ducc0's (default
+    `meanfield.threads.default_threads`).
     """
+    threads = check_threads(threads)
 
     x, w = check_measure(a, "a")
     y, v = check_measure(b, "b", dim=x.shape[1])

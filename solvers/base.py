@@ -11,7 +11,8 @@ Dedalus, a new basis needs no new time stepper).
 Contract for whoever adds a solver (like scipy's ``OdeSolver``; `Solver.__init_subclass__` checks
 the items marked (checked) when the class is defined and raises TypeError naming the item):
 
-1. ``__init__(model, <resolution>, **options)`` calls ``Solver.__init__(self, model)``, validates the
+1. ``__init__(model, <resolution>, *, threads=None, **options)`` calls ``Solver.__init__(self, model,
+   threads)`` (``self.threads``: the threads it may use, `meanfield.threads`), validates the
    resolution (ValueError naming the argument and the accepted range) and raises
    `meanfield.UnsupportedModel` for models it cannot represent (``_require_zonal()`` for a solver
    of zonal models). It stores nothing that changes during a run.
@@ -63,7 +64,7 @@ the items marked (checked) when the class is defined and raises TypeError naming
    ``_diagnostics(run, t, y)`` -> dict of numbers at each saved time; ``_keep(run, i, y)`` (what is
    kept of saved time i after its diagnostics); ``_stats(run)`` (facts for ``Solution.stats``);
    ``_stable_step(run, y)`` (the stability limit of an explicit pair); ``_run_context(run)`` (a
-   context held while the stepper runs, e.g. thread limits).
+   context held while the stepper runs; default: BLAS on one thread, `meanfield.threads`).
 7. Continuation (optional): ``_next(run, t, y, reason)`` -> (solver, state) or None, the one
    mechanism by which a run goes on on another discretisation. ``reason`` is the `SolverError`
    the monitor raised at time t (y: the state it stopped) or None when a run starts from a
@@ -81,7 +82,6 @@ the items marked (checked) when the class is defined and raises TypeError naming
    checkpoints, asks ``_next`` where a stopped run goes on and turns failures (the stepper's
    `solvers.timestepping.Failure`) into exceptions that carry the `Solution` computed so far.
 """
-import contextlib
 import os
 import time
 from dataclasses import dataclass, field, is_dataclass, replace
@@ -93,6 +93,7 @@ from meanfield.densities import GridValues
 from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnsupportedModel
 from meanfield.model import Model
 from meanfield.solution import Solution, concat, load
+from meanfield.threads import blas_single_threaded, check_threads
 from .timestepping import STEPPERS, keyed_normal
 
 
@@ -260,10 +261,11 @@ class Solver:
         super().__init_subclass__(**kwargs)
         _check_contract(cls)
 
-    def __init__(self, model):
+    def __init__(self, model, threads=None):
         if not isinstance(model, Model):
             raise ValueError(f"`model` must be a meanfield.Model, got {type(model).__name__}.")
         self.model = model
+        self.threads = check_threads(threads)
         self._require_capabilities()
 
     def _require_capabilities(self):
@@ -280,9 +282,9 @@ class Solver:
                                    "solvers do).")
 
     def _run_context(self, run):
-        """A context held while the stepper runs (default: none; e.g. BLAS on one thread while the
-        solver's own sums run on several)."""
-        return contextlib.nullcontext()
+        """A context held while the stepper runs (default: BLAS on one thread, so that its waiting
+        threads do not spin against the solver's own, `meanfield.threads`)."""
+        return blas_single_threaded()
 
     def _require_zonal(self):
         if not self.model.is_zonal:

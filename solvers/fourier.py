@@ -115,8 +115,8 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
 
     def __init__(self, model, modes=512, *, tail_tol=DEFAULT_TAIL_TOL, dealias=1.5,
                  max_modes=FourierBasis.policy.auto_cap, w1=True, positions=None,
-                 max_positions=POSITIONS_POLICY.auto_cap):
-        Solver.__init__(self, model)
+                 max_positions=POSITIONS_POLICY.auto_cap, threads=None):
+        Solver.__init__(self, model, threads)
         check_positions_model(model, positions)
         if model.dim != 2:
             raise UnsupportedModel(f"FourierCircle solves on S^1: `model.dim` must be 2, got {model.dim} "

@@ -48,7 +48,7 @@ import numpy as np
 from meanfield.validation import check_callable, check_density_values, check_int, check_memory, check_real
 from meanfield.errors import UnsupportedModel
 from meanfield.kernels import minimum_degree
-from meanfield.kernelsums import default_threads, kernel_sums
+from meanfield.kernelsums import kernel_sums
 from meanfield.normalization import alpha
 from meanfield.quadrature import circle_points, gauss_legendre, trapezoid
 from meanfield.representations.lagrangian import LagrangianNodes, monotone_lift
@@ -331,8 +331,8 @@ class Lagrangian(Solver):
                         "w1_to_dirac", "max_density", "min_density", "error_estimate", "nodes")
 
     def __init__(self, model, nodes=None, *, panels=None, order=8, estimate=True, cluster_tol=1e-3, min_mass=1e-2,
-                 chunk=512, sums="auto", sums_tol=1e-6, diagnostics="full"):
-        Solver.__init__(self, model)
+                 chunk=512, sums="auto", sums_tol=1e-6, diagnostics="full", threads=None):
+        Solver.__init__(self, model, threads)
         d = model.dim
         if d not in (2, 3):
             raise UnsupportedModel(f"Lagrangian solves on S^1 and S^2: `model.dim` must be 2 or 3, got {d} "
@@ -464,7 +464,7 @@ class Lagrangian(Solver):
         for (sl, w), sums in zip(run.systems, run.system_sums):
             xs = x[sl]
             X, div = velocity_divergence(xs, xs, w, self.model.beta, normalized=self.normalized, v=self.v,
-                                         heads=self.heads, chunk=self.chunk, sums=sums, threads=default_threads())
+                                         heads=self.heads, chunk=self.chunk, sums=sums, threads=self.threads)
             X, div, _ = self._scaled(t, xs, w, X, div)
             out[sl, :d] = X
             out[sl, d] = div

@@ -26,7 +26,6 @@ in order and sums over j ∈ C(i) with the weights w_j e^{−λ(σ_i − σ_j)},
   so the law solves the Fokker–Planck equation of docs/mathematics.md §6 (weak order 1; for pure noise one step maps
   E⟨x, x0⟩ to r(h)E⟨x, x0⟩ exactly, r(h) = E(1 + 2νhχ²_{d−1})^{−1/2} = 1 − ν(d−1)h + O(h²)).
 """
-import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +38,8 @@ from meanfield.diagnostics import (cluster_sizes, clustered_pair_fraction, count
                                    w1_to_nearest_dirac)
 from meanfield.energy import discrete_energy, energy_from_scaled_sum
 from meanfield.errors import UnsupportedModel
-from meanfield.kernelsums import blas_single_threaded, attention_sums, check_threads, gram_counts, kernel_sums
+from meanfield.kernelsums import attention_sums, gram_counts, kernel_sums
+from meanfield.threads import check_threads
 from meanfield.masks import model_mask
 from meanfield.normalization import carries_radius, check_radii, direction_velocity, inverse_speed, position_velocity
 from meanfield.representations.particles import ParticleCloud
@@ -181,9 +181,9 @@ class Particles(Solver):
     "auto" (default) is "positions" while they take at most AUTO_SAVE_BYTES (256 MB), else "ends".
     Without every position the Solution is a `SampledParticleCloud`: ``sol.energy`` and
     ``sol.diagnostics`` hold every saved time, ``sol.positions`` raises AttributeError naming the
-    kept times, ``sol[i].positions`` and ``sol.measure(i)`` work at those. ``threads`` (default
-    ``OMP_NUM_THREADS``, else the CPUs) share out the blocks of the kernel sums; the result does not
-    depend on it. With ``dense_output=True`` the adaptive steps are not cut at the saved times,
+    kept times, ``sol[i].positions`` and ``sol.measure(i)`` work at those. ``threads`` (the
+    constructor's, `meanfield.threads`; ``solve(..., threads=)`` for one run) share out the blocks of the
+    kernel sums and ducc0's transforms; the result does not depend on it. With ``dense_output=True`` the adaptive steps are not cut at the saved times,
     which come from the pair's interpolant (retracted onto the sphere).
 
     Where the normalisation sits (``Model(normalization=...)``, `meanfield.normalization`,
@@ -210,8 +210,8 @@ class Particles(Solver):
     normalizations = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")
 
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None, sums="auto",
-                 sums_tol=1e-6):
-        super().__init__(model)
+                 sums_tol=1e-6, threads=None):
+        super().__init__(model, threads)
         self.sums = check_sums(sums, model)
         self.sums_tol = check_real(sums_tol, "sums_tol", low=0.0, low_open=True)
         self.chunk = check_int(chunk, "chunk", low=1)
@@ -338,7 +338,7 @@ class Particles(Solver):
         heads = self._heads if heads is None else heads
         out = den = c_den = counts = None
         d = x.shape[-1]
-        threads = None if run is None else run.threads
+        threads = self.threads if run is None else run.threads
         free = self._energy_head(domain, heads)
         for head in heads:
             res = self._attention_sums(x, head, w, domain, threads, 1.0 - self.delta if count and free else None,
@@ -437,7 +437,7 @@ class Particles(Solver):
         causal = model_mask(self.model, w, token_positions)
         shift = self.model.beta if (rescale_time and not self.model.normalized) else 0.0
         if choose_sums(self.sums, self.model, x.shape[-2], w, tol=self.sums_tol, causal=causal)[0] == "spectral":
-            out = self._evaluate_spectral(x, w, check_threads(None), shift, causal)["out"]
+            out = self._evaluate_spectral(x, w, self.threads, shift, causal)["out"]
         else:
             out = self._field(None, x, w, project=False, log_time_factor=shift, causal=causal)
         if self.model.normalization == "post":
@@ -491,7 +491,7 @@ class Particles(Solver):
         run.retracts = domain == "sphere"
         run.magnitude = point_norms
         run.adaptive = adaptive
-        run.threads = check_threads(o["threads"])
+        run.threads = self.threads if o["threads"] is None else check_threads(o["threads"])
         run.diagnostics_level = self.diagnostics_level if o["diagnostics"] is None else self._check_diagnostics(o["diagnostics"])
         run.save = self._check_save(o["save"], run.t_eval)
         run.parameters = o["parameters"]
@@ -603,12 +603,6 @@ class Particles(Solver):
         if run.domain == "sphere":
             xi -= np.einsum("...d,...d->...", y, xi)[..., None] * y
         return xi
-
-    def _run_context(self, run):
-        """BLAS on one thread for the whole run when the kernel sums use several: numba's threads
-        spin between two sums while the integrator's BLAS calls wake their own threads, and on two
-        cores the two pools slow a phase-diagram β 3.6-fold (docs/particles.md, Performance)."""
-        return blas_single_threaded() if run.threads > 1 else contextlib.nullcontext()
 
     # -- Solver contract -------------------------------------------------------------------------
     def memory_estimate(self, n, batch=1):
