@@ -40,7 +40,7 @@ from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 
 from .kernels import kernel_multipliers, velocity_multipliers
 from .kernelsums import attention_sums
-from .threads import check_threads
+from .threads import check_threads, share_out
 from .validation import check_beta, check_int, check_measure, check_real
 
 EPSILON = 3e-13             # ducc0's transforms need epsilon > 2e-13 in double precision
@@ -93,19 +93,34 @@ def _angles_circle(x):
     return np.arctan2(x[..., 1], x[..., 0])
 
 
-def _angles_sphere(x):
-    """loc (n, 2) = (colatitude, longitude) for ducc0, and the frame (e_θ, e_φ) at x."""
+def _slices(n, threads):
+    """Contiguous parts of range(n) for ``threads`` threads (one part on one thread)."""
+    parts = 1 if threads <= 1 else 2 * threads
+    bounds = np.linspace(0, n, parts + 1).astype(int)
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def _angles_sphere(x, threads=1):
+    """loc (n, 2) = (colatitude, longitude) for ducc0, and the frame (e_θ, e_φ) at x: (cos θ, sin θ,
+    cos φ, sin φ), computed in parts shared among ``threads``."""
+    loc, frame = np.empty((len(x), 2)), np.empty((4, len(x)))
+    share_out(lambda part: _angles_into(x[part], loc[part], frame[:, part]), _slices(len(x), threads), threads)
+    return loc, tuple(frame)
+
+
+def _angles_into(x, loc, frame):
     rho = np.hypot(x[:, 0], x[:, 1])
-    loc = np.empty((len(x), 2))
     np.arctan2(rho, x[:, 2], out=loc[:, 0])
     np.arctan2(x[:, 1], x[:, 0], out=loc[:, 1])
     np.mod(loc[:, 1], 2 * np.pi, out=loc[:, 1])
     with np.errstate(invalid="ignore", divide="ignore"):
-        cos_phi, sin_phi = x[:, 0] / rho, x[:, 1] / rho
+        np.divide(x[:, 0], rho, out=frame[2])
+        np.divide(x[:, 1], rho, out=frame[3])
     pole = rho == 0                                     # φ = 0 at the poles, as arctan2 gives
-    cos_phi[pole], sin_phi[pole] = 1.0, 0.0
+    frame[2, pole], frame[3, pole] = 1.0, 0.0
     norm = np.hypot(rho, x[:, 2])                       # cos θ and sin θ of the unit vector x/|x|
-    return loc, (x[:, 2] / norm, rho / norm, cos_phi, sin_phi)
+    np.divide(x[:, 2], norm, out=frame[0])
+    np.divide(rho, norm, out=frame[1])
 
 
 class ZonalSums:
@@ -156,6 +171,10 @@ class ZonalSums:
         return tuple(np.stack([p[k] for p in parts]).reshape(lead + parts[0][k].shape) for k in range(len(parts[0])))
 
     def _one(self, x, y, w, laplacian):
+        if self.dim == 3 and y is x:                    # the angles of the points, once for both transforms
+            angles = _angles_sphere(x, self.threads)
+            coeff = coefficients(x, w, self.lmax, self.epsilon, self.threads, loc=angles[0])
+            return self._sphere(x, coeff, laplacian, angles)
         return self.synthesis(self.coefficients(y, w), x, laplacian)
 
     def coefficients(self, y, w):
@@ -179,18 +198,22 @@ class ZonalSums:
         out = (values[0], values[1][:, None] * tangent)
         return out + (values[2],) if laplacian else out
 
-    def _sphere(self, x, coeff, laplacian):
+    def _sphere(self, x, coeff, laplacian, angles=None):
 
         L, eps, nt = self.lmax, self.epsilon, self.threads
-        loc_x, (ct, st, cp, sp) = _angles_sphere(x)
+        loc_x, (ct, st, cp, sp) = _angles_sphere(x, nt) if angles is None else angles
         coeff = coeff[None, :]
         a, c, lap = self._multipliers
         Zs = synthesis_general(alm=a * coeff, spin=0, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt)[0]
         g = synthesis_general(alm=c * coeff, spin=1, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt, mode="DERIV1")
         G = np.empty_like(x)
-        G[:, 0] = g[0] * ct * cp - g[1] * sp          # ∂_θ e_θ + (∂_φ / sin θ) e_φ
-        G[:, 1] = g[0] * ct * sp + g[1] * cp
-        G[:, 2] = -g[0] * st
+
+        def tangent(p):                                # ∂_θ e_θ + (∂_φ / sin θ) e_φ
+            G[p, 0] = g[0, p] * ct[p] * cp[p] - g[1, p] * sp[p]
+            G[p, 1] = g[0, p] * ct[p] * sp[p] + g[1, p] * cp[p]
+            G[p, 2] = -g[0, p] * st[p]
+
+        share_out(tangent, _slices(len(x), nt), nt)
         if not laplacian:
             return Zs, G
         H = synthesis_general(alm=lap * coeff, spin=0, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt)[0]
@@ -287,10 +310,11 @@ def masked_error_bound(weights, beta, normaliser, includes_self, epsilon=EPSILON
         return float(np.max(epsilon * D[live] / np.maximum(own, floor)))
 
 
-def coefficients(x, w, lmax, epsilon=EPSILON, threads=1):
+def coefficients(x, w, lmax, epsilon=EPSILON, threads=1, loc=None):
     """The coefficients of μ = Σ_j w_j δ_{x_j} on S^1 or S^2 up to degree ``lmax``, by one adjoint
     nonuniform transform: μ̂_k = Σ_j w_j e^{−ikθ_j}, k = −lmax..lmax (S^1), or μ̂_lm = Σ_j w_j Y*_lm(x_j),
-    m >= 0 in ducc0's (healpy) order (S^2; orthonormal Y_lm on the unit sphere)."""
+    m >= 0 in ducc0's (healpy) order (S^2; orthonormal Y_lm on the unit sphere). ``loc``: the points'
+    (colatitude, longitude) when they are known (`_angles_sphere`)."""
 
     x = np.asarray(x, dtype=float)
     w = np.ascontiguousarray(w, dtype=float)
@@ -298,7 +322,8 @@ def coefficients(x, w, lmax, epsilon=EPSILON, threads=1):
     if x.shape[-1] == 2:
         return nufft.nu2u(points=w.astype(complex), coord=_angles_circle(x)[:, None], forward=True, epsilon=epsilon,
                           nthreads=threads, out=np.empty(2 * lmax + 1, dtype=complex))
-    return adjoint_synthesis_general(map=w[None, :], spin=0, lmax=lmax, loc=_angles_sphere(x)[0], epsilon=epsilon,
+    loc = _angles_sphere(x, threads)[0] if loc is None else loc
+    return adjoint_synthesis_general(map=w[None, :], spin=0, lmax=lmax, loc=loc, epsilon=epsilon,
                                      nthreads=threads)[0]
 
 

@@ -16,6 +16,7 @@ import solvers
 from meanfield.experiments.config import solver_classes
 from meanfield.cli import main
 from meanfield.experiments.options import EXPERIMENTS, Options, experiment, option
+from meanfield.spectralsums import zonal_sums
 from meanfield.threads import check_threads, default_threads, machine_threads, share_out, use_threads
 
 
@@ -81,6 +82,11 @@ def test_results_do_not_depend_on_the_thread_count():
     np.testing.assert_allclose(f[0].rhs(0.0, f[0].y0), f[1].rhs(0.0, f[1].y0), rtol=0, atol=1e-14)
     x = mf.sample(rho0, 70_000, 3, method="quasi")
     y = mf.sample(lambda p: np.ones(p.shape[:-1]), 70_000, 3, rng=2)
+    w = np.full(len(x[0]), 1 / len(x[0]))
+    sums = [zonal_sums(2.0, 3, threads=k).sums(x[0], x[0], w) for k in (1, 2)]
+    assert sums[1][0].shape == (70_000,) and zonal_sums(2.0, 3, threads=2).threads == 2
+    for one, two in zip(*sums):
+        np.testing.assert_array_equal(one, two)
     d = [mf.kernel_distance(x, y, threads=k) for k in (1, 2)]
     assert d[0] == pytest.approx(d[1], rel=1e-12, abs=0) and d[0] > 1e-3
     x = mf.sample(rho0, 20_000, 3, method="quasi")
