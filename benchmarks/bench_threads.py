@@ -4,7 +4,7 @@
 
 Timed in alternation (one thread, two threads, again; the best of each), on what users run:
 
-* 10^6 particles on S^2 with the spectral sums, (SA) β = 4: one right-hand side, and a run to t = 0.2
+* 10^6 particles on S^2 with the spectral sums, (SA) β = 4: one right-hand side, and a run to t = 1
   (``solvers.Particles(model, sums="spectral", threads=k).solve``);
 * one right-hand side of ``solvers.SphericalHarmonics`` at lmax = 255, (SA) β = 4;
 * the Figure 3 command, ``meanfield phase-diagram --quick --threads k`` (a subprocess);
@@ -108,7 +108,7 @@ def main():
     repeat = 2 if QUICK else 3
     compare("baseline: ducc0 synthesis, lmax 255", synthesis(255), 5 * repeat)
     compare(f"spectral particles S^2, n = {n:.0e}, two RHS", particles(n, None), repeat)
-    compare(f"spectral particles S^2, n = {n:.0e}, run to t = 0.2", particles(n, 0.2), 1 if not QUICK else 1)
+    compare(f"spectral particles S^2, n = {n:.0e}, run to t = 1", particles(n, 1.0), 1 if not QUICK else 1)
     compare("SphericalHarmonics RHS, lmax 255", harmonics(255), 5 * repeat)
     compare("meanfield phase-diagram --quick (Figure 3)", figure3(), 1 if not QUICK else 1)
 

@@ -221,6 +221,7 @@ class ZonalSums:
 
 
 POINTS_PER_THREAD = 1 << 15      # fewer points per thread: ducc0 on one thread (waking threads costs more)
+ADJOINT_PARTS = 8                # at most this many parts of the points in the adjoint transform (`coefficients`)
 
 
 def zonal_sums(beta, dim, epsilon=EPSILON, threads=1, points=None):
@@ -323,8 +324,19 @@ def coefficients(x, w, lmax, epsilon=EPSILON, threads=1, loc=None):
         return nufft.nu2u(points=w.astype(complex), coord=_angles_circle(x)[:, None], forward=True, epsilon=epsilon,
                           nthreads=threads, out=np.empty(2 * lmax + 1, dtype=complex))
     loc = _angles_sphere(x, threads)[0] if loc is None else loc
-    return adjoint_synthesis_general(map=w[None, :], spin=0, lmax=lmax, loc=loc, epsilon=epsilon,
-                                     nthreads=threads)[0]
+    # ducc0's adjoint transform shares its points poorly among threads (1.2x on two): the points go
+    # in parts (their number set by n alone, so the sum is the same on any number of threads), one
+    # transform per part on one thread, the parts shared among the threads
+    bounds = np.linspace(0, len(x), min(ADJOINT_PARTS, max(1, len(x) // POINTS_PER_THREAD // 4)) + 1).astype(int)
+    parts = [None] * (len(bounds) - 1)
+
+    def part(k):
+        a, b = bounds[k], bounds[k + 1]
+        parts[k] = adjoint_synthesis_general(map=w[None, a:b], spin=0, lmax=lmax, loc=loc[a:b], epsilon=epsilon,
+                                             nthreads=1)[0]
+
+    share_out(part, range(len(parts)), threads)
+    return functools.reduce(np.add, parts)
 
 
 def weighted_power(coeff, multipliers, dim, lmax):

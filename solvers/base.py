@@ -121,9 +121,11 @@ class Run:
     magnitude: object = field(init=False, default=None)   # the error control's size of y (None: |y|)
     y0: object = field(init=False, default=None)     # the initial state
     dt: float = field(init=False, default=None)      # the step of a fixed-step stepper
+    threads: int = field(init=False, default=1)      # the threads of the run (`meanfield.threads`)
 
     def __post_init__(self):
         self.model = self.solver.model
+        self.threads = self.solver.threads
         self.stepper = STEPPERS[self.method]
         self.retracts = self.solver.retracts
 

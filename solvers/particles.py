@@ -93,7 +93,6 @@ class ParticlesRun(Run):
     rescaled: bool = False            # integrate z = e^{-tV} x ((9.2)-(9.3))
     log_time_factor: float = 0.0      # β in time τ = e^β t ((USA), ``rescale_time``), else 0
     adaptive: bool = False            # an adaptive pair: the field normalises its argument
-    threads: int = 1                  # threads of the kernel sums
     diagnostics_level: object = "auto"   # "auto" | "full" | "none" | a frozenset of DIAGNOSTICS
     save: object = "auto"             # the checked ``save``: one of SAVE or a mask over t_eval
     weights: np.ndarray = None        # (n,), summing to 1
