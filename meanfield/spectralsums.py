@@ -88,11 +88,11 @@ def error_bound(weights, beta, epsilon=EPSILON):
     return float(epsilon / max(positive.min() / positive.sum(), np.exp(-2.0 * beta)))
 
 
-def _angles_circle(x):
+def circle_angles(x):
     return np.arctan2(x[..., 1], x[..., 0])
 
 
-def _angles_sphere(x):
+def sphere_angles(x):
     """loc (n, 2) = (colatitude, longitude) for ducc0, and the frame (e_θ, e_φ) at x."""
     rho = np.hypot(x[:, 0], x[:, 1])
     loc = np.empty((len(x), 2))
@@ -105,6 +105,17 @@ def _angles_sphere(x):
     cos_phi[pole], sin_phi[pole] = 1.0, 0.0
     norm = np.hypot(rho, x[:, 2])                       # cos θ and sin θ of the unit vector x/|x|
     return loc, (x[:, 2] / norm, rho / norm, cos_phi, sin_phi)
+
+
+def tangent_vectors(g, frame):
+    """The vectors of R^3 (n, 3) of the tangent components g = (g_θ, g_φ) (2, n) along (e_θ, e_φ) of
+    ``frame`` (`sphere_angles`): g_θ e_θ + g_φ e_φ."""
+    ct, st, cp, sp = frame
+    out = np.empty((g.shape[-1], 3))
+    out[:, 0] = g[0] * ct * cp - g[1] * sp
+    out[:, 1] = g[0] * ct * sp + g[1] * cp
+    out[:, 2] = -g[0] * st
+    return out
 
 
 class ZonalSums:
@@ -170,7 +181,7 @@ class ZonalSums:
     def _circle(self, x, coeff, laplacian):
 
         eps, nt = self.epsilon, self.threads
-        tx = _angles_circle(x)
+        tx = circle_angles(x)
         parts = 3 if laplacian else 2
         values = nufft.u2nu(grid=self._multipliers[:parts] * coeff, coord=tx[:, None], forward=False, epsilon=eps,
                             nthreads=nt).real
@@ -181,15 +192,12 @@ class ZonalSums:
     def _sphere(self, x, coeff, laplacian):
 
         L, eps, nt = self.lmax, self.epsilon, self.threads
-        loc_x, (ct, st, cp, sp) = _angles_sphere(x)
+        loc_x, frame = sphere_angles(x)
         coeff = coeff[None, :]
         a, c, lap = self._multipliers
         Zs = synthesis_general(alm=a * coeff, spin=0, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt)[0]
         g = synthesis_general(alm=c * coeff, spin=1, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt, mode="DERIV1")
-        G = np.empty_like(x)
-        G[:, 0] = g[0] * ct * cp - g[1] * sp          # ∂_θ e_θ + (∂_φ / sin θ) e_φ
-        G[:, 1] = g[0] * ct * sp + g[1] * cp
-        G[:, 2] = -g[0] * st
+        G = tangent_vectors(g, frame)                 # ∂_θ e_θ + (∂_φ / sin θ) e_φ
         if not laplacian:
             return Zs, G
         H = synthesis_general(alm=lap * coeff, spin=0, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt)[0]
@@ -294,9 +302,9 @@ def coefficients(x, w, lmax, epsilon=EPSILON, threads=1):
     x = np.asarray(x, dtype=float)
     w = np.ascontiguousarray(w, dtype=float)
     if x.shape[-1] == 2:
-        return nufft.nu2u(points=w.astype(complex), coord=_angles_circle(x)[:, None], forward=True, epsilon=epsilon,
+        return nufft.nu2u(points=w.astype(complex), coord=circle_angles(x)[:, None], forward=True, epsilon=epsilon,
                           nthreads=threads, out=np.empty(2 * lmax + 1, dtype=complex))
-    return adjoint_synthesis_general(map=w[None, :], spin=0, lmax=lmax, loc=_angles_sphere(x)[0], epsilon=epsilon,
+    return adjoint_synthesis_general(map=w[None, :], spin=0, lmax=lmax, loc=sphere_angles(x)[0], epsilon=epsilon,
                                      nthreads=threads)[0]
 
 
