@@ -89,7 +89,7 @@ def error_bound(weights, beta, epsilon=EPSILON):
     return float(epsilon / max(positive.min() / positive.sum(), np.exp(-2.0 * beta)))
 
 
-def _angles_circle(x):
+def circle_angles(x):
     return np.arctan2(x[..., 1], x[..., 0])
 
 
@@ -100,7 +100,7 @@ def _slices(n, threads):
     return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
-def _angles_sphere(x, threads=1):
+def sphere_angles(x, threads=1):
     """loc (n, 2) = (colatitude, longitude) for ducc0, and the frame (e_θ, e_φ) at x: (cos θ, sin θ,
     cos φ, sin φ), computed in parts shared among ``threads``."""
     loc, frame = np.empty((len(x), 2)), np.empty((4, len(x)))
@@ -121,6 +121,21 @@ def _angles_into(x, loc, frame):
     norm = np.hypot(rho, x[:, 2])                       # cos θ and sin θ of the unit vector x/|x|
     np.divide(x[:, 2], norm, out=frame[0])
     np.divide(rho, norm, out=frame[1])
+
+
+def tangent_vectors(g, frame, threads=1):
+    """The vectors of R^3 (n, 3) of the tangent components g = (g_θ, g_φ) (2, n) along (e_θ, e_φ) of
+    ``frame`` (`sphere_angles`): g_θ e_θ + g_φ e_φ, in parts shared among ``threads``."""
+    ct, st, cp, sp = frame
+    out = np.empty((g.shape[-1], 3))
+
+    def part(p):
+        out[p, 0] = g[0, p] * ct[p] * cp[p] - g[1, p] * sp[p]
+        out[p, 1] = g[0, p] * ct[p] * sp[p] + g[1, p] * cp[p]
+        out[p, 2] = -g[0, p] * st[p]
+
+    share_out(part, _slices(len(out), threads), threads)
+    return out
 
 
 class ZonalSums:
@@ -172,7 +187,7 @@ class ZonalSums:
 
     def _one(self, x, y, w, laplacian):
         if self.dim == 3 and y is x:                    # the angles of the points, once for both transforms
-            angles = _angles_sphere(x, self.threads)
+            angles = sphere_angles(x, self.threads)
             coeff = coefficients(x, w, self.lmax, self.epsilon, self.threads, loc=angles[0])
             return self._sphere(x, coeff, laplacian, angles)
         return self.synthesis(self.coefficients(y, w), x, laplacian)
@@ -190,7 +205,7 @@ class ZonalSums:
     def _circle(self, x, coeff, laplacian):
 
         eps, nt = self.epsilon, self.threads
-        tx = _angles_circle(x)
+        tx = circle_angles(x)
         parts = 3 if laplacian else 2
         values = nufft.u2nu(grid=self._multipliers[:parts] * coeff, coord=tx[:, None], forward=False, epsilon=eps,
                             nthreads=nt).real
@@ -201,19 +216,12 @@ class ZonalSums:
     def _sphere(self, x, coeff, laplacian, angles=None):
 
         L, eps, nt = self.lmax, self.epsilon, self.threads
-        loc_x, (ct, st, cp, sp) = _angles_sphere(x, nt) if angles is None else angles
+        loc_x, frame = sphere_angles(x, nt) if angles is None else angles
         coeff = coeff[None, :]
         a, c, lap = self._multipliers
         Zs = synthesis_general(alm=a * coeff, spin=0, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt)[0]
         g = synthesis_general(alm=c * coeff, spin=1, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt, mode="DERIV1")
-        G = np.empty_like(x)
-
-        def tangent(p):                                # ∂_θ e_θ + (∂_φ / sin θ) e_φ
-            G[p, 0] = g[0, p] * ct[p] * cp[p] - g[1, p] * sp[p]
-            G[p, 1] = g[0, p] * ct[p] * sp[p] + g[1, p] * cp[p]
-            G[p, 2] = -g[0, p] * st[p]
-
-        share_out(tangent, _slices(len(x), nt), nt)
+        G = tangent_vectors(g, frame, nt)             # ∂_θ e_θ + (∂_φ / sin θ) e_φ
         if not laplacian:
             return Zs, G
         H = synthesis_general(alm=lap * coeff, spin=0, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt)[0]
@@ -315,15 +323,15 @@ def coefficients(x, w, lmax, epsilon=EPSILON, threads=1, loc=None):
     """The coefficients of μ = Σ_j w_j δ_{x_j} on S^1 or S^2 up to degree ``lmax``, by one adjoint
     nonuniform transform: μ̂_k = Σ_j w_j e^{−ikθ_j}, k = −lmax..lmax (S^1), or μ̂_lm = Σ_j w_j Y*_lm(x_j),
     m >= 0 in ducc0's (healpy) order (S^2; orthonormal Y_lm on the unit sphere). ``loc``: the points'
-    (colatitude, longitude) when they are known (`_angles_sphere`)."""
+    (colatitude, longitude) when they are known (`sphere_angles`)."""
 
     x = np.asarray(x, dtype=float)
     w = np.ascontiguousarray(w, dtype=float)
     threads = max(1, min(threads, len(x) // POINTS_PER_THREAD))
     if x.shape[-1] == 2:
-        return nufft.nu2u(points=w.astype(complex), coord=_angles_circle(x)[:, None], forward=True, epsilon=epsilon,
+        return nufft.nu2u(points=w.astype(complex), coord=circle_angles(x)[:, None], forward=True, epsilon=epsilon,
                           nthreads=threads, out=np.empty(2 * lmax + 1, dtype=complex))
-    loc = _angles_sphere(x, threads)[0] if loc is None else loc
+    loc = sphere_angles(x, threads)[0] if loc is None else loc
     # ducc0's adjoint transform shares its points poorly among threads (1.2x on two): the points go
     # in parts (their number set by n alone, so the sum is the same on any number of threads), one
     # transform per part on one thread, the parts shared among the threads

@@ -231,6 +231,14 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         f *= -self._ik[1:]
         return f
 
+    def _tracer_velocity(self, run, t, u, points):
+        """v(θ)(−sin θ, cos θ) at the tracers, the velocity of `_grid_fields` at their angles."""
+        c = self._full(run, u)
+        rows = [self._dphi * c] + ([self.field.kernel * c] if self.field.normalized else [])
+        g = self.basis.values_at(np.stack(rows), points)
+        v = self.field.velocity(g[0], g[1] if self.field.normalized else None)
+        return v[:, None] * np.stack([-points[:, 1], points[:, 0]], axis=-1)
+
     def _linear(self, run):
         if self.model.noise == 0.0:
             return None

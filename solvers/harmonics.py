@@ -212,6 +212,12 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         d[..., self._m0] = d[..., self._m0].real
         return d
 
+    def _tracer_velocity(self, run, t, alm, points):
+        """X = s∇Φ at the tracers (`_fields` at arbitrary points, `SphericalHarmonicBasis.gradient_at`)."""
+        grad = self.basis.gradient_at(self._vel * alm, points)
+        z = None if self._kern is None else self.basis.values_at(self._kern * alm, points)[:, None]
+        return self.field.velocity(grad, z)
+
     def _linear(self, run):
         if self.model.noise == 0.0:
             return None

@@ -470,6 +470,14 @@ class Lagrangian(Solver):
             out[sl, d] = div
         return out
 
+    def _tracer_velocity(self, run, t, y, points):
+        """X(z) at the tracers z for the fine labels' measure (the field that moves them, `_rhs`)."""
+        d = self.model.dim
+        (sl, w), sums = run.systems[0], run.system_sums[0]
+        x = y[sl, :d] / np.linalg.norm(y[sl, :d], axis=1, keepdims=True)
+        return velocity_divergence(points, x, w, self.model.beta, normalized=self.normalized, v=self.v,
+                                   heads=self.heads, chunk=self.chunk, sums=sums, threads=self.threads)[0]
+
     # -- initial states -------------------------------------------------------------------------------
     def _start_run(self, run, values, coarse_values, labels=None, coarse_labels=None, state=None):
         """Per-run weights, representation and the initial state from the density at the labels."""

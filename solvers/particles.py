@@ -306,18 +306,20 @@ class Particles(Solver):
         r2 = float(np.max(np.einsum("...d,...d->...", x, x)))
         return "none" if abs(beta) * head["norm"] * r2 <= _NO_SHIFT_MAX else "running"
 
-    def _attention_sums(self, x, head, w, domain, threads=None, count_at=None, causal=None):
+    def _attention_sums(self, x, head, w, domain, threads=None, count_at=None, causal=None, targets=None):
         """S_i = Σ_j w_j e^{β⟨x_i, M x_j⟩ − c_i} [V x_j, 1] and the shift c_i (0-d if fixed), in blocks
         of the shared kernel-sum engine (with the counts of ⟨x_i, M x_j⟩ >= count_at if given); under a
-        ``causal`` mask (`meanfield.masks.TokenMask`) over j ∈ C(i), the exponent with −λ(σ_i − σ_j)."""
+        ``causal`` mask (`meanfield.masks.TokenMask`) over j ∈ C(i), the exponent with −λ(σ_i − σ_j).
+        The rows are the points ``targets`` (tracers) instead of the particles when given."""
         M, v = head["M"], head["v"]
+        z = x if targets is None else targets
         options = dict(M=M, shift=self._shift_kind(head, x, domain), chunk=self.chunk, threads=threads,
                        count_at=count_at, unit=domain == "sphere")
         if causal is not None:
             options.update(ends=causal.ends, bias=causal.bias)
         if v is None:                           # x_j ↦ V x_j, per realisation when V is (B, d, d)
-            return kernel_sums(x, x, compiled.weighted(x @ head["Vt"], w), self.model.beta, **options)
-        return attention_sums(x, x, w, self.model.beta, v=None if v == 1.0 else v, **options)
+            return kernel_sums(z, x, compiled.weighted(x @ head["Vt"], w), self.model.beta, **options)
+        return attention_sums(z, x, w, self.model.beta, v=None if v == 1.0 else v, **options)
 
     def _energy_head(self, domain, heads=None):
         """Whether the denominators Σ_j w_j e^{β⟨x_i, x_j⟩} of the field give the energy (3.5) (not
@@ -325,15 +327,17 @@ class Particles(Solver):
         heads = self._heads if heads is None else heads
         return domain == "sphere" and len(heads) == 1 and heads[0]["M"] is None and not self.model.is_causal
 
-    def _evaluate(self, run, x, w, domain="sphere", log_time_factor=0.0, count=False, heads=None, causal=None):
+    def _evaluate(self, run, x, w, domain="sphere", log_time_factor=0.0, count=False, heads=None, causal=None,
+                  targets=None):
         """The unprojected Σ_h (attention output) at the particles x, with what the same sums give:
         {"x", "out", "den" (Σ_j w_j e^{β⟨x_i, x_j⟩ − c}, when it is the kernel of the energy), "c",
         "counts" (per row, the j with ⟨x_i, x_j⟩ >= 1 − δ, i = j included, if ``count``; else None),
         "heads" (the prepared heads used: ``heads``, default the model's)}. A masked model sums over
-        C(i) (the run's, or ``causal`` without a run; `meanfield.masks`)."""
+        C(i) (the run's, or ``causal`` without a run; `meanfield.masks`). With ``targets`` (unmasked), the
+        output at those points (tracers) instead of at the particles, from the same sums."""
         causal = run.causal if run is not None else causal
         if run is not None and run.sums == "spectral":
-            return self._evaluate_spectral(x, w, run.threads, log_time_factor, causal)
+            return self._evaluate_spectral(x, w, run.threads, log_time_factor, causal, targets)
         heads = self._heads if heads is None else heads
         out = den = c_den = counts = None
         d = x.shape[-1]
@@ -341,7 +345,7 @@ class Particles(Solver):
         free = self._energy_head(domain, heads)
         for head in heads:
             res = self._attention_sums(x, head, w, domain, threads, 1.0 - self.delta if count and free else None,
-                                       causal)
+                                       causal, targets)
             acc, c = res[0], res[1]
             if self.model.normalized:
                 y = compiled.ratio(acc)
@@ -357,7 +361,7 @@ class Particles(Solver):
             counts = gram_counts(x, x, 1.0 - self.delta, chunk=self.chunk, threads=threads)
         return {"x": x, "out": out, "den": den, "c": c_den, "counts": counts, "heads": heads}
 
-    def _evaluate_spectral(self, x, w, threads, log_time_factor=0.0, causal=None):
+    def _evaluate_spectral(self, x, w, threads, log_time_factor=0.0, causal=None, targets=None):
         """`_evaluate` through the spectral sums (zonal, S^1/S^2): with Zs = Σ_j w_j e^{β(⟨x_i, x_j⟩ − 1)}
         and G = e^{−|β|}∇_S Z/β (`meanfield.spectralsums`), the (SA) field is v G/Zs and the (USA) one
         v e^{|β|} G; the denominators Zs with c = |β| give the energy. No pair counts come with these sums
@@ -366,7 +370,7 @@ class Particles(Solver):
         beta, v = self.model.beta, self.model.v
         sums = zonal_sums(beta, self.model.dim, EPSILON, threads, x.shape[-2])
         if causal is None:
-            Zs, G = sums.sums(x, x, w)
+            Zs, G = sums.sums(x if targets is None else targets, x, w)
         else:
             Zs, G = causal_zonal_sums(sums, x, w, causal.ends, causal.positions, causal.slope)
         if self.model.normalized:
@@ -581,6 +585,20 @@ class Particles(Solver):
         E = expm(t * V)
         f = self._field(run, y @ E.T, w, False, domain)
         return -(y @ V.T) + f @ np.linalg.inv(E).T
+
+    def _tracer_velocity(self, run, t, y, points):
+        """X[μ_t](z) = P_z Σ_h (attention output at z) of the particles' measure μ_t at the tracers z,
+        from the sums of the particles' own field (same heads, same sums)."""
+        x = compiled.normalise(y) if run.adaptive else y
+        hit = self._evaluate(run, x, run.weights, run.domain, run.log_time_factor, heads=self._heads_at(run, t),
+                             targets=points)
+        return self._project(points, hit["out"])
+
+    def _check_tracers(self, run):
+        super()._check_tracers(run)
+        if run.domain != "sphere" or run.batch is not None or run.options["radii"] is not None:
+            raise ValueError("`tracers` move on the sphere with one realisation of the particles: they need "
+                             "domain='sphere', positions of shape (n, d) and no `radii`.")
 
     def _euler_velocity(self, run, t, y):
         """The authors' unprojected update direction Σ_h A_h V_h x (euler-normalize)."""

@@ -175,6 +175,11 @@ def _rms(x):
     return float(np.sqrt(np.mean(x * x))) if x.size else 0.0
 
 
+def rms_norm(r):
+    """The RMS norm sqrt(Σ|r_i|²/n) of the scaled error r (the error control's default norm)."""
+    return float(np.sqrt(np.vdot(r, r).real / max(r.size, 1)))
+
+
 def _select_initial_step(fun, t0, y0, f0, order, rtol, atol, span, magnitude=None):
     """Hairer–Nørsett–Wanner's starting step (as in scipy.integrate)."""
     scale = atol + (np.abs(y0) if magnitude is None else magnitude(y0)) * rtol
@@ -241,13 +246,15 @@ class RungeKutta(Integrator):
     Hairer–Nørsett–Wanner's, at most ``max_step`` and ``stable_step(u)`` (the explicit pair's
     stability limit, e.g. an advective CFL bound). ``dt``: a fixed step, shortened to land on targets.
     ``retract_invariant``: fun(t, retract(u)) = fun(t, u), so the last stage is the next step's first
-    one after a retraction too. ``t_bound``: the last time (it bounds the step). ``threads``: the
-    threads that share the stage products of large states (`meanfield.threads`).
+    one after a retraction too. ``t_bound``: the last time (it bounds the step). ``norm``: the norm of
+    the scaled error (default RMS; a run with tracers takes the larger of two groups' RMS norms,
+    `solvers.tracers.TracerLayout.norm`). ``threads``: the threads that share the stage products of
+    large states (`meanfield.threads`).
     """
 
     def __init__(self, fun, t0, y0, t_bound, tableau="dopri5", *, dt=None, rtol=1e-8, atol=1e-10, linear=None,
                  retract=None, retract_invariant=False, first_step=None, max_step=np.inf, stable_step=None,
-                 max_rejections=60, dense_output=False, magnitude=None, threads=1):
+                 max_rejections=60, dense_output=False, magnitude=None, norm=None, threads=1):
         super().__init__(t0, y0)
         self.threads = threads
         self.fun, self.tableau = fun, TABLEAUX[tableau] if isinstance(tableau, str) else tableau
@@ -255,6 +262,7 @@ class RungeKutta(Integrator):
         self.dense = bool(dense_output) and self.L is None
         self.span, self.dt = t_bound - t0, None if dt is None else float(dt)
         self.rtol, self.atol, self.magnitude, self.max_rejections = rtol, atol, magnitude, max_rejections
+        self.norm = rms_norm if norm is None else norm
         self.retract, self.retract_invariant = retract, retract_invariant
         self.max_step, self.stable_step = max_step, stable_step
         self.h = self.dt if first_step is None else float(first_step)
@@ -402,7 +410,7 @@ class RungeKutta(Integrator):
             r = np.divide(np.reshape(err, shape), scale, out=ratio)
         else:
             r = np.reshape(err, shape) / scale
-        return float(np.sqrt(np.vdot(r, r).real / max(r.size, 1)))
+        return self.norm(r)
 
     def _reject(self, h, err_norm):
         """Shrink the step after a rejection; a `Failure` when it cannot shrink further."""
@@ -538,7 +546,7 @@ def _march(integrator, t_eval, res, monitor, callback, bar):
 def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear=None, retract=None,
               monitor=None, callback=None, first_step=None, max_step=np.inf, progress=None, desc=None,
               max_rejections=60, stable_step=None, dense_output=False, retract_invariant=False, magnitude=None,
-              dt=None, threads=1):
+              dt=None, norm=None, threads=1):
     """Advance du/dt = linear·u + fun(t, u) from u(t_eval[0]) = y0 with the `RungeKutta` method ``method``
     (a name in `TABLEAUX`), adaptive or with the fixed step ``dt``, saving at every t_eval (see
     `RungeKutta` for the options and `march` for ``monitor``, ``callback``, ``progress``).
@@ -548,7 +556,7 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
     rk = RungeKutta(fun, t_eval[0], y0, t_eval[-1], method, dt=dt, rtol=rtol, atol=atol, linear=linear,
                     retract=retract, retract_invariant=retract_invariant, first_step=first_step, max_step=max_step,
                     stable_step=stable_step, max_rejections=max_rejections, dense_output=dense_output,
-                    magnitude=magnitude, threads=threads)
+                    magnitude=magnitude, norm=norm, threads=threads)
     return march(rk, t_eval, monitor=monitor, callback=callback, progress=progress, desc=desc)
 
 
@@ -572,7 +580,8 @@ class Stepper:
 
     1. ``name``: the key in `STEPPERS`; ``options``: the keyword options it accepts, with defaults
        (a solver may override a default through its ``stepper_defaults``).
-    2. ``needs``: the solver hooks it calls besides ``_rhs`` (checked by `check`).
+    2. ``needs``: the solver hooks it calls besides ``_rhs`` (checked by `check`); ``carries_tracers``:
+       it reaches the solver only through the `solvers.base.Run`'s hooks, which add the tracers.
     3. ``integrate(run, y0, t_eval, callback, progress, desc)`` advances the run's state and returns
        an `IntegrationResult`; the solver's hooks are reached through the `solvers.base.Run`. A run
        that stops before the last saved time sets ``failure`` (a `Failure`: where, which step, why,
@@ -583,6 +592,7 @@ class Stepper:
     adaptive = False
     options = {}
     needs = ()
+    carries_tracers = True
 
     def check(self, solver):
         missing = [h for h in self.needs if not callable(getattr(solver, h, None))]
@@ -617,7 +627,8 @@ class AdaptiveRK(Stepper):
                          retract=run.retract if run.retracts else None, monitor=run.monitor,
                          callback=callback, first_step=o["first_step"], max_step=o["max_step"], progress=progress,
                          desc=desc, stable_step=run.stable_step, dense_output=o["dense_output"],
-                         retract_invariant=run.solver.retract_invariant, magnitude=run.magnitude, threads=run.threads)
+                         retract_invariant=run.retract_invariant, magnitude=run.magnitude, norm=run.error_norm,
+                         threads=run.threads)
 
 
 class _Fixed(Stepper):
@@ -648,6 +659,7 @@ class SSPRK3(_Fixed):
 
     name = "ssprk3"
     options = {"dt": None, "cfl": 0.5}
+    carries_tracers = False
     needs = ("_euler", "_cfl_rate")
 
     def default_dt(self, run, y0):
@@ -729,6 +741,7 @@ class EulerNormalize(EulerMaruyama):
 
     name = "euler-normalize"
     needs = ("_euler_velocity", "_tangent_noise")
+    carries_tracers = False
 
     def default_dt(self, run, y0):
         return 0.01 if run.model.noise > 0 else 0.1
