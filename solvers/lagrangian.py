@@ -755,9 +755,12 @@ class LayeredLagrangian(Lagrangian):
     diagnostic_names = ("mass", "max_density", "min_density", "error_estimate", "nodes")
 
     def __init__(self, model, nodes=None, *, positions=None, **options):
-        if isinstance(positions, str) or options.get("sums", "auto") == "spectral":
-            raise ValueError("`positions` of a Lagrangian run is a number M (a multiple of 8) or a PositionRule, "
-                             f"with direct sums (`sums` 'auto' or 'direct'); got positions={positions!r}.")
+        if isinstance(positions, str):
+            raise ValueError("`positions` of a Lagrangian run is a number M (a multiple of 8) or a PositionRule "
+                             f"(the labels carry every position exactly: no 'auto'); got {positions!r}.")
+        if options.get("sums", "auto") == "spectral":
+            raise ValueError("`sums` of a layered Lagrangian run is 'auto' or 'direct': the own panel's prefix "
+                             "weights do not factorise into the spectral sums' blocks.")
         Lagrangian.__init__(self, model, nodes, positions=positions, **options)
         self.layers = positions if isinstance(positions, PositionRule) else PositionRule(positions, model.position_bias)
         if self.layers.lam != model.position_bias:
