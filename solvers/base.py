@@ -38,7 +38,8 @@ the items marked (checked) when the class is defined and raises TypeError naming
    the capabilities of the model it takes beyond the paper's layer (`Solver.__init__` refuses the
    others with `UnsupportedModel` naming the argument): ``takes_mask`` (causal masks and the position
    bias, docs/causal.md), ``normalizations`` (the ``Model.normalization`` schemes it takes,
-   docs/normalization.md), ``takes_mlp`` (a feed-forward term).
+   docs/normalization.md), ``takes_mlp`` (a feed-forward term) and ``mlp_normalizations`` (the schemes
+   it takes together with a feed-forward term; None: all of ``normalizations``).
 3. Per-run state (checked): values that belong to one run are fields of ``run_type``, a subclass of
    `Run` declared as a dataclass with slots, each field with a default and a comment; the hooks
    set them (``_configure``, the initial-state hooks). An undeclared name raises AttributeError.
@@ -306,6 +307,7 @@ class Solver:
     takes_mask = False
     normalizations = ("post",)
     takes_mlp = False
+    mlp_normalizations = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -328,8 +330,12 @@ class Solver:
             raise UnsupportedModel(f"{name} takes `normalization` in {list(self.normalizations)}, got "
                                    f"{model.normalization!r} (docs/normalization.md says which solver takes which).")
         if model.mlp is not None and not self.takes_mlp:
-            raise UnsupportedModel(f"{name} cannot take a feed-forward term (`mlp`; docs/normalization.md says which "
+            raise UnsupportedModel(f"{name} cannot take a feed-forward term (`mlp`; docs/feedforward.md says which "
                                    "solvers do).")
+        if model.mlp is not None and model.normalization not in (self.mlp_normalizations or self.normalizations):
+            raise UnsupportedModel(f"{name} takes a feed-forward term (`mlp`) with `normalization` in "
+                                   f"{list(self.mlp_normalizations)}, got {model.normalization!r} (docs/feedforward.md "
+                                   "says which solver takes which).")
 
     def _run_context(self, run):
         """A context held while the stepper runs (default: BLAS on one thread, so that its waiting

@@ -195,6 +195,11 @@ class FourierBasis:
     def weights(self):
         return np.full(self.M, 1.0 / self.M)
 
+    @property
+    def frame(self):
+        """The unit tangent e_θ = (−sin θ, cos θ) at the grid points, (1, M, 2): the direction of ``gradient``."""
+        return circle_points(self.angles + np.pi / 2)[None]
+
     def synthesis(self, c):
         """Values ρ(θ_j) on the grid of coefficients c_0..c_J (last axis, J <= M/2: zero-padded)."""
         return sfft.irfft(c, n=self.M, axis=-1, norm="forward")
@@ -272,6 +277,17 @@ class SphericalHarmonicBasis:
         self.zonal = _readonly(ms == 0)
         self._divergence = _readonly(np.sqrt(self.laplacian))
         self._area_weights = _readonly(4 * np.pi * self.weights.reshape(self.ntheta, self.nphi))   # dΩ per node
+
+    @property
+    def frame(self):
+        """The unit tangents (e_θ, e_φ) at the grid points, (2, ntheta, nphi, 3): the components of
+        ``gradient`` and ``divergence``, e_θ = (cos θ cos φ, cos θ sin φ, −sin θ), e_φ = (−sin φ, cos φ, 0)."""
+        phi = 2 * np.pi * np.arange(self.nphi) / self.nphi
+        st, ct = np.sin(self.theta)[:, None], np.cos(self.theta)[:, None]
+        cp, sp = np.broadcast_to(np.cos(phi), st.shape[:1] + phi.shape), np.broadcast_to(np.sin(phi), (st.size, phi.size))
+        e_theta = np.stack([ct * cp, ct * sp, np.broadcast_to(-st, cp.shape)], axis=-1)
+        e_phi = np.stack([-sp, cp, np.zeros_like(cp)], axis=-1)
+        return np.stack([e_theta, e_phi])
 
     def synthesis(self, alm):
         """Grid values (..., ntheta, nphi) of coefficient vectors alm (..., nalm)."""

@@ -84,11 +84,15 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     to ``max_lmax``.
 
     ``Model(normalization="ngpt" | "sqrt-depth")``: the velocity is X/s (`SpectralVelocity.scaled`).
+    ``Model(mlp=...)`` ("post", "sqrt-depth"): the feed-forward term P_x F adds to X before the speed,
+    on the dealiasing grid (`SpectralVelocity.feedforward`), inside the one spin-1 analysis of the flux;
+    the recorded ``energy_rate_identity`` is then s∫Z⟨X, u⟩ρ, u the velocity (docs/feedforward.md).
     """
 
     default_handover = "lagrangian"
 
     normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
+    takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F in the flux (docs/feedforward.md)
     policy = SphericalHarmonicBasis.policy.with_memory(lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
     auto_resolution = (policy.name, policy.cap_name)
     config_name, config_aliases = "harmonics", ("spectral-sphere",)
@@ -135,11 +139,12 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
             self._fine = SphericalHarmonicBasis(self.lmax, 4 * self.lmax + 3, self.threads)
         return self._fine
 
-    def _fields(self, alm, basis=None, field=None, t=0.0):
+    def _fields(self, alm, basis=None, field=None, t=0.0, feedforward=True):
         """ρ, Z̃ (= e^{-β}K*ρ for SA, None for USA), the velocity X = s∇Φ divided by the speed s of the
         normalisation at time t, and s⁻¹, on the grid of ``basis`` (default the dealiasing one) for
         coefficients alm (..., nalm; leading axes a batch); the velocity is that of the density ``field``
-        (default alm; a layered run passes its prefix means)."""
+        (default alm; a layered run passes its prefix means), plus s⁻¹P_x F of a feed-forward term
+        unless ``feedforward`` is False."""
         basis = self.basis if basis is None else basis
         field = alm if field is None else field
         rows = [alm] + ([self._kern * field] if self._kern is not None else [])
@@ -149,8 +154,9 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         rho, z = g[..., 0, :, :], (g[..., 1, :, :] if self._kern is not None else None)
         x = self.field.velocity(basis.gradient(self._vel * field), None if z is None else z[..., None, :, :])
         speed2 = x[..., 0, :, :] ** 2 + x[..., 1, :, :] ** 2
-        return (rho, z) + self.field.scaled(x, speed2, t, g[..., -1, :, :] if self.field.radial is not None
-                                            else None, z)
+        x, inverse = self.field.scaled(x, speed2, t, g[..., -1, :, :] if self.field.radial is not None else None, z)
+        mlp = self.field.feedforward(basis) if feedforward else None
+        return rho, z, (x if mlp is None else x + inverse * mlp), inverse
 
     # -- Solver contract ---------------------------------------------------------------------------
     def _representation(self, run):
@@ -245,9 +251,11 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         if lin is not None:
             dalm = dalm + lin * alm
         rho_grid = self.basis.synthesis(alm[None])[0]
-        rho, z, x, inverse = self._fields(alm, self.fine, t=t)
+        rho, z, x, inverse = self._fields(alm, self.fine, t=t, feedforward=False)
         w = self.fine.weights
-        speed2 = (x[0] ** 2 + x[1] ** 2) / inverse          # ⟨X, X/s⟩
+        mlp = self.field.feedforward(self.fine)
+        u = x if mlp is None else x + inverse * mlp          # the velocity
+        speed2 = (x[0] * u[0] + x[1] * u[1]) / inverse      # ⟨X, u⟩
         if z is not None:
             integrand = rho * z * speed2 * self.field.unscale
         else:

@@ -37,6 +37,9 @@ General attention (heads (Q_h, K_h, V_h), M_h = Q_hᵀK_h): X = P_x Σ_h F_h wit
 V_h x_k under e^{β⟨x, M_h x_k⟩} (the plain sum for (USA)), and div_S X = Σ_h tr(P_x DF_h P_x) − (d−1)⟨x, F⟩
 from the same moments, one kernel-sum pass per head (`_head_terms`; docs/mathematics.md §9).
 
+A feed-forward term (``Model(mlp=...)``, `meanfield.feedforward`) is local: the labels move by
+X + P_x F and ℓ̇ gains its closed-form divergence div_S(P_x F) = tr(DF) − ⟨x, DF x⟩ − (d−1)⟨x, F⟩.
+
 Noise: with ν > 0 the density is not transported by any flow map (diffusion spreads each label
 into a law), so the characteristics carry no diffusion and the model raises `UnsupportedModel`.
 """
@@ -395,6 +398,7 @@ class Lagrangian(Solver):
     run_type = LagrangianRun
     normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
     takes_mask = True          # with `positions`: labels in (σ, x) (`LayeredLagrangian`)
+    takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F and its divergence (docs/feedforward.md)
     diagnostic_names = ("mass", "energy", "energy_rate_identity", "n_clusters", "largest_cluster", "clustered_mass",
                         "w1_to_dirac", "max_density", "min_density", "error_estimate", "nodes")
 
@@ -539,9 +543,13 @@ class Lagrangian(Solver):
             xs = x[sl]
             X, div = velocity_divergence(xs, xs, w, self.model.beta, normalized=self.normalized, v=self.v,
                                          heads=self.heads, chunk=self.chunk, sums=sums, threads=self.threads)
-            X, div, _ = self._scaled(t, xs, w, X, div)
+            X, div, inverse = self._scaled(t, xs, w, X, div)
             out[sl, :d] = X
             out[sl, d] = div
+            if self.model.feedforward is not None:      # + s⁻¹(P_x F, div_S P_x F): local, closed form
+                F, divF = self.model.feedforward.tangent_divergence(xs)
+                out[sl, :d] += inverse * F
+                out[sl, d] += inverse * divF
         return out
 
     def _tracer_velocity(self, run, t, y, points):
@@ -671,7 +679,8 @@ class Lagrangian(Solver):
             w = rep.weights
             X, _, Z = velocity_divergence(x, x, w, self.model.beta, normalized=self.normalized, v=self.v,
                                           chunk=self.chunk, partition=True, sums=run.sums)
-            speed2 = np.einsum("nd,nd->n", X, X) * self._scaled(t, x, w, X, np.zeros(len(x)))[2]   # ⟨X, X/s⟩
+            A = X if self.model.feedforward is None else X + self.model.feedforward.tangent(x)
+            speed2 = np.einsum("nd,nd->n", X, A) * self._scaled(t, x, w, X, np.zeros(len(x)))[2]   # ⟨X, (X + P_xF)/s⟩
             out["energy_rate_identity"] = self.v * float(np.sum(w * speed2 * (Z if self.normalized else 1.0)))
         if wanted & {"n_clusters", "largest_cluster", "clustered_mass"}:
             masses, _ = rep.clusters(data)

@@ -38,6 +38,7 @@ from meanfield.diagnostics import (cluster_sizes, clustered_pair_fraction, count
                                    w1_to_nearest_dirac)
 from meanfield.energy import discrete_energy, energy_from_scaled_sum
 from meanfield.errors import UnsupportedModel
+from meanfield.feedforward import FeedForward, check_mlp
 from meanfield.kernelsums import attention_sums, gram_counts, kernel_sums
 from meanfield.threads import check_threads
 from meanfield.masks import model_mask
@@ -105,6 +106,7 @@ class ParticlesRun(Run):
     causal: object = None             # the `meanfield.masks.TokenMask` of a masked model, else None
     radii: np.ndarray = None          # (..., n, 1) the radii of a scheme that keeps them fixed
     radial: bool = False              # the state is x = rθ in R^d: the radii move ("pre", "mix", "peri")
+    feedforward: object = None        # the run's `meanfield.feedforward.FeedForward` (``mlp``), else the model's
 
 
 class Particles(Solver):
@@ -192,6 +194,14 @@ class Particles(Solver):
     ``sol.positions`` holds the directions. "pre", "mix" and "peri" integrate x = rθ in R^d (no
     retraction; euler-normalize is then plain Euler); "ngpt" and "sqrt-depth" keep the directions on
     the sphere (euler-normalize: θ ← N(θ + h s⁻¹A)). Sphere only, no noise.
+
+    A feed-forward term (``Model(mlp=(W, U, b), activation=...)``, `meanfield.feedforward`) adds
+    F(x) = W act(Ux + b) to the attention output Σ_h A_h at each token, on any domain, with masks,
+    batches and heads: on the sphere the particle moves by P_x(A + F) (Post-LN), in R^d by A + F, and
+    under a normalisation scheme A + F (F at the direction θ) takes the place of A before the
+    scheme's speed s⁻¹. Noise adds to it as without the MLP. ``mlp=(W, U, b)`` replaces the model's
+    term for one run (with the model's ``activation``), each array possibly with a leading axis of one
+    MLP per realisation of x0 (B, d, w), (B, w, d), (B, w).
     """
 
     steppers = ("dopri5", "bs32", "euler-maruyama", "euler-normalize")
@@ -200,13 +210,14 @@ class Particles(Solver):
     config_name = "particles"
     solve_options = {"weights": None, "rng": None, "domain": "sphere", "rescaled": False, "rescale_time": False,
                      "save": "auto", "diagnostics": None, "threads": None, "parameters": None, "token_positions": None,
-                     "radii": None}
+                     "radii": None, "mlp": None}
     positional_options = ("weights", "rng")
     retracts = True
     retract_invariant = True       # the adaptive field normalises its argument: the last stage is reused
     run_type = ParticlesRun
     takes_mask = True              # causal masks with the ALiBi bias (meanfield.masks)
     normalizations = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")
+    takes_mlp = True               # the feed-forward term, added to the attention output (meanfield.feedforward)
 
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None, sums="auto",
                  sums_tol=1e-6, threads=None):
@@ -337,7 +348,9 @@ class Particles(Solver):
         output at those points (tracers) instead of at the particles, from the same sums."""
         causal = run.causal if run is not None else causal
         if run is not None and run.sums == "spectral":
-            return self._evaluate_spectral(x, w, run.threads, log_time_factor, causal, targets)
+            hit = self._evaluate_spectral(x, w, run.threads, log_time_factor, causal, targets)
+            hit["out"] = self._with_feedforward(run, x if targets is None else targets, hit["out"], log_time_factor)
+            return hit
         heads = self._heads if heads is None else heads
         out = den = c_den = counts = None
         d = x.shape[-1]
@@ -359,7 +372,17 @@ class Particles(Solver):
                 den, c_den, counts = acc[..., d], c, (res[2] if count else None)
         if count and counts is None:
             counts = gram_counts(x, x, 1.0 - self.delta, chunk=self.chunk, threads=threads)
+        out = self._with_feedforward(run, x if targets is None else targets, out, log_time_factor)
         return {"x": x, "out": out, "den": den, "c": c_den, "counts": counts, "heads": heads}
+
+    def _with_feedforward(self, run, x, out, log_time_factor=0.0):
+        """The attention output plus the feed-forward term F(x) = W act(Ux + b) of the run (``mlp``) or
+        the model (`meanfield.feedforward`; e^{−β}F in time τ = e^β t), before any projection or speed."""
+        ff = self.model.feedforward if run is None or run.feedforward is None else run.feedforward
+        if ff is None:
+            return out
+        F = ff.value(x)
+        return out + (F * np.exp(-log_time_factor) if log_time_factor else F)
 
     def _evaluate_spectral(self, x, w, threads, log_time_factor=0.0, causal=None, targets=None):
         """`_evaluate` through the spectral sums (zonal, S^1/S^2): with Zs = Σ_j w_j e^{β(⟨x_i, x_j⟩ − 1)}
@@ -440,7 +463,8 @@ class Particles(Solver):
         causal = model_mask(self.model, w, token_positions)
         shift = self.model.beta if (rescale_time and not self.model.normalized) else 0.0
         if choose_sums(self.sums, self.model, x.shape[-2], w, tol=self.sums_tol, causal=causal)[0] == "spectral":
-            out = self._evaluate_spectral(x, w, self.threads, shift, causal)["out"]
+            out = self._with_feedforward(None, x, self._evaluate_spectral(x, w, self.threads, shift, causal)["out"],
+                                         shift)
         else:
             out = self._field(None, x, w, project=False, log_time_factor=shift, causal=causal)
         if self.model.normalization == "post":
@@ -655,6 +679,9 @@ class Particles(Solver):
                 keep[[0, -1]] = True
             save = keep
         run.kept = save                          # None: every position (ParticleCloud)
+        if run.options["mlp"] is not None:
+            run.feedforward = FeedForward(*check_mlp(run.options["mlp"], self.model.dim, "mlp", run.batch),
+                                          self.model.activation)
         given = run.options["radii"]
         if given is not None and run.domain != "sphere":
             raise ValueError("`radii` (the token norms) apply to domain='sphere'.")

@@ -24,7 +24,8 @@ or a bad value raises ValueError naming the key (``solver.modes``) and the accep
     V = 1.0                 # +1 attractive, -1 repulsive (V·I), or a matrix (with Q, K: arrays of rows)
     noise = 0.0
     # mask = "causal", position_bias = 0.5, normalization = "pre", mix_depth, ngpt_alpha, activation,
-    # mlp = [W, U, b] (arrays): the transformer-layer options of docs/normalization.md and docs/causal.md
+    # mlp = [W, U, b] (arrays): the transformer-layer options of docs/normalization.md, docs/feedforward.md
+    # and docs/causal.md
 
     [initial]               # a density of meanfield.densities, by name, with its parameters
     density = "perturbed_uniform"
