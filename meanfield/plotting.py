@@ -407,14 +407,20 @@ def mark_clusters(ax, sol, i, place, colour="w"):
     outline = "k" if colour == "w" else "w"
     halo = [patheffects.withStroke(linewidth=2.0, foreground=outline)]
     label = f"clusters at t = {float(sol.t[i]):.4g}, with their mass"
+    # the labels of clusters closer than 0.2 rad to a heavier one go one line further down
+    near = np.triu(centres @ centres.T > np.cos(0.2), 1).sum(axis=0)
     if xy.shape[1] == 3:
         ax.scatter(*xy.T, marker="v", s=40, c=colour, edgecolors=outline, depthshade=False, label=label)
-        for m, p in zip(masses, xy):
-            ax.text(*(1.12 * p), f"{m:.3g}", color=colour, fontsize="small", ha="center", path_effects=halo)
+        for m, p, k in zip(masses, xy, near):
+            ax.text(*(1.15 * p - [0.0, 0.0, 0.3 * k]), f"{m:.3g}", color=colour, fontsize="small", ha="center",
+                    path_effects=halo)
         return masses
     ax.plot(*xy.T, ls="none", marker="v", ms=7, color=colour, mec=outline, label=label, clip_on=False)
-    for m, p in zip(masses, xy):
-        ax.annotate(f"{m:.3g}", p, xytext=(0, -9), textcoords="offset points", ha="center", va="top",
+    low, high = ax.get_xlim()
+    for m, p, k in zip(masses, xy, near):
+        side = (p[0] - low) / (high - low)             # a label at an edge of the panel reads inwards
+        ha = "left" if side < 0.04 else "right" if side > 0.96 else "center"
+        ax.annotate(f"{m:.3g}", p, xytext=(0, -9 - 10 * k), textcoords="offset points", ha=ha, va="top",
                     color=colour, fontsize="small", path_effects=halo)
     return masses
 
