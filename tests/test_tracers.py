@@ -174,10 +174,11 @@ def test_adaptive_restart_of_the_characteristics(tmp_path):
 
 def test_the_hand_over_carries_the_tracers():
     """A circle run at β = 6 handed over to the characteristics at t ≈ 3.2: its tracers follow those of a
-    Lagrangian run of 4096 labels to 1e-5 (3.2e-6 measured), in both segments."""
+    Lagrangian run of 2048 labels to 2e-5 (1.1e-5 measured, 3.2e-6 against 4096 labels: the reference's
+    own error), in both segments."""
     model = mf.Model(6.0, 2)
     z = circle(np.arange(5.0))
-    t = np.linspace(0.0, 12.0, 7)
+    t = np.linspace(0.0, 6.0, 4)
 
     def rho0(x):
         return 1 + 0.9 * x[..., 0]
@@ -187,8 +188,8 @@ def test_the_hand_over_carries_the_tracers():
         sol = solvers.FourierCircle(model, 64).solve(rho0, t, tracers=z, on_underresolved="lagrangian")
     assert "handover_t" in sol.stats and len(sol.segments) == 2
     assert [s.tracers.shape[0] for s in sol.segments] == [s.t.size for s in sol.segments]
-    ref = solvers.Lagrangian(model, 4096).solve(rho0, t, tracers=z)
-    assert np.max(np.abs(sol.tracers - ref.tracers)) <= 1e-5
+    ref = solvers.Lagrangian(model, 2048).solve(rho0, t, tracers=z)
+    assert np.max(np.abs(sol.tracers - ref.tracers)) <= 2e-5
 
 
 def test_bad_tracers_are_refused():
