@@ -26,6 +26,7 @@ import os
 
 import numpy as np
 
+from .diagnostics import follow_clusters
 from .energy import dirac_energy, energy_bounds, uniform_energy
 from .errors import NoCellMeans
 from .gridded import cell_grid_of
@@ -47,6 +48,7 @@ STYLE = {
     "svg.hashsalt": "meanfield",
 }
 WIDTH = 12.0          # inches, every run picture
+MAX_MARKED = 12       # clusters marked with their mass on a picture; more would not be legible
 
 _STOP_COLOUR = "C3"
 
@@ -332,7 +334,11 @@ def space_time_panel(ax, sol, scale="auto", t_end=None, fig=None):
     drawn, norm, cmap, label, ticks = colour_scale(rho, scale)
     ax.set_ylabel("t")
     ax.set_title("mean density over each cell of $S^1$, relative to σ")
-    return _time_mesh(ax, sol, x, drawn, norm, cmap, label, t_end, fig, ticks)
+    _time_mesh(ax, sol, x, drawn, norm, cmap, label, t_end, fig, ticks)
+    last = sol.t.size - 1
+    if mark_clusters(ax, sol, last, lambda c: np.stack([circle_angle(c), np.full(len(c), sol.t[last])], -1)).size:
+        legend(ax, loc="lower right", fontsize="small")
+    return ax
 
 
 def _time_mesh(ax, sol, x, drawn, norm, cmap, label, t_end=None, fig=None, ticks=None):
@@ -372,6 +378,58 @@ def _zonal_law_panel(ax, sol, scale="auto", t_end=None, fig=None):
     return _time_mesh(ax, sol, s, drawn, norm, "magma", label, t_end, fig)
 
 
+def cluster_marks(sol, i):
+    """(masses (k,), centres (k, d)) of the clusters at saved index ``i``, heaviest first: the cluster
+    tracking of `meanfield.diagnostics.follow_clusters` at that time (masses as fractions of the
+    total). Empty when the state is not separated into clusters or has more than MAX_MARKED."""
+    traj = follow_clusters(sol[i])
+    none = np.empty(0), np.empty((0, sol.model.dim))
+    if traj is None:
+        return none
+    mass, centre = traj["mass"][0], traj["centre"][0]
+    keep = np.isfinite(mass)
+    if not 0 < keep.sum() <= MAX_MARKED:
+        return none
+    order = np.argsort(-mass[keep], kind="stable")
+    return mass[keep][order], centre[keep][order]
+
+
+def mark_clusters(ax, sol, i, place, colour="w"):
+    """Mark the clusters of saved index ``i`` (`cluster_marks`) on ``ax``: a triangle at each and its
+    mass ("0.333") beside it. ``place(centres)`` gives their coordinates on ``ax`` ((k, 2), or (k, 3)
+    on a 3-D axes). Returns the masses marked (in the order of the labels drawn)."""
+    from matplotlib import patheffects  # deferred: matplotlib is heavy
+
+    masses, centres = cluster_marks(sol, i)
+    if not masses.size:
+        return masses
+    xy = np.asarray(place(centres), dtype=float)
+    outline = "k" if colour == "w" else "w"
+    halo = [patheffects.withStroke(linewidth=2.0, foreground=outline)]
+    label = f"clusters at t = {float(sol.t[i]):.4g}, with their mass"
+    # the labels of clusters closer than 0.2 rad to a heavier one go one line further down
+    near = np.triu(centres @ centres.T > np.cos(0.2), 1).sum(axis=0)
+    if xy.shape[1] == 3:
+        ax.scatter(*xy.T, marker="v", s=40, c=colour, edgecolors=outline, depthshade=False, label=label)
+        for m, p, k in zip(masses, xy, near):
+            ax.text(*(1.15 * p - [0.0, 0.0, 0.3 * k]), f"{m:.3g}", color=colour, fontsize="small", ha="center",
+                    path_effects=halo)
+        return masses
+    ax.plot(*xy.T, ls="none", marker="v", ms=7, color=colour, mec=outline, label=label, clip_on=False)
+    low, high = ax.get_xlim()
+    for m, p, k in zip(masses, xy, near):
+        side = (p[0] - low) / (high - low)             # a label at an edge of the panel reads inwards
+        ha = "left" if side < 0.04 else "right" if side > 0.96 else "center"
+        ax.annotate(f"{m:.3g}", p, xytext=(0, -9 - 10 * k), textcoords="offset points", ha=ha, va="top",
+                    color=colour, fontsize="small", path_effects=halo)
+    return masses
+
+
+def circle_angle(x):
+    """θ ∈ [0, 2π) of points x (..., 2) of S^1."""
+    return np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi)
+
+
 def legend(ax, **kwargs):
     """``ax.legend`` with each label once (the first handle that carries it)."""
     handles, labels = ax.get_legend_handles_labels()
@@ -399,6 +457,8 @@ def sphere_maps(fig, specs, cbar_spec, sol, idx, scale="auto", nlat=90):
         ax.set_yticklabels([])
         ax.grid(True, lw=0.3, alpha=0.5)
         ax.set_title(f"t = {float(sol.t[i]):.3g}")
+        mark_clusters(ax, sol, i, lambda c: np.stack([np.arctan2(c[:, 1], c[:, 0]),
+                                                      np.arcsin(np.clip(c[:, 2], -1.0, 1.0))], -1))
         axes.append(ax)
     cax = fig.add_subplot(cbar_spec)
     fig.colorbar(mesh, cax=cax, orientation="horizontal", label=label + r" on $S^2$, relative to σ", ticks=ticks)
@@ -454,6 +514,7 @@ def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
                     label=f"trajectories x_i(t) of {shown.size} of the {n} particles" if k == 0 else None)
         ax.scatter(x[-1, :, 0], x[-1, :, 1], x[-1, :, 2], s=6, c="k", depthshade=False,
                    label=f"positions at t = {t[-1]:.4g} (all {n})")
+        mark_clusters(ax, sol, kept[-1], lambda c: c, colour="C3")
         ax.set_box_aspect((1, 1, 1))
         for set_ticks in (ax.set_xticks, ax.set_yticks, ax.set_zticks):
             set_ticks([-1, 0, 1])
@@ -466,8 +527,10 @@ def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
         return ax
     ax = fig.add_subplot(spec)
     if d == 2:
-        theta = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi)
+        theta = circle_angle(x)
         ax.plot(theta.ravel(), np.repeat(t, n), ".", ms=1.5, color="k", label=f"angles θ_i(t) of the {n} particles")
+        mark_clusters(ax, sol, kept[-1], lambda c: np.stack([circle_angle(c), np.full(len(c), t[-1])], -1),
+                      colour="C3")
         ax.set_xlabel(r"$\theta$ (radians)")
         ax.set_xticks(np.pi * np.arange(5) / 2, ["0", "π/2", "π", "3π/2", "2π"])
         ax.set_xlim(0.0, 2 * np.pi)

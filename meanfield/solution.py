@@ -221,9 +221,9 @@ class Solution:
         its resolution, with its stepper and that stepper's default tolerances, or ``options``), up
         to the saved time asked for: it costs about one run, and the tracers are as accurate as
         the run (its error control includes them). A run handed over to the characteristics is
-        re-done with the hand-over. Particles, Lagrangian, FourierCircle and SphericalHarmonics
-        runs of the paper's noiseless layer (docs/tracers.md); the re-run is the `solvers` package's
-        (registered when it is imported: `register_flow_map`)."""
+        re-done with the hand-over. Particles, Lagrangian, FourierCircle, SphericalHarmonics and
+        Gegenbauer runs of the paper's noiseless layer (docs/tracers.md); the re-run is the `solvers`
+        package's (registered when it is imported: `register_flow_map`)."""
         if not FLOW_MAPS:
             raise RuntimeError("`flow` re-runs the Solution on its solver: import the solvers package first "
                                "(`import solvers`).")

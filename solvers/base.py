@@ -563,12 +563,10 @@ class Solver:
             ``checkpoint_every`` seconds and when the run stops. `solve` continues from it.
         history : bool; with ``initial`` a Solution (or its path), return (and checkpoint) the whole
             run: ``initial.concat(continuation)``, the saved times of both in order.
-        tracers : points (m, d) on the sphere, optional: passive points carried by the run's own
-            velocity field, ż = X[ρ_t](z), with the state under the same stepper and error control
-            (`solvers.tracers`); ``sol.tracers`` holds them at the saved times (T, m, d). A Solution
-            that carries tracers is continued with them. Noiseless runs of the paper's layer with an
-            adaptive pair (or noise-free Euler–Maruyama), on the solvers with a velocity at arbitrary
-            points (``_tracer_velocity``); ValueError naming `tracers` otherwise (docs/tracers.md).
+        tracers : points (m, d) on the sphere, optional: passive points moved by the run's own field,
+            ż = X[ρ_t](z), with the state under the same stepper and error control (`solvers.tracers`),
+            saved in ``sol.tracers`` (T, m, d) and continued with a Solution that carries them. Noiseless
+            runs of the paper's layer on a solver with ``_tracer_velocity`` (docs/tracers.md).
         **options : the stepper's options (``rtol``, ``atol``, ``max_step``, ``first_step`` for the
             adaptive pairs; ``dt`` for fixed steps; ``cfl`` for SSP-RK3) and the solver's own
             (``solve_options``). An option that does not apply raises ValueError naming it.

@@ -140,6 +140,13 @@ class Gegenbauer(AutoResolution, Solver):
             return np.full_like(y, np.nan)        # K*ρ <= 0 at a node: reject the step (see _monitor)
         return self.flux_test @ (f * dphi)
 
+    def _tracer_velocity(self, run, t, y, points):
+        """X = u(s)·P_x e at the tracers, s = ⟨x, e⟩ (the speed u of `_fields` at their s)."""
+        s = points @ self.axis
+        grad = self.basis.derivatives(s) @ (self.field.potential * y)
+        z = self.basis.values(s) @ (self.field.kernel * y) if self.field.normalized else None
+        return self.field.velocity(grad, z)[:, None] * (self.axis - s[:, None] * points)
+
     def _linear(self, run):
         if self.model.noise == 0.0:
             return None

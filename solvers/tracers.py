@@ -73,10 +73,12 @@ def rebuild(segment, classes):
         return classes(name)(model, rep.modes, w1=False)
     if name == "SphericalHarmonics":
         return classes(name)(model, rep.lmax)
+    if name == "Gegenbauer":
+        return classes(name)(model, rep.lmax, axis=rep.axis)
     if name == "Lagrangian":
         return classes(name)(model, rep.n, diagnostics="none", sums=segment.stats.get("sums", "auto"))
-    raise ValueError(f"`flow` re-runs a Solution of Particles, Lagrangian, FourierCircle or SphericalHarmonics "
-                     f"(or their hand-over); this one is from {name or rep.name!r}.")
+    raise ValueError(f"`flow` re-runs a Solution of Particles, Lagrangian, FourierCircle, SphericalHarmonics or "
+                     f"Gegenbauer (or their hand-over); this one is from {name or rep.name!r}.")
 
 
 def flow_map(solution, points, last, classes, **options):

@@ -157,6 +157,46 @@ def test_lagrangian_cell_means_keep_a_narrow_cluster_in_its_cell(shift):
     np.testing.assert_allclose(rho.sum() / 512, 1.0, rtol=0, atol=1e-13)
 
 
+def _mass_labels(fig):
+    return [t.get_text() for ax in fig.axes for t in ax.texts]
+
+
+@pytest.mark.parametrize("make", [lagrangian_solution, particle_solution], ids=["lagrangian", "particles"])
+@pytest.mark.parametrize("dim", [2, 3])
+def test_clusters_narrower_than_a_pixel_are_marked_with_their_mass(make, dim):
+    """The picture of three clusters of width 1e-6 labels each with its mass (heaviest first): the masses
+    labelled are the clusters' to 1e-9 and sum to the clustered mass, here all of it."""
+    sol = make(dim)
+    if make is particle_solution:
+        expected = MASSES
+    else:
+        expected = np.sort(np.bincount(_contract(_labels(dim, 600), _centres(dim), WIDTH)[1]) / 600)[::-1]
+    masses, centres = plotting.cluster_marks(sol, 1)
+    np.testing.assert_allclose(masses, expected, rtol=0, atol=1e-9)
+    clustered = mf.diagnostics.find_clusters(sol.measure(1)).clustered_mass
+    assert abs(masses.sum() - clustered) <= 1e-9 and abs(clustered - 1.0) <= 1e-9
+    k = np.argmax(centres @ _centres(dim).T, axis=1)
+    assert sorted(k) == [0, 1, 2]
+    assert np.max(np.abs(centres - _centres(dim)[k])) <= 1e-5
+    fig = plotting.plot_solution(sol)
+    assert _mass_labels(fig) == [f"{m:.3g}" for m in masses]
+    plotting.pyplot().close(fig)
+
+
+def test_many_or_no_clusters_are_not_labelled():
+    """13 clusters are more than a picture labels legibly (MAX_MARKED = 12); a uniform cloud has none."""
+    a = np.repeat(2 * np.pi * np.arange(13) / 13, 2) + np.tile([0.0, 1e-6], 13)     # two particles a cluster
+    x = np.stack([np.cos(a), np.sin(a)], -1)
+    many = mf.Solution([0.0, 1.0], mf.Model(beta=5.0, dim=2), ParticleCloud(np.full(26, 1 / 26), 2), np.stack([x, x]))
+    assert mf.diagnostics.find_clusters((x, np.full(26, 1 / 26))).count == 13
+    assert plotting.cluster_marks(many, 1)[0].size == 0
+    fig = plotting.plot_solution(many)
+    assert _mass_labels(fig) == []
+    plotting.pyplot().close(fig)
+    sphere = particle_solution(3)
+    assert plotting.cluster_marks(sphere, 0)[0].size == 0        # t = 0: Fibonacci points, not clustered
+
+
 @pytest.mark.parametrize("beta", [-0.75, 4.0])
 def test_energy_reference_lines_are_named_for_the_sign_of_beta(beta):
     """β < 0: the uniform state is a saddle, the minimum cosh β/2β is a balanced antipodal pair; β > 0:
