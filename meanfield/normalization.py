@@ -98,7 +98,8 @@ def field_inverse_speed(model, t, tangent_sq, radial):
     if scheme == "ngpt":
         return alpha(model, t) * _safe_inverse(np.sqrt(tangent_sq + np.square(radial)))
     raise ValueError(f"`normalization`={scheme!r} has a speed that depends on the radius of each token; "
-                     "a density on the sphere does not carry it (use solvers.Particles).")
+                     "a density on the sphere does not carry it (use solvers.Lagrangian, whose labels do, or "
+                     "solvers.Particles).")
 
 
 def _dot(a, b):

@@ -407,6 +407,10 @@ class Lagrangian(Solver):
 
     Notes
     -----
+    Normalisation (docs/normalization.md): every scheme. "pre", "mix" and "peri" (zonal models, direct
+    sums): each label carries its radius r and ∇_S r (`meanfield.normalization.label_rates`), from the
+    solve option ``radii`` (a number or a function r0(x) > 0, default 1); ``sol.radii`` (T, n).
+
     Steppers "dopri5" (default, rtol 1e-10, atol 1e-12 by default) and "bs32". Initial states: a
     density callable (evaluated at the labels), a `Solution` of any density solver (continued
     from its last saved time: its density at the labels becomes the new ρ_0, e.g. a spectral run
