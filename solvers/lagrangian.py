@@ -466,11 +466,7 @@ class Lagrangian(Solver):
         self.chunk = check_int(chunk, "chunk", low=1)
         self.radial = carries_radius(model)            # each label carries its radius and ∇_S r
         self.diagnostics = self._check_diagnostics(diagnostics)
-        self.sums = check_sums(sums, model)
-        if self.radial and self.sums == "spectral":
-            raise ValueError(f"`sums`='spectral' cannot give the Jacobian of A that normalization="
-                             f"{model.normalization!r} needs; use 'auto' or 'direct'.")
-        self.sums = "direct" if self.radial else self.sums
+        self.sums = self._check_sums(sums)
         self.sums_tol = check_real(sums_tol, "sums_tol", low=0.0, low_open=True)
         self.order = check_int(order, "order", low=2, high=64)
         need = minimum_degree(reach, d, LABEL_TOL) + 2
@@ -519,6 +515,14 @@ class Lagrangian(Solver):
             coarse = gauss_legendre(ntc, 2 * ntc)
             self.coarse = (coarse.points, coarse.weights)
         self.nodes = len(self.q)
+
+    def _check_sums(self, sums):
+        """``sums`` checked (`meanfield.spectralsums.check_sums`); direct for labels that carry their radius."""
+        sums = check_sums(sums, self.model)
+        if self.radial and sums == "spectral":
+            raise ValueError(f"`sums`='spectral' cannot give the Jacobian of A that normalization="
+                             f"{self.model.normalization!r} needs; use 'auto' or 'direct'.")
+        return "direct" if self.radial else sums
 
     def _check_diagnostics(self, diagnostics):
         """The names of the recorded diagnostics: "full" (every one the model has), "none" or names."""
