@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 
+from .feedforward import FeedForward, check_mlp
 from .validation import check_beta, check_dim, check_memory, check_real
 
 _ZONAL_TOL = 1e-12
@@ -88,7 +89,8 @@ class Model:
     ngpt_alpha : float > 0 or callable t -> float
         α(t) of ``normalization="ngpt"`` (default 1).
     mlp : (W, U, b), optional
-        A feed-forward term P_x W act(U x + b) added to the velocity: W (d, w), U (w, d), b (w,).
+        A feed-forward term P_x W act(U x + b) added to the velocity: W (d, w), U (w, d), b (w,);
+        ``model.feedforward`` is its `meanfield.feedforward.FeedForward` (value, divergence), None without.
     activation : "gelu", "tanh" or "relu"
         The feed-forward activation (GELU in its exact erf form).
 
@@ -123,7 +125,8 @@ class Model:
                              f"'causal-strict' with it, got mask='none' and position_bias={self.position_bias:g}.")
         self._set_normalization(normalization, mix_depth, ngpt_alpha)
         self.activation = _choice(activation, "activation", ACTIVATIONS)
-        self.mlp = None if mlp is None else self._mlp(mlp)
+        self.mlp = None if mlp is None else check_mlp(mlp, self.dim)
+        self.feedforward = None if mlp is None else FeedForward(*self.mlp, self.activation)
 
     def _set_normalization(self, normalization, mix_depth, ngpt_alpha):
         self.normalization = _choice(normalization, "normalization", NORMALIZATIONS)
@@ -142,27 +145,6 @@ class Model:
             if not callable(ngpt_alpha):
                 ngpt_alpha = check_real(ngpt_alpha, "ngpt_alpha", low=0.0, low_open=True)
         self.ngpt_alpha = ngpt_alpha
-
-    def _mlp(self, mlp):
-        """(W, U, b) with W (d, w), U (w, d), b (w,): the feed-forward term P_x W act(Ux + b)."""
-        d = self.dim
-        try:
-            W, U, b = mlp
-        except (TypeError, ValueError):
-            raise ValueError("`mlp` must be a triple (W, U, b) with W (d, w), U (w, d) and b (w,).") from None
-        try:
-            W, U, b = (np.array(a, dtype=float) for a in (W, U, b))
-        except (TypeError, ValueError):
-            raise ValueError("`mlp` = (W, U, b) must hold real arrays.") from None
-        w = W.shape[1] if W.ndim == 2 else -1
-        if W.shape != (d, w) or U.shape != (w, d) or b.shape != (w,):
-            raise ValueError(f"`mlp` = (W, U, b) must have shapes (d, w), (w, d), (w,) with d = {d}, got "
-                             f"{W.shape}, {U.shape}, {b.shape}.")
-        if not all(np.all(np.isfinite(a)) for a in (W, U, b)):
-            raise ValueError("`mlp` contains NaN or inf.")
-        for a in (W, U, b):
-            a.flags.writeable = False
-        return W, U, b
 
     def _head(self, head, index):
         d = self.dim

@@ -99,9 +99,13 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     ``segments`` the spectral and the Lagrangian part; docs/lagrangian.md).
 
     ``Model(normalization="ngpt" | "sqrt-depth")``: the velocity is v/s (`SpectralVelocity.scaled`).
+    ``Model(mlp=...)`` ("post", "sqrt-depth"): the feed-forward term's ⟨P_x F, e_θ⟩ adds to v before
+    the speed, on the padded grid (`SpectralVelocity.feedforward`); the recorded ``energy_rate_identity``
+    is then s∫Z⟨v_attention, v⟩ρ dσ (docs/feedforward.md).
     """
 
     normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
+    takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F in the flux (docs/feedforward.md)
     policy = FourierBasis.policy.with_memory(lambda K: BYTES_PER_MODE * K)
     auto_resolution = (policy.name, policy.cap_name)
     config_name, config_aliases = "fourier", ("spectral-circle",)
@@ -115,8 +119,8 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
 
     def __init__(self, model, modes=512, *, tail_tol=DEFAULT_TAIL_TOL, dealias=1.5,
                  max_modes=FourierBasis.policy.auto_cap, w1=True, positions=None,
-                 max_positions=POSITIONS_POLICY.auto_cap):
-        Solver.__init__(self, model)
+                 max_positions=POSITIONS_POLICY.auto_cap, threads=None):
+        Solver.__init__(self, model, threads)
         check_positions_model(model, positions)
         if model.dim != 2:
             raise UnsupportedModel(f"FourierCircle solves on S^1: `model.dim` must be 2, got {model.dim} "
@@ -136,11 +140,12 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         self.field = SpectralVelocity(self.model, K)
         self._dphi = self._ik * self.field.potential
 
-    def _grid_fields(self, run, c, field=None, t=0.0):
+    def _grid_fields(self, run, c, field=None, t=0.0, feedforward=True):
         """ρ, Z̃ (SA; None for USA), v and the inverse speed s⁻¹ of the normalisation on the padded grid
         θ_j = 2πj/M, for coefficients c_0..c_K (last axis; leading axes are a batch of densities) at time
         t; the velocity is that of the density ``field`` (default c itself; a layered run passes its
-        prefix means, `solvers.layered`)."""
+        prefix means, `solvers.layered`), plus s⁻¹⟨P_x F, e_θ⟩ of a feed-forward term unless
+        ``feedforward`` is False."""
         K, M, radial = self.modes, self.M, self.field.radial
         field = c if field is None else field
         rows = (3 if self.field.normalized else 2) + (radial is not None)
@@ -159,7 +164,9 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         if z is not None:
             run.workspace["zmin"] = float(z.min())
         v = self.field.velocity(g[..., 1, :], z)
-        return (g[..., 0, :], z) + self.field.scaled(v, v * v, t, None if radial is None else g[..., -1, :], z)
+        v, inverse = self.field.scaled(v, v * v, t, None if radial is None else g[..., -1, :], z)
+        mlp = self.field.feedforward(self.basis) if feedforward else None
+        return g[..., 0, :], z, (v if mlp is None else v + inverse * mlp[0]), inverse
 
     def _full(self, run, u):
         c = run.workspace.get("c")
@@ -231,6 +238,14 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         f *= -self._ik[1:]
         return f
 
+    def _tracer_velocity(self, run, t, u, points):
+        """v(θ)(−sin θ, cos θ) at the tracers, the velocity of `_grid_fields` at their angles."""
+        c = self._full(run, u)
+        rows = [self._dphi * c] + ([self.field.kernel * c] if self.field.normalized else [])
+        g = self.basis.values_at(np.stack(rows), points)
+        v = self.field.velocity(g[0], g[1] if self.field.normalized else None)
+        return v[:, None] * np.stack([-points[:, 1], points[:, 0]], axis=-1)
+
     def _linear(self, run):
         if self.model.noise == 0.0:
             return None
@@ -267,7 +282,8 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         """Mass, E_β, min ρ, tail, dE/dt (discrete) vs the identity (3.6), W1 to σ and to δ."""
         c = self._full(run, u).copy()
         power = self._power(run, u)
-        rho, z, v, inverse = self._grid_fields(run, c, t=t)
+        rho, z, v, inverse = self._grid_fields(run, c, t=t, feedforward=False)
+        mlp = self.field.feedforward(self.basis)
         du = self._rhs(run, t, u)
         lin = self._linear(run)
         if lin is not None:
@@ -275,7 +291,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         cross = np.zeros(self.modes + 1)
         cross[1:] = 2 * (u.real * du.real + u.imag * du.imag)
         beta, s = self.model.beta, self.field.s
-        integrand = rho * v * v / inverse            # ρ⟨X, X/s⟩
+        integrand = rho * v * (v if mlp is None else v + inverse * mlp[0]) / inverse   # ρ⟨X, u⟩, u the velocity
         if self.field.normalized:
             integrand = integrand * z * self.field.unscale
         ident = s * float(np.mean(integrand)) + noise_dissipation(beta, 2, self.model.noise, power)

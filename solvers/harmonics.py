@@ -33,6 +33,7 @@ from ducc0.sht import analysis_2d
 
 from meanfield.validation import check_callable, check_density_values, check_int
 from meanfield.errors import UnsupportedModel
+from meanfield.threads import renamed_threads
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_power, alm_to_real,
                                                  real_to_alm)
 from .base import Solver
@@ -58,7 +59,8 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     lmax : int >= 4, at least `meanfield.kernels.minimum_degree(beta, 3)` (the kernel must be
         resolved: i_l(β)/i_0(β) < 1e-14 beyond lmax), or "auto" (start at max(31, that minimum),
         double on a tail alarm, up to ``max_lmax``; beyond it `UnderResolved`).
-    nthreads : int >= 1, threads used by ducc0 (default 1).
+    threads : int >= 1, threads of ducc0's transforms (default: `meanfield.threads.default_threads`;
+        ``nthreads`` is its older name).
     tail_tol : spectral-tail tolerance of `solvers.spectral.TailMonitor` (`UnderResolved` beyond it).
     max_lmax : cap of ``lmax="auto"`` (default `AUTO_CAP` = 127). Beyond the cap a clustering run hands
         over to the characteristics (``on_underresolved``), which carry the density exactly: refining
@@ -82,11 +84,15 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     to ``max_lmax``.
 
     ``Model(normalization="ngpt" | "sqrt-depth")``: the velocity is X/s (`SpectralVelocity.scaled`).
+    ``Model(mlp=...)`` ("post", "sqrt-depth"): the feed-forward term P_x F adds to X before the speed,
+    on the dealiasing grid (`SpectralVelocity.feedforward`), inside the one spin-1 analysis of the flux;
+    the recorded ``energy_rate_identity`` is then s∫Z⟨X, u⟩ρ, u the velocity (docs/feedforward.md).
     """
 
     default_handover = "lagrangian"
 
     normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
+    takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F in the flux (docs/feedforward.md)
     policy = SphericalHarmonicBasis.policy.with_memory(lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
     auto_resolution = (policy.name, policy.cap_name)
     config_name, config_aliases = "harmonics", ("spectral-sphere",)
@@ -97,17 +103,16 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
             cls = LayeredSphericalHarmonics
         return super().__new__(cls)
 
-    def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL,
+    def __init__(self, model, lmax=63, *, threads=None, tail_tol=DEFAULT_TAIL_TOL,
                  max_lmax=AUTO_CAP, w1=False, w1_points=512, positions=None,
-                 max_positions=POSITIONS_POLICY.auto_cap):
-        Solver.__init__(self, model)
+                 max_positions=POSITIONS_POLICY.auto_cap, nthreads=None):
+        Solver.__init__(self, model, renamed_threads(threads, nthreads))
         check_positions_model(model, positions)
         if model.dim != 3:
             raise UnsupportedModel(f"SphericalHarmonics solves on S^2: `model.dim` must be 3, got {model.dim} "
                                    "(use solvers.FourierCircle for dim 2).")
         self._require_zonal()
         L = self._choose_resolution(lmax, max_lmax)
-        self.nthreads = check_int(nthreads, "nthreads", low=1)
         self.tail = TailMonitor(tail_tol, "lmax")
         self.w1 = bool(w1)
         self.w1_points = check_int(w1_points, "w1_points", low=16)
@@ -117,7 +122,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         """The dealiasing basis (Gauss–Legendre grid exact for degree 3L: 2·ntheta − 1 >= 3L, nphi >= 3L + 1),
         the finer one of the projections and diagnostics (degree 4L + 3), and the multipliers."""
         self.lmax = L
-        self.basis = basis = SphericalHarmonicBasis(L, 3 * L, self.nthreads)
+        self.basis = basis = SphericalHarmonicBasis(L, 3 * L, self.threads)
         self._fine = None
         self.ntheta, self.nphi = basis.ntheta, basis.nphi
         self.theta, self.points, self.weights = basis.theta, basis.points, basis.weights
@@ -131,14 +136,15 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     def fine(self):
         """The basis of the projections and diagnostics (grid exact for degree 4L + 3), built on first use."""
         if self._fine is None:
-            self._fine = SphericalHarmonicBasis(self.lmax, 4 * self.lmax + 3, self.nthreads)
+            self._fine = SphericalHarmonicBasis(self.lmax, 4 * self.lmax + 3, self.threads)
         return self._fine
 
-    def _fields(self, alm, basis=None, field=None, t=0.0):
+    def _fields(self, alm, basis=None, field=None, t=0.0, feedforward=True):
         """ρ, Z̃ (= e^{-β}K*ρ for SA, None for USA), the velocity X = s∇Φ divided by the speed s of the
         normalisation at time t, and s⁻¹, on the grid of ``basis`` (default the dealiasing one) for
         coefficients alm (..., nalm; leading axes a batch); the velocity is that of the density ``field``
-        (default alm; a layered run passes its prefix means)."""
+        (default alm; a layered run passes its prefix means), plus s⁻¹P_x F of a feed-forward term
+        unless ``feedforward`` is False."""
         basis = self.basis if basis is None else basis
         field = alm if field is None else field
         rows = [alm] + ([self._kern * field] if self._kern is not None else [])
@@ -148,12 +154,13 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         rho, z = g[..., 0, :, :], (g[..., 1, :, :] if self._kern is not None else None)
         x = self.field.velocity(basis.gradient(self._vel * field), None if z is None else z[..., None, :, :])
         speed2 = x[..., 0, :, :] ** 2 + x[..., 1, :, :] ** 2
-        return (rho, z) + self.field.scaled(x, speed2, t, g[..., -1, :, :] if self.field.radial is not None
-                                            else None, z)
+        x, inverse = self.field.scaled(x, speed2, t, g[..., -1, :, :] if self.field.radial is not None else None, z)
+        mlp = self.field.feedforward(basis) if feedforward else None
+        return rho, z, (x if mlp is None else x + inverse * mlp), inverse
 
     # -- Solver contract ---------------------------------------------------------------------------
     def _representation(self, run):
-        return SphericalHarmonicSeries(self.lmax, self.nthreads)
+        return SphericalHarmonicSeries(self.lmax, self.threads)
 
     def _stats(self, run):
         return {"lmax_final": self.lmax}
@@ -180,9 +187,9 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         g = grid.unit_mass(normalize, 3)
         nt, nphi = g.shape
         J = min(self.lmax, nt - 1, (nphi - 1) // 2)
-        alm = analysis_2d(map=g.values[None], spin=0, lmax=J, geometry="GL", nthreads=self.nthreads)[0]
+        alm = analysis_2d(map=g.values[None], spin=0, lmax=J, geometry="GL", nthreads=self.threads)[0]
         given = SphericalHarmonicSeries(J)
-        return real_to_alm(SphericalHarmonicSeries(self.lmax, self.nthreads).embed(alm_to_real(alm, J)[None], given)[0])
+        return real_to_alm(SphericalHarmonicSeries(self.lmax, self.threads).embed(alm_to_real(alm, J)[None], given)[0])
 
     def _initial_from_data(self, run, data, normalize):
         """Real σ-orthonormal coefficients clm (2, J+1, J+1), J <= lmax (as ``sol.data[i]``)."""
@@ -195,7 +202,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         n = 2 * c.shape[1] + 2
         minimum = given.grid_values(c, n, 2 * n).min()
         c = c * check_coefficients(c[0, 0, 0], minimum, normalize=normalize, tail_tol=self.tail.tol)
-        rep = SphericalHarmonicSeries(self.lmax, self.nthreads)
+        rep = SphericalHarmonicSeries(self.lmax, self.threads)
         return real_to_alm(rep.embed(c[None], SphericalHarmonicSeries(c.shape[1] - 1))[0])
 
     def _rhs(self, run, t, alm):
@@ -210,6 +217,12 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         d[..., 0] = 0.0
         d[..., self._m0] = d[..., self._m0].real
         return d
+
+    def _tracer_velocity(self, run, t, alm, points):
+        """X = s∇Φ at the tracers (`_fields` at arbitrary points, `SphericalHarmonicBasis.gradient_at`)."""
+        grad = self.basis.gradient_at(self._vel * alm, points)
+        z = None if self._kern is None else self.basis.values_at(self._kern * alm, points)[:, None]
+        return self.field.velocity(grad, z)
 
     def _linear(self, run):
         if self.model.noise == 0.0:
@@ -238,9 +251,11 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         if lin is not None:
             dalm = dalm + lin * alm
         rho_grid = self.basis.synthesis(alm[None])[0]
-        rho, z, x, inverse = self._fields(alm, self.fine, t=t)
+        rho, z, x, inverse = self._fields(alm, self.fine, t=t, feedforward=False)
         w = self.fine.weights
-        speed2 = (x[0] ** 2 + x[1] ** 2) / inverse          # ⟨X, X/s⟩
+        mlp = self.field.feedforward(self.fine)
+        u = x if mlp is None else x + inverse * mlp          # the velocity
+        speed2 = (x[0] * u[0] + x[1] * u[1]) / inverse      # ⟨X, u⟩
         if z is not None:
             integrand = rho * z * speed2 * self.field.unscale
         else:

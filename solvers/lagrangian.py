@@ -37,6 +37,9 @@ General attention (heads (Q_h, K_h, V_h), M_h = Q_hᵀK_h): X = P_x Σ_h F_h wit
 V_h x_k under e^{β⟨x, M_h x_k⟩} (the plain sum for (USA)), and div_S X = Σ_h tr(P_x DF_h P_x) − (d−1)⟨x, F⟩
 from the same moments, one kernel-sum pass per head (`_head_terms`; docs/mathematics.md §9).
 
+A feed-forward term (``Model(mlp=...)``, `meanfield.feedforward`) is local: the labels move by
+X + P_x F and ℓ̇ gains its closed-form divergence div_S(P_x F) = tr(DF) − ⟨x, DF x⟩ − (d−1)⟨x, F⟩.
+
 Noise: with ν > 0 the density is not transported by any flow map (diffusion spreads each label
 into a law), so the characteristics carry no diffusion and the model raises `UnsupportedModel`.
 """
@@ -48,7 +51,7 @@ import numpy as np
 from meanfield.validation import check_callable, check_density_values, check_int, check_memory, check_real
 from meanfield.errors import UnsupportedModel
 from meanfield.kernels import minimum_degree
-from meanfield.kernelsums import default_threads, kernel_sums
+from meanfield.kernelsums import kernel_sums
 from meanfield.geodesic import tangent_frame
 from meanfield.normalization import alpha, carries_radius, label_rates
 from meanfield.quadrature import circle_points, gauss_legendre, trapezoid
@@ -433,6 +436,7 @@ class Lagrangian(Solver):
     normalizations = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")     # docs/normalization.md
     solve_options = {"radii": None}     # the initial radius of the labels (schemes whose radius moves)
     takes_mask = True          # with `positions`: labels in (σ, x) (`LayeredLagrangian`)
+    takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F and its divergence (docs/feedforward.md)
     diagnostic_names = ("mass", "energy", "energy_rate_identity", "n_clusters", "largest_cluster", "clustered_mass",
                         "w1_to_dirac", "max_density", "min_density", "error_estimate", "nodes")
 
@@ -442,8 +446,8 @@ class Lagrangian(Solver):
         return super().__new__(cls)
 
     def __init__(self, model, nodes=None, *, panels=None, order=8, estimate=True, cluster_tol=1e-3, min_mass=1e-2,
-                 chunk=512, sums="auto", sums_tol=1e-6, diagnostics="full", positions=None):
-        Solver.__init__(self, model)
+                 chunk=512, sums="auto", sums_tol=1e-6, diagnostics="full", positions=None, threads=None):
+        Solver.__init__(self, model, threads)
         check_positions_model(model, positions)
         d = model.dim
         if d not in (2, 3):
@@ -593,10 +597,14 @@ class Lagrangian(Solver):
                 out[sl] = self._radial_rates(t, xs, w, y[sl])
                 continue
             X, div = velocity_divergence(xs, xs, w, self.model.beta, normalized=self.normalized, v=self.v,
-                                         heads=self.heads, chunk=self.chunk, sums=sums, threads=default_threads())
-            X, div, _ = self._scaled(t, xs, w, X, div)
+                                         heads=self.heads, chunk=self.chunk, sums=sums, threads=self.threads)
+            X, div, inverse = self._scaled(t, xs, w, X, div)
             out[sl, :d] = X
             out[sl, d] = div
+            if self.model.feedforward is not None:      # + s⁻¹(P_x F, div_S P_x F): local, closed form
+                F, divF = self.model.feedforward.tangent_divergence(xs)
+                out[sl, :d] += inverse * F
+                out[sl, d] += inverse * divF
         return out
 
     def _radial_rates(self, t, x, w, y):
@@ -621,6 +629,14 @@ class Lagrangian(Solver):
             raise ValueError(f"`radii` (the initial token norms) apply to the schemes whose radius moves ('pre', "
                              f"'mix', 'peri'), not to normalization={self.model.normalization!r}.")
         return super()._configure(run)
+
+    def _tracer_velocity(self, run, t, y, points):
+        """X(z) at the tracers z for the fine labels' measure (the field that moves them, `_rhs`)."""
+        d = self.model.dim
+        (sl, w), sums = run.systems[0], run.system_sums[0]
+        x = y[sl, :d] / np.linalg.norm(y[sl, :d], axis=1, keepdims=True)
+        return velocity_divergence(points, x, w, self.model.beta, normalized=self.normalized, v=self.v,
+                                   heads=self.heads, chunk=self.chunk, sums=sums, threads=self.threads)[0]
 
     # -- initial states -------------------------------------------------------------------------------
     def _start_run(self, run, values, coarse_values, labels=None, coarse_labels=None, state=None):
@@ -744,7 +760,8 @@ class Lagrangian(Solver):
             w = rep.weights
             X, _, Z = velocity_divergence(x, x, w, self.model.beta, normalized=self.normalized, v=self.v,
                                           chunk=self.chunk, partition=True, sums=run.sums)
-            speed2 = np.einsum("nd,nd->n", X, X) * self._scaled(t, x, w, X, np.zeros(len(x)))[2]   # ⟨X, X/s⟩
+            A = X if self.model.feedforward is None else X + self.model.feedforward.tangent(x)
+            speed2 = np.einsum("nd,nd->n", X, A) * self._scaled(t, x, w, X, np.zeros(len(x)))[2]   # ⟨X, (X + P_xF)/s⟩
             out["energy_rate_identity"] = self.v * float(np.sum(w * speed2 * (Z if self.normalized else 1.0)))
         if wanted & {"n_clusters", "largest_cluster", "clustered_mass"}:
             masses, _ = rep.clusters(data)
@@ -858,9 +875,14 @@ class LayeredLagrangian(Lagrangian):
         for (sl, w), _ in zip(run.systems, run.system_sums):
             X, div = layered_velocity_divergence(x[:, sl], w, self.layers, self.model.beta, normalized=self.normalized,
                                                  v=self.v, heads=self.heads, chunk=self.chunk)
-            X, div, _ = self._scaled(t, None, None, X, div)
+            X, div, inverse = self._scaled(t, None, None, X, div)
             out[:, sl, :d] = X
             out[:, sl, d] = div
+            if self.model.feedforward is not None:      # + s⁻¹(P_x F, div_S P_x F): local, as for one density
+                xs = x[:, sl].reshape(-1, d)
+                F, divF = self.model.feedforward.tangent_divergence(xs)
+                out[:, sl, :d] += inverse * F.reshape(X.shape)
+                out[:, sl, d] += inverse * divF.reshape(div.shape)
         return out
 
     def _start_run(self, run, values, coarse_values, labels=None, coarse_labels=None, state=None):

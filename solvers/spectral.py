@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from meanfield.feedforward import tangent_components
 from meanfield.normalization import field_inverse_speed
 from meanfield.validation import check_real
 from meanfield.errors import SolverError, UnderResolved
@@ -129,6 +130,11 @@ class SpectralVelocity:
     ⟨x, A⟩ = s ∂_β Z̃/Z̃ (SA), s e^{|β|} ∂_β Z̃ (USA), from the multipliers ``radial`` =
     e^{−|β|}∂_β a_l (`meanfield.kernels.radial_multipliers`; a basis synthesises ∂_β Z̃ for "ngpt"
     only). `scaled` applies it; the continuity equation keeps its divergence form.
+
+    A feed-forward term (``Model(mlp=...)``, `meanfield.feedforward`) adds the local field P_x F to the
+    attention's X before the speed: `feedforward` gives its components on a basis's grid along the
+    basis's ``frame``, computed once per grid (F does not depend on ρ), and the flux ρ(X + P_x F)/s
+    is differentiated spectrally like the attention's.
     """
 
     def __init__(self, model, lmax):
@@ -142,6 +148,19 @@ class SpectralVelocity:
         self.model = model
         self.radial = (radial_multipliers(self.beta, model.dim, lmax, scaled=True)
                        if model.normalization == "ngpt" else None)
+        self._grids = {}
+
+    def feedforward(self, basis, feedforward=None):
+        """⟨P_x F, e_a⟩ (a, grid...) on ``basis.points`` along ``basis.frame`` for the feed-forward term
+        ``feedforward`` (default the model's; None: no term, returns None), kept per (term, grid)."""
+        ff = self.model.feedforward if feedforward is None else feedforward
+        if ff is None:
+            return None
+        key = (id(ff), id(basis))
+        hit = self._grids.get(key)
+        if hit is None or hit[0] is not ff or hit[1] is not basis:
+            hit = self._grids[key] = (ff, basis, tangent_components(ff.value(basis.points), basis.frame))
+        return hit[2]
 
     def scaled(self, x, tangent_sq, t, dz=None, z=None):
         """(X/s, s⁻¹) at time t for the velocity X (any layout), |X|² (``tangent_sq``) and, for "ngpt",

@@ -209,7 +209,19 @@ class PhaseDiagramOptions(Options):
                                 "direction (docs/normalization.md)", choices=NORMALIZATIONS)
     mix_depth: float = option(1.0, "τ of --normalization mix (Post-LN for t <= τ, Pre-LN after)", low=0.0,
                               low_open=True)
+    mlp_width: int | None = option(None, "add a random feed-forward term of this width, one per realisation "
+                                   "(random_mlp; docs/feedforward.md)", low=1, shown="none: attention alone")
     seed: int = option(0, "random seed", low=0)
+
+
+def random_mlp(width, dim, rng, size=None):
+    """A random feed-forward term (W, U, b) of ``width``: W_ij ~ N(0, 1/w), U_ij ~ N(0, 1/d), b_i ~ N(0, 1)
+    (the scale at which the MLP's field and the attention's are both of order 1); with ``size`` B a
+    leading axis of B independent draws (one MLP per realisation)."""
+    lead = () if size is None else (size,)
+    W = rng.standard_normal(lead + (dim, width)) / np.sqrt(width)
+    U = rng.standard_normal(lead + (width, dim)) / np.sqrt(dim)
+    return W, U, rng.standard_normal(lead + (width,))
 
 
 @experiment("phase-diagram", PhaseDiagramOptions, writes="phase_diagram.nc",
@@ -220,6 +232,9 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
     ``workers``, ``scheduler``: one task per β on dask workers (see
     `meanfield.experiments.parallel.map_tasks`); every realisation starts from the same points, so the
     result does not depend on them.
+
+    A feed-forward term (``mlp_width``, docs/feedforward.md): one `random_mlp` per realisation, drawn from
+    the stream seeded by (seed, 2), the same for every β.
 
     Random parameters (Figure 5, docs/random-parameters.md): ``qk``, ``v`` (`random_parameters`),
     ``draw`` and ``layer_period`` (`layer_parameters`); the equiangular curve Γ stays that of the
@@ -243,7 +258,7 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
     settings = {"dim": dim, "n": n, "betas": betas, "t_end": t_end, "n_times": n_times, "realisations": B,
                 "delta": delta, "cluster_delta": o.cluster_delta, "kind": kind, "scheme": scheme, "dt": dt,
                 "seed": seed, "qk": o.qk, "v": o.v, "draw": o.draw, "layer_period": o.layer_period, "quick": quick,
-                "normalization": o.normalization}
+                "normalization": o.normalization, "mlp_width": o.mlp_width}
     report = Report("phase-diagram", out, settings)
     report.write()
     # the workers (if any) start first: they warm up while Γ is computed here
@@ -264,6 +279,7 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
         task = dict(x0=x0, t=t_run, betas=betas, dim=dim, normalized=normalized, scheme=scheme, dt=dt, delta=delta,
                     clusters=o.clusters, cluster_delta=o.cluster_delta, span=o.span_dimension,
                     sizes=o.cluster_sizes, layer=_layer(o),
+                    mlp=None if o.mlp_width is None else random_mlp(o.mlp_width, dim, np.random.default_rng([seed, 2]), B),
                     draws=None if identity else dict(qk=o.qk, v=o.v, draw=o.draw, seed=seed, layers=layers,
                                                      period=o.layer_period))
 
@@ -340,7 +356,7 @@ def _check_results(report, o, betas, t, rows, B, identity, eq_errors, checked, t
                  f"measured {np.mean(p[:, 0]):.2e}, exact {p_exact0:.2e}; worst |Δ| = {z:.1f} standard errors",
                  compared="p_d(0, β) for each β with the exact probability for independent uniform points, in "
                           "binomial standard errors", tolerance="<= 6 standard errors")
-    if identity:                                     # (random parameters: Figure 5 shows, not proves, it)
+    if identity and o.mlp_width is None:             # (random parameters: Figure 5 shows, not proves, it)
         report.check(f"the smallest β = {betas[0]:g} clusters by t = {t_end:g}", p[0, -1] >= 0.9,
                      f"p_d(t_end, β_min) = {p[0, -1]:.3f}", compared="p_d(t_end, β) at the smallest β",
                      tolerance=">= 0.9")
@@ -359,11 +375,12 @@ def _check_results(report, o, betas, t, rows, B, identity, eq_errors, checked, t
 
 
 def _solve_beta(k, *, x0, t, betas, dim, normalized, scheme, dt, delta=1e-3, clusters=False, cluster_delta=1e-2,
-                span=False, sizes=False, draws=None, layer=None):
+                span=False, sizes=False, draws=None, layer=None, mlp=None):
     """β number k: the particle run keeping only its diagnostics at the saved times (the clustered
     fraction at δ; the number of clusters and their sizes at ``cluster_delta``, the span dimension,
     if asked), not the positions; with ``draws`` (the keywords of `layer_parameters` and the
-    ``period``) under random parameters, one vectorised batch of per-realisation matrices."""
+    ``period``) under random parameters, one vectorised batch of per-realisation matrices; ``mlp`` a
+    feed-forward term per realisation (`random_mlp`)."""
 
     model = Model(beta=float(betas[k]), dim=dim, normalized=normalized, **(layer or {}))
     kw = {"rtol": 1e-6, "atol": 1e-9, "dense_output": True} if scheme == "adaptive" else {"dt": dt}
@@ -375,7 +392,7 @@ def _solve_beta(k, *, x0, t, betas, dim, normalized, scheme, dt, delta=1e-3, clu
         layers = layer_parameters(k, x0.shape[0], dim=dim, **draws)
         kw["parameters"] = layers[0] if period is None else Layers(layers, period)
     solver = solvers.Particles(model, delta=delta, cluster_delta=cluster_delta, diagnostics=names)
-    return solver.solve(x0, t, scheme=scheme, save="diagnostics", progress=False, **kw)
+    return solver.solve(x0, t, scheme=scheme, save="diagnostics", progress=False, mlp=mlp, **kw)
 
 
 def _layer(o):

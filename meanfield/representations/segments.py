@@ -149,7 +149,7 @@ class Segments(Representation):
             status, message = (sol.status, sol.message) if last else (
                 1, f"continued by {self.solvers[k + 1] or 'the next segment'} from t={sol.t[idx[-1]]:.6g}")
             out.append(Solution(sol.t[idx], sol.model, rep, self.stack(sol.data[idx], k), diags, sol.stats,
-                                status, message, self.solvers[k]))
+                                status, message, self.solvers[k], None if sol.tracers is None else sol.tracers[idx]))
         return out
 
     # -- I/O ------------------------------------------------------------------------------------------
