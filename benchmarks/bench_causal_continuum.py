@@ -8,6 +8,11 @@ machine is shared. Target: <= 3. The layered RHS is the prefix means ρ̄ (the O
 `meanfield.positions.PositionRule`) and one batched transport for all positions (FFTs on S^1; one scalar
 synthesis, one spin-1 synthesis and one spin-1 adjoint synthesis on S^2, each over all positions);
 the prefix recursion alone is printed as well.
+
+Labels in (σ, x) (`solvers.Lagrangian` with ``positions``, docs/causal.md "Through clustering"): one layered
+RHS with n labels per position against M unmasked Lagrangian RHS with n labels (ratio_M, about M/2 + 8:
+every position sees the labels of all earlier ones) and against one unmasked RHS with all M·n labels
+(ratio_all, about 1/2 + 8/M: the triangle of the causal sums plus the own panels).
 """
 import sys
 
@@ -35,6 +40,29 @@ def case(dim, resolution, M, repeat):
     return t_layered, M * t_one, t_prefix
 
 
+def lagrangian_case(dim, n, M, repeat):
+    """(layered Lagrangian RHS, M unmasked RHS with n labels, one unmasked RHS with M·n labels) in seconds."""
+    model = mf.Model(2.0, dim, mask="causal", position_bias=1.0)
+    masked = solvers.Lagrangian(model, n, positions=M, estimate=False)
+    plain = solvers.Lagrangian(mf.Model(2.0, dim), n, estimate=False, sums="direct")
+    whole = solvers.Lagrangian(mf.Model(2.0, dim), n * M, estimate=False, sums="direct")
+    run, one, every = masked.start(density), plain.start(lambda x: density(x, 0.5)), whole.start(lambda x: density(x, 0.5))
+    t_layered, t_one, t_all = interleaved([lambda: run.rhs(0.0, run.y0), lambda: one.rhs(0.0, one.y0),
+                                           lambda: every.rhs(0.0, every.y0)], repeat)
+    return t_layered, M * t_one, t_all
+
+
+def main_lagrangian(quick=False):
+    repeat = 3 if quick else 7
+    cases = [(2, 256, 16), (2, 256, 32), (3, 512, 16)] if not quick else [(2, 128, 16)]
+    print(f"\nlabels in (sigma, x): {'domain':7} {'n':>5} {'M':>4} {'layered (ms)':>13} {'M x plain (ms)':>15} "
+          f"{'ratio_M':>8} {'ratio_all':>10}")
+    for dim, n, M in cases:
+        layered, plain, whole = lagrangian_case(dim, n, M, repeat)
+        print(f"{'':22}S^{dim - 1:<5} {n:>5} {M:>4} {1e3 * layered:>13.1f} {1e3 * plain:>15.1f} "
+              f"{layered / plain:>8.2f} {layered / whole:>10.2f}")
+
+
 def main(quick=False):
     repeat = 5 if quick else 20
     cases = [(2, 64, 64), (2, 256, 128), (3, 31, 32), (3, 63, 64)] if not quick else [(2, 64, 32), (3, 31, 16)]
@@ -53,3 +81,4 @@ def main(quick=False):
 
 if __name__ == "__main__":
     main(quick="--quick" in sys.argv)
+    main_lagrangian(quick="--quick" in sys.argv)

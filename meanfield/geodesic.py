@@ -9,6 +9,15 @@ def geodesic_distance(x, y):
                             np.sqrt(np.einsum("...d,...d->...", plus, plus)))
 
 
+def tangent_frame(x):
+    """Orthonormal tangent vectors at unit vectors x (k, d): (e1,) = ((−x_2, x_1),) on S^1, (e1, e2) on S^2."""
+    if x.shape[1] == 2:
+        return (np.stack([-x[:, 1], x[:, 0]], -1),)
+    a = np.where(np.abs(x[:, :1]) < 0.9, np.array([[1.0, 0, 0]]), np.array([[0, 1.0, 0]]))
+    e1 = a - np.einsum("kd,kd->k", a, x)[:, None] * x
+    e1 /= np.linalg.norm(e1, axis=1, keepdims=True)
+    return e1, np.cross(x, e1)
+
 
 def merge_on_grid(x, w, spacing):
     """The atoms of (x, w) merged per cell of the cubic grid of side ``spacing`` in R^d: each cell's
@@ -30,4 +39,4 @@ def merge_on_grid(x, w, spacing):
     return centre[keep], mass[keep], cost
 
 
-__all__ = ["geodesic_distance", "merge_on_grid"]
+__all__ = ["geodesic_distance", "merge_on_grid", "tangent_frame"]

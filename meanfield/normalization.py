@@ -98,7 +98,59 @@ def field_inverse_speed(model, t, tangent_sq, radial):
     if scheme == "ngpt":
         return alpha(model, t) * _safe_inverse(np.sqrt(tangent_sq + np.square(radial)))
     raise ValueError(f"`normalization`={scheme!r} has a speed that depends on the radius of each token; "
-                     "a density on the sphere does not carry it (use solvers.Particles).")
+                     "a density on the sphere does not carry it (use solvers.Lagrangian, whose labels do, or "
+                     "solvers.Particles).")
+
+
+def _dot(a, b):
+    return np.einsum("nd,nd->n", a, b)
+
+
+def label_rates(model, t, theta, radii, G, A, DA):
+    """The characteristics of a density of directions whose tokens carry a radius (docs/normalization.md).
+
+    A label at θ carries its radius r and G = ∇_S r (the radii form a field r(t, θ) while the flow is a
+    diffeomorphism and r_0 is smooth). With X = P_θ A, the scheme's s⁻¹ and radius rate h (both of θ, r, A):
+
+        θ̇ = s⁻¹X,   ℓ̇ = div_S(s⁻¹X) = s⁻¹ div_S X + ⟨∇_S s⁻¹, X⟩,   ṙ = h,
+        Ġ = ∇_S h − θ⟨θ̇, G⟩ − ∇_S s⁻¹ ⟨X, G⟩ − s⁻¹(P_θ DAᵀG − ⟨θ, A⟩G),
+
+    with div_S X = tr DA − θᵀDAθ − (d − 1)⟨θ, A⟩ (docs/mathematics.md §9). Ġ is the gradient of the transport
+    equation ∂_t r + ⟨θ̇, ∇r⟩ = h along the flow (the 1-homogeneous extension of θ̇ to R^d, whose Jacobian
+    at θ is θ̇θᵀ + D(s⁻¹X)); ∇_S s⁻¹ = −G/r² ("pre"), −G/(r²‖A‖) − ∇_S‖A‖/(r‖A‖²) ("peri"), 0 ("post",
+    "mix" up to τ); ∇_S h = P_θ(A + DAᵀθ) ("pre"), its quotient by ‖A‖ for "peri"; ∇_S‖A‖ = P_θ DAᵀA/‖A‖.
+
+    theta, G, A (n, d); radii (n,); DA (n, d, d). Returns (θ̇ (n, d), ℓ̇ (n,), ṙ (n,), Ġ (n, d)).
+    """
+    scheme = scheme_at(model, t)
+    d = theta.shape[1]
+
+    def tangent(u):
+        return u - _dot(theta, u)[:, None] * theta
+
+    G = tangent(G)
+    radial = _dot(theta, A)
+    X = A - radial[:, None] * theta
+    div = np.einsum("nii->n", DA) - np.einsum("na,nab,nb->n", theta, DA, theta) - (d - 1) * radial
+    zero = np.zeros_like(radii)
+    inv, grad_inv, h, grad_h = np.ones_like(radii), np.zeros_like(G), zero, np.zeros_like(G)
+    if scheme in ("pre", "peri"):
+        inv = 1.0 / radii
+        grad_inv = -G * (inv ** 2)[:, None]
+        h = radial
+        grad_h = tangent(A + np.einsum("nab,na->nb", DA, theta))
+    if scheme == "peri":
+        norm = np.sqrt(_dot(A, A))
+        grad_norm = tangent(np.einsum("nab,na->nb", DA, A)) / norm[:, None]
+        grad_inv = (grad_inv - (inv / norm)[:, None] * grad_norm) / norm[:, None]
+        inv = inv / norm
+        grad_h = (grad_h - (h / norm)[:, None] * grad_norm) / norm[:, None]
+        h = h / norm
+    velocity = inv[:, None] * X
+    rate = inv * div + _dot(grad_inv, X)
+    dG = (grad_h - _dot(velocity, G)[:, None] * theta - grad_inv * _dot(X, G)[:, None]
+          - inv[:, None] * (tangent(np.einsum("nab,na->nb", DA, G)) - radial[:, None] * G))
+    return velocity, rate, h, dG
 
 
 def check_radii(radii, shape):

@@ -191,10 +191,15 @@ class Solution:
 
     @property
     def radii(self):
-        """Token norms r_j at each saved time, shape (T, n) or (T, B, n) (particle solutions only): the
-        diagnostic "radii" of a run with a normalisation scheme (docs/normalization.md), else all 1."""
+        """Token norms r_j at each saved time, shape (T, n) or (T, B, n): the diagnostic "radii" of a particle
+        run with a normalisation scheme (docs/normalization.md), else all 1; for labels that carry their
+        radius (`solvers.Lagrangian`) the radius of each label, (T, n)."""
         if self.representation.is_density:
-            raise AttributeError("a PDE Solution has no token radii; solvers.Particles reports them")
+            per_label = getattr(self.representation, "radii", None)
+            if per_label is None:
+                raise AttributeError("this PDE Solution has no token radii; solvers.Particles and solvers.Lagrangian "
+                                     "report them")
+            return np.stack([per_label(d) for d in self.data])
         radii = self.diagnostics.get("radii")
         if radii is not None:
             return radii

@@ -52,7 +52,8 @@ from meanfield.validation import check_callable, check_density_values, check_int
 from meanfield.errors import UnsupportedModel
 from meanfield.kernels import minimum_degree
 from meanfield.kernelsums import kernel_sums
-from meanfield.normalization import alpha
+from meanfield.geodesic import tangent_frame
+from meanfield.normalization import alpha, carries_radius, label_rates
 from meanfield.quadrature import circle_points, gauss_legendre, trapezoid
 from meanfield.positions import PositionRule
 from meanfield.representations.lagrangian import LagrangianNodes, monotone_lift
@@ -187,11 +188,10 @@ def _second_moment(S, d):
     return S2
 
 
-def attention_norm(z, x, weights, beta, *, normalized=True, v=1.0, chunk=512):
-    """‖A(z)‖ and its surface gradient ∇_S‖A‖ (m, d) for the zonal attention output A = vF at z.
-
-    ∇_S ½‖A‖² = P_z (DA)ᵀA with DA = vβC ((SA), C = S₂/Z − FFᵀ the softmax covariance) or vβB
-    ((USA), B = Σ_k w_k e^{β⟨z,x_k⟩} x_k x_kᵀ) (docs/mathematics.md §9; docs/normalization.md)."""
+def attention_jacobian(z, x, weights, beta, *, normalized=True, v=1.0, chunk=512):
+    """The zonal attention output A = vF (m, d) at z and its Jacobian DA (m, d, d): DA = vβC ((SA), C = S₂/Z − FFᵀ
+    the softmax covariance) or vβB ((USA), B = Σ_k w_k e^{β⟨z,x_k⟩} x_k x_kᵀ), from one pass of the moment
+    sums (docs/mathematics.md §9)."""
     d = z.shape[1]
     S, c = kernel_sums(z, x, _moment_values(x, weights), beta, chunk=chunk)
     S2 = _second_moment(S, d)
@@ -203,7 +203,14 @@ def attention_norm(z, x, weights, beta, *, normalized=True, v=1.0, chunk=512):
         scale = scale[:, None] if np.ndim(scale) else scale
         F = S[:, 1:1 + d] * scale
         DA = (v * beta) * S2 * (scale[:, :, None] if np.ndim(scale) else scale)
-    A = v * F
+    return v * F, DA
+
+
+def attention_norm(z, x, weights, beta, *, normalized=True, v=1.0, chunk=512):
+    """‖A(z)‖ and its surface gradient ∇_S‖A‖ (m, d) for the zonal attention output A = vF at z.
+
+    ∇_S ½‖A‖² = P_z (DA)ᵀA with DA from `attention_jacobian` (docs/mathematics.md §9; docs/normalization.md)."""
+    A, DA = attention_jacobian(z, x, weights, beta, normalized=normalized, v=v, chunk=chunk)
     norm = np.sqrt(np.einsum("nd,nd->n", A, A))
     g = np.einsum("nab,na->nb", DA, A)                      # (DA)ᵀA; DA is symmetric
     g -= np.einsum("nd,nd->n", z, g)[:, None] * z
@@ -333,9 +340,35 @@ class LagrangianRun(Run):
 
 
 def _check_ngpt(model):
-    if model.normalization == "ngpt" and not model.is_zonal:
-        raise UnsupportedModel("`normalization`='ngpt' on the characteristics needs a zonal model (the gradient "
-                               "of ‖A‖ is summed for one head with QᵀK = I, V = v·I); use solvers.Particles.")
+    if (model.normalization == "ngpt" or carries_radius(model)) and not model.is_zonal:
+        raise UnsupportedModel(f"`normalization`={model.normalization!r} on the characteristics needs a zonal model "
+                               "(the Jacobian of A is summed for one head with QᵀK = I, V = v·I); use "
+                               "solvers.Particles.")
+
+
+def radius_field(r0, points, step=1e-3):
+    """(r (n,), ∇_S r (n, d)) of the initial radii at ``points``: a number (∇_S r = 0) or a callable r0(x) > 0,
+    its surface gradient by fourth-order central differences along great circles in a tangent frame
+    (`meanfield.geodesic.tangent_frame`; error about step⁴ times the fifth derivative, 1e-12 for smooth r0)."""
+    n, d = points.shape
+    if not callable(r0):
+        r = check_real(r0, "radii", low=0.0, low_open=True)
+        return np.full(n, r), np.zeros((n, d))
+
+    def values(x):
+        try:
+            out = np.asarray(r0(x), dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"`radii` could not be evaluated on points of shape {x.shape}: {exc}") from None
+        if out.shape != (n,) or not np.all(np.isfinite(out)) or not np.all(out > 0):
+            raise ValueError(f"`radii` must return one finite radius > 0 per point (shape ({n},)).")
+        return out
+
+    grad = np.zeros((n, d))
+    for e in tangent_frame(points):
+        at = [values(np.cos(j * step) * points + np.sin(j * step) * e) for j in (2, 1, -1, -2)]
+        grad += ((-at[0] + 8 * at[1] - 8 * at[2] + at[3]) / (12 * step))[:, None] * e
+    return values(points), grad
 
 
 class Lagrangian(Solver):
@@ -377,6 +410,10 @@ class Lagrangian(Solver):
 
     Notes
     -----
+    Normalisation (docs/normalization.md): every scheme. "pre", "mix" and "peri" (zonal models, direct
+    sums): each label carries its radius r and ∇_S r (`meanfield.normalization.label_rates`), from the
+    solve option ``radii`` (a number or a function r0(x) > 0, default 1); ``sol.radii`` (T, n).
+
     Steppers "dopri5" (default, rtol 1e-10, atol 1e-12 by default) and "bs32". Initial states: a
     density callable (evaluated at the labels), a `Solution` of any density solver (continued
     from its last saved time: its density at the labels becomes the new ρ_0, e.g. a spectral run
@@ -396,7 +433,8 @@ class Lagrangian(Solver):
     config_name = "lagrangian"
     stepper_defaults = {"rtol": 1e-10, "atol": 1e-12}
     run_type = LagrangianRun
-    normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
+    normalizations = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")     # docs/normalization.md
+    solve_options = {"radii": None}     # the initial radius of the labels (schemes whose radius moves)
     takes_mask = True          # with `positions`: labels in (σ, x) (`LayeredLagrangian`)
     takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F and its divergence (docs/feedforward.md)
     diagnostic_names = ("mass", "energy", "energy_rate_identity", "n_clusters", "largest_cluster", "clustered_mass",
@@ -430,8 +468,9 @@ class Lagrangian(Solver):
         self.cluster_tol = check_real(cluster_tol, "cluster_tol", low=0.0, low_open=True, high=np.pi)
         self.min_mass = check_real(min_mass, "min_mass", low=0.0, low_open=True, high=1.0)
         self.chunk = check_int(chunk, "chunk", low=1)
+        self.radial = carries_radius(model)            # each label carries its radius and ∇_S r
         self.diagnostics = self._check_diagnostics(diagnostics)
-        self.sums = check_sums(sums, model)
+        self.sums = self._check_sums(sums)
         self.sums_tol = check_real(sums_tol, "sums_tol", low=0.0, low_open=True)
         self.order = check_int(order, "order", low=2, high=64)
         need = minimum_degree(reach, d, LABEL_TOL) + 2
@@ -481,6 +520,14 @@ class Lagrangian(Solver):
             self.coarse = (coarse.points, coarse.weights)
         self.nodes = len(self.q)
 
+    def _check_sums(self, sums):
+        """``sums`` checked (`meanfield.spectralsums.check_sums`); direct for labels that carry their radius."""
+        sums = check_sums(sums, self.model)
+        if self.radial and sums == "spectral":
+            raise ValueError(f"`sums`='spectral' cannot give the Jacobian of A that normalization="
+                             f"{self.model.normalization!r} needs; use 'auto' or 'direct'.")
+        return "direct" if self.radial else sums
+
     def _check_diagnostics(self, diagnostics):
         """The names of the recorded diagnostics: "full" (every one the model has), "none" or names."""
         full = isinstance(diagnostics, str) and diagnostics == "full"
@@ -496,6 +543,11 @@ class Lagrangian(Solver):
             elif ZONAL_DIAGNOSTICS & set(diagnostics):
                 raise ValueError(f"`diagnostics` {sorted(ZONAL_DIAGNOSTICS & set(diagnostics))} need a zonal model: "
                                  "for general Q, K, V the flow is not the gradient flow of E_β (3.5).")
+        if self.radial and "energy_rate_identity" in diagnostics:
+            if not full:
+                raise ValueError("`diagnostics` 'energy_rate_identity' holds for speeds of t and of the field; under "
+                                 f"normalization={self.model.normalization!r} each label has its own.")
+            diagnostics = [k for k in diagnostics if k != "energy_rate_identity"]
         return frozenset(diagnostics)
 
     @staticmethod
@@ -541,6 +593,9 @@ class Lagrangian(Solver):
         out = np.empty_like(y)
         for (sl, w), sums in zip(run.systems, run.system_sums):
             xs = x[sl]
+            if self.radial:
+                out[sl] = self._radial_rates(t, xs, w, y[sl])
+                continue
             X, div = velocity_divergence(xs, xs, w, self.model.beta, normalized=self.normalized, v=self.v,
                                          heads=self.heads, chunk=self.chunk, sums=sums, threads=self.threads)
             X, div, inverse = self._scaled(t, xs, w, X, div)
@@ -551,6 +606,29 @@ class Lagrangian(Solver):
                 out[sl, :d] += inverse * F
                 out[sl, d] += inverse * divF
         return out
+
+    def _radial_rates(self, t, x, w, y):
+        """[θ̇, ℓ̇, ṙ, Ġ] of labels [θ, ℓ, r, G = ∇_S r] (`meanfield.normalization.label_rates`, A and DA from
+        one pass of the moment sums, `attention_jacobian`)."""
+        d = self.model.dim
+        A, DA = attention_jacobian(x, x, w, self.model.beta, normalized=self.normalized, v=self.v, chunk=self.chunk)
+        velocity, rate, h, dG = label_rates(self.model, t, x, y[:, d + 1], y[:, d + 2:], A, DA)
+        return np.concatenate([velocity, rate[:, None], h[:, None], dG], axis=1)
+
+    def _radius_columns(self, run, points):
+        """The columns [r, ∇_S r] (n, d + 1) of a run whose labels carry their radius (else (n, 0)), from the
+        solve option ``radii`` (`radius_field`; default 1)."""
+        radii = run.options.get("radii")
+        if not self.radial:
+            return np.zeros((len(points), 0))
+        r, grad = radius_field(1.0 if radii is None else radii, points)
+        return np.concatenate([r[:, None], grad], axis=1)
+
+    def _configure(self, run):
+        if run.options.get("radii") is not None and not self.radial:
+            raise ValueError(f"`radii` (the initial token norms) apply to the schemes whose radius moves ('pre', "
+                             f"'mix', 'peri'), not to normalization={self.model.normalization!r}.")
+        return super()._configure(run)
 
     def _tracer_velocity(self, run, t, y, points):
         """X(z) at the tracers z for the fine labels' measure (the field that moves them, `_rhs`)."""
@@ -579,7 +657,7 @@ class Lagrangian(Solver):
         if state is not None:
             return state
         pts = labels if companion is None else np.concatenate([labels, companion[0]])
-        return np.concatenate([pts, np.zeros((len(pts), 1))], axis=1)
+        return np.concatenate([pts, np.zeros((len(pts), 1)), self._radius_columns(run, pts)], axis=1)
 
     def _choose_sums(self, run):
         """The sums of each system of labels (`meanfield.spectralsums.choose_sums`); the fine one's are
@@ -618,7 +696,10 @@ class Lagrangian(Solver):
                 run.systems.append((slice(rep.n, data.shape[0]), rep.companion[1]))
             run.rep = rep
             self._choose_sums(run)
-            return data
+            d = self.model.dim
+            if data.shape[1] == d + 1:          # a run without radii goes on with the radii given
+                data = np.concatenate([data, self._radius_columns(run, data[:, :d])], axis=1)
+            return data if self.radial else data[:, :d + 1]
         if not rep.is_density:
             raise ValueError("`initial`: Lagrangian continues density Solutions (spectral, finite elements or "
                              "Lagrangian); for particles pass a density callable.")
@@ -794,9 +875,14 @@ class LayeredLagrangian(Lagrangian):
         for (sl, w), _ in zip(run.systems, run.system_sums):
             X, div = layered_velocity_divergence(x[:, sl], w, self.layers, self.model.beta, normalized=self.normalized,
                                                  v=self.v, heads=self.heads, chunk=self.chunk)
-            X, div, _ = self._scaled(t, None, None, X, div)
+            X, div, inverse = self._scaled(t, None, None, X, div)
             out[:, sl, :d] = X
             out[:, sl, d] = div
+            if self.model.feedforward is not None:      # + s⁻¹(P_x F, div_S P_x F): local, as for one density
+                xs = x[:, sl].reshape(-1, d)
+                F, divF = self.model.feedforward.tangent_divergence(xs)
+                out[:, sl, :d] += inverse * F.reshape(X.shape)
+                out[:, sl, d] += inverse * divF.reshape(div.shape)
         return out
 
     def _start_run(self, run, values, coarse_values, labels=None, coarse_labels=None, state=None):

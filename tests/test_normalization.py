@@ -240,8 +240,8 @@ def test_spectral_solvers_refuse_radial_schemes():
             solvers.FourierCircle(mf.Model(1.0, 2, normalization=scheme))
         with pytest.raises(UnsupportedModel, match="`normalization`"):
             solvers.SphericalHarmonics(mf.Model(1.0, 3, normalization=scheme))
-        with pytest.raises(UnsupportedModel, match="`normalization`"):
-            solvers.Lagrangian(mf.Model(1.0, 3, normalization=scheme))
+        with pytest.raises(UnsupportedModel, match="`normalization`"):      # the Jacobian of A of one zonal head
+            solvers.Lagrangian(mf.Model(1.0, 3, normalization=scheme, V=np.diag([1.0, 1.0, 2.0])))
     with pytest.raises(UnsupportedModel, match="`normalization`"):
         solvers.Lagrangian(mf.Model(1.0, 3, normalization="ngpt", V=np.diag([1.0, 1.0, 2.0])))
     with pytest.raises(ValueError, match="`sums`"):

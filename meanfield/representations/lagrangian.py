@@ -37,6 +37,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..energy import discrete_energy
+from ..geodesic import tangent_frame
 from ..gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, bin_masses
 from .base import Representation
 from ..diagnostics import linked_components
@@ -114,21 +115,13 @@ def _lagrange_weights(nodes, x):
     return lam
 
 
-def _tangent_frame(x):
-    """Orthonormal tangent vectors (e1, e2) at unit vectors x (k, 3)."""
-    a = np.where(np.abs(x[:, :1]) < 0.9, np.array([[1.0, 0, 0]]), np.array([[0, 1.0, 0]]))
-    e1 = a - np.einsum("kd,kd->k", a, x)[:, None] * x
-    e1 /= np.linalg.norm(e1, axis=1, keepdims=True)
-    return e1, np.cross(x, e1)
-
-
 def _mls_log_fit(pos, logr, tree, q, k, degree=3):
     """Weighted least-squares fit of log ρ through the k nearest nodes of each query point q (m, 3),
     in tangent-plane coordinates with Gaussian weights on the scale of the (k/3)-th neighbour distance.
     Returns (log ρ(q), ok) where ok marks the fits that are well conditioned (cond < 1e10)."""
     dist, idx = tree.query(q, k=k)
     dist, idx = dist.reshape(len(q), k), idx.reshape(len(q), k)
-    e1, e2 = _tangent_frame(q)
+    e1, e2 = tangent_frame(q)
     diff = pos[idx] - q[:, None, :]
     scale = np.maximum(dist[:, k // 3], 1e-300)[:, None]
     u = np.einsum("qkd,qd->qk", diff, e1) / scale
@@ -192,12 +185,17 @@ class LagrangianNodes(Representation):
         a = np.asarray(data, dtype=float)
         return a[:self.n, :self.dim], a[:self.n, self.dim]
 
+    def radii(self, data):
+        """The radii r_j (n,) of the fine labels (columns d + 1 of a run whose labels carry them, else 1)."""
+        a = np.asarray(data, dtype=float)
+        return a[:self.n, self.dim + 1] if a.shape[1] > self.dim + 1 else np.ones(self.n)
+
     def node_density(self, data):
         """ρ_t(x_j) = ρ_0(y_j) e^{−ℓ_j} at the moving nodes (exact along the characteristics)."""
         return self.rho0 * np.exp(-self.nodes(data)[1])
 
     def _slice_shape(self, data_all):
-        return (self.n + (0 if self.companion is None else len(self.companion[1])), self.dim + 1)
+        return (self.n + (0 if self.companion is None else len(self.companion[1])), np.shape(data_all)[-1])
 
     # -- Representation contract ------------------------------------------------------------------------
     def evaluate(self, data, x):
@@ -364,6 +362,12 @@ class LagrangianNodes(Representation):
                               "companion_labels": (("coarse_node", "component"), yc),
                               "companion_weights": (("coarse_node",), wc),
                               "companion_rho0": (("coarse_node",), rc)})
+        if a.shape[-1] > d + 1:             # labels that carry their radius r and its gradient ∇_S r
+            data_vars.update({"radius": (("time", "node"), a[:, :n, d + 1]),
+                              "radius_gradient": (("time", "node", "component"), a[:, :n, d + 2:])})
+            if self.companion is not None:
+                data_vars.update({"companion_radius": (("time", "coarse_node"), a[:, n:, d + 1]),
+                                  "companion_radius_gradient": (("time", "coarse_node", "component"), a[:, n:, d + 2:])})
         if self.panels is not None:
             data_vars["panel_edges"] = (("edge",), self.panels)
         attrs = {"representation": self.name, "dim": d, "cluster_tol": self.cluster_tol, "min_mass": self.min_mass,
@@ -373,10 +377,16 @@ class LagrangianNodes(Representation):
 
     @classmethod
     def from_dataset(cls, ds):
+        radial = "radius" in ds
         comp, parts = None, [np.asarray(ds["positions"].values), np.asarray(ds["log_jacobian"].values)[..., None]]
+        if radial:
+            parts += [ds["radius"].values[..., None], ds["radius_gradient"].values]
         if "companion_labels" in ds:
             comp = (ds["companion_labels"].values, ds["companion_weights"].values, ds["companion_rho0"].values)
-            cdata = np.concatenate([ds["companion_positions"].values, ds["companion_log_jacobian"].values[..., None]], -1)
+            cparts = [ds["companion_positions"].values, ds["companion_log_jacobian"].values[..., None]]
+            if radial:
+                cparts += [ds["companion_radius"].values[..., None], ds["companion_radius_gradient"].values]
+            cdata = np.concatenate(cparts, -1)
         data = np.concatenate(parts, axis=-1)
         if comp is not None:
             data = np.concatenate([data, cdata], axis=1)
@@ -430,7 +440,7 @@ class LagrangianNodes(Representation):
 
         pos, ell = self.nodes(data)
         w = self.weights
-        f1, f2 = _tangent_frame(pos)
+        f1, f2 = tangent_frame(pos)
         M = self._cell_maps(pos, ell, (f1, f2))
         extent = np.linalg.norm(M, ord=2, axis=(1, 2))                  # the image cell's largest radius
         cell = np.pi / grid.shape[0]
@@ -451,7 +461,7 @@ class LagrangianNodes(Representation):
 
     def _cell_maps(self, pos, ell, frame, neighbours=8):
         """S^2: for each label, the 2×2 map M_j from the unit disk onto the flow's image of its
-        quadrature cell, in the tangent plane at x_j (``frame``: `_tangent_frame` of ``pos``): the
+        quadrature cell, in the tangent plane at x_j (``frame``: `tangent_frame` of ``pos``): the
         label's cell is the ellipse of σ-measure q_j shaped by the offsets of its ``neighbours`` nearest
         labels (a Gauss–Legendre cell near a pole is long and thin); the flow's derivative there is the
         least-squares map of the neighbours' offsets, rescaled so that the image has the exact measure
@@ -459,7 +469,7 @@ class LagrangianNodes(Representation):
         if getattr(self, "_label_cells", None) is None:
             y = self.labels
             idx = cKDTree(y).query(y, k=min(neighbours + 1, self.n))[1][:, 1:]
-            g1, g2 = _tangent_frame(y)
+            g1, g2 = tangent_frame(y)
             dy = y[idx] - y[:, None, :]
             Y = np.stack([np.einsum("knd,kd->kn", dy, g1), np.einsum("knd,kd->kn", dy, g2)], -1)     # (n, k, 2)
             C = np.einsum("kna,knb->kab", Y, Y)
