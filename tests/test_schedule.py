@@ -9,6 +9,7 @@ import pytest
 import meanfield as mf
 import solvers
 from meanfield.experiments.phase_diagram import random_mlp
+from solvers.particles import Layers
 
 T_END = 2.0
 
@@ -107,7 +108,6 @@ def test_a_killed_run_resumes_through_a_change_of_parameters(tmp_path):
 def test_layers_are_a_schedule_whose_steps_stop_at_each_layer():
     """`solvers.particles.Layers` with an adaptive pair: each layer acts for exactly T (the steps land on kT),
     so the run equals the layers run one after the other to the tolerance."""
-    from solvers.particles import Layers
     rng = np.random.default_rng(5)
     layers = [[(None, None, rng.standard_normal((3, 3)))] for _ in range(2)]
     x0 = cloud(12, 3, 6)
@@ -148,7 +148,6 @@ def test_bad_schedules_name_schedule():
     with pytest.raises(ValueError, match="`lmax`"):          # piece 1's β = 40 is not resolved at lmax 16
         solvers.SphericalHarmonics(mf.Model(1.0, 3, schedule=mf.Schedule([0.0, 1.0], [{}, {"beta": 40.0}])),
                                    16).solve(lambda x: 1.0 + 0 * x[..., 0], [0.0, 2.0])
-    from solvers.particles import Layers
     with pytest.raises(ValueError, match="`parameters`"):
         solvers.Particles(mf.Model(1.0, 3)).solve(cloud(4, 3, 0), [0.0, 1.0],
                                                   parameters=mf.Schedule([0.0], [{"beta": 2.0}]))
