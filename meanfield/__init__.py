@@ -17,10 +17,11 @@ from .solution import Solution, load
 from .spectralsums import kernel_distance
 from .wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
 from .w1bracket import W1Bracket, w1_bracket
+from .threads import default_threads, use_threads
 
 __all__ = [
     "Model", "Schedule", "kernel_multipliers", "velocity_multipliers", "linear_growth_rates", "fastest_mode", "interaction_energy",
     "energy_from_spectrum", "uniform_energy", "dirac_energy", "densities", "sample", "sphere_quadrature", "quadrature",
-    "wasserstein", "kernel_distance", "from_pyshtools", "from_file", "w1_to_dirac", "w1_to_uniform", "w1_bracket", "W1Bracket", "Solution", "load", "UnsupportedModel", "SolverError",
+    "wasserstein", "kernel_distance", "from_pyshtools", "from_file", "w1_to_dirac", "w1_to_uniform", "w1_bracket", "W1Bracket", "Solution", "load", "default_threads", "use_threads", "UnsupportedModel", "SolverError",
     "UnderResolved", "NonFiniteState", "Interrupted", "__version__",
 ]

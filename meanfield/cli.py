@@ -27,6 +27,7 @@ from . import experiments
 from .experiments import EXPERIMENTS
 from .movies import animate
 from .solution import load
+from .threads import use_threads
 
 
 def _common(p, default_out):
@@ -35,6 +36,12 @@ def _common(p, default_out):
     p.add_argument("--quick", action="store_true", help="reduced settings that finish in under two minutes")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None,
                    help="no progress bars (default: bars when stderr is a terminal)")
+
+
+def _threads(p):
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="threads of every solver and distance in this process (default: MEANFIELD_THREADS, else "
+                        "OMP_NUM_THREADS, else the CPUs; see meanfield.threads)")
 
 
 def _parallel(p, default):
@@ -121,6 +128,7 @@ def build_parser():
                                    "<name>.png and summary.json.")
     p.add_argument("config", metavar="CONFIG.toml", help="the configuration file")
     _common(p, "meanfield-output/<name>")
+    _threads(p)
     p.add_argument("--resume", metavar="DIR", default=None,
                    help="continue the interrupted run whose checkpoint (<name>.partial.nc, or a stopped <name>.nc) is "
                         "in DIR to the configuration's end time, writing the same outputs (to DIR unless --out)")
@@ -152,6 +160,7 @@ def build_parser():
     for exp in EXPERIMENTS.values():
         p = sub.add_parser(exp.name, help=exp.help, description=exp.description)
         _common(p, f"meanfield-output/{exp.name}")
+        _threads(p)
         if exp.parallel:
             _parallel(p, "in this process")
         for f in exp.fields:
@@ -230,7 +239,8 @@ def main(argv=None):
             # floating-point warnings would only repeat them
             warnings.filterwarnings("ignore", r"(overflow|invalid value|divide by zero|underflow) encountered",
                                     RuntimeWarning)
-            report = _dispatch(args)
+            with use_threads(getattr(args, "threads", None)):
+                report = _dispatch(args)
     except KeyboardInterrupt as exc:
         said = " ".join(str(exc).split())
         where = getattr(args, "out", None)          # a Ctrl-C inside a solver says where it stopped, too

@@ -49,15 +49,12 @@ The same blocks also count, when asked (``count_at=τ``), the columns with ⟨x_
 every row: the clustered pairs of Figure 3 of the paper (docs/mathematics.md §7) come with the
 sums at no extra exponential; `gram_counts` counts without the sums.
 """
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from .validation import check_beta, check_int, check_real
+from .threads import blas_single_threaded, check_threads, share_out
 from . import compiled
 from .compiled import add_row_counts
 
@@ -69,83 +66,7 @@ _PARALLEL_MIN = 1 << 17       # fewer pairs than this: one thread (a thread hand
 FUSED_ROWS = 256              # problems of at most this many rows use the fused sums (larger ones: BLAS)
 
 
-def default_threads():
-    """The number of threads of the kernel sums when ``threads=None``: ``OMP_NUM_THREADS`` if it is
-    set, else the number of CPUs this process may run on."""
-    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    if env.isdigit() and int(env) >= 1:
-        return int(env)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:                                      # not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def check_threads(threads):
-    """``threads`` as an int >= 1 (None: `default_threads`)."""
-    return default_threads() if threads is None else check_int(threads, "threads", low=1)
-
-
-_POOLS = {}
-_POOLS_LOCK = threading.Lock()
 _LOCAL = threading.local()
-
-
-def _pool(workers):
-    with _POOLS_LOCK:
-        pool = _POOLS.get(workers)
-        if pool is None:
-            pool = _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="kernelsums")
-        return pool
-
-
-def _share(work, parts, threads):
-    """work(part) for every part, on the calling thread and ``threads − 1`` pool threads, each taking
-    the next part when it is free (no thread waits idle for another while parts remain)."""
-    lock, queue = threading.Lock(), iter(parts)
-
-    def drain():
-        while True:
-            with lock:
-                part = next(queue, None)
-            if part is None:
-                return
-            work(part)
-
-    helpers = [_pool(threads - 1).submit(drain) for _ in range(threads - 1)]
-    try:
-        drain()
-    finally:
-        for h in helpers:
-            h.result()
-
-
-if hasattr(os, "register_at_fork"):                             # a forked child has none of the parent's threads
-    os.register_at_fork(after_in_child=_POOLS.clear)
-
-_BLAS = {"controller": None, "users": 0, "saved": None}
-
-
-@contextmanager
-def blas_single_threaded():
-    """BLAS on one thread while the kernel sums run on their own threads: a threaded BLAS under each
-    of them would oversubscribe the cores (d = 32, n = 20 000, 2 threads: 2.1 s per sum instead of
-    0.9 s). Nested and concurrent uses share one limit, lifted when the last one ends."""
-    with _POOLS_LOCK:
-        if _BLAS["users"] == 0:
-            if _BLAS["controller"] is None:
-                _BLAS["controller"] = ThreadpoolController()
-            blas = _BLAS["controller"].select(user_api="blas")
-            _BLAS["saved"] = blas.limit(limits=1) if any(lib.num_threads > 1 for lib in blas.lib_controllers) else None
-        _BLAS["users"] += 1
-    try:
-        yield
-    finally:
-        with _POOLS_LOCK:
-            _BLAS["users"] -= 1
-            if _BLAS["users"] == 0 and _BLAS["saved"] is not None:
-                _BLAS["saved"].restore_original_limits()
-                _BLAS["saved"] = None
 
 
 def _buffer(size):
@@ -245,7 +166,7 @@ def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512, threads=
     shift : "auto" | "none" | "fixed" | "running" (see the module docstring).
     chunk : int >= 1, columns per block (the rows fill a block of ``BLOCK`` entries; many small
         problems are grouped into one block).
-    threads : int >= 1, or None for `default_threads` (``OMP_NUM_THREADS``). The result does not
+    threads : int >= 1, or None for `meanfield.threads.default_threads`. The result does not
         depend on it.
     count_at : float, optional; also count, for every row, the columns with ⟨x_i, M y_j⟩ >= count_at
         (from the exponents of the blocks, so a pair within one rounding of the threshold may go
@@ -492,7 +413,7 @@ def _run(work, tiles, threads, pairs):
     nparts = min(len(tiles), 4 * threads)
     bounds = np.linspace(0, len(tiles), nparts + 1).astype(int)
     with blas_single_threaded():
-        _share(work, [tiles[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a], threads)
+        share_out(work, [tiles[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a], threads)
 
 
 def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=None, clamp=True, causal=None):

@@ -144,6 +144,13 @@ class PositionRule:
         out = (decay * start[:, None] + inner).reshape(f.shape)
         return out * self._window.reshape((-1,) + (1,) * (f.ndim - 1))
 
+    def prefix_parts(self):
+        """The weights of `prefix_mean` as ρ̄(s_i) = window_i [Σ_{p < p_i} e^{−λ(s_i − b_p)} Σ_j across_pj f(s_pj)
+        + Σ_j inner_{p_i, i, j} f(s_{p_i j})], with b_p the end of panel p and p_i the panel of node i: the
+        earlier panels factor into a row and a column term (an ALiBi bias), the own panel is a q × q block.
+        Returns (window (M,), across (P, q), inner (P, q, q))."""
+        return self._window, self._across, self._inner
+
     def refined(self):
         """The rule with every panel halved (2M positions, the same grading)."""
         mid = 0.5 * (self.breaks[:-1] + self.breaks[1:])

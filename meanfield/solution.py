@@ -21,6 +21,16 @@ from .version import __version__
 from .movies import animate
 
 
+FLOW_MAPS = []      # the function that re-runs a Solution with tracers (`register_flow_map`)
+
+
+def register_flow_map(flow_map):
+    """Register ``flow_map(solution, points, last, **options)`` -> (last + 1, m, d), the re-run with
+    tracers behind `Solution.flow` (the solvers package registers `solvers.tracers.flow_map`: this
+    package imports no solver)."""
+    FLOW_MAPS.append(flow_map)
+
+
 class Solution:
     """Result of a run.
 
@@ -34,10 +44,12 @@ class Solution:
     diagnostics : dict name -> (T,) array (min density, spectral tail, dissipation identity, W1 ...).
     stats : dict of counters (nfev, nsteps, nrejected, wall time ...).
     status : 0 finished, 1 stopped early (see ``message``).
+    tracers : (T, m, d) the passive tracers of a run started with ``tracers=`` at each saved time
+        (the flow map of the run applied to their starts, docs/tracers.md), else None.
     """
 
     def __init__(self, t, model, representation, data, diagnostics=None, stats=None, status=0, message="",
-                 solver=""):
+                 solver="", tracers=None):
         self.t = np.asarray(t, dtype=float)
         if not isinstance(model, Model):
             raise ValueError("`model` must be a meanfield.Model.")
@@ -52,6 +64,10 @@ class Solution:
         self.message = str(message)
         self.solver = str(solver)
         self._energy = self.diagnostics.pop("energy", None)
+        self.tracers = None if tracers is None else np.asarray(tracers, dtype=float)
+        if self.tracers is not None and (self.tracers.ndim != 3 or self.tracers.shape[0] != self.t.size):
+            raise ValueError(f"`tracers` must have shape (T, m, d) with T = {self.t.size} saved times, got "
+                             f"{self.tracers.shape}.")
 
     # -- basic fields ----------------------------------------------------------------------------
     def __len__(self):
@@ -72,7 +88,8 @@ class Solution:
         if segment_of is not None and idx.size and np.unique(segment_of(data)).size == 1:
             k = int(segment_of(data)[0])                       # all in one segment: a plain Solution in its own
             rep, data, solver = rep.representations[k], rep.stack(data, k), rep.solvers[k] or solver
-        return Solution(self.t[idx], self.model, rep, data, diags, self.stats, self.status, self.message, solver)
+        return Solution(self.t[idx], self.model, rep, data, diags, self.stats, self.status, self.message, solver,
+                        None if self.tracers is None else self.tracers[idx])
 
     def diagnostics_at(self, idx):
         """The per-time diagnostics at the saved indices ``idx``, with E_β where it is stored (a
@@ -195,6 +212,25 @@ class Solution:
         return (f"Solution({self.solver or self.representation.name}, {self.model!r}, {self.t.size} saved times, "
                 f"{rng}, status={self.status}{', ' + self.message if self.message else ''})")
 
+    def flow(self, points, i=None, **options):
+        """Φ_t(points), the flow map of the run applied to ``points`` (m, d) on the sphere: (T, m, d) at
+        every saved time, or (m, d) at saved index ``i``.
+
+        The run is re-done from its first saved state with ``points`` as passive tracers
+        (``solve(..., tracers=points)``, `solvers.tracers.flow_map`) on the solver that made it (at
+        its resolution, with its stepper and that stepper's default tolerances, or ``options``), up
+        to the saved time asked for: it costs about one run, and the tracers are as accurate as
+        the run (its error control includes them). A run handed over to the characteristics is
+        re-done with the hand-over. Particles, Lagrangian, FourierCircle and SphericalHarmonics
+        runs of the paper's noiseless layer (docs/tracers.md); the re-run is the `solvers` package's
+        (registered when it is imported: `register_flow_map`)."""
+        if not FLOW_MAPS:
+            raise RuntimeError("`flow` re-runs the Solution on its solver: import the solvers package first "
+                               "(`import solvers`).")
+        last = self.t.size - 1 if i is None else self._index(i)
+        track = FLOW_MAPS[-1](self, points, last, **options)
+        return track if i is None else track[-1]
+
     def cluster_trajectories(self, **kwargs):
         """The clusters followed through the saved times: `meanfield.diagnostics.follow_clusters`."""
         return follow_clusters(self, **kwargs)
@@ -229,9 +265,14 @@ class Solution:
             if v.shape[:1] == self.t.shape:
                 dims = ("time",) + tuple(f"{k}_dim{j}" for j in range(1, v.ndim))
                 data_vars[f"diag_{k}"] = (dims, v)
+        if self.tracers is not None:
+            data_vars["tracers"] = (("time", "tracer", "tracer_component"), self.tracers)
         coords = dict(coords)
         coords["time"] = self.t
         ds = xr.Dataset(data_vars, coords=coords)
+        if self.tracers is not None:
+            ds["tracers"].attrs.update(long_name="positions of the passive tracers (the run's flow map applied to "
+                                                 "their starts)", units="1")
         ds.attrs.update(attrs)
         ds.attrs.update(self.model.to_attrs())
         ds.attrs.update({"solver": self.solver, "status": self.status, "message": self.message,
@@ -273,7 +314,8 @@ class Solution:
         diags["energy"] = ds["energy"].values
         return cls(time_values(ds), Model.from_attrs(ds.attrs), rep, data, diags,
                    json.loads(ds.attrs.get("stats_json", "{}")), int(ds.attrs.get("status", 0)),
-                   ds.attrs.get("message", ""), ds.attrs.get("solver", ""))
+                   ds.attrs.get("message", ""), ds.attrs.get("solver", ""),
+                   ds["tracers"].values if "tracers" in ds.data_vars else None)
 
     def animate(self, path, **kwargs):
         """Write a movie of the run to ``path`` (.gif or .mp4) and return a summary dict: particles or
@@ -307,7 +349,7 @@ def concat(*parts):
             groups[-1].append((s, new))
         else:
             groups.append([(s, new)])
-    ts, datas, diags = [], [], {}
+    ts, datas, diags, tracks = [], [], {}, []
     keys = set().union(*[set(p.diagnostics) for p in parts]) | {"energy"}
     for group in groups:
         rep = group[-1][0].representation
@@ -315,6 +357,7 @@ def concat(*parts):
         for p, new in group:
             sl = slice(0 if new else 1, None)
             ts.append(p.t[sl])
+            tracks.append(None if p.tracers is None else p.tracers[sl])
             chunk.append(rep.embed(p.data[sl], p.representation))
             stored = p.diagnostics_at(slice(None))
             for key in keys:
@@ -340,8 +383,9 @@ def concat(*parts):
     diag_arrays = {k: np.concatenate(v) for k, v in diags.items() if any(np.size(a) for a in v)}
     if diag_arrays.get("energy") is not None and np.isnan(diag_arrays["energy"]).any():
         diag_arrays.pop("energy")
+    tracers = np.concatenate(tracks) if all(a is not None for a in tracks) else None      # all or none
     return Solution(np.concatenate(ts), last.model, rep, data, diag_arrays, stats,
-                    status=last.status, message=last.message, solver=solver)
+                    status=last.status, message=last.message, solver=solver, tracers=tracers)
 
 
 def load(path):

@@ -40,6 +40,7 @@ from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 
 from .kernels import kernel_multipliers, velocity_multipliers
 from .kernelsums import attention_sums
+from .threads import check_threads, share_out
 from .validation import check_beta, check_int, check_measure, check_real
 
 EPSILON = 3e-13             # ducc0's transforms need epsilon > 2e-13 in double precision
@@ -88,23 +89,53 @@ def error_bound(weights, beta, epsilon=EPSILON):
     return float(epsilon / max(positive.min() / positive.sum(), np.exp(-2.0 * beta)))
 
 
-def _angles_circle(x):
+def circle_angles(x):
     return np.arctan2(x[..., 1], x[..., 0])
 
 
-def _angles_sphere(x):
-    """loc (n, 2) = (colatitude, longitude) for ducc0, and the frame (e_θ, e_φ) at x."""
+def _slices(n, threads):
+    """Contiguous parts of range(n) for ``threads`` threads (one part on one thread)."""
+    parts = 1 if threads <= 1 else 2 * threads
+    bounds = np.linspace(0, n, parts + 1).astype(int)
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def sphere_angles(x, threads=1):
+    """loc (n, 2) = (colatitude, longitude) for ducc0, and the frame (e_θ, e_φ) at x: (cos θ, sin θ,
+    cos φ, sin φ), computed in parts shared among ``threads``."""
+    loc, frame = np.empty((len(x), 2)), np.empty((4, len(x)))
+    share_out(lambda part: _angles_into(x[part], loc[part], frame[:, part]), _slices(len(x), threads), threads)
+    return loc, tuple(frame)
+
+
+def _angles_into(x, loc, frame):
     rho = np.hypot(x[:, 0], x[:, 1])
-    loc = np.empty((len(x), 2))
     np.arctan2(rho, x[:, 2], out=loc[:, 0])
     np.arctan2(x[:, 1], x[:, 0], out=loc[:, 1])
     np.mod(loc[:, 1], 2 * np.pi, out=loc[:, 1])
     with np.errstate(invalid="ignore", divide="ignore"):
-        cos_phi, sin_phi = x[:, 0] / rho, x[:, 1] / rho
+        np.divide(x[:, 0], rho, out=frame[2])
+        np.divide(x[:, 1], rho, out=frame[3])
     pole = rho == 0                                     # φ = 0 at the poles, as arctan2 gives
-    cos_phi[pole], sin_phi[pole] = 1.0, 0.0
+    frame[2, pole], frame[3, pole] = 1.0, 0.0
     norm = np.hypot(rho, x[:, 2])                       # cos θ and sin θ of the unit vector x/|x|
-    return loc, (x[:, 2] / norm, rho / norm, cos_phi, sin_phi)
+    np.divide(x[:, 2], norm, out=frame[0])
+    np.divide(rho, norm, out=frame[1])
+
+
+def tangent_vectors(g, frame, threads=1):
+    """The vectors of R^3 (n, 3) of the tangent components g = (g_θ, g_φ) (2, n) along (e_θ, e_φ) of
+    ``frame`` (`sphere_angles`): g_θ e_θ + g_φ e_φ, in parts shared among ``threads``."""
+    ct, st, cp, sp = frame
+    out = np.empty((g.shape[-1], 3))
+
+    def part(p):
+        out[p, 0] = g[0, p] * ct[p] * cp[p] - g[1, p] * sp[p]
+        out[p, 1] = g[0, p] * ct[p] * sp[p] + g[1, p] * cp[p]
+        out[p, 2] = -g[0, p] * st[p]
+
+    share_out(part, _slices(len(out), threads), threads)
+    return out
 
 
 class ZonalSums:
@@ -155,6 +186,10 @@ class ZonalSums:
         return tuple(np.stack([p[k] for p in parts]).reshape(lead + parts[0][k].shape) for k in range(len(parts[0])))
 
     def _one(self, x, y, w, laplacian):
+        if self.dim == 3 and y is x:                    # the angles of the points, once for both transforms
+            angles = sphere_angles(x, self.threads)
+            coeff = coefficients(x, w, self.lmax, self.epsilon, self.threads, loc=angles[0])
+            return self._sphere(x, coeff, laplacian, angles)
         return self.synthesis(self.coefficients(y, w), x, laplacian)
 
     def coefficients(self, y, w):
@@ -170,7 +205,7 @@ class ZonalSums:
     def _circle(self, x, coeff, laplacian):
 
         eps, nt = self.epsilon, self.threads
-        tx = _angles_circle(x)
+        tx = circle_angles(x)
         parts = 3 if laplacian else 2
         values = nufft.u2nu(grid=self._multipliers[:parts] * coeff, coord=tx[:, None], forward=False, epsilon=eps,
                             nthreads=nt).real
@@ -178,18 +213,15 @@ class ZonalSums:
         out = (values[0], values[1][:, None] * tangent)
         return out + (values[2],) if laplacian else out
 
-    def _sphere(self, x, coeff, laplacian):
+    def _sphere(self, x, coeff, laplacian, angles=None):
 
         L, eps, nt = self.lmax, self.epsilon, self.threads
-        loc_x, (ct, st, cp, sp) = _angles_sphere(x)
+        loc_x, frame = sphere_angles(x, nt) if angles is None else angles
         coeff = coeff[None, :]
         a, c, lap = self._multipliers
         Zs = synthesis_general(alm=a * coeff, spin=0, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt)[0]
         g = synthesis_general(alm=c * coeff, spin=1, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt, mode="DERIV1")
-        G = np.empty_like(x)
-        G[:, 0] = g[0] * ct * cp - g[1] * sp          # ∂_θ e_θ + (∂_φ / sin θ) e_φ
-        G[:, 1] = g[0] * ct * sp + g[1] * cp
-        G[:, 2] = -g[0] * st
+        G = tangent_vectors(g, frame, nt)             # ∂_θ e_θ + (∂_φ / sin θ) e_φ
         if not laplacian:
             return Zs, G
         H = synthesis_general(alm=lap * coeff, spin=0, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt)[0]
@@ -197,6 +229,7 @@ class ZonalSums:
 
 
 POINTS_PER_THREAD = 1 << 15      # fewer points per thread: ducc0 on one thread (waking threads costs more)
+ADJOINT_PARTS = 8                # at most this many parts of the points in the adjoint transform (`coefficients`)
 
 
 def zonal_sums(beta, dim, epsilon=EPSILON, threads=1, points=None):
@@ -286,18 +319,32 @@ def masked_error_bound(weights, beta, normaliser, includes_self, epsilon=EPSILON
         return float(np.max(epsilon * D[live] / np.maximum(own, floor)))
 
 
-def coefficients(x, w, lmax, epsilon=EPSILON, threads=1):
+def coefficients(x, w, lmax, epsilon=EPSILON, threads=1, loc=None):
     """The coefficients of μ = Σ_j w_j δ_{x_j} on S^1 or S^2 up to degree ``lmax``, by one adjoint
     nonuniform transform: μ̂_k = Σ_j w_j e^{−ikθ_j}, k = −lmax..lmax (S^1), or μ̂_lm = Σ_j w_j Y*_lm(x_j),
-    m >= 0 in ducc0's (healpy) order (S^2; orthonormal Y_lm on the unit sphere)."""
+    m >= 0 in ducc0's (healpy) order (S^2; orthonormal Y_lm on the unit sphere). ``loc``: the points'
+    (colatitude, longitude) when they are known (`sphere_angles`)."""
 
     x = np.asarray(x, dtype=float)
     w = np.ascontiguousarray(w, dtype=float)
+    threads = max(1, min(threads, len(x) // POINTS_PER_THREAD))
     if x.shape[-1] == 2:
-        return nufft.nu2u(points=w.astype(complex), coord=_angles_circle(x)[:, None], forward=True, epsilon=epsilon,
+        return nufft.nu2u(points=w.astype(complex), coord=circle_angles(x)[:, None], forward=True, epsilon=epsilon,
                           nthreads=threads, out=np.empty(2 * lmax + 1, dtype=complex))
-    return adjoint_synthesis_general(map=w[None, :], spin=0, lmax=lmax, loc=_angles_sphere(x)[0], epsilon=epsilon,
-                                     nthreads=threads)[0]
+    loc = sphere_angles(x, threads)[0] if loc is None else loc
+    # ducc0's adjoint transform shares its points poorly among threads (1.2x on two): the points go
+    # in parts (their number set by n alone, so the sum is the same on any number of threads), one
+    # transform per part on one thread, the parts shared among the threads
+    bounds = np.linspace(0, len(x), min(ADJOINT_PARTS, max(1, len(x) // POINTS_PER_THREAD // 4)) + 1).astype(int)
+    parts = [None] * (len(bounds) - 1)
+
+    def part(k):
+        a, b = bounds[k], bounds[k + 1]
+        parts[k] = adjoint_synthesis_general(map=w[None, a:b], spin=0, lmax=lmax, loc=loc[a:b], epsilon=epsilon,
+                                             nthreads=1)[0]
+
+    share_out(part, range(len(parts)), threads)
+    return functools.reduce(np.add, parts)
 
 
 def weighted_power(coeff, multipliers, dim, lmax):
@@ -312,12 +359,13 @@ def weighted_power(coeff, multipliers, dim, lmax):
     return float(4 * np.pi * np.sum(c[l_of] * power))
 
 
-def spectral_energy(beta, x, w, epsilon=EPSILON, threads=1):
+def spectral_energy(beta, x, w, epsilon=EPSILON, threads=None):
     """Σ_ij w_i w_j e^{β⟨x_i, x_j⟩ − |β|} = Σ_l ã_l |μ̂_l|² (the interaction energy (3.5) times 2β e^{−|β|})
     from the coefficients of one adjoint transform, for unit vectors x (..., n, d), d ∈ {2, 3}: for
     β > 0 every term is positive, so the result is accurate to ε relative to (Σ w)² whatever n (for
     β < 0 the odd degrees count negatively, and the result, at least e^{−2|β|}(Σ w)², is accurate to
-    ε(Σ w)² absolutely)."""
+    ε(Σ w)² absolutely). ``threads``: ducc0's (`meanfield.threads`)."""
+    threads = check_threads(threads)
     x = np.asarray(x, dtype=float)
     w = np.asarray(w, dtype=float)
     dim = x.shape[-1]
@@ -330,7 +378,7 @@ def spectral_energy(beta, x, w, epsilon=EPSILON, threads=1):
     return out if lead else float(out[()])
 
 
-def kernel_distance(a, b, kappa=4.0, epsilon=EPSILON, threads=1):
+def kernel_distance(a, b, kappa=4.0, epsilon=EPSILON, threads=None):
     """The kernel (MMD) distance between probability measures a = (x, w) and b = (y, v) on S^1 or S^2,
     for the kernel k(x, y) = e^{κ(⟨x, y⟩ − 1)} of the attention itself (docs/mathematics.md §8):
         D_κ(μ, ν)² = ∬ k d(μ − ν) d(μ − ν) = Σ_l a_l(κ) e^{−κ} ‖μ̂_l − ν̂_l‖²,
@@ -339,8 +387,10 @@ def kernel_distance(a, b, kappa=4.0, epsilon=EPSILON, threads=1):
     from one adjoint transform of each measure. It bounds integrals of functions of the kernel's
     RKHS, |∫f d(μ − ν)| <= ‖f‖_H D_κ, and is bounded by W1: D_κ <= √κ·W1 (the feature map is
     √κ-Lipschitz for the geodesic distance). For n iid samples of ν, E D_κ(μ_n, ν)² = (1 − ∬k dν dν)/n,
-    so D_κ decays like n^{−1/2} in every dimension.
+    so D_κ decays like n^{−1/2} in every dimension. ``threads``: ducc0's (default
+    `meanfield.threads.default_threads`).
     """
+    threads = check_threads(threads)
 
     x, w = check_measure(a, "a")
     y, v = check_measure(b, "b", dim=x.shape[1])

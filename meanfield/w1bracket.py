@@ -18,12 +18,14 @@ Between two clouds: the tree coupling with exact local transport in each leaf of
 (upper), and the exact transport between the two measures gathered on the occupied cells of a
 coarse level, less the cost of gathering them (lower, by the triangle inequality).
 """
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.spatial import SphericalVoronoi
 
 from .geodesic import geodesic_distance, merge_on_grid
+from .threads import check_threads, share_out
 from .validation import check_callable, check_measure
 
 MERGE = 1e-9                # atoms closer than this (radians) are merged before the Voronoi diagram
@@ -168,22 +170,25 @@ def _triangle_integrals(c, a, b, density, rule):
     return g0 * m0, g1 * m1
 
 
-def _cell_integrals(x, fans, density, chunk=1 << 17):
+def _cell_integrals(x, fans, density, threads=1, chunk=1 << 16):
     """ν(Vor_i) and ∫_{Vor_i} d(x_i, y) dν for each atom (``fans`` its Voronoi fan triangles), with the
-    fine rule, and the total absolute difference of the two rules (their error estimate) for each."""
+    fine rule, and the total absolute difference of the two rules (their error estimate) for each;
+    the chunks of triangles are shared among ``threads`` (`meanfield.threads.share_out`)."""
     centre, a, b = fans
     n = len(x)
-    mass, cost = np.zeros(n), np.zeros(n)
-    err_mass = err_cost = 0.0
-    for s in range(0, len(centre), chunk):
+    mass, cost, err = np.zeros(n), np.zeros(n), np.zeros(2)
+    lock = threading.Lock()
+
+    def work(s):
         sl = slice(s, s + chunk)
-        c = x[centre[sl]]
-        (m0, d0), (m1, d1) = (_triangle_integrals(c, a[sl], b[sl], density, rule) for rule in RULES)
-        np.add.at(mass, centre[sl], m1)
-        np.add.at(cost, centre[sl], d1)
-        err_mass += float(np.abs(m1 - m0).sum())
-        err_cost += float(np.abs(d1 - d0).sum())
-    return mass, cost, err_mass, err_cost
+        (m0, d0), (m1, d1) = (_triangle_integrals(x[centre[sl]], a[sl], b[sl], density, rule) for rule in RULES)
+        with lock:
+            np.add.at(mass, centre[sl], m1)
+            np.add.at(cost, centre[sl], d1)
+            err[:] += (np.abs(m1 - m0).sum(), np.abs(d1 - d0).sum())
+
+    share_out(work, range(0, len(centre), chunk), threads)
+    return mass, cost, float(err[0]), float(err[1])
 
 
 def _voronoi_ready(x, w):
@@ -200,12 +205,14 @@ def _voronoi_ready(x, w):
             spacing *= 10
 
 
-def bracket_to_density(measure, density):
-    """`W1Bracket` of W1(μ, ρσ) on S^2: μ = (points (n, 3), weights), ρ a σ-relative density of mass 1."""
+def bracket_to_density(measure, density, threads=None):
+    """`W1Bracket` of W1(μ, ρσ) on S^2: μ = (points (n, 3), weights), ρ a σ-relative density of mass 1
+    (``density`` is called from ``threads`` threads at once, on separate chunks of points)."""
     check_callable(density, "density")
+    threads = check_threads(threads)
     x, w = check_measure(measure, "measure", dim=3)
     fans, x, w, moved = _voronoi_ready(x, w)
-    mass, cost, err_mass, err_cost = _cell_integrals(x, fans, density)
+    mass, cost, err_mass, err_cost = _cell_integrals(x, fans, density, threads)
     total = float(mass.sum())
     if not abs(total - 1.0) < 1e-6 + 10 * err_mass:
         raise ValueError(f"`density` must have mass 1 against σ within 1e-6, got {total:.9g} (by the cells' rule, "
@@ -278,11 +285,12 @@ def _leaf_transport(x, signed):
     return cost
 
 
-def w1_bracket(measure, other):
+def w1_bracket(measure, other, threads=None):
     """lower <= W1(measure, other) <= upper on S^2 (`W1Bracket`): ``other`` a σ-relative density
-    callable (`bracket_to_density`) or a discrete measure (points, weights) (`bracket_between`)."""
+    callable (`bracket_to_density`, whose cell integrals ``threads`` share, `meanfield.threads`) or a
+    discrete measure (points, weights) (`bracket_between`)."""
     if callable(other):
-        return bracket_to_density(measure, other)
+        return bracket_to_density(measure, other, threads)
     return bracket_between(measure, other)
 
 

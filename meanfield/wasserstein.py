@@ -226,7 +226,7 @@ def _merged(xa, wa, xb, wb, p, spacing=1e-7):
 
 
 def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n_bins=3000,
-                return_bound=False):
+                return_bound=False, threads=None):
     """Wasserstein distance W_p between discrete measures on the same sphere, geodesic cost.
 
     Parameters
@@ -252,6 +252,8 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
     return_bound : bool
         Return (value, bound) where |W_p − value| <= bound: the binning cost for "binned", the
         merging cost for "merged" (p = 1), 0 on S^1 and for "exact". "sinkhorn" and "sliced" raise.
+    threads : int >= 1 or None
+        Threads of the "bracket" cell integrals (`meanfield.threads`; the other methods run on one).
 
     Returns
     -------
@@ -260,7 +262,7 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
     if method == "bracket":
         if check_real(p, "p", low=1.0) != 1.0:
             raise ValueError(f"`method`='bracket' bounds W1: `p` must be 1, got {p!r}.")
-        return w1_bracket(a, b)
+        return w1_bracket(a, b, threads)
     xa, wa = check_measure(a, "a")
     xb, wb = check_measure(b, "b", dim=xa.shape[1])
     p = check_real(p, "p", low=1.0)

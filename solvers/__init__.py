@@ -10,11 +10,14 @@
 
 Imports are lazy so that a missing optional dependency (dolfinx) only affects its own solver.
 """
+import functools
 import importlib
 
 from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
+from meanfield.solution import register_flow_map
 
 from .base import Solver
+from .tracers import flow_map
 
 _LAZY = {
     "FourierCircle": "solvers.fourier",
@@ -43,3 +46,7 @@ def __getattr__(name):
         globals()[name] = value
         return value
     raise AttributeError(f"module 'solvers' has no attribute {name!r}")
+
+
+# `Solution.flow` re-runs a Solution on the solver named in it, found through this lazy registry
+register_flow_map(functools.partial(flow_map, classes=__getattr__))

@@ -11,7 +11,8 @@ Dedalus, a new basis needs no new time stepper).
 Contract for whoever adds a solver (like scipy's ``OdeSolver``; `Solver.__init_subclass__` checks
 the items marked (checked) when the class is defined and raises TypeError naming the item):
 
-1. ``__init__(model, <resolution>, **options)`` calls ``Solver.__init__(self, model)``, validates the
+1. ``__init__(model, <resolution>, *, threads=None, **options)`` calls ``Solver.__init__(self, model,
+   threads)`` (``self.threads``: the threads it may use, `meanfield.threads`), validates the
    resolution (ValueError naming the argument and the accepted range) and raises
    `meanfield.UnsupportedModel` for models it cannot represent (``_require_zonal()`` for a solver
    of zonal models). It stores nothing that changes during a run.
@@ -57,7 +58,10 @@ the items marked (checked) when the class is defined and raises TypeError naming
    ``_retract(run, y)`` and ``_retract_euler(run, y, h, f)`` (the retraction of y + h·f in one pass);
    ``_representation(run)``: a `meanfield.representations.Representation` whose ``name`` is in the
    representation registry (`meanfield.representations.register`), so that `meanfield.load` reads
-   the Solution back; ``_to_data(run, y)``: one saved slice of it.
+   the Solution back; ``_to_data(run, y)``: one saved slice of it. Optional: ``_tracer_velocity(run,
+   t, y, points)``, the run's velocity field X[ρ_t] at unit points (m, d), with which a run carries
+   passive tracers (`solvers.tracers`; without it ``tracers=`` is refused), and ``_check_tracers(run)``
+   (the run options under which they are not defined: ValueError naming `tracers`).
 6. Monitoring and recording (optional): ``_configure(run)`` (check the solver's options and set
    per-run values, before the initial state); ``_choose_method(method, options)`` (the stepper
    when ``method`` is None, default ``steppers[0]``); ``_monitor(run, t, y)`` after each accepted
@@ -65,7 +69,7 @@ the items marked (checked) when the class is defined and raises TypeError naming
    ``_diagnostics(run, t, y)`` -> dict of numbers at each saved time; ``_keep(run, i, y)`` (what is
    kept of saved time i after its diagnostics); ``_stats(run)`` (facts for ``Solution.stats``);
    ``_stable_step(run, y)`` (the stability limit of an explicit pair); ``_run_context(run)`` (a
-   context held while the stepper runs, e.g. thread limits).
+   context held while the stepper runs; default: BLAS on one thread, `meanfield.threads`).
 7. Continuation (optional): ``_next(run, t, y, reason)`` -> (solver, state) or None, the one
    mechanism by which a run goes on on another discretisation. ``reason`` is the `SolverError`
    the monitor raised at time t (y: the state it stopped) or None when a run starts from a
@@ -88,7 +92,6 @@ the items marked (checked) when the class is defined and raises TypeError naming
    checkpoints, asks ``_next`` where a stopped run goes on and turns failures (the stepper's
    `solvers.timestepping.Failure`) into exceptions that carry the `Solution` computed so far.
 """
-import contextlib
 import copy
 import os
 import time
@@ -101,7 +104,9 @@ from meanfield.densities import GridValues
 from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnsupportedModel
 from meanfield.model import Model
 from meanfield.solution import Solution, concat, load
+from meanfield.threads import blas_single_threaded, check_threads
 from .timestepping import STEPPERS, keyed_normal
+from .tracers import TracerLayout, check_tracers
 
 
 @dataclass(eq=False, slots=True)
@@ -128,9 +133,12 @@ class Run:
     magnitude: object = field(init=False, default=None)   # the error control's size of y (None: |y|)
     y0: object = field(init=False, default=None)     # the initial state
     dt: float = field(init=False, default=None)      # the step of a fixed-step stepper
+    threads: int = field(init=False, default=1)      # the threads of the run (`meanfield.threads`)
+    tracers: TracerLayout = field(init=False, default=None)   # the state carries tracers (`carry`), else None
 
     def __post_init__(self):
         self.model = self.solver.model.source       # a piece's run records the model with its schedule
+        self.threads = self.solver.threads
         self.stepper = STEPPERS[self.method]
         self.retracts = self.solver.retracts
 
@@ -148,26 +156,69 @@ class Run:
         """At a breakpoint t: the solver of the piece that starts there (`Solver._enter_piece`)."""
         return self.solver._enter_piece(self, t)
 
+    # the hooks of the stepper; with tracers the state is Y = [y, z] (`solvers.tracers.TracerLayout`)
     def rhs(self, t, y):
-        return self.solver._rhs(self, t, y)
+        if self.tracers is None:
+            return self.solver._rhs(self, t, y)
+        state, points = self.tracers.split(y)
+        f = self.solver._rhs(self, t, state)
+        z = points / np.linalg.norm(points, axis=-1, keepdims=True)
+        return self.tracers.pack(f, self.solver._tracer_velocity(self, t, state, z))
 
     def linear(self):
-        return self.solver._linear(self)
+        L = self.solver._linear(self)
+        if L is None or self.tracers is None:
+            return L
+        return self.tracers.pack(np.broadcast_to(L, self.tracers.shape), np.zeros(self.tracers.points_shape)).real
 
     def retract(self, y):
-        return self.solver._retract(self, y)
+        if self.tracers is None:
+            return self.solver._retract(self, y)
+        state, _ = self.tracers.split(y)
+        return self.tracers.pack(self.solver._retract(self, state) if self.tracers.retracts else state,
+                                 self.tracers.points(y))
 
     def retract_euler(self, y, h, f):
-        return self.solver._retract_euler(self, y, h, f)
+        if self.tracers is None:
+            return self.solver._retract_euler(self, y, h, f)
+        return self.retract(y + h * f)
 
     def monitor(self, t, y):
-        return self.solver._monitor(self, t, y)
+        return self.solver._monitor(self, t, self.state(y))
 
     def diagnostics(self, t, y):
-        return self.solver._diagnostics(self, t, y)
+        return self.solver._diagnostics(self, t, self.state(y))
 
     def stable_step(self, y):
-        return self.solver._stable_step(self, y)
+        return self.solver._stable_step(self, self.state(y))
+
+    @property
+    def retract_invariant(self):
+        """The right-hand side does not change under the retraction (the tracers' field is taken at
+        z/|z|, so only the solver's own retraction counts)."""
+        return self.solver.retract_invariant or (self.tracers is not None and not self.tracers.retracts)
+
+    @property
+    def error_norm(self):
+        """The stepper's error norm: None (RMS), or with tracers the larger of the state's and theirs."""
+        return None if self.tracers is None else self.tracers.norm
+
+    def state(self, y):
+        """The solver's state in the stepper's state ``y`` (itself without tracers)."""
+        return y if self.tracers is None else self.tracers.split(y)[0]
+
+    def tracer_points(self, y):
+        """The tracers in the stepper's state ``y`` (m, d), or None."""
+        return None if self.tracers is None else self.tracers.points(y)
+
+    def carry(self, points):
+        """Carry the tracers ``points`` (m, d), checked, with the initial state ``y0`` from now on."""
+        self.solver._check_tracers(self)
+        state = self.y0
+        self.tracers = TracerLayout(state, points, self.retracts, self.magnitude)
+        self.retracts = True
+        self.magnitude = self.tracers.sizes
+        self.y0 = self.tracers.pack(state, points)
 
     def noise(self, t, shape):
         """Standard normal draws for the step starting at ``t`` (reproducible across restarts)."""
@@ -199,7 +250,7 @@ class Run:
 
 
 _SOLVE_KEYWORDS = ("initial", "t_eval", "method", "normalize", "progress", "checkpoint", "checkpoint_every",
-                   "history")
+                   "history", "tracers")
 _INITIAL_HOOKS = ("_initial_from_callable", "_initial_from_data", "_initial_from_solution", "_initial_from_measure",
                   "_initial_from_grid")
 
@@ -284,10 +335,11 @@ class Solver:
         super().__init_subclass__(**kwargs)
         _check_contract(cls)
 
-    def __init__(self, model):
+    def __init__(self, model, threads=None):
         if not isinstance(model, Model):
             raise ValueError(f"`model` must be a meanfield.Model, got {type(model).__name__}.")
         self.model = model
+        self.threads = check_threads(threads)
         self._require_capabilities()
 
     def _require_capabilities(self):
@@ -311,9 +363,9 @@ class Solver:
                                    "says which solver takes which).")
 
     def _run_context(self, run):
-        """A context held while the stepper runs (default: none; e.g. BLAS on one thread while the
-        solver's own sums run on several)."""
-        return contextlib.nullcontext()
+        """A context held while the stepper runs (default: BLAS on one thread, so that its waiting
+        threads do not spin against the solver's own, `meanfield.threads`)."""
+        return blas_single_threaded()
 
     def _adopt_model(self):
         """Re-derive what ``__init__`` derived from ``self.model`` (a copy of this solver now holds the
@@ -378,6 +430,29 @@ class Solver:
 
     def _rhs(self, run, t, y):
         raise NotImplementedError
+
+    def _tracer_velocity(self, run, t, y, points):
+        """The run's velocity field X[ρ_t] at the unit ``points`` (m, d) for the state y (tracers)."""
+        raise NotImplementedError
+
+    def _check_tracers(self, run):
+        """Refuse a run whose tracers are not defined or not carried (ValueError naming `tracers`)."""
+        name, model = type(self).__name__, self.model
+        if type(self)._tracer_velocity is Solver._tracer_velocity:
+            raise ValueError(f"`tracers`: {name} does not carry tracers (it has no velocity at arbitrary points; "
+                             "docs/tracers.md lists the solvers that do).")
+        if model.noise > 0:
+            raise ValueError(f"`tracers` need noise = 0 (got noise={model.noise:g}): a tracer of a noisy run is not "
+                             "defined pathwise.")
+        schedule = model.source.schedule          # every piece of a schedule
+        pieces = [model] if schedule is None else [model.source.piece(k) for k in range(len(schedule))]
+        if model.is_causal or model.normalization != "post" or any(m.mlp is not None for m in pieces):
+            raise ValueError("`tracers` follow the paper's layer (no mask, normalization='post', no feed-forward "
+                             "term): a masked token needs a position, and the other schemes move tokens at their "
+                             "own speeds.")
+        if not run.stepper.carries_tracers:
+            raise ValueError(f"`tracers` are carried by the steppers that take the solver's right-hand side as "
+                             f"it is, not by method={run.method!r}; use 'dopri5' or 'bs32'.")
 
     def _linear(self, run):
         return None
@@ -462,9 +537,10 @@ class Solver:
         self._configure(run)
         return method, run.options
 
-    def start(self, initial, t_eval=(0.0,), *, method=None, normalize=False, **options):
+    def start(self, initial, t_eval=(0.0,), *, method=None, normalize=False, tracers=None, **options):
         """Validate ``initial``, ``t_eval`` and the options and return the `Run` that `solve` advances
-        (``run.y0`` is the initial state, ``run.rhs(t, y)`` the right-hand side)."""
+        (``run.y0`` is the initial state, ``run.rhs(t, y)`` the right-hand side; with ``tracers``, or
+        from a Solution that carries some, both carry the tracers: `Run.carry`)."""
         given, asked = dict(options), method       # as given: a discretisation of this class continuing takes them
         method, opts = self._resolve_options(method, options)
         if not isinstance(normalize, (bool, np.bool_)):
@@ -474,7 +550,12 @@ class Solver:
                 raise ValueError(f"`initial` (the initial density rho0) must be a density callable, a Solution or the "
                                  f"path of a saved one; there is no file {str(initial)!r}.")
             initial = load(initial)
+        if tracers is not None:
+            tracers = check_tracers(tracers, self.model.dim)
         if isinstance(initial, Solution):
+            if tracers is not None and initial.tracers is not None:
+                raise ValueError("`tracers`: the Solution carries tracers, which its continuation continues; pass "
+                                 "tracers=None (or start new tracers from a Solution without them).")
             initial = initial.segments[-1]          # a run in several representations continues its last one
             if initial.model.dim != self.model.dim:
                 raise ValueError(f"`initial` lives on S^{initial.model.dim - 1}, this solver on S^{self.model.dim - 1}.")
@@ -491,7 +572,7 @@ class Solver:
             pieces = [self._piece_solver(k) for k in range(len(schedule))]
             first = pieces[schedule.index(t_eval[0])]
             if first is not self:
-                return first.start(initial, t_eval, method=asked, normalize=normalize, **given)
+                return first.start(initial, t_eval, method=asked, normalize=normalize, tracers=tracers, **given)
         run = self.run_type(self, t_eval, method, opts, _seed_of(seed))
         self._configure(run)
         if isinstance(initial, Solution):
@@ -499,8 +580,9 @@ class Solver:
             if solver is not self:
                 # another discretisation continues this Solution: one of this class with this run's options
                 if type(solver) is type(self):
-                    return solver.start(initial, t_eval, method=asked, normalize=normalize, **given)
-                return solver.start(initial, t_eval, method=method if method in solver.steppers else None)
+                    return solver.start(initial, t_eval, method=asked, normalize=normalize, tracers=tracers, **given)
+                return solver.start(initial, t_eval, method=method if method in solver.steppers else None,
+                                    tracers=tracers)
             y0 = self._initial_from_solution(run, initial)
         elif isinstance(initial, GridValues):
             y0 = self._initial_from_grid(run, initial, normalize)
@@ -518,10 +600,14 @@ class Solver:
                                  f"an array of {type(self).__name__}'s representation, got {type(initial).__name__}.")
             y0 = self._initial_from_data(run, data, normalize)
         run.y0 = y0
+        if tracers is None and isinstance(initial, Solution) and initial.tracers is not None:
+            tracers = initial.tracers[-1]
+        if tracers is not None:
+            run.carry(tracers)
         return run
 
     def solve(self, initial, t_eval, *args, method=None, normalize=False, progress=None, checkpoint=None,
-              checkpoint_every=30.0, history=False, **options):
+              checkpoint_every=30.0, history=False, tracers=None, **options):
         """Evolve ``initial`` and save the state at the times ``t_eval``.
 
         Parameters
@@ -542,6 +628,12 @@ class Solver:
             ``checkpoint_every`` seconds and when the run stops. `solve` continues from it.
         history : bool; with ``initial`` a Solution (or its path), return (and checkpoint) the whole
             run: ``initial.concat(continuation)``, the saved times of both in order.
+        tracers : points (m, d) on the sphere, optional: passive points carried by the run's own
+            velocity field, ż = X[ρ_t](z), with the state under the same stepper and error control
+            (`solvers.tracers`); ``sol.tracers`` holds them at the saved times (T, m, d). A Solution
+            that carries tracers is continued with them. Noiseless runs of the paper's layer with an
+            adaptive pair (or noise-free Euler–Maruyama), on the solvers with a velocity at arbitrary
+            points (``_tracer_velocity``); ValueError naming `tracers` otherwise (docs/tracers.md).
         **options : the stepper's options (``rtol``, ``atol``, ``max_step``, ``first_step`` for the
             adaptive pairs; ``dt`` for fixed steps; ``cfl`` for SSP-RK3) and the solver's own
             (``solve_options``). An option that does not apply raises ValueError naming it.
@@ -562,24 +654,30 @@ class Solver:
         if history and not isinstance(initial, Solution):
             raise ValueError("`history=True` continues a run: `initial` must be a Solution or the path of a saved one, "
                              f"got {type(initial).__name__}.")
-        run = self.start(initial, t_eval, method=method, normalize=normalize, **options)
+        if history and tracers is not None:
+            raise ValueError("`tracers` start at the last time of `initial`, so `history=True` cannot join them to the "
+                             "run it continues; continue without history, or re-run from the start with tracers.")
+        run = self.start(initial, t_eval, method=method, normalize=normalize, tracers=tracers, **options)
         prefix = [initial] if history else []      # the run it continues, kept in the result
         parts, changed_at = [], None
         last_write = [time.perf_counter()]
         desc = f"{type(self).__name__} {self.model.kind} beta={self.model.beta:g}"
         while True:
-            diags, on_save = _saver(run, prefix, parts, checkpoint, checkpoint_every, last_write)
+            saved, on_save = _saver(run, prefix, parts, checkpoint, checkpoint_every, last_write)
             with run.solver._run_context(run):
                 res = run.stepper.integrate(run, run.y0, run.t_eval, callback=on_save, progress=progress, desc=desc)
-            parts.append(_build(run, res, diags))
+            parts.append(_build(run, res, saved))
             stop = res.failure
-            successor = None if stop is None or stop.reason != "monitor" else run.solver._next(run, stop.t, stop.state,
-                                                                                               stop.error)
+            successor = None if stop is None or stop.reason != "monitor" else run.solver._next(
+                run, stop.t, run.state(stop.state), stop.error)
             if successor is None:
                 break
             if isinstance(successor[1], Solution):
                 changed_at = float(stop.t)        # another kind of discretisation: a new segment
+            points = run.tracer_points(stop.state)
             run = run.following(*successor, stop.t)
+            if points is not None:
+                run.carry(points)
         sol = concat(*prefix, *parts)
         if changed_at is not None:
             sol.stats["handover_t"] = changed_at
@@ -591,19 +689,27 @@ class Solver:
 
 
 def _saver(run, prefix, parts, checkpoint, checkpoint_every, last_write):
-    """(the diagnostics of the saved times, the stepper's callback at a saved time): records the
-    diagnostics, keeps what the solver keeps (``_keep``) and writes the checkpoint at most every
-    ``checkpoint_every`` seconds (``last_write``: the time of the last write, shared by the segments)."""
-    diags = []
+    """(what is recorded at the saved times, the stepper's callback at a saved time): records the
+    diagnostics and the tracers, keeps what the solver keeps (``_keep``) of the state and writes the
+    checkpoint at most every ``checkpoint_every`` seconds (``last_write``: the time of the last write,
+    shared by the segments)."""
+    saved = {"diagnostics": [], "tracers": []}
 
     def on_save(res):
-        diags.append(run.diagnostics(res.t[-1], res.y[-1]))
-        res.y[-1] = run.solver._keep(run, len(res.t) - 1, res.y[-1])
+        _record(run, res, saved, len(res.t) - 1)
         if checkpoint is not None and time.perf_counter() - last_write[0] > checkpoint_every:
-            concat(*prefix, *parts, _build(run, res, diags)).save(checkpoint)
+            concat(*prefix, *parts, _build(run, res, saved)).save(checkpoint)
             last_write[0] = time.perf_counter()
 
-    return diags, on_save
+    return saved, on_save
+
+
+def _record(run, res, saved, i):
+    """Record saved time ``i`` of ``res``: its diagnostics and tracers; the state becomes what the solver keeps."""
+    saved["diagnostics"].append(run.diagnostics(res.t[i], res.y[i]))
+    if run.tracers is not None:
+        saved["tracers"].append(run.tracer_points(res.y[i]))
+    res.y[i] = run.solver._keep(run, i, run.state(res.y[i]))
 
 
 def _take_positional(solver, args, options):
@@ -632,13 +738,14 @@ def _raise_failure(name, stop, sol, checkpoint):
                          "`exc.solution`.", sol, t=stop.t, step=stop.step)
 
 
-def _build(run, res, diags):
-    """The `Solution` of the saved times of ``res`` (diagnostics of every saved time, counters)."""
+def _build(run, res, saved):
+    """The `Solution` of the saved times of ``res`` (diagnostics and tracers of every saved time, counters)."""
     n = len(res.t)
+    diags = saved["diagnostics"]
     # a monitor that stops the run on a saved time appends that time without the callback:
-    # record its diagnostics here so that no saved time lacks them
+    # record it here so that no saved time lacks its diagnostics
     while len(diags) < n:
-        diags.append(run.diagnostics(res.t[len(diags)], res.y[len(diags)]))
+        _record(run, res, saved, len(diags))
     data = np.stack([run.solver._to_data(run, y) for y in res.y[:n]])
     keys = set().union(*[d.keys() for d in diags[:n]]) if diags else set()
     diag_arrays = {k: np.array([d.get(k, np.nan) for d in diags[:n]]) for k in keys}
@@ -650,5 +757,7 @@ def _build(run, res, diags):
     stats.update(run.solver._stats(run))
     if run.model.noise > 0 and run.seed is not None:
         stats["noise_seed"] = run.seed
+    tracers = np.stack(saved["tracers"][:n]) if run.tracers is not None else None
     return Solution(np.array(res.t[:n]), run.model, run.representation(), data, diag_arrays, stats,
-                    status=0 if res.success else 1, message=res.message, solver=type(run.solver).__name__)
+                    status=0 if res.success else 1, message=res.message, solver=type(run.solver).__name__,
+                    tracers=tracers)

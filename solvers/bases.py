@@ -29,10 +29,13 @@ from typing import Callable, Optional
 import numpy as np
 import scipy.fft as sfft
 from ducc0.fft import good_size
+import ducc0.nufft as nufft
 from ducc0.sht import adjoint_synthesis, analysis_2d, synthesis, synthesis_2d_deriv1
+from ducc0.sht.experimental import synthesis_general
 from scipy.special import eval_jacobi
 
 from meanfield.kernels import minimum_degree
+from meanfield.spectralsums import EPSILON, circle_angles, sphere_angles, tangent_vectors
 from meanfield.quadrature import circle_points, gauss_gegenbauer, gauss_legendre_grid
 from meanfield.validation import check_int, check_memory
 from .spectral import check_kernel_resolution
@@ -213,6 +216,14 @@ class FourierBasis:
         """∂_θ ρ on the grid (the tangential gradient along (−sin θ, cos θ))."""
         return self.synthesis(self.derivative(c))
 
+    def values_at(self, c, points):
+        """c_0 + 2 Re Σ_{k>=1} c_k e^{ikθ} at the points (m, 2) of S^1 for each row of c (rows, K + 1):
+        one type-2 nonuniform FFT (ducc0, accurate to 3e-13 relative to Σ|c_k|), shape (rows, m)."""
+        c = np.atleast_2d(c)
+        full = np.concatenate([np.conj(c[:, :0:-1]), c], axis=1)          # k = −K..K
+        return nufft.u2nu(grid=full, coord=circle_angles(points)[:, None], forward=False, epsilon=EPSILON,
+                          nthreads=1).real
+
     def pad(self, c, finer):
         """Coefficients (last axis) zero-padded with the modes of ``finer`` beyond this basis."""
         out = np.zeros(c.shape[:-1] + (c.shape[-1] + finer.modes - self.modes,), dtype=c.dtype)
@@ -321,6 +332,20 @@ class SphericalHarmonicBasis:
             return self._divergence * e.reshape(field.shape[:-3] + (e.shape[-1],))
         e = analysis_2d(map=field, spin=1, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)[0]
         return self._divergence * e
+
+    def values_at(self, alm, points):
+        """Σ a_lm Y_lm at the points (m, 3) of S^2: ducc0's synthesis_general (accurate to 3e-13
+        relative to the coefficients), shape (m,)."""
+        return synthesis_general(alm=np.ascontiguousarray(alm)[None], spin=0, lmax=self.lmax,
+                                 loc=sphere_angles(points)[0], epsilon=EPSILON, nthreads=self.nthreads)[0].real
+
+    def gradient_at(self, alm, points):
+        """The surface gradient ∇_S f (m, 3) of f = Σ a_lm Y_lm at the points (m, 3) of S^2: one spin-1
+        synthesis_general of the same accuracy."""
+        loc, frame = sphere_angles(points)
+        g = synthesis_general(alm=np.ascontiguousarray(alm)[None], spin=1, lmax=self.lmax, loc=loc, epsilon=EPSILON,
+                              nthreads=self.nthreads, mode="DERIV1")
+        return tangent_vectors(g, frame)
 
     def pad(self, alm, finer):
         """a_lm zero-padded to the degrees of ``finer``."""

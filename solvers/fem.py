@@ -186,8 +186,8 @@ class FiniteElements(Solver):
     name = "fem"
 
     def __init__(self, model, refinement=4, *, vertices=None, kernel_cells=3.0, width_cells=6.0,
-                 scheme="fct", potential="quadrature", chunk=None, comm=None):
-        Solver.__init__(self, model)
+                 scheme="fct", potential="quadrature", chunk=None, comm=None, threads=None):
+        Solver.__init__(self, model, threads)
         self._arguments = (model, refinement), dict(vertices=vertices, kernel_cells=kernel_cells,
                                                    width_cells=width_cells, scheme=scheme, potential=potential,
                                                    chunk=chunk)

@@ -120,8 +120,8 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
 
     def __init__(self, model, modes=512, *, tail_tol=DEFAULT_TAIL_TOL, dealias=1.5,
                  max_modes=FourierBasis.policy.auto_cap, w1=True, positions=None,
-                 max_positions=POSITIONS_POLICY.auto_cap):
-        Solver.__init__(self, model)
+                 max_positions=POSITIONS_POLICY.auto_cap, threads=None):
+        Solver.__init__(self, model, threads)
         check_positions_model(model, positions)
         if model.dim != 2:
             raise UnsupportedModel(f"FourierCircle solves on S^1: `model.dim` must be 2, got {model.dim} "
@@ -238,6 +238,14 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         f = self.basis.analysis(rho * v)[..., 1:]
         f *= -self._ik[1:]
         return f
+
+    def _tracer_velocity(self, run, t, u, points):
+        """v(θ)(−sin θ, cos θ) at the tracers, the velocity of `_grid_fields` at their angles."""
+        c = self._full(run, u)
+        rows = [self._dphi * c] + ([self.field.kernel * c] if self.field.normalized else [])
+        g = self.basis.values_at(np.stack(rows), points)
+        v = self.field.velocity(g[0], g[1] if self.field.normalized else None)
+        return v[:, None] * np.stack([-points[:, 1], points[:, 0]], axis=-1)
 
     def _linear(self, run):
         if self.model.noise == 0.0:

@@ -81,8 +81,8 @@ class Gaussian(Solver):
     stepper_defaults = {"rtol": 1e-10, "atol": 1e-12}
     run_type = GaussianRun
 
-    def __init__(self, model, *, domain="euclidean"):
-        Solver.__init__(self, model)
+    def __init__(self, model, *, domain="euclidean", threads=None):
+        Solver.__init__(self, model, threads)
         if domain != "euclidean":
             raise ValueError(f"`domain` must be 'euclidean' for the Gaussian continuum (Gaussians live in R^d; on the "
                              f"sphere no family of them is preserved), got {domain!r}.")

@@ -96,8 +96,8 @@ class Gegenbauer(AutoResolution, Solver):
     config_name = "gegenbauer"
 
     def __init__(self, model, lmax=64, axis=None, *, tail_tol=DEFAULT_TAIL_TOL,
-                 max_lmax=GegenbauerBasis.policy.auto_cap, max_norm=MAX_NORM):
-        Solver.__init__(self, model)
+                 max_lmax=GegenbauerBasis.policy.auto_cap, max_norm=MAX_NORM, threads=None):
+        Solver.__init__(self, model, threads)
         self._require_zonal()
         self.max_norm = check_real(max_norm, "max_norm", low=1.0, low_open=True)
         self.axis = axis_vector(axis, model.dim)

@@ -32,12 +32,15 @@ def handover_target(model, value, default="raise"):
     of `Lagrangian` options (`LAGRANGIAN_OPTIONS`, built into one). Returns "raise", "lagrangian" or
     the `Lagrangian`; ValueError naming the option."""
     if isinstance(value, str) and value == "auto":
-        value = default if model.noise == 0 and model.is_layer_standard else "raise"
+        standard = model.normalization == "post" and model.mlp is None      # masked or not: labels in (σ, x)
+        value = default if model.noise == 0 and standard else "raise"
     if isinstance(value, dict):
         unknown = sorted(set(value) - set(LAGRANGIAN_OPTIONS))
         if unknown:
             raise ValueError(f"`on_underresolved` as a dict holds options of solvers.Lagrangian; "
                              f"{unknown[0]!r} is not one.")
+        if model.is_causal and model.noise == 0:        # built at the hand-over, on the run's position rule
+            return dict(value)
         value = "lagrangian" if model.noise > 0 else Lagrangian(model, **value)     # noise: refused below
     if isinstance(value, Lagrangian):
         if value.model != model:
@@ -55,7 +58,10 @@ def handover_target(model, value, default="raise"):
 
 def handover_solver(target, solution):
     """The `Lagrangian` that continues ``solution`` for the checked option value ``target``:
-    ``target`` itself, or for "lagrangian" the labels of `solvers.lagrangian.continuation_solver`."""
+    ``target`` itself, or for "lagrangian" (or a dict of options, for a masked model: labels in (σ, x) on the
+    run's position rule) `solvers.lagrangian.continuation_solver`."""
+    if isinstance(target, dict):
+        return continuation_solver(solution, **target)
     return continuation_solver(solution) if isinstance(target, str) else target
 
 

@@ -33,6 +33,7 @@ from ducc0.sht import analysis_2d
 
 from meanfield.validation import check_callable, check_density_values, check_int
 from meanfield.errors import UnsupportedModel
+from meanfield.threads import renamed_threads
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_power, alm_to_real,
                                                  real_to_alm)
 from .base import Solver
@@ -58,7 +59,8 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     lmax : int >= 4, at least `meanfield.kernels.minimum_degree(beta, 3)` (the kernel must be
         resolved: i_l(β)/i_0(β) < 1e-14 beyond lmax), or "auto" (start at max(31, that minimum),
         double on a tail alarm, up to ``max_lmax``; beyond it `UnderResolved`).
-    nthreads : int >= 1, threads used by ducc0 (default 1).
+    threads : int >= 1, threads of ducc0's transforms (default: `meanfield.threads.default_threads`;
+        ``nthreads`` is its older name).
     tail_tol : spectral-tail tolerance of `solvers.spectral.TailMonitor` (`UnderResolved` beyond it).
     max_lmax : cap of ``lmax="auto"`` (default `AUTO_CAP` = 127). Beyond the cap a clustering run hands
         over to the characteristics (``on_underresolved``), which carry the density exactly: refining
@@ -102,17 +104,16 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
             cls = LayeredSphericalHarmonics
         return super().__new__(cls)
 
-    def __init__(self, model, lmax=63, *, nthreads=1, tail_tol=DEFAULT_TAIL_TOL,
+    def __init__(self, model, lmax=63, *, threads=None, tail_tol=DEFAULT_TAIL_TOL,
                  max_lmax=AUTO_CAP, w1=False, w1_points=512, positions=None,
-                 max_positions=POSITIONS_POLICY.auto_cap):
-        Solver.__init__(self, model)
+                 max_positions=POSITIONS_POLICY.auto_cap, nthreads=None):
+        Solver.__init__(self, model, renamed_threads(threads, nthreads))
         check_positions_model(model, positions)
         if model.dim != 3:
             raise UnsupportedModel(f"SphericalHarmonics solves on S^2: `model.dim` must be 3, got {model.dim} "
                                    "(use solvers.FourierCircle for dim 2).")
         self._require_zonal()
         L = self._choose_resolution(lmax, max_lmax)
-        self.nthreads = check_int(nthreads, "nthreads", low=1)
         self.tail = TailMonitor(tail_tol, "lmax")
         self.w1 = bool(w1)
         self.w1_points = check_int(w1_points, "w1_points", low=16)
@@ -122,7 +123,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         """The dealiasing basis (Gauss–Legendre grid exact for degree 3L: 2·ntheta − 1 >= 3L, nphi >= 3L + 1),
         the finer one of the projections and diagnostics (degree 4L + 3), and the multipliers."""
         self.lmax = L
-        self.basis = basis = SphericalHarmonicBasis(L, 3 * L, self.nthreads)
+        self.basis = basis = SphericalHarmonicBasis(L, 3 * L, self.threads)
         self._fine = None
         self.ntheta, self.nphi = basis.ntheta, basis.nphi
         self.theta, self.points, self.weights = basis.theta, basis.points, basis.weights
@@ -136,7 +137,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     def fine(self):
         """The basis of the projections and diagnostics (grid exact for degree 4L + 3), built on first use."""
         if self._fine is None:
-            self._fine = SphericalHarmonicBasis(self.lmax, 4 * self.lmax + 3, self.nthreads)
+            self._fine = SphericalHarmonicBasis(self.lmax, 4 * self.lmax + 3, self.threads)
         return self._fine
 
     def _fields(self, alm, basis=None, field=None, t=0.0, feedforward=True):
@@ -160,7 +161,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
 
     # -- Solver contract ---------------------------------------------------------------------------
     def _representation(self, run):
-        return SphericalHarmonicSeries(self.lmax, self.nthreads)
+        return SphericalHarmonicSeries(self.lmax, self.threads)
 
     def _stats(self, run):
         return {"lmax_final": self.lmax}
@@ -187,9 +188,9 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         g = grid.unit_mass(normalize, 3)
         nt, nphi = g.shape
         J = min(self.lmax, nt - 1, (nphi - 1) // 2)
-        alm = analysis_2d(map=g.values[None], spin=0, lmax=J, geometry="GL", nthreads=self.nthreads)[0]
+        alm = analysis_2d(map=g.values[None], spin=0, lmax=J, geometry="GL", nthreads=self.threads)[0]
         given = SphericalHarmonicSeries(J)
-        return real_to_alm(SphericalHarmonicSeries(self.lmax, self.nthreads).embed(alm_to_real(alm, J)[None], given)[0])
+        return real_to_alm(SphericalHarmonicSeries(self.lmax, self.threads).embed(alm_to_real(alm, J)[None], given)[0])
 
     def _initial_from_data(self, run, data, normalize):
         """Real σ-orthonormal coefficients clm (2, J+1, J+1), J <= lmax (as ``sol.data[i]``)."""
@@ -202,7 +203,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         n = 2 * c.shape[1] + 2
         minimum = given.grid_values(c, n, 2 * n).min()
         c = c * check_coefficients(c[0, 0, 0], minimum, normalize=normalize, tail_tol=self.tail.tol)
-        rep = SphericalHarmonicSeries(self.lmax, self.nthreads)
+        rep = SphericalHarmonicSeries(self.lmax, self.threads)
         return real_to_alm(rep.embed(c[None], SphericalHarmonicSeries(c.shape[1] - 1))[0])
 
     def _rhs(self, run, t, alm):
@@ -217,6 +218,12 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         d[..., 0] = 0.0
         d[..., self._m0] = d[..., self._m0].real
         return d
+
+    def _tracer_velocity(self, run, t, alm, points):
+        """X = s∇Φ at the tracers (`_fields` at arbitrary points, `SphericalHarmonicBasis.gradient_at`)."""
+        grad = self.basis.gradient_at(self._vel * alm, points)
+        z = None if self._kern is None else self.basis.values_at(self._kern * alm, points)[:, None]
+        return self.field.velocity(grad, z)
 
     def _linear(self, run):
         if self.model.noise == 0.0:

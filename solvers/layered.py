@@ -96,13 +96,6 @@ class Layered:
         """ρ̄ at the nodes: the prefix means of the coefficients c (M, ...)."""
         return self.layers.prefix_mean(c)
 
-    def _configure(self, run):
-        option = run.options.get("on_underresolved", "raise")
-        if not (isinstance(option, str) and option in ("raise", "auto")):         # "auto" is "raise" here
-            raise ValueError("`on_underresolved` must be 'raise' for a layered (masked) run: the hand-over to the "
-                             f"characteristics carries one density, not one per position; got {option!r}.")
-        return super()._configure(run)
-
     def _representation(self, run):
         return LayeredDensity(super()._representation(run), self.layers)
 

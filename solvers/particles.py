@@ -26,7 +26,6 @@ in order and sums over j ∈ C(i) with the weights w_j e^{−λ(σ_i − σ_j)},
   so the law solves the Fokker–Planck equation of docs/mathematics.md §6 (weak order 1; for pure noise one step maps
   E⟨x, x0⟩ to r(h)E⟨x, x0⟩ exactly, r(h) = E(1 + 2νhχ²_{d−1})^{−1/2} = 1 − ν(d−1)h + O(h²)).
 """
-import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +39,8 @@ from meanfield.diagnostics import (cluster_sizes, clustered_pair_fraction, count
 from meanfield.energy import discrete_energy, energy_from_scaled_sum
 from meanfield.errors import UnsupportedModel
 from meanfield.feedforward import FeedForward, check_mlp
-from meanfield.kernelsums import blas_single_threaded, attention_sums, check_threads, gram_counts, kernel_sums
+from meanfield.kernelsums import attention_sums, gram_counts, kernel_sums
+from meanfield.threads import check_threads
 from meanfield.masks import model_mask
 from meanfield.normalization import carries_radius, check_radii, direction_velocity, inverse_speed, position_velocity
 from meanfield.representations.particles import ParticleCloud
@@ -92,7 +92,6 @@ class ParticlesRun(Run):
     rescaled: bool = False            # integrate z = e^{-tV} x ((9.2)-(9.3))
     log_time_factor: float = 0.0      # β in time τ = e^β t ((USA), ``rescale_time``), else 0
     adaptive: bool = False            # an adaptive pair: the field normalises its argument
-    threads: int = 1                  # threads of the kernel sums
     diagnostics_level: object = "auto"   # "auto" | "full" | "none" | a frozenset of DIAGNOSTICS
     save: object = "auto"             # the checked ``save``: one of SAVE or a mask over t_eval
     weights: np.ndarray = None        # (n,), summing to 1
@@ -183,9 +182,9 @@ class Particles(Solver):
     "auto" (default) is "positions" while they take at most AUTO_SAVE_BYTES (256 MB), else "ends".
     Without every position the Solution is a `SampledParticleCloud`: ``sol.energy`` and
     ``sol.diagnostics`` hold every saved time, ``sol.positions`` raises AttributeError naming the
-    kept times, ``sol[i].positions`` and ``sol.measure(i)`` work at those. ``threads`` (default
-    ``OMP_NUM_THREADS``, else the CPUs) share out the blocks of the kernel sums; the result does not
-    depend on it. With ``dense_output=True`` the adaptive steps are not cut at the saved times,
+    kept times, ``sol[i].positions`` and ``sol.measure(i)`` work at those. ``threads`` (the
+    constructor's, `meanfield.threads`; ``solve(..., threads=)`` for one run) share out the blocks of the
+    kernel sums and ducc0's transforms; the result does not depend on it. With ``dense_output=True`` the adaptive steps are not cut at the saved times,
     which come from the pair's interpolant (retracted onto the sphere).
 
     Where the normalisation sits (``Model(normalization=...)``, `meanfield.normalization`,
@@ -222,8 +221,8 @@ class Particles(Solver):
     takes_schedule = True          # parameters that change with depth (meanfield.schedule)
 
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None, sums="auto",
-                 sums_tol=1e-6):
-        super().__init__(model)
+                 sums_tol=1e-6, threads=None):
+        super().__init__(model, threads)
         self.sums = check_sums(sums, model)
         self.sums_tol = check_real(sums_tol, "sums_tol", low=0.0, low_open=True)
         self.chunk = check_int(chunk, "chunk", low=1)
@@ -319,18 +318,20 @@ class Particles(Solver):
         r2 = float(np.max(np.einsum("...d,...d->...", x, x)))
         return "none" if abs(beta) * head["norm"] * r2 <= _NO_SHIFT_MAX else "running"
 
-    def _attention_sums(self, x, head, w, domain, threads=None, count_at=None, causal=None):
+    def _attention_sums(self, x, head, w, domain, threads=None, count_at=None, causal=None, targets=None):
         """S_i = Σ_j w_j e^{β⟨x_i, M x_j⟩ − c_i} [V x_j, 1] and the shift c_i (0-d if fixed), in blocks
         of the shared kernel-sum engine (with the counts of ⟨x_i, M x_j⟩ >= count_at if given); under a
-        ``causal`` mask (`meanfield.masks.TokenMask`) over j ∈ C(i), the exponent with −λ(σ_i − σ_j)."""
+        ``causal`` mask (`meanfield.masks.TokenMask`) over j ∈ C(i), the exponent with −λ(σ_i − σ_j).
+        The rows are the points ``targets`` (tracers) instead of the particles when given."""
         M, v = head["M"], head["v"]
+        z = x if targets is None else targets
         options = dict(M=M, shift=self._shift_kind(head, x, domain), chunk=self.chunk, threads=threads,
                        count_at=count_at, unit=domain == "sphere")
         if causal is not None:
             options.update(ends=causal.ends, bias=causal.bias)
         if v is None:                           # x_j ↦ V x_j, per realisation when V is (B, d, d)
-            return kernel_sums(x, x, compiled.weighted(x @ head["Vt"], w), self.model.beta, **options)
-        return attention_sums(x, x, w, self.model.beta, v=None if v == 1.0 else v, **options)
+            return kernel_sums(z, x, compiled.weighted(x @ head["Vt"], w), self.model.beta, **options)
+        return attention_sums(z, x, w, self.model.beta, v=None if v == 1.0 else v, **options)
 
     def _energy_head(self, domain, heads=None):
         """Whether the denominators Σ_j w_j e^{β⟨x_i, x_j⟩} of the field give the energy (3.5) (not
@@ -338,25 +339,27 @@ class Particles(Solver):
         heads = self._heads if heads is None else heads
         return domain == "sphere" and len(heads) == 1 and heads[0]["M"] is None and not self.model.is_causal
 
-    def _evaluate(self, run, x, w, domain="sphere", log_time_factor=0.0, count=False, heads=None, causal=None):
+    def _evaluate(self, run, x, w, domain="sphere", log_time_factor=0.0, count=False, heads=None, causal=None,
+                  targets=None):
         """The unprojected Σ_h (attention output) at the particles x, with what the same sums give:
         {"x", "out", "den" (Σ_j w_j e^{β⟨x_i, x_j⟩ − c}, when it is the kernel of the energy), "c",
         "counts" (per row, the j with ⟨x_i, x_j⟩ >= 1 − δ, i = j included, if ``count``; else None),
         "heads" (the prepared heads used: ``heads``, default the model's)}. A masked model sums over
-        C(i) (the run's, or ``causal`` without a run; `meanfield.masks`)."""
+        C(i) (the run's, or ``causal`` without a run; `meanfield.masks`). With ``targets`` (unmasked), the
+        output at those points (tracers) instead of at the particles, from the same sums."""
         causal = run.causal if run is not None else causal
         if run is not None and run.sums == "spectral":
-            hit = self._evaluate_spectral(x, w, run.threads, log_time_factor, causal)
-            hit["out"] = self._with_feedforward(run, x, hit["out"], log_time_factor)
+            hit = self._evaluate_spectral(x, w, run.threads, log_time_factor, causal, targets)
+            hit["out"] = self._with_feedforward(run, x if targets is None else targets, hit["out"], log_time_factor)
             return hit
         heads = self._heads if heads is None else heads
         out = den = c_den = counts = None
         d = x.shape[-1]
-        threads = None if run is None else run.threads
+        threads = self.threads if run is None else run.threads
         free = self._energy_head(domain, heads)
         for head in heads:
             res = self._attention_sums(x, head, w, domain, threads, 1.0 - self.delta if count and free else None,
-                                       causal)
+                                       causal, targets)
             acc, c = res[0], res[1]
             if self.model.normalized:
                 y = compiled.ratio(acc)
@@ -370,7 +373,7 @@ class Particles(Solver):
                 den, c_den, counts = acc[..., d], c, (res[2] if count else None)
         if count and counts is None:
             counts = gram_counts(x, x, 1.0 - self.delta, chunk=self.chunk, threads=threads)
-        out = self._with_feedforward(run, x, out, log_time_factor)
+        out = self._with_feedforward(run, x if targets is None else targets, out, log_time_factor)
         return {"x": x, "out": out, "den": den, "c": c_den, "counts": counts, "heads": heads}
 
     def _with_feedforward(self, run, x, out, log_time_factor=0.0):
@@ -382,7 +385,7 @@ class Particles(Solver):
         F = ff.value(x)
         return out + (F * np.exp(-log_time_factor) if log_time_factor else F)
 
-    def _evaluate_spectral(self, x, w, threads, log_time_factor=0.0, causal=None):
+    def _evaluate_spectral(self, x, w, threads, log_time_factor=0.0, causal=None, targets=None):
         """`_evaluate` through the spectral sums (zonal, S^1/S^2): with Zs = Σ_j w_j e^{β(⟨x_i, x_j⟩ − 1)}
         and G = e^{−|β|}∇_S Z/β (`meanfield.spectralsums`), the (SA) field is v G/Zs and the (USA) one
         v e^{|β|} G; the denominators Zs with c = |β| give the energy. No pair counts come with these sums
@@ -391,7 +394,7 @@ class Particles(Solver):
         beta, v = self.model.beta, self.model.v
         sums = zonal_sums(beta, self.model.dim, EPSILON, threads, x.shape[-2])
         if causal is None:
-            Zs, G = sums.sums(x, x, w)
+            Zs, G = sums.sums(x if targets is None else targets, x, w)
         else:
             Zs, G = causal_zonal_sums(sums, x, w, causal.ends, causal.positions, causal.slope)
         if self.model.normalized:
@@ -461,7 +464,7 @@ class Particles(Solver):
         causal = model_mask(self.model, w, token_positions)
         shift = self.model.beta if (rescale_time and not self.model.normalized) else 0.0
         if choose_sums(self.sums, self.model, x.shape[-2], w, tol=self.sums_tol, causal=causal)[0] == "spectral":
-            out = self._with_feedforward(None, x, self._evaluate_spectral(x, w, check_threads(None), shift, causal)["out"],
+            out = self._with_feedforward(None, x, self._evaluate_spectral(x, w, self.threads, shift, causal)["out"],
                                          shift)
         else:
             out = self._field(None, x, w, project=False, log_time_factor=shift, causal=causal)
@@ -516,7 +519,7 @@ class Particles(Solver):
         run.retracts = domain == "sphere"
         run.magnitude = point_norms
         run.adaptive = adaptive
-        run.threads = check_threads(o["threads"])
+        run.threads = self.threads if o["threads"] is None else check_threads(o["threads"])
         run.diagnostics_level = self.diagnostics_level if o["diagnostics"] is None else self._check_diagnostics(o["diagnostics"])
         run.save = self._check_save(o["save"], run.t_eval)
         run.parameters = o["parameters"]
@@ -611,6 +614,20 @@ class Particles(Solver):
         f = self._field(run, y @ E.T, w, False, domain)
         return -(y @ V.T) + f @ np.linalg.inv(E).T
 
+    def _tracer_velocity(self, run, t, y, points):
+        """X[μ_t](z) = P_z Σ_h (attention output at z) of the particles' measure μ_t at the tracers z,
+        from the sums of the particles' own field (same heads, same sums)."""
+        x = compiled.normalise(y) if run.adaptive else y
+        hit = self._evaluate(run, x, run.weights, run.domain, run.log_time_factor, heads=self._heads_at(run, t),
+                             targets=points)
+        return self._project(points, hit["out"])
+
+    def _check_tracers(self, run):
+        super()._check_tracers(run)
+        if run.domain != "sphere" or run.batch is not None or run.options["radii"] is not None:
+            raise ValueError("`tracers` move on the sphere with one realisation of the particles: they need "
+                             "domain='sphere', positions of shape (n, d) and no `radii`.")
+
     def _euler_velocity(self, run, t, y):
         """The authors' unprojected update direction Σ_h A_h V_h x (euler-normalize)."""
         if run.domain != "sphere" or run.radial:
@@ -631,12 +648,6 @@ class Particles(Solver):
         if run.domain == "sphere":
             xi -= np.einsum("...d,...d->...", y, xi)[..., None] * y
         return xi
-
-    def _run_context(self, run):
-        """BLAS on one thread for the whole run when the kernel sums use several: numba's threads
-        spin between two sums while the integrator's BLAS calls wake their own threads, and on two
-        cores the two pools slow a phase-diagram β 3.6-fold (docs/particles.md, Performance)."""
-        return blas_single_threaded() if run.threads > 1 else contextlib.nullcontext()
 
     # -- Solver contract -------------------------------------------------------------------------
     def memory_estimate(self, n, batch=1):

@@ -41,6 +41,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from meanfield.errors import SolverError
+from meanfield.threads import share_out
 
 SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
 
@@ -103,6 +104,7 @@ BS32 = Tableau(
     np.array([[1, -4 / 3, 5 / 9], [0, 1, -2 / 3], [0, 4 / 3, -8 / 9], [0, -1, 1]]),
 )
 TABLEAUX = {t.name: t for t in (DOPRI5, BS32)}
+ROW_BLOCK = 1 << 18       # columns of one block of the stage products (`RungeKutta._rows`)
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,11 @@ def _progress_bar(progress, total, desc):
 def _rms(x):
     x = np.abs(x)
     return float(np.sqrt(np.mean(x * x))) if x.size else 0.0
+
+
+def rms_norm(r):
+    """The RMS norm sqrt(Σ|r_i|²/n) of the scaled error r (the error control's default norm)."""
+    return float(np.sqrt(np.vdot(r, r).real / max(r.size, 1)))
 
 
 def _select_initial_step(fun, t0, y0, f0, order, rtol, atol, span, magnitude=None):
@@ -244,18 +251,23 @@ class RungeKutta(Integrator):
     Hairer–Nørsett–Wanner's, at most ``max_step`` and ``stable_step(u)`` (the explicit pair's
     stability limit, e.g. an advective CFL bound). ``dt``: a fixed step, shortened to land on targets.
     ``retract_invariant``: fun(t, retract(u)) = fun(t, u), so the last stage is the next step's first
-    one after a retraction too. ``t_bound``: the last time (it bounds the step).
+    one after a retraction too. ``t_bound``: the last time (it bounds the step). ``norm``: the norm of
+    the scaled error (default RMS; a run with tracers takes the larger of two groups' RMS norms,
+    `solvers.tracers.TracerLayout.norm`). ``threads``: the threads that share the stage products of
+    large states (`meanfield.threads`).
     """
 
     def __init__(self, fun, t0, y0, t_bound, tableau="dopri5", *, dt=None, rtol=1e-8, atol=1e-10, linear=None,
                  retract=None, retract_invariant=False, first_step=None, max_step=np.inf, stable_step=None,
-                 max_rejections=60, dense_output=False, magnitude=None):
+                 max_rejections=60, dense_output=False, magnitude=None, norm=None, threads=1):
         super().__init__(t0, y0)
+        self.threads = threads
         self.fun, self.tableau = fun, TABLEAUX[tableau] if isinstance(tableau, str) else tableau
         self.L = None if linear is None else np.asarray(linear)
         self.dense = bool(dense_output) and self.L is None
         self.span, self.dt = t_bound - t0, None if dt is None else float(dt)
         self.rtol, self.atol, self.magnitude, self.max_rejections = rtol, atol, magnitude, max_rejections
+        self.norm = rms_norm if norm is None else norm
         self.retract, self.retract_invariant = retract, retract_invariant
         self.max_step, self.stable_step = max_step, stable_step
         self.h = self.first_h = self.dt if first_step is None else float(first_step)
@@ -264,6 +276,17 @@ class RungeKutta(Integrator):
 
     def context(self):
         return np.errstate(over="ignore", invalid="ignore")
+
+    def _rows(self, coeffs, rows):
+        """coeffs @ rows for the rows (m, N) of KY: in blocks of ROW_BLOCK columns, set by N alone (the
+        same sums on any number of threads), shared among the run's ``threads``."""
+        n = rows.shape[1]
+        if n < 2 * ROW_BLOCK:
+            return coeffs @ rows
+        out = np.empty(np.shape(coeffs)[:-1] + (n,), dtype=np.result_type(coeffs, rows))
+        blocks = [slice(a, min(a + ROW_BLOCK, n)) for a in range(0, n, ROW_BLOCK)]
+        share_out(lambda b: np.matmul(coeffs, rows[:, b], out=out[..., b]), blocks, self.threads)
+        return out
 
     def _f(self, t, y):
         self.nfev += 1
@@ -348,7 +371,7 @@ class RungeKutta(Integrator):
             return None, None
         for i in range(1, tab.stages):
             if KY is not None:
-                u = (np.concatenate(([1.0], h * tab.A[i])) @ KY[:i + 1]).reshape(np.shape(y))
+                u = self._rows(np.concatenate(([1.0], h * tab.A[i])), KY[:i + 1]).reshape(np.shape(y))
             else:
                 incr = 0
                 for j, a in enumerate(tab.A[i]):
@@ -368,8 +391,8 @@ class RungeKutta(Integrator):
         """u_{n+1} = e^{hL} u_n + h Σ b_j e^{(1 − c_j)hL} k_j and the embedded error estimate."""
         tab, y = self.tableau, self.y
         if self.KY is not None:
-            y_new = u_last if tab.fsal else (np.concatenate(([1.0], h * tab.b)) @ self.KY).reshape(np.shape(y))
-            return y_new, (h * (tab.b - tab.b_hat)) @ self.KY[1:]
+            y_new = u_last if tab.fsal else self._rows(np.concatenate(([1.0], h * tab.b)), self.KY).reshape(np.shape(y))
+            return y_new, self._rows(h * (tab.b - tab.b_hat), self.KY[1:])
         acc, err = 0, 0
         for j in range(tab.stages):
             kj = self._exp_L((1 - tab.c[j]) * h) * ks[j]
@@ -396,7 +419,7 @@ class RungeKutta(Integrator):
             r = np.divide(np.reshape(err, shape), scale, out=ratio)
         else:
             r = np.reshape(err, shape) / scale
-        return float(np.sqrt(np.vdot(r, r).real / max(r.size, 1)))
+        return self.norm(r)
 
     def _reject(self, h, err_norm):
         """Shrink the step after a rejection; a `Failure` when it cannot shrink further."""
@@ -440,7 +463,7 @@ class RungeKutta(Integrator):
         theta = (np.asarray(times) - self.t_old) / self.h_last
         coef = np.cumprod(np.repeat(theta[:, None], tab.dense.shape[1], axis=1), axis=1) @ tab.dense[:tab.stages].T
         C = np.concatenate((np.ones((theta.size, 1)), self.h_last * coef), axis=1)
-        out = [y.reshape(np.shape(self.y)) for y in C @ self.KY[:tab.stages + 1]]
+        out = [y.reshape(np.shape(self.y)) for y in self._rows(C, self.KY[:tab.stages + 1])]
         return out if self.retract is None else [self.retract(y) for y in out]
 
 
@@ -542,7 +565,7 @@ def _march(integrator, t_eval, res, monitor, callback, bar, breaks=(), on_break=
 def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear=None, retract=None,
               monitor=None, callback=None, first_step=None, max_step=np.inf, progress=None, desc=None,
               max_rejections=60, stable_step=None, dense_output=False, retract_invariant=False, magnitude=None,
-              dt=None, breaks=(), on_break=None):
+              dt=None, norm=None, threads=1, breaks=(), on_break=None):
     """Advance du/dt = linear·u + fun(t, u) from u(t_eval[0]) = y0 with the `RungeKutta` method ``method``
     (a name in `TABLEAUX`), adaptive or with the fixed step ``dt``, saving at every t_eval (see
     `RungeKutta` for the options and `march` for ``monitor``, ``callback``, ``progress``, ``breaks``).
@@ -552,7 +575,7 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
     rk = RungeKutta(fun, t_eval[0], y0, t_eval[-1], method, dt=dt, rtol=rtol, atol=atol, linear=linear,
                     retract=retract, retract_invariant=retract_invariant, first_step=first_step, max_step=max_step,
                     stable_step=stable_step, max_rejections=max_rejections, dense_output=dense_output,
-                    magnitude=magnitude)
+                    magnitude=magnitude, norm=norm, threads=threads)
     return march(rk, t_eval, monitor=monitor, callback=callback, progress=progress, desc=desc, breaks=breaks,
                  on_break=on_break)
 
@@ -578,7 +601,8 @@ class Stepper:
 
     1. ``name``: the key in `STEPPERS`; ``options``: the keyword options it accepts, with defaults
        (a solver may override a default through its ``stepper_defaults``).
-    2. ``needs``: the solver hooks it calls besides ``_rhs`` (checked by `check`).
+    2. ``needs``: the solver hooks it calls besides ``_rhs`` (checked by `check`); ``carries_tracers``:
+       it reaches the solver only through the `solvers.base.Run`'s hooks, which add the tracers.
     3. ``integrate(run, y0, t_eval, callback, progress, desc)`` advances the run's state and returns
        an `IntegrationResult`; the solver's hooks are reached through the `solvers.base.Run` (looked
        up at each call: at a breakpoint of the run, ``run.breaks``, ``run.enter_piece`` may change
@@ -591,6 +615,7 @@ class Stepper:
     adaptive = False
     options = {}
     needs = ()
+    carries_tracers = True
 
     def check(self, solver):
         missing = [h for h in self.needs if not callable(getattr(solver, h, None))]
@@ -625,8 +650,8 @@ class AdaptiveRK(Stepper):
                          retract=run.retract if run.retracts else None, monitor=run.monitor,
                          callback=callback, first_step=o["first_step"], max_step=o["max_step"], progress=progress,
                          desc=desc, stable_step=run.stable_step, dense_output=o["dense_output"],
-                         retract_invariant=run.solver.retract_invariant, magnitude=run.magnitude,
-                         breaks=run.breaks(t_eval), on_break=run.enter_piece)
+                         retract_invariant=run.retract_invariant, magnitude=run.magnitude, norm=run.error_norm,
+                         threads=run.threads, breaks=run.breaks(t_eval), on_break=run.enter_piece)
 
 
 class _Fixed(Stepper):
@@ -657,6 +682,7 @@ class SSPRK3(_Fixed):
 
     name = "ssprk3"
     options = {"dt": None, "cfl": 0.5}
+    carries_tracers = False
     needs = ("_euler", "_cfl_rate")
 
     def default_dt(self, run, y0):
@@ -738,6 +764,7 @@ class EulerNormalize(EulerMaruyama):
 
     name = "euler-normalize"
     needs = ("_euler_velocity", "_tangent_noise")
+    carries_tracers = False
 
     def default_dt(self, run, y0):
         return 0.01 if run.model.noise > 0 else 0.1

@@ -7,6 +7,11 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+# one worker process per core already shares the cores: each runs the library on one thread unless a
+# test names its threads (meanfield.threads)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("MEANFIELD_THREADS", "1")
+
 settings.register_profile("default", max_examples=12, derandomize=True, database=None, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("slow", max_examples=200, deadline=None,

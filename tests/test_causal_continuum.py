@@ -226,7 +226,7 @@ def test_positions_and_masks_are_checked():
     with pytest.raises(ValueError, match="`positions`"):
         solvers.FourierCircle(causal(1.0), 16, positions="many")
     with pytest.raises(ValueError, match="`on_underresolved`"):
-        layered(causal(1.0)).solve(clustered, [0, 1], on_underresolved="lagrangian")
+        layered(causal(1.0)).solve(clustered, [0, 1], on_underresolved="later")
 
 
 @pytest.mark.parametrize("position", [0.0, -0.2, 1.5, np.nan, "end"])

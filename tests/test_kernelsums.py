@@ -13,7 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from meanfield import compiled, kernelsums
-from meanfield.kernelsums import (_row_counts, attention_sums, check_threads, default_threads, gram_counts,
+from meanfield.kernelsums import (_row_counts, attention_sums, gram_counts,
                                   kernel_energy, kernel_sums, shift_kind)
 
 
@@ -263,13 +263,7 @@ def test_unit_points_skip_the_measurement_only():
             np.testing.assert_array_equal(S, S0)
 
 
-def test_thread_count_from_the_environment(monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert default_threads() == 3 and check_threads(None) == 3 and check_threads(2) == 2
-    monkeypatch.setenv("OMP_NUM_THREADS", "")
-    assert default_threads() >= 1
-    with pytest.raises(ValueError, match=r"`threads`"):
-        check_threads(0)
+def test_bad_threads_and_count_at_are_refused():
     with pytest.raises(ValueError, match=r"`threads`"):
         kernel_sums(_sphere(4, 3, 0), _sphere(4, 3, 0), np.ones((4, 1)), 1.0, threads=1.5)
     with pytest.raises(ValueError, match=r"`count_at`"):

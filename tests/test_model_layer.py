@@ -61,13 +61,9 @@ def test_a_mlp_error_states_the_shapes():
         mf.Model(beta=1.0, dim=2, mlp=(np.eye(2), np.eye(3), np.zeros(3)))
 
 
-@pytest.mark.parametrize("make", [
-    lambda m: solvers.Gegenbauer(m, lmax=16),
-    lambda m: solvers.Lagrangian(m, nodes=64),
-])
-def test_solvers_without_the_capability_refuse_a_mask(make):
+def test_solvers_without_the_capability_refuse_a_mask():
     with pytest.raises(mf.UnsupportedModel, match="`mask`"):
-        make(mf.Model(beta=1.0, dim=2, mask="causal", position_bias=1.0))
+        solvers.Gegenbauer(mf.Model(beta=1.0, dim=2, mask="causal", position_bias=1.0), lmax=16)
 
 
 def test_solvers_without_the_capability_refuse_normalization_and_mlp():

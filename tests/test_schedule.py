@@ -181,3 +181,19 @@ def test_cli_runs_a_toml_schedule(tmp_path):
     assert sol.model.schedule.times.tolist() == [0.0, 0.5] and sol.model.piece(1).v == -1.0
     direct = solvers.FourierCircle(sol.model, 64).solve(sol.data[0], sol.t)
     assert np.max(np.abs(direct.data[-1] - sol.data[-1])) < 1e-6            # the file's run is the schedule's
+
+
+def test_tracers_cross_a_change_of_parameters():
+    """Passive tracers go with the run through the breakpoint: the spectral run and the characteristics
+    carry them to the same places (a repulsive second piece moves them back)."""
+    model = mf.Model(beta=1.0, dim=2, schedule=mf.Schedule([0.0, 0.5], [{}, {"beta": 3.0, "V": -1.0}]))
+    rho0 = lambda x: 1.0 + 0.5 * x[..., 0]                                 # noqa: E731
+    z = np.array([[0.0, 1.0], [-0.6, -0.8]])
+    options = dict(rtol=1e-10, atol=1e-12)
+    spectral = solvers.FourierCircle(model, 64).solve(rho0, [0.0, 0.5, 1.0], tracers=z, **options)
+    labels = solvers.Lagrangian(model, 256).solve(rho0, [0.0, 0.5, 1.0], tracers=z, **options)
+    np.testing.assert_allclose(spectral.tracers, labels.tracers, rtol=0, atol=1e-8)
+    assert spectral.tracers[2, 0, 0] < spectral.tracers[1, 0, 0]             # attracted to e1, then pushed away
+    with pytest.raises(ValueError, match="`tracers`"):
+        mlp = mf.Schedule([0.0, 0.5], [{}, {"mlp": random_mlp(2, 2, np.random.default_rng(0))}])
+        solvers.FourierCircle(mf.Model(1.0, 2, schedule=mlp), 64).solve(rho0, [0.0, 1.0], tracers=z)

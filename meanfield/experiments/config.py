@@ -11,6 +11,8 @@ or a bad value raises ValueError naming the key (``solver.modes``) and the accep
                             # particles: n (number of particles), sampling, seed
     rtol = 1e-8             # the options of the solver's steppers: rtol, atol, method, max_step, dt, cfl, ...
     tail_tol = 1e-6         # any keyword argument of the solver class (solvers.FourierCircle: tail_tol, ...)
+    threads = 2             # the threads of the solver (docs/threads.md; default MEANFIELD_THREADS, else
+                            # OMP_NUM_THREADS, else the CPUs; `meanfield run --threads N` for the whole command)
     # on_underresolved = "lagrangian"   # fourier, harmonics (noise 0): when the density is no longer
                             # resolved, go on along the characteristics (solvers.Lagrangian); the
                             # labels: [solver.handover] nodes, panels, order, estimate, cluster_tol, min_mass, chunk

@@ -28,6 +28,7 @@ import typing
 
 import numpy as np
 
+from ..threads import use_threads
 from ..validation import check_int, check_real
 
 
@@ -278,9 +279,10 @@ def experiment(name, options, *, help, writes=None, parallel=True):
     class's docstring is its description in ``meanfield <name> --help``.
 
     Returns the public function ``f(out=None, options=None, *, <every option>, quick=False,
-    progress=None[, workers=None, scheduler=None])``: the options given as keywords replace those of
-    ``options`` (default: the declared defaults), are checked, and reach the body as one ``options``
-    object. The function's docstring lists the options after the body's.
+    progress=None[, workers=None, scheduler=None], threads=None)``: the options given as keywords replace
+    those of ``options`` (default: the declared defaults), are checked, and reach the body as one
+    ``options`` object; the body runs inside ``use_threads(threads)`` (`meanfield.threads`: the threads
+    of every solver and distance it builds). The function's docstring lists the options after the body's.
     """
     P = inspect.Parameter
     opts = fields(options)
@@ -289,7 +291,8 @@ def experiment(name, options, *, help, writes=None, parallel=True):
     signature = inspect.Signature(
         [P("out", P.POSITIONAL_OR_KEYWORD, default=None), P("options", P.POSITIONAL_OR_KEYWORD, default=None)]
         + [P(f.name, P.KEYWORD_ONLY, default=f.default) for f in opts]
-        + [P(a, P.KEYWORD_ONLY, default=defaults[a]) for a in run_args])
+        + [P(a, P.KEYWORD_ONLY, default=defaults[a]) for a in run_args]
+        + [P("threads", P.KEYWORD_ONLY, default=None)])
     listing = "\n".join(textwrap.fill(f"{f.name} : {f.spec.help}; {f.accepted()} (default {f.shown()}).", 100,
                                        initial_indent="    ", subsequent_indent="        ") for f in opts)
 
@@ -300,13 +303,15 @@ def experiment(name, options, *, help, writes=None, parallel=True):
             given = dict(bound.arguments)
             out, chosen = given.pop("out", None), given.pop("options", None)
             run = {a: given.pop(a, defaults[a]) for a in run_args}
+            threads = given.pop("threads", None)
             if chosen is None:
                 chosen = options(**given)
             elif not isinstance(chosen, options):
                 raise ValueError(f"`options` must be a {options.__name__}, got {type(chosen).__name__}.")
             elif given:
                 chosen = dataclasses.replace(chosen, **given)
-            return body(out, chosen.quick() if run["quick"] else chosen, **run)
+            with use_threads(threads):
+                return body(out, chosen.quick() if run["quick"] else chosen, **run)
 
         function.__signature__ = signature
         function.__doc__ = f"{inspect.cleandoc(body.__doc__ or '')}\n\nOptions ({options.__name__})\n" \

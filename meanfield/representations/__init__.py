@@ -11,6 +11,7 @@ Registered kinds (the ``representation`` attribute of a saved file):
     "particles"    `ParticleCloud`       weighted particles (positions, weights)
     "sampled-particles" `SampledParticleCloud` particles with positions kept at some saved times only
     "layered"      `LayeredDensity`      densities at the nodes of a rule in the token position (causal runs)
+    "layered-lagrangian" `LayeredNodes`  labels in (σ, x): moving nodes at each position node (causal runs)
     "segments"     `Segments`            consecutive segments of one run in different representations
                                          (a spectral run handed over to the characteristics)
 """

@@ -18,6 +18,7 @@ _REGISTRY = {
     "segments": "meanfield.representations.segments:Segments",
     "gaussian": "meanfield.representations.gaussian:GaussianMoments",
     "layered": "meanfield.representations.layered:LayeredDensity",
+    "layered-lagrangian": "meanfield.representations.layered:LayeredNodes",
 }
 
 

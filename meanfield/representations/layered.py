@@ -18,6 +18,7 @@ import numpy as np
 from ..gridded import POSITION_ATTRS
 from ..positions import PositionRule
 from .base import Representation, lookup_representation
+from .lagrangian import LagrangianNodes
 
 
 class JointMeasure(tuple):
@@ -167,4 +168,168 @@ class LayeredDensity(Representation):
         return cls(base, rule), np.asarray(flat).reshape((T, M) + np.shape(flat)[1:])
 
 
-__all__ = ["JointMeasure", "LayeredDensity"]
+class LayeredNodes(LayeredDensity):
+    """Labels in (σ, x): at each node s_i of a position rule, the moving labels of ρ(s_i, ·) (`LagrangianNodes`,
+    all positions on the same labels y_j, with masses q_j ρ_0(s_i, y_j)); one time slice is (M, n [+ m], d + 1).
+
+    Between nodes (``position`` not a node) the state of the panel is interpolated in σ at fixed label: the
+    flow map Φ_t(σ, y_j) (renormalised onto the sphere), the log-Jacobian and ρ_0(σ, y_j) — a Lagrangian
+    state of its own, exact at the nodes. The x-marginal, the joint measure, files and pictures are those
+    of `LayeredDensity`; the x-marginal's density is Σ_i w_i ρ(s_i, x).
+
+    Parameters
+    ----------
+    rule : `meanfield.positions.PositionRule`; labels (n, d), label_weights (n,) the quadrature q_j.
+    rho0 : (M, n) ρ_0(s_i, y_j); companion : None or (labels (m, d), weights (m,), rho0 (M, m)).
+    panels, cluster_tol, min_mass : as `LagrangianNodes`.
+    """
+
+    name = "layered-lagrangian"
+    keeps_identity = True
+
+    def __init__(self, rule, labels, label_weights, rho0, companion=None, panels=None, cluster_tol=1e-3,
+                 min_mass=1e-2):
+        self.rule = rule
+        self.labels = np.asarray(labels, dtype=float)
+        self.label_weights = np.asarray(label_weights, dtype=float)
+        self.rho0 = np.asarray(rho0, dtype=float)
+        self.companion = None if companion is None else tuple(np.asarray(a, dtype=float) for a in companion)
+        self.options = dict(panels=panels, cluster_tol=cluster_tol, min_mass=min_mass)
+        self.dim, self.n = self.labels.shape[1], self.labels.shape[0]
+        self.positions, self.position_weights = rule.nodes, rule.weights
+        self.nodes_at = [self._one(r, None if companion is None else self.companion[2][i])
+                         for i, r in enumerate(self.rho0)]
+        self.base = self.nodes_at[0]
+
+    def resolution_label(self, data=None):
+        return f"{self.n} moving nodes per position, M = {len(self.positions)} positions"
+
+    def _one(self, rho0, coarse_rho0):
+        companion = None
+        if coarse_rho0 is not None:
+            labels, q, _ = self.companion
+            companion = (labels, q * coarse_rho0, coarse_rho0)
+        return LagrangianNodes(self.labels, self.label_weights * rho0, rho0, companion=companion, **self.options)
+
+    @property
+    def weights(self):
+        """(M, n) the masses of the labels at each node."""
+        return self.label_weights * self.rho0
+
+    def at(self, data, position):
+        """(`LagrangianNodes`, its slice) of the density at ``position`` (the node's own, or interpolated)."""
+        data = np.asarray(data, dtype=float)
+        idx, lw = self.rule.interpolation(position)
+        hit = np.flatnonzero(lw == 1.0)
+        if hit.size:
+            return self.nodes_at[idx[hit[0]]], data[idx[hit[0]]]
+        one = np.tensordot(lw, data[idx], axes=(0, 0))
+        one[:, :self.dim] /= np.linalg.norm(one[:, :self.dim], axis=1, keepdims=True)
+        coarse = None if self.companion is None else np.clip(lw @ self.companion[2][idx], 0.0, None)
+        return self._one(np.clip(lw @ self.rho0[idx], 0.0, None), coarse), one
+
+    def node_density(self, data):
+        """ρ_t(s_i, x_ij) (M, n) at the moving labels."""
+        return np.stack([rep.node_density(d) for rep, d in zip(self.nodes_at, np.asarray(data))])
+
+    def _per_position(self, data, position, per_position, one):
+        if position is not None:
+            return one(*self.at(data, position))
+        values = np.array([one(rep, d) for rep, d in zip(self.nodes_at, np.asarray(data))])
+        return values if per_position else float(self.position_weights @ values)
+
+    def evaluate(self, data, x, position=None):
+        """ρ(σ, x) at ``position``; without it the x-marginal Σ_i w_i ρ(s_i, x)."""
+        if position is not None:
+            rep, one = self.at(data, position)
+            return rep.evaluate(one, x)
+        return sum(wi * rep.evaluate(d, x) for wi, rep, d in zip(self.position_weights, self.nodes_at, data))
+
+    def mass(self, data, position=None, per_position=False):
+        """Σ_j w_ij at ``position`` (exact, constant in time); per node; or the joint mass."""
+        return self._per_position(data, position, per_position, lambda rep, d: rep.mass(d))
+
+    def energy(self, beta, data, position=None, per_position=False):
+        """E_β (3.5) of the labels of ρ(σ) at ``position``; per node; or ∫_0^1 E_β(ρ(σ)) dσ."""
+        return self._per_position(data, position, per_position, lambda rep, d: rep.energy(beta, d))
+
+    def error_estimate(self, data):
+        """The largest W1 distance to the companion over the positions (`LagrangianNodes.error_estimate`)."""
+        return max(rep.error_estimate(d) for rep, d in zip(self.nodes_at, np.asarray(data)))
+
+    def power(self, data, position=None):
+        raise NotImplementedError("labels have no degree powers; evaluate the density or take its measure.")
+
+    def measure(self, data, n=None, position=None):
+        """The labels of ρ(σ) at ``position`` with their masses; without it the `JointMeasure` of all nodes,
+        weights w_i (position) × the label masses."""
+        if position is not None:
+            rep, one = self.at(data, position)
+            return rep.measure(one)
+        parts = [rep.measure(d) for rep, d in zip(self.nodes_at, np.asarray(data))]
+        points = np.concatenate([p for p, _ in parts])
+        weights = np.concatenate([wi * w for wi, (_, w) in zip(self.position_weights, parts)])
+        return JointMeasure(points, weights, np.repeat(self.positions, self.n))
+
+    def marginal(self, data):
+        raise NotImplementedError("the x-marginal of labels is their joint measure (`measure`); its density is "
+                                  "`evaluate` without a position.")
+
+    def cell_means(self, data, grid):
+        """Σ_i w_i (cell means of ρ(s_i)) (`LagrangianNodes.cell_means`): the x-marginal's, mass exact."""
+        return sum(wi * rep.cell_means(d, grid) for wi, rep, d in zip(self.position_weights, self.nodes_at, data))
+
+    def to_grid(self, data, n=None):
+        """The x-marginal on the labels' grid (`LagrangianNodes.to_grid`), as a DataArray."""
+        return sum(wi * rep.to_grid(d, n) for wi, rep, d in zip(self.position_weights, self.nodes_at, data))
+
+    def embed(self, data_all, source):
+        if source is not self:
+            raise ValueError("labelled layered data continue on their own labels; they are not embedded.")
+        return data_all
+
+    def to_dataset(self, data_all):
+        a = np.asarray(data_all, dtype=float)
+        n, d = self.n, self.dim
+        tpn = ("time", "position", "node")
+        data_vars = {"positions": (tpn + ("component",), a[:, :, :n, :d]), "log_jacobian": (tpn, a[:, :, :n, d]),
+                     "labels": (("node", "component"), self.labels), "label_weight": (("node",), self.label_weights),
+                     "rho0": (("position", "node"), self.rho0),
+                     "mass_per_position": (("time", "position"), np.repeat(self.weights.sum(1)[None], len(a), 0)),
+                     "position_weight": (("position",), self.position_weights),
+                     "position_panel_end": (("panel_end",), self.rule.breaks)}
+        if self.companion is not None:
+            yc, qc, rc = self.companion
+            tpc = ("time", "position", "coarse_node")
+            data_vars.update({"companion_positions": (tpc + ("component",), a[:, :, n:, :d]),
+                              "companion_log_jacobian": (tpc, a[:, :, n:, d]),
+                              "companion_labels": (("coarse_node", "component"), yc),
+                              "companion_label_weight": (("coarse_node",), qc),
+                              "companion_rho0": (("position", "coarse_node"), rc)})
+        if self.options["panels"] is not None:
+            data_vars["panel_edges"] = (("edge",), self.options["panels"])
+        coords = {"position": ("position", self.positions, dict(POSITION_ATTRS))}
+        attrs = {"representation": self.name, "dim": d, "positions": len(self.positions),
+                 "position_bias": self.rule.lam, "cluster_tol": self.options["cluster_tol"],
+                 "min_mass": self.options["min_mass"],
+                 "normalisation": "rho(t, s_i, positions_ij) = rho0_ij * exp(-log_jacobian_ij) relative to sigma; "
+                                  "mu_t(s_i) = sum_j label_weight_j rho0_ij delta_{positions_ij}"}
+        return data_vars, coords, attrs
+
+    @classmethod
+    def from_dataset(cls, ds):
+        data = np.concatenate([ds["positions"].values, ds["log_jacobian"].values[..., None]], axis=-1)
+        companion = None
+        if "companion_labels" in ds:
+            companion = (ds["companion_labels"].values, ds["companion_label_weight"].values, ds["companion_rho0"].values)
+            cdata = np.concatenate([ds["companion_positions"].values, ds["companion_log_jacobian"].values[..., None]], -1)
+            data = np.concatenate([data, cdata], axis=2)
+        rule = PositionRule(int(ds.attrs["positions"]), float(ds.attrs["position_bias"]),
+                            ds["position_panel_end"].values)
+        rep = cls(rule, ds["labels"].values, ds["label_weight"].values, ds["rho0"].values, companion,
+                  ds["panel_edges"].values if "panel_edges" in ds else None, float(ds.attrs["cluster_tol"]),
+                  float(ds.attrs["min_mass"]))
+        return rep, data
+
+
+__all__ = ["JointMeasure", "LayeredDensity", "LayeredNodes"]

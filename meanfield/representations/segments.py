@@ -68,6 +68,9 @@ class Segments(Representation):
         if len(self.solvers) != len(self.representations):
             raise ValueError("`solvers` must name one solver per segment.")
         self.is_density = all(r.is_density for r in self.representations)
+        self.layered = all(r.layered for r in self.representations)
+        if self.layered:                # a masked run's segments: the last one's position nodes
+            self.positions = self.representations[-1].positions
 
     @classmethod
     def join(cls, representations, datas, solvers=None):
@@ -92,17 +95,22 @@ class Segments(Representation):
             raise ValueError(f"a segmented Solution's slice is a Piece (segment, data), got {type(data).__name__}.")
         return self.representations[data.segment], data.data
 
-    def evaluate(self, data, x):
+    def evaluate(self, data, x, **kwargs):
         rep, a = self._piece(data)
-        return rep.evaluate(a, x)
+        return rep.evaluate(a, x, **kwargs)
 
-    def mass(self, data):
+    def mass(self, data, **kwargs):
         rep, a = self._piece(data)
-        return rep.mass(a)
+        return rep.mass(a, **kwargs)
 
-    def energy(self, beta, data):
+    def energy(self, beta, data, **kwargs):
         rep, a = self._piece(data)
-        return rep.energy(beta, a)
+        return rep.energy(beta, a, **kwargs)
+
+    def position_map(self, data, *args, **kwargs):
+        """ρ over (position, angle) of a layered segment (`LayeredDensity.position_map`)."""
+        rep, a = self._piece(data)
+        return rep.position_map(a, *args, **kwargs)
 
     def measure(self, data, n=None, **kwargs):
         rep, a = self._piece(data)
@@ -141,7 +149,7 @@ class Segments(Representation):
             status, message = (sol.status, sol.message) if last else (
                 1, f"continued by {self.solvers[k + 1] or 'the next segment'} from t={sol.t[idx[-1]]:.6g}")
             out.append(Solution(sol.t[idx], sol.model, rep, self.stack(sol.data[idx], k), diags, sol.stats,
-                                status, message, self.solvers[k]))
+                                status, message, self.solvers[k], None if sol.tracers is None else sol.tracers[idx]))
         return out
 
     # -- I/O ------------------------------------------------------------------------------------------
