@@ -568,14 +568,19 @@ class Lagrangian(Solver):
             xs = x[sl]
             X, div = velocity_divergence(xs, xs, w, self.model.beta, normalized=self.normalized, v=self.v,
                                          heads=self.heads, chunk=self.chunk, sums=sums, threads=self.threads)
-            X, div, inverse = self._scaled(t, xs, w, X, div)
+            X, div = self._with_feedforward(xs, *self._scaled(t, xs, w, X, div))
             out[sl, :d] = X
             out[sl, d] = div
-            if self.model.feedforward is not None:      # + s⁻¹(P_x F, div_S P_x F): local, closed form
-                F, divF = self.model.feedforward.tangent_divergence(xs)
-                out[sl, :d] += inverse * F
-                out[sl, d] += inverse * divF
         return out
+
+    def _with_feedforward(self, x, X, div, inverse):
+        """(X + s⁻¹P_x F, div + s⁻¹div_S(P_x F)) at the labels x (..., n, d) with the model's feed-forward
+        term (local, its divergence in closed form, `meanfield.feedforward`), or (X, div) without one."""
+        ff = self.model.feedforward
+        if ff is None:
+            return X, div
+        F, divF = ff.tangent_divergence(x)
+        return X + inverse * F, div + inverse * divF
 
     def _tracer_velocity(self, run, t, y, points):
         """X(z) at the tracers z for the fine labels' measure (the field that moves them, `_rhs`)."""
@@ -819,7 +824,7 @@ class LayeredLagrangian(Lagrangian):
         for (sl, w), _ in zip(run.systems, run.system_sums):
             X, div = layered_velocity_divergence(x[:, sl], w, self.layers, self.model.beta, normalized=self.normalized,
                                                  v=self.v, heads=self.heads, chunk=self.chunk)
-            X, div, _ = self._scaled(t, None, None, X, div)
+            X, div = self._with_feedforward(x[:, sl], *self._scaled(t, None, None, X, div))
             out[:, sl, :d] = X
             out[:, sl, d] = div
         return out
