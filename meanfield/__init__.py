@@ -9,6 +9,7 @@ from .errors import Interrupted, NonFiniteState, SolverError, UnderResolved, Uns
 from .energy import dirac_energy, energy_from_spectrum, interaction_energy, uniform_energy
 from .kernels import fastest_mode, kernel_multipliers, linear_growth_rates, velocity_multipliers
 from .model import Model
+from .schedule import Schedule
 from .densities import from_file, from_pyshtools
 from .quadrature import sphere_quadrature
 from .sampling import sample
@@ -19,7 +20,7 @@ from .w1bracket import W1Bracket, w1_bracket
 from .threads import default_threads, use_threads
 
 __all__ = [
-    "Model", "kernel_multipliers", "velocity_multipliers", "linear_growth_rates", "fastest_mode", "interaction_energy",
+    "Model", "Schedule", "kernel_multipliers", "velocity_multipliers", "linear_growth_rates", "fastest_mode", "interaction_energy",
     "energy_from_spectrum", "uniform_energy", "dirac_energy", "densities", "sample", "sphere_quadrature", "quadrature",
     "wasserstein", "kernel_distance", "from_pyshtools", "from_file", "w1_to_dirac", "w1_to_uniform", "w1_bracket", "W1Bracket", "Solution", "load", "default_threads", "use_threads", "UnsupportedModel", "SolverError",
     "UnderResolved", "NonFiniteState", "Interrupted", "__version__",

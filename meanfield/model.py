@@ -11,6 +11,7 @@ import json
 import numpy as np
 
 from .feedforward import FeedForward, check_mlp
+from .schedule import Schedule
 from .validation import check_beta, check_dim, check_memory, check_real
 
 _ZONAL_TOL = 1e-12
@@ -93,6 +94,10 @@ class Model:
         ``model.feedforward`` is its `meanfield.feedforward.FeedForward` (value, divergence), None without.
     activation : "gelu", "tanh" or "relu"
         The feed-forward activation (GELU in its exact erf form).
+    schedule : `meanfield.schedule.Schedule` (or a dict {"times": ..., "pieces": ...}), optional
+        Parameters that change with depth: piece k sets any of β, Q, K, V, heads and the MLP on
+        [t_k, t_{k+1}) (docs/schedule.md). ``model.piece(k)`` is the model of piece k; the model's
+        own values are those a piece leaves out.
 
     Notes
     -----
@@ -102,7 +107,7 @@ class Model:
 
     def __init__(self, beta, dim, normalized=True, V=1.0, Q=None, K=None, heads=None, noise=0.0, *, mask="none",
                  position_bias=0.0, normalization="post", mix_depth=None, ngpt_alpha=None, mlp=None,
-                 activation="gelu"):
+                 activation="gelu", schedule=None):
         self.beta = check_beta(beta)
         self.dim = check_dim(dim)
         check_memory(24 * self.dim ** 2, "dim", self.dim)      # the d×d matrices Q, K, V of a head
@@ -127,6 +132,44 @@ class Model:
         self.activation = _choice(activation, "activation", ACTIVATIONS)
         self.mlp = None if mlp is None else check_mlp(mlp, self.dim)
         self.feedforward = None if mlp is None else FeedForward(*self.mlp, self.activation)
+        self.scheduled, self.piece_index = None, None     # a piece's model: the scheduled model and k
+        self.schedule, self._pieces = None, ()
+        if schedule is not None:
+            self.schedule = schedule if isinstance(schedule, Schedule) else Schedule.from_dict(schedule)
+            self._pieces = tuple(self._piece_model(k, p) for k, p in enumerate(self.schedule.pieces))
+
+    def _piece_model(self, k, piece):
+        """The model of piece k: this one's values, with those the piece sets (ValueError naming `schedule`)."""
+        kw = dict(beta=self.beta, dim=self.dim, normalized=self.normalized, noise=self.noise, mask=self.mask,
+                  position_bias=self.position_bias, normalization=self.normalization, mix_depth=self.mix_depth,
+                  ngpt_alpha=self.ngpt_alpha, mlp=self.mlp, activation=self.activation)
+        piece = dict(piece)
+        heads = piece.pop("heads", None)
+        own = {name: piece.pop(name) for name in ("Q", "K", "V") if name in piece}
+        if heads is not None and own:
+            raise ValueError(f"`schedule` piece {k} sets both `heads` and {sorted(own)}; put them in the heads.")
+        if heads is None and own and len(self.heads) > 1:
+            raise ValueError(f"`schedule` piece {k} sets {sorted(own)} of a model with {len(self.heads)} heads; "
+                             "set `heads` instead.")
+        if heads is None:
+            Q, K, V = self.heads[0]
+            heads = [(own.get("Q", Q), own.get("K", K), own.get("V", V))] if own else self.heads
+        kw.update(piece)
+        try:
+            model = Model(heads=[tuple(h) for h in heads], **kw)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"`schedule` piece {k}: {exc}") from None
+        model.scheduled, model.piece_index = self, k
+        return model
+
+    def piece(self, k):
+        """The model of piece k of the schedule (this model itself without a schedule)."""
+        return self if self.schedule is None else self._pieces[k]
+
+    @property
+    def source(self):
+        """The model with the schedule that this piece comes from, or this model."""
+        return self if self.scheduled is None else self.scheduled
 
     def _set_normalization(self, normalization, mix_depth, ngpt_alpha):
         self.normalization = _choice(normalization, "normalization", NORMALIZATIONS)
@@ -225,7 +268,9 @@ class Model:
             parts.append(f"heads={len(self.heads)} (general Q, K, V)")
         if self.noise:
             parts.append(f"noise={self.noise:g}")
-        parts += [f"{k}={v!r}" for k, v in self._layer_dict().items() if k != "mlp"]
+        parts += [f"{k}={v!r}" for k, v in self._layer_dict().items() if k not in ("mlp", "schedule")]
+        if self.schedule is not None:
+            parts.append(f"schedule={len(self.schedule)} pieces")
         if self.mlp is not None:
             parts.append(f"mlp=width {self.mlp[0].shape[1]}")
         return f"Model({', '.join(parts)})"
@@ -262,6 +307,8 @@ class Model:
         if self.mlp is not None:
             out["mlp"] = [a.tolist() for a in self.mlp]
             out["activation"] = self.activation
+        if self.schedule is not None:
+            out["schedule"] = self.schedule.to_dict()
         return out
 
     @classmethod

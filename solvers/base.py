@@ -38,8 +38,9 @@ the items marked (checked) when the class is defined and raises TypeError naming
    the capabilities of the model it takes beyond the paper's layer (`Solver.__init__` refuses the
    others with `UnsupportedModel` naming the argument): ``takes_mask`` (causal masks and the position
    bias, docs/causal.md), ``normalizations`` (the ``Model.normalization`` schemes it takes,
-   docs/normalization.md), ``takes_mlp`` (a feed-forward term) and ``mlp_normalizations`` (the schemes
-   it takes together with a feed-forward term; None: all of ``normalizations``).
+   docs/normalization.md), ``takes_mlp`` (a feed-forward term), ``mlp_normalizations`` (the schemes
+   it takes together with a feed-forward term; None: all of ``normalizations``) and ``takes_schedule``
+   (parameters that change with depth, ``Model(schedule=...)``: it implements ``_adopt_model``).
 3. Per-run state (checked): values that belong to one run are fields of ``run_type``, a subclass of
    `Run` declared as a dataclass with slots, each field with a default and a comment; the hooks
    set them (``_configure``, the initial-state hooks). An undeclared name raises AttributeError.
@@ -78,6 +79,11 @@ the items marked (checked) when the class is defined and raises TypeError naming
    the run with ``reason``. Strategies are mixins that answer some reasons and pass the others on
    with ``super()._next(...)``: `solvers.spectral.AutoResolution` (refinement), and
    `solvers.handover.HandOverToCharacteristics` (continues an under-resolved run elsewhere).
+   Parameters that change with depth (``takes_schedule``) are not continuations: `start` runs the
+   solver of the piece of the initial time (`_piece_solver`: a copy with the piece's model and
+   ``_adopt_model``); the steppers land on every breakpoint (``_breakpoints``), where
+   ``_enter_piece`` moves the run to the next piece's solver and the step restarts; the Solution
+   records the model with its schedule.
 8. The hooks a stepper ``needs`` (checked): ``_euler``/``_cfl_rate``/``_split`` for SSP-RK3,
    ``_tangent_noise`` for Euler–Maruyama, ``_euler_velocity`` and ``_tangent_noise`` for
    Euler-then-normalise (`solvers.timestepping.Stepper.needs`).
@@ -86,6 +92,7 @@ the items marked (checked) when the class is defined and raises TypeError naming
    checkpoints, asks ``_next`` where a stopped run goes on and turns failures (the stepper's
    `solvers.timestepping.Failure`) into exceptions that carry the `Solution` computed so far.
 """
+import copy
 import os
 import time
 from dataclasses import dataclass, field, is_dataclass, replace
@@ -130,10 +137,24 @@ class Run:
     tracers: TracerLayout = field(init=False, default=None)   # the state carries tracers (`carry`), else None
 
     def __post_init__(self):
-        self.model = self.solver.model
+        self.model = self.solver.model.source       # a piece's run records the model with its schedule
         self.threads = self.solver.threads
         self.stepper = STEPPERS[self.method]
         self.retracts = self.solver.retracts
+
+    def breaks(self, t_eval):
+        """The times inside the span of ``t_eval`` where the parameters change (`Solver._breakpoints`),
+        a saved time within 1e-12 of one standing for it."""
+        t_eval = np.asarray(t_eval, dtype=float)
+        out = []
+        for b in self.solver._breakpoints(self, float(t_eval[0]), float(t_eval[-1])):
+            near = t_eval[np.abs(t_eval - b) <= 1e-12 * max(1.0, abs(b))]
+            out.append(float(near[0]) if near.size else float(b))
+        return out
+
+    def enter_piece(self, t):
+        """At a breakpoint t: the solver of the piece that starts there (`Solver._enter_piece`)."""
+        return self.solver._enter_piece(self, t)
 
     # the hooks of the stepper; with tracers the state is Y = [y, z] (`solvers.tracers.TracerLayout`)
     def rhs(self, t, y):
@@ -308,6 +329,7 @@ class Solver:
     normalizations = ("post",)
     takes_mlp = False
     mlp_normalizations = None
+    takes_schedule = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -332,6 +354,9 @@ class Solver:
         if model.mlp is not None and not self.takes_mlp:
             raise UnsupportedModel(f"{name} cannot take a feed-forward term (`mlp`; docs/feedforward.md says which "
                                    "solvers do).")
+        if model.source.schedule is not None and not self.takes_schedule:
+            raise UnsupportedModel(f"{name} cannot take parameters that change with depth (`schedule`; "
+                                   "docs/schedule.md says which solvers do).")
         if model.mlp is not None and model.normalization not in (self.mlp_normalizations or self.normalizations):
             raise UnsupportedModel(f"{name} takes a feed-forward term (`mlp`) with `normalization` in "
                                    f"{list(self.mlp_normalizations)}, got {model.normalization!r} (docs/feedforward.md "
@@ -341,6 +366,38 @@ class Solver:
         """A context held while the stepper runs (default: BLAS on one thread, so that its waiting
         threads do not spin against the solver's own, `meanfield.threads`)."""
         return blas_single_threaded()
+
+    def _adopt_model(self):
+        """Re-derive what ``__init__`` derived from ``self.model`` (a copy of this solver now holds the
+        model of another piece of the schedule): check the piece (`UnsupportedModel`, ValueError) and
+        rebuild the model's multipliers, heads... Solvers with ``takes_schedule`` implement it."""
+        return None
+
+    def _piece_solver(self, k):
+        """This solver (its resolution and options) with the model of piece k of the schedule."""
+        source = self.model.source
+        if self.model is source.piece(k):
+            return self
+        solver = copy.copy(self)
+        solver.model = source.piece(k)
+        solver._require_capabilities()
+        solver._adopt_model()
+        return solver
+
+    def _breakpoints(self, run, start, end):
+        """The times in (start, end) where the run's parameters change: the schedule's (solvers whose
+        runs carry parameters of their own add theirs)."""
+        schedule = run.model.schedule
+        return () if schedule is None else schedule.breakpoints(start, end)
+
+    def _enter_piece(self, run, t):
+        """At the breakpoint t, the run goes on with the solver of the piece that starts there (work
+        buffers emptied: they belong to the previous parameters); solvers whose per-run values depend
+        on the parameters (a choice of sums) extend it."""
+        schedule = run.model.schedule
+        if schedule is not None:
+            run.solver = self._piece_solver(schedule.index(t))
+        run.workspace.clear()
 
     def _require_zonal(self):
         if not self.model.is_zonal:
@@ -387,7 +444,9 @@ class Solver:
         if model.noise > 0:
             raise ValueError(f"`tracers` need noise = 0 (got noise={model.noise:g}): a tracer of a noisy run is not "
                              "defined pathwise.")
-        if model.is_causal or model.normalization != "post" or model.mlp is not None:
+        schedule = model.source.schedule          # every piece of a schedule
+        pieces = [model] if schedule is None else [model.source.piece(k) for k in range(len(schedule))]
+        if model.is_causal or model.normalization != "post" or any(m.mlp is not None for m in pieces):
             raise ValueError("`tracers` follow the paper's layer (no mask, normalization='post', no feed-forward "
                              "term): a masked token needs a position, and the other schemes move tokens at their "
                              "own speeds.")
@@ -508,6 +567,12 @@ class Solver:
         else:
             t_eval = check_times(t_eval)
             seed = opts.get("rng", None)
+        schedule = self.model.source.schedule
+        if schedule is not None:            # every piece checked before any work; the first one's solver runs
+            pieces = [self._piece_solver(k) for k in range(len(schedule))]
+            first = pieces[schedule.index(t_eval[0])]
+            if first is not self:
+                return first.start(initial, t_eval, method=asked, normalize=normalize, tracers=tracers, **given)
         run = self.run_type(self, t_eval, method, opts, _seed_of(seed))
         self._configure(run)
         if isinstance(initial, Solution):

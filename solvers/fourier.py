@@ -106,6 +106,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
 
     normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
     takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F in the flux (docs/feedforward.md)
+    takes_schedule = True       # a piece's multipliers at each breakpoint (AutoResolution._adopt_model)
     policy = FourierBasis.policy.with_memory(lambda K: BYTES_PER_MODE * K)
     auto_resolution = (policy.name, policy.cap_name)
     config_name, config_aliases = "fourier", ("spectral-circle",)

@@ -437,6 +437,7 @@ class Lagrangian(Solver):
     solve_options = {"radii": None}     # the initial radius of the labels (schemes whose radius moves)
     takes_mask = True          # with `positions`: labels in (σ, x) (`LayeredLagrangian`)
     takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F and its divergence (docs/feedforward.md)
+    takes_schedule = True                                            # a piece's attention at each breakpoint
     diagnostic_names = ("mass", "energy", "energy_rate_identity", "n_clusters", "largest_cluster", "clustered_mass",
                         "w1_to_dirac", "max_density", "min_density", "error_estimate", "nodes")
 
@@ -458,12 +459,7 @@ class Lagrangian(Solver):
                 f"Lagrangian needs noise = 0, got noise={model.noise:g}: with diffusion the density is not "
                 "transported by a flow map, so the characteristics do not carry it (each label would spread "
                 "into a law). Use solvers.FourierCircle / solvers.SphericalHarmonics, or solvers.Particles.")
-        self.normalized = model.normalized
-        _check_ngpt(model)
-        # general attention: the heads (M_h, V_h) = (Q_hᵀK_h, V_h) and the kernel's largest exponent β‖M_h‖₂
-        self.heads = None if model.is_zonal else [(Q.T @ K, V) for Q, K, V in model.heads]
-        self.v = float(model.v) if model.is_zonal else np.nan
-        reach = abs(model.beta) * max((np.linalg.norm(M, 2) for M, _ in self.heads or ()), default=1.0)
+        reach = self._set_attention()
         self.estimate = bool(estimate)
         self.cluster_tol = check_real(cluster_tol, "cluster_tol", low=0.0, low_open=True, high=np.pi)
         self.min_mass = check_real(min_mass, "min_mass", low=0.0, low_open=True, high=1.0)
@@ -488,6 +484,7 @@ class Lagrangian(Solver):
                                      f"integrate the kernel's moments (degree {need}); use nodes >= {need + 1}.")
                 rule = trapezoid(n)
                 self.labels, self.q = rule.points, rule.weights
+                self.label_degree = n - 1
                 coarse = trapezoid(n // 2, offset=0.25) if n % 2 == 0 else trapezoid(max(n // 2, 1))
                 self.coarse = (coarse.points, coarse.weights)
             else:
@@ -500,6 +497,7 @@ class Lagrangian(Solver):
                                      f"(the kernel's moments need degree {need}); use more panels.")
                 theta, self.q = circle_panels(self.panels, self.order)
                 self.labels = circle_points(theta)
+                self.label_degree = P * self.order - 1
                 merged = self.panels[::2] if P % 2 == 0 else np.append(self.panels[::2], self.panels[-1])
                 ct, cq = circle_panels(merged, self.order)
                 self.coarse = (circle_points(ct), cq)
@@ -515,6 +513,7 @@ class Lagrangian(Solver):
                                  f"nodes >= {2 * ((need + 2) // 2) ** 2}.")
             rule = gauss_legendre(nt, 2 * nt)
             self.labels, self.q = rule.points, rule.weights
+            self.label_degree = 2 * nt - 1
             ntc = max(2, int(round(nt / np.sqrt(2))))
             coarse = gauss_legendre(ntc, 2 * ntc)
             self.coarse = (coarse.points, coarse.weights)
@@ -527,6 +526,32 @@ class Lagrangian(Solver):
             raise ValueError(f"`sums`='spectral' cannot give the Jacobian of A that normalization="
                              f"{self.model.normalization!r} needs; use 'auto' or 'direct'.")
         return "direct" if self.radial else sums
+
+    def _set_attention(self):
+        """(SA)/(USA), the heads (M_h, V_h) = (Q_hᵀK_h, V_h) of general attention or v of a zonal model, from
+        ``self.model``; returns the kernel's largest exponent β‖M_h‖₂ (what the labels must resolve)."""
+        model = self.model
+        self.normalized = model.normalized
+        _check_ngpt(model)
+        self.heads = None if model.is_zonal else [(Q.T @ K, V) for Q, K, V in model.heads]
+        self.v = float(model.v) if model.is_zonal else np.nan
+        return abs(model.beta) * max((np.linalg.norm(M, 2) for M, _ in self.heads or ()), default=1.0)
+
+    def _adopt_model(self):
+        """A piece of the schedule: its attention (`_set_attention`), its diagnostics and sums checked, and
+        the labels still integrating its kernel's moments (ValueError naming `nodes` otherwise)."""
+        need = minimum_degree(self._set_attention(), self.model.dim, LABEL_TOL) + 2
+        if self.label_degree < need:
+            raise ValueError(f"`nodes`={self.nodes} is too few for the schedule's piece with beta={self.model.beta:g}: "
+                             f"the labels integrate degree {self.label_degree}, its kernel's moments need {need}.")
+        self.diagnostics = self._check_diagnostics("full" if self.diagnostics == frozenset(self.diagnostic_names)
+                                                   else tuple(self.diagnostics))
+        self.sums = self._check_sums(self.sums)
+
+    def _enter_piece(self, run, t):
+        """The next piece: its solver, and the sums chosen for its β."""
+        super()._enter_piece(run, t)
+        run.solver._choose_sums(run)
 
     def _check_diagnostics(self, diagnostics):
         """The names of the recorded diagnostics: "full" (every one the model has), "none" or names."""
@@ -598,13 +623,9 @@ class Lagrangian(Solver):
                 continue
             X, div = velocity_divergence(xs, xs, w, self.model.beta, normalized=self.normalized, v=self.v,
                                          heads=self.heads, chunk=self.chunk, sums=sums, threads=self.threads)
-            X, div, inverse = self._scaled(t, xs, w, X, div)
+            X, div = self._with_feedforward(xs, *self._scaled(t, xs, w, X, div))
             out[sl, :d] = X
             out[sl, d] = div
-            if self.model.feedforward is not None:      # + s⁻¹(P_x F, div_S P_x F): local, closed form
-                F, divF = self.model.feedforward.tangent_divergence(xs)
-                out[sl, :d] += inverse * F
-                out[sl, d] += inverse * divF
         return out
 
     def _radial_rates(self, t, x, w, y):
@@ -629,6 +650,15 @@ class Lagrangian(Solver):
             raise ValueError(f"`radii` (the initial token norms) apply to the schemes whose radius moves ('pre', "
                              f"'mix', 'peri'), not to normalization={self.model.normalization!r}.")
         return super()._configure(run)
+
+    def _with_feedforward(self, x, X, div, inverse):
+        """(X + s⁻¹P_x F, div + s⁻¹div_S(P_x F)) at the labels x (..., n, d) with the model's feed-forward
+        term (local, its divergence in closed form, `meanfield.feedforward`), or (X, div) without one."""
+        ff = self.model.feedforward
+        if ff is None:
+            return X, div
+        F, divF = ff.tangent_divergence(x)
+        return X + inverse * F, div + inverse * divF
 
     def _tracer_velocity(self, run, t, y, points):
         """X(z) at the tracers z for the fine labels' measure (the field that moves them, `_rhs`)."""
@@ -875,14 +905,9 @@ class LayeredLagrangian(Lagrangian):
         for (sl, w), _ in zip(run.systems, run.system_sums):
             X, div = layered_velocity_divergence(x[:, sl], w, self.layers, self.model.beta, normalized=self.normalized,
                                                  v=self.v, heads=self.heads, chunk=self.chunk)
-            X, div, inverse = self._scaled(t, None, None, X, div)
+            X, div = self._with_feedforward(x[:, sl], *self._scaled(t, None, None, X, div))
             out[:, sl, :d] = X
             out[:, sl, d] = div
-            if self.model.feedforward is not None:      # + s⁻¹(P_x F, div_S P_x F): local, as for one density
-                xs = x[:, sl].reshape(-1, d)
-                F, divF = self.model.feedforward.tangent_divergence(xs)
-                out[:, sl, :d] += inverse * F.reshape(X.shape)
-                out[:, sl, d] += inverse * divF.reshape(div.shape)
         return out
 
     def _start_run(self, run, values, coarse_values, labels=None, coarse_labels=None, state=None):

@@ -44,6 +44,7 @@ from meanfield.threads import check_threads
 from meanfield.masks import model_mask
 from meanfield.normalization import carries_radius, check_radii, direction_velocity, inverse_speed, position_velocity
 from meanfield.representations.particles import ParticleCloud
+from meanfield.schedule import Schedule
 from meanfield.representations.sampled_particles import SampledParticleCloud, saved_slice
 from meanfield.spectralsums import EPSILON, causal_zonal_sums, check_sums, choose_sums, zonal_sums
 
@@ -65,22 +66,19 @@ def point_norms(y):
     return np.sqrt(np.einsum("...d,...d->...", y, y))[..., None]
 
 
-class Layers:
-    """Piecewise-constant parameters: ``layers[k]`` (a list of (Q, K, V) heads) for t in [kT, (k + 1)T),
-    the last one from then on; a Transformer whose layers differ (Section 1 of the paper: the
-    parameters of the continuous-time model may depend on t). Pass it as ``Particles.solve(...,
-    parameters=Layers(layers, T))``; a step that starts at t uses the layer of t (so with a step that
-    divides T, each layer acts for exactly T)."""
+class Layers(Schedule):
+    """Layers that differ (Section 1 of the paper: the parameters of the continuous-time model may depend
+    on t): the `meanfield.Schedule` whose piece k sets the heads ``layers[k]`` (a list of (Q, K, V), each
+    possibly with a leading realisation axis) on [kT, (k + 1)T), the last one from then on. Pass it as
+    ``Particles.solve(..., parameters=Layers(layers, T))``: no step crosses a kT, so each layer acts for
+    exactly T. ``Layers(layers, T)(t)`` is the layer of t."""
 
     def __init__(self, layers, period):
         self.layers = list(layers)
         if not self.layers:
             raise ValueError("`layers` must hold at least one list of (Q, K, V) heads.")
         self.period = check_real(period, "period", low=0.0, low_open=True)
-
-    def index(self, t):
-        """k = ⌊t/T⌋ (to within 1e-9 of a layer's start, so that t = kT from a sum of steps is layer k)."""
-        return min(max(int(np.floor(t / self.period + 1e-9)), 0), len(self.layers) - 1)
+        super().__init__(self.period * np.arange(len(self.layers)), [{"heads": heads} for heads in self.layers])
 
     def __call__(self, t):
         return self.layers[self.index(t)]
@@ -173,8 +171,10 @@ class Particles(Solver):
     x0 of shape (B, n, d): the B realisations, each with its own parameters, are still one
     vectorised evaluation (the kernel sums take the stack M_b = Q_bᵀK_b); or a callable t -> such
     a list, for time-dependent parameters, called at the start of every step (and at every stage of
-    the adaptive pairs), e.g. `Layers` (piecewise constant: layers that differ). Its results are
-    checked once per distinct object returned. The energy of the Solution is that of (3.5) (the
+    the adaptive pairs); or a `meanfield.Schedule` whose pieces set ``heads``, e.g. `Layers`
+    (piecewise constant: layers that differ), whose breakpoints no step crosses. Its results are
+    checked once per distinct object returned (per piece for a Schedule). A model with a schedule
+    (``Model(schedule=...)``, docs/schedule.md) changes β, the heads and the MLP at its breakpoints. The energy of the Solution is that of (3.5) (the
     identity interaction), as for any non-zonal model.
 
     ``save`` chooses what each saved time keeps besides its diagnostics: "positions" (all),
@@ -218,6 +218,7 @@ class Particles(Solver):
     takes_mask = True              # causal masks with the ALiBi bias (meanfield.masks)
     normalizations = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")
     takes_mlp = True               # the feed-forward term, added to the attention output (meanfield.feedforward)
+    takes_schedule = True          # parameters that change with depth (meanfield.schedule)
 
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None, sums="auto",
                  sums_tol=1e-6, threads=None):
@@ -286,8 +287,8 @@ class Particles(Solver):
         (a list, or a callable of t, whose result is prepared once per distinct object it returns)."""
         if run is None or run.parameters is None:
             return self._heads
-        if not callable(run.parameters):
-            return run.heads
+        if not callable(run.parameters) or isinstance(run.parameters, Schedule):
+            return run.heads                     # constant, or the piece's (`_enter_piece`)
         heads = run.parameters(t)
         cached = run.workspace.get("parameters")
         if cached is None or cached[0] is not heads:
@@ -525,6 +526,9 @@ class Particles(Solver):
         if o["token_positions"] is not None and not self.model.is_causal:
             model_mask(self.model, None, o["token_positions"])    # the ValueError naming `token_positions`
         self._configure_normalization(run)
+        if isinstance(run.parameters, Schedule) and any(set(p) != {"heads"} for p in run.parameters.pieces):
+            raise ValueError("`parameters` as a Schedule sets the heads of each piece only; put β and the MLP in "
+                             "Model(schedule=...).")
         if run.parameters is not None and (rescaled or self.sums == "spectral"):
             raise ValueError("`parameters` (per-realisation or time-dependent heads) need the direct sums "
                              "(sums='auto' or 'direct') and rescaled=False.")
@@ -663,12 +667,11 @@ class Particles(Solver):
         run.weights = check_weights(w, x.shape[-2], normalize=normalize, hint=NORMALIZE_WEIGHTS)
         run.batch = x.shape[0] if x.ndim == 3 else None
         run.causal = model_mask(self.model, run.weights, run.options["token_positions"])
-        run.sums, run.sums_error_bound = choose_sums(self.sums, self.model, x.shape[-2], run.weights,
-                                                     domain=run.domain, tol=self.sums_tol, causal=run.causal)
-        if run.parameters is not None:
-            run.sums, run.sums_error_bound = "direct", 0.0
-            if not callable(run.parameters):
-                run.heads = self._checked_parameters(run, run.parameters)
+        self._choose_sums(run)
+        if isinstance(run.parameters, Schedule):
+            run.heads = self._checked_parameters(run, run.parameters.pieces[run.parameters.index(run.t_eval[0])]["heads"])
+        elif run.parameters is not None and not callable(run.parameters):
+            run.heads = self._checked_parameters(run, run.parameters)
         save = run.save
         if isinstance(save, str) and save == "auto":
             save = "positions" if len(run.t_eval) * x.nbytes <= AUTO_SAVE_BYTES else "ends"
@@ -687,6 +690,32 @@ class Particles(Solver):
             raise ValueError("`radii` (the token norms) apply to domain='sphere'.")
         run.radii = check_radii(radii if given is None else given, x.shape[:-1])
         return x * run.radii if run.radial else x
+
+    def _choose_sums(self, run):
+        """The kernel sums of the run (`meanfield.spectralsums.choose_sums`; direct with ``parameters``)."""
+        run.sums, run.sums_error_bound = choose_sums(self.sums, self.model, run.weights.size, run.weights,
+                                                     domain=run.domain, tol=self.sums_tol, causal=run.causal)
+        if run.parameters is not None:
+            run.sums, run.sums_error_bound = "direct", 0.0
+
+    def _adopt_model(self):
+        """A piece of the schedule: its heads prepared, its sums checked."""
+        self.sums = check_sums(self.sums, self.model)
+        self._heads = self._prepare_heads(self.model.heads)
+
+    def _breakpoints(self, run, start, end):
+        """The schedule's breakpoints and those of ``parameters`` given as a `meanfield.Schedule` (`Layers`)."""
+        own = super()._breakpoints(run, start, end)
+        if not isinstance(run.parameters, Schedule):
+            return own
+        return np.union1d(own, run.parameters.breakpoints(start, end))
+
+    def _enter_piece(self, run, t):
+        """The next piece: its solver, the sums chosen for its β, the heads of ``parameters`` at t."""
+        super()._enter_piece(run, t)
+        run.solver._choose_sums(run)
+        if isinstance(run.parameters, Schedule):
+            run.heads = run.solver._checked_parameters(run, run.parameters.pieces[run.parameters.index(t)]["heads"])
 
     def _initial_from_measure(self, run, points, weights, normalize):
         return self._initial_from_data(run, points, normalize, weights=np.asarray(weights, dtype=float))

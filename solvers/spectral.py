@@ -232,6 +232,14 @@ class AutoResolution:
         """An automatic resolution below its cap."""
         return self.auto and getattr(self, self.policy.name) < getattr(self, self.policy.cap_name)
 
+    def _adopt_model(self):
+        """A piece of the schedule (``Model(schedule=...)``): zonal, its kernel resolved at this
+        resolution (ValueError naming it otherwise), the multipliers of its β and V."""
+        self._require_zonal()
+        resolution = getattr(self, self.policy.name)
+        check_kernel_resolution(self.model.beta, self.model.dim, resolution, self.policy.name)
+        self._setup(resolution)
+
     def _next(self, run, t, y, reason):
         """The refined solver and the padded state on a `Refine`; at the start from a Solution ``y``
         (``reason`` None), a copy of this solver at the Solution's resolution if it is finer, up to

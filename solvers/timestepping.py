@@ -228,6 +228,11 @@ class Integrator:
     def dense_output(self, times):
         raise NotImplementedError(f"{type(self).__name__} has no dense output")
 
+    def restart(self):
+        """Forget what the last steps carry over (a first stage, a step size): the right-hand side
+        changes here (a breakpoint of piecewise-constant parameters), so the next step starts afresh."""
+        return None
+
     def context(self):
         return nullcontext()
 
@@ -265,7 +270,7 @@ class RungeKutta(Integrator):
         self.norm = rms_norm if norm is None else norm
         self.retract, self.retract_invariant = retract, retract_invariant
         self.max_step, self.stable_step = max_step, stable_step
-        self.h = self.dt if first_step is None else float(first_step)
+        self.h = self.first_h = self.dt if first_step is None else float(first_step)
         self.k1 = self.KY = self.work = self.h_last = None
         self.rejections, self._exp = 0, {}
 
@@ -286,6 +291,10 @@ class RungeKutta(Integrator):
     def _f(self, t, y):
         self.nfev += 1
         return self.fun(t, y)
+
+    def restart(self):
+        """The next step evaluates its first stage anew and, adaptive, chooses its size as a first step."""
+        self.k1, self.h = None, self.first_h
 
     def _exp_L(self, tau):
         """e^{tau·L}, cached per distinct tau within one step."""
@@ -483,12 +492,16 @@ class FixedStep(Integrator):
         return None
 
 
-def march(integrator, t_eval, *, monitor=None, callback=None, progress=None, desc=None):
+def march(integrator, t_eval, *, monitor=None, callback=None, progress=None, desc=None, breaks=(), on_break=None):
     """Advance ``integrator`` (started at ``t_eval[0]``) through the saved times ``t_eval``.
 
     Saves the start, every saved time (landed on, or from the dense output) and calls ``callback``
     there; ``monitor(t, u)`` after every accepted step may raise `meanfield.SolverError` to stop the
-    run. Returns an `IntegrationResult` whose ``failure`` says where and why a run stopped early.
+    run. ``breaks``: increasing times inside (t_eval[0], t_eval[-1]) where the right-hand side changes
+    (piecewise-constant parameters): no step crosses one, the steps land on it, ``on_break(t)`` is
+    called there (after the monitor and the saved time, if it is one) and the integrator restarts
+    (`Integrator.restart`). Returns an `IntegrationResult` whose ``failure`` says where and why a run
+    stopped early.
     """
     t_eval = np.asarray(t_eval, dtype=float)
     start = time.perf_counter()
@@ -497,7 +510,7 @@ def march(integrator, t_eval, *, monitor=None, callback=None, progress=None, des
     bar = _progress_bar(progress, t_eval[-1] - t_eval[0], desc) if t_eval.size > 1 else None
     try:
         with integrator.context():
-            res.failure = _march(integrator, t_eval, res, monitor, callback, bar)
+            res.failure = _march(integrator, t_eval, res, monitor, callback, bar, list(breaks), on_break)
     except KeyboardInterrupt:
         t = integrator.t
         res.failure = Failure(float(t), integrator.nsteps + 1, "interrupted", message=f"interrupted at t={t:.6g}")
@@ -509,11 +522,12 @@ def march(integrator, t_eval, *, monitor=None, callback=None, progress=None, des
     return res
 
 
-def _march(integrator, t_eval, res, monitor, callback, bar):
+def _march(integrator, t_eval, res, monitor, callback, bar, breaks=(), on_break=None):
     """The loop of `march`: the `Failure` that stopped it, or None."""
     next_index = 1
     while next_index < t_eval.size:
-        failure = integrator.step(t_eval[-1] if integrator.dense else t_eval[next_index])
+        target = t_eval[-1] if integrator.dense else t_eval[next_index]
+        failure = integrator.step(min(target, breaks[0]) if breaks else target)
         if failure is not None:
             return failure
         t, y = integrator.t, integrator.y
@@ -540,16 +554,21 @@ def _march(integrator, t_eval, res, monitor, callback, bar):
         if landed:
             res.save(t, y, callback)
             next_index += 1
+        if breaks and t == breaks[0]:
+            breaks.pop(0)
+            if on_break is not None:
+                on_break(t)
+            integrator.restart()
     return None
 
 
 def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear=None, retract=None,
               monitor=None, callback=None, first_step=None, max_step=np.inf, progress=None, desc=None,
               max_rejections=60, stable_step=None, dense_output=False, retract_invariant=False, magnitude=None,
-              dt=None, norm=None, threads=1):
+              dt=None, norm=None, threads=1, breaks=(), on_break=None):
     """Advance du/dt = linear·u + fun(t, u) from u(t_eval[0]) = y0 with the `RungeKutta` method ``method``
     (a name in `TABLEAUX`), adaptive or with the fixed step ``dt``, saving at every t_eval (see
-    `RungeKutta` for the options and `march` for ``monitor``, ``callback``, ``progress``).
+    `RungeKutta` for the options and `march` for ``monitor``, ``callback``, ``progress``, ``breaks``).
     Returns an `IntegrationResult`.
     """
     t_eval = np.asarray(t_eval, dtype=float)
@@ -557,10 +576,12 @@ def integrate(fun, y0, t_eval, *, method="dopri5", rtol=1e-8, atol=1e-10, linear
                     retract=retract, retract_invariant=retract_invariant, first_step=first_step, max_step=max_step,
                     stable_step=stable_step, max_rejections=max_rejections, dense_output=dense_output,
                     magnitude=magnitude, norm=norm, threads=threads)
-    return march(rk, t_eval, monitor=monitor, callback=callback, progress=progress, desc=desc)
+    return march(rk, t_eval, monitor=monitor, callback=callback, progress=progress, desc=desc, breaks=breaks,
+                 on_break=on_break)
 
 
-def integrate_fixed(step, y0, t_eval, dt, *, monitor=None, callback=None, progress=None, desc=None):
+def integrate_fixed(step, y0, t_eval, dt, *, monitor=None, callback=None, progress=None, desc=None, breaks=(),
+                    on_break=None):
     """Fixed-step driver: y ← step(t, y, h) with h = dt, shortened to land on every t_eval (`FixedStep`).
 
     ``step`` returns the new state; non-finite output stops the run, and so does a `SolverError` it
@@ -569,7 +590,7 @@ def integrate_fixed(step, y0, t_eval, dt, *, monitor=None, callback=None, progre
     """
     t_eval = np.asarray(t_eval, dtype=float)
     return march(FixedStep(step, t_eval[0], y0, dt), t_eval, monitor=monitor, callback=callback,
-                 progress=progress, desc=desc)
+                 progress=progress, desc=desc, breaks=breaks, on_break=on_break)
 
 
 # -- named steppers ------------------------------------------------------------------------------
@@ -583,7 +604,9 @@ class Stepper:
     2. ``needs``: the solver hooks it calls besides ``_rhs`` (checked by `check`); ``carries_tracers``:
        it reaches the solver only through the `solvers.base.Run`'s hooks, which add the tracers.
     3. ``integrate(run, y0, t_eval, callback, progress, desc)`` advances the run's state and returns
-       an `IntegrationResult`; the solver's hooks are reached through the `solvers.base.Run`. A run
+       an `IntegrationResult`; the solver's hooks are reached through the `solvers.base.Run` (looked
+       up at each call: at a breakpoint of the run, ``run.breaks``, ``run.enter_piece`` may change
+       ``run.solver``, and no step crosses it). A run
        that stops before the last saved time sets ``failure`` (a `Failure`: where, which step, why,
        and for a monitor's stop the state), from which `Solver.solve` continues or raises.
     """
@@ -628,7 +651,7 @@ class AdaptiveRK(Stepper):
                          callback=callback, first_step=o["first_step"], max_step=o["max_step"], progress=progress,
                          desc=desc, stable_step=run.stable_step, dense_output=o["dense_output"],
                          retract_invariant=run.retract_invariant, magnitude=run.magnitude, norm=run.error_norm,
-                         threads=run.threads)
+                         threads=run.threads, breaks=run.breaks(t_eval), on_break=run.enter_piece)
 
 
 class _Fixed(Stepper):
@@ -637,8 +660,8 @@ class _Fixed(Stepper):
     def integrate(self, run, y0, t_eval, *, callback=None, progress=None, desc=None):
         dt = run.options["dt"]
         run.dt = self.default_dt(run, y0) if dt is None else dt     # recorded: a continued run keeps it
-        return integrate_fixed(self.step_function(run), y0, t_eval, run.dt,
-                               monitor=run.monitor, callback=callback, progress=progress, desc=desc)
+        return integrate_fixed(self.step_function(run), y0, t_eval, run.dt, monitor=run.monitor, callback=callback,
+                               progress=progress, desc=desc, breaks=run.breaks(t_eval), on_break=run.enter_piece)
 
     def default_dt(self, run, y0):
         raise ValueError(f"`dt` is required with method={self.name!r}.")
@@ -668,10 +691,10 @@ class SSPRK3(_Fixed):
         return 0.05 if rate == 0 else min(0.05, run.options["cfl"] / rate)
 
     def step_function(self, run):
-        solver, cfl = run.solver, run.options["cfl"]
+        cfl = run.options["cfl"]
 
         def euler(v, tau):
-            return solver._euler(run, v, tau)
+            return run.solver._euler(run, v, tau)
 
         def stage(u, tau):
             u1 = euler(u, tau)
@@ -686,7 +709,7 @@ class SSPRK3(_Fixed):
         def step(t, y, h):
             remaining = h
             while remaining > 1e-15 * max(h, 1.0):
-                rate = solver._cfl_rate(run, y)
+                rate = run.solver._cfl_rate(run, y)
                 tau = remaining if rate == 0 else min(remaining, cfl / rate)
                 tau = remaining / int(np.ceil(remaining / tau - 1e-12))
                 for _ in range(30):
@@ -698,7 +721,7 @@ class SSPRK3(_Fixed):
                     raise SolverError(f"SSP-RK3 could not meet the CFL condition at t={t:.6g}; lower `cfl`.")
                 y = y_new
                 remaining -= tau
-            return solver._split(run, y, h)
+            return run.solver._split(run, y, h)
 
         return step
 
@@ -720,7 +743,7 @@ class EulerMaruyama(_Fixed):
         return run.rhs
 
     def step_function(self, run):
-        solver, amp, drift = run.solver, np.sqrt(2.0 * run.model.noise), self.drift(run)
+        amp, drift = np.sqrt(2.0 * run.model.noise), self.drift(run)
 
         def step(t, y, h):
             with np.errstate(over="ignore", invalid="ignore"):
@@ -728,7 +751,7 @@ class EulerMaruyama(_Fixed):
                     return run.retract_euler(y, h, drift(t, y))
                 y_new = y + h * drift(t, y)
             if amp > 0.0:
-                y_new += amp * np.sqrt(h) * solver._tangent_noise(run, y, run.noise(t, y.shape))
+                y_new += amp * np.sqrt(h) * run.solver._tangent_noise(run, y, run.noise(t, y.shape))
             return run.retract(y_new) if run.retracts else y_new
 
         return step
