@@ -109,7 +109,7 @@ def main():
     compare("baseline: ducc0 synthesis, lmax 255", synthesis(255), 5 * repeat)
     compare(f"spectral particles S^2, n = {n:.0e}, two RHS", particles(n, None), repeat)
     compare(f"spectral particles S^2, n = {n:.0e}, run to t = 1", particles(n, 1.0), 1 if not QUICK else 1)
-    compare("SphericalHarmonics RHS, lmax 255", harmonics(255), 5 * repeat)
+    compare("SphericalHarmonics RHS, lmax 255", harmonics(255), 15 * repeat)
     compare("meanfield phase-diagram --quick (Figure 3)", figure3(), 1 if not QUICK else 1)
 
 
