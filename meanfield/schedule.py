@@ -38,9 +38,9 @@ class Schedule:
         except (TypeError, ValueError):
             raise ValueError("`schedule` times must be a sequence of numbers.") from None
         if t.size == 0 or not np.all(np.isfinite(t)) or np.any(t < 0):
-            raise ValueError(f"`schedule` times must be finite numbers >= 0, at least one, got {list(t)}.")
+            raise ValueError(f"`schedule` times must be finite numbers >= 0, at least one, got {[float(v) for v in t]}.")
         if np.any(np.diff(t) <= 0):
-            raise ValueError(f"`schedule` times must increase strictly, got {list(t)}.")
+            raise ValueError(f"`schedule` times must increase strictly, got {[float(v) for v in t]}.")
         try:
             pieces = [dict(p) for p in pieces]
         except (TypeError, ValueError):
