@@ -52,8 +52,8 @@ def ratios(nthreads, lmaxes, repeat):
     rows = []
     for L in lmaxes:
         a = random_state(L, rng)
-        sa = solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3), lmax=L, nthreads=nthreads)
-        usa = solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3, normalized=False), lmax=L, nthreads=nthreads)
+        sa = solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3), lmax=L, threads=nthreads)
+        usa = solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3, normalized=False), lmax=L, threads=nthreads)
         rsa, rusa = sa.start(mf.densities.uniform()).rhs, usa.start(mf.densities.uniform()).rhs
         base, t_sa, t_usa = interleaved([
             lambda: synthesis_2d(alm=a[None], spin=0, lmax=L, geometry="GL", ntheta=L + 1, nphi=2 * L + 1,

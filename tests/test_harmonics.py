@@ -308,8 +308,8 @@ def test_w1_diagnostics():
 def test_threads_give_the_same_rhs():
     model = mf.Model(beta=2.0, dim=3)
     a1 = SOLVER(model, lmax=40).alm_of(_smooth_rho0())
-    d1 = SOLVER(model, lmax=40).start(_smooth_rho0()).rhs(0, a1)
-    d2 = SOLVER(model, lmax=40, nthreads=2).start(_smooth_rho0()).rhs(0, a1)
+    d1 = SOLVER(model, lmax=40, threads=1).start(_smooth_rho0()).rhs(0, a1)
+    d2 = SOLVER(model, lmax=40, threads=2).start(_smooth_rho0()).rhs(0, a1)
     assert np.max(np.abs(d1 - d2)) < 1e-13 * np.max(np.abs(d1))
 
 
@@ -331,8 +331,8 @@ def test_bad_input():
         SOLVER(model, lmax=3)
     with pytest.raises(ValueError, match="lmax"):
         SOLVER(mf.Model(beta=50.0, dim=3), lmax=20)        # i_l(50)/i_0(50) > 1e-14 at l = 20
-    with pytest.raises(ValueError, match="nthreads"):
-        SOLVER(model, lmax=16, nthreads=0)
+    with pytest.raises(ValueError, match="`threads`"):
+        SOLVER(model, lmax=16, threads=0)
     with pytest.raises(mf.UnsupportedModel):
         SOLVER(mf.Model(beta=1.0, dim=3, Q=np.diag([1.0, 2.0, 1.0])), lmax=16)
     with pytest.raises(mf.UnsupportedModel):
