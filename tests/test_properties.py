@@ -175,7 +175,7 @@ def test_harmonics_conserve_mass(model, seed):
     L = max(16, minimum_degree(model.beta, 3))
     try:
         sol = solvers.SphericalHarmonics(model, lmax=L).solve(mf.densities.band_limited(3, 3, rng=seed, floor=0.2),
-                                                              [0.0, 0.02, 0.04])
+                                                              [0.0, 0.02, 0.04], on_underresolved="raise")
     except mf.UnderResolved:
         assume(False)
     assert np.max(np.abs(sol.mass - 1.0)) <= 1e-13
