@@ -431,6 +431,14 @@ class Solver:
     def _rhs(self, run, t, y):
         raise NotImplementedError
 
+    @classmethod
+    def from_segment(cls, segment):
+        """A solver of this class that continues ``segment`` (a one-representation Solution it made)
+        exactly from any of its saved states: what `Solution.flow` re-runs (`solvers.tracers.flow_map`).
+        A solver that carries tracers implements it."""
+        raise ValueError(f"`flow` re-runs a Solution of a solver that carries tracers (docs/tracers.md); this one "
+                         f"is from {cls.__name__}.")
+
     def _tracer_velocity(self, run, t, y, points):
         """The run's velocity field X[ρ_t] at the unit ``points`` (m, d) for the state y (tracers)."""
         raise NotImplementedError

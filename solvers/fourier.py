@@ -239,6 +239,10 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         f *= -self._ik[1:]
         return f
 
+    @classmethod
+    def from_segment(cls, segment):
+        return cls(segment.model, segment.representation.modes, w1=False)
+
     def _tracer_velocity(self, run, t, u, points):
         """v(θ)(−sin θ, cos θ) at the tracers, the velocity of `_grid_fields` at their angles."""
         c = self._full(run, u)

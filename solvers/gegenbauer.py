@@ -140,6 +140,10 @@ class Gegenbauer(AutoResolution, Solver):
             return np.full_like(y, np.nan)        # K*ρ <= 0 at a node: reject the step (see _monitor)
         return self.flux_test @ (f * dphi)
 
+    @classmethod
+    def from_segment(cls, segment):
+        return cls(segment.model, segment.representation.lmax, axis=segment.representation.axis)
+
     def _tracer_velocity(self, run, t, y, points):
         """X = u(s)·P_x e at the tracers, s = ⟨x, e⟩ (the speed u of `_fields` at their s)."""
         s = points @ self.axis

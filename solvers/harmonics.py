@@ -219,6 +219,10 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         d[..., self._m0] = d[..., self._m0].real
         return d
 
+    @classmethod
+    def from_segment(cls, segment):
+        return cls(segment.model, segment.representation.lmax)
+
     def _tracer_velocity(self, run, t, alm, points):
         """X = s∇Φ at the tracers (`_fields` at arbitrary points, `SphericalHarmonicBasis.gradient_at`)."""
         grad = self.basis.gradient_at(self._vel * alm, points)

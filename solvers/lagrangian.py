@@ -660,6 +660,10 @@ class Lagrangian(Solver):
         F, divF = ff.tangent_divergence(x)
         return X + inverse * F, div + inverse * divF
 
+    @classmethod
+    def from_segment(cls, segment):
+        return cls(segment.model, segment.representation.n, diagnostics="none", sums=segment.stats.get("sums", "auto"))
+
     def _tracer_velocity(self, run, t, y, points):
         """X(z) at the tracers z for the fine labels' measure (the field that moves them, `_rhs`)."""
         d = self.model.dim

@@ -614,6 +614,10 @@ class Particles(Solver):
         f = self._field(run, y @ E.T, w, False, domain)
         return -(y @ V.T) + f @ np.linalg.inv(E).T
 
+    @classmethod
+    def from_segment(cls, segment):
+        return cls(segment.model, diagnostics="none", sums=segment.stats.get("sums", "auto"))
+
     def _tracer_velocity(self, run, t, y, points):
         """X[μ_t](z) = P_z Σ_h (attention output at z) of the particles' measure μ_t at the tracers z,
         from the sums of the particles' own field (same heads, same sums)."""

@@ -64,21 +64,14 @@ class TracerLayout:
 
 def rebuild(segment, classes):
     """A solver that continues ``segment`` (a one-representation Solution) exactly from any of its
-    saved states, with the options of the run that made it where they are recorded; ``classes``
-    gives a solver class by its name (the `solvers` package's lazy registry)."""
-    model, rep, name = segment.model, segment.representation, segment.solver
-    if name == "Particles":
-        return classes(name)(model, diagnostics="none", sums=segment.stats.get("sums", "auto"))
-    if name == "FourierCircle":
-        return classes(name)(model, rep.modes, w1=False)
-    if name == "SphericalHarmonics":
-        return classes(name)(model, rep.lmax)
-    if name == "Gegenbauer":
-        return classes(name)(model, rep.lmax, axis=rep.axis)
-    if name == "Lagrangian":
-        return classes(name)(model, rep.n, diagnostics="none", sums=segment.stats.get("sums", "auto"))
-    raise ValueError(f"`flow` re-runs a Solution of Particles, Lagrangian, FourierCircle, SphericalHarmonics or "
-                     f"Gegenbauer (or their hand-over); this one is from {name or rep.name!r}.")
+    saved states (its class's `Solver.from_segment`); ``classes`` gives a solver class by its name (the
+    `solvers` package's lazy registry)."""
+    try:
+        cls = classes(segment.solver or "")
+    except AttributeError:
+        raise ValueError(f"`flow` re-runs a Solution of a solver that carries tracers (docs/tracers.md); this one is "
+                         f"from {segment.solver or segment.representation.name!r}.") from None
+    return cls.from_segment(segment)
 
 
 def flow_map(solution, points, last, classes, **options):
