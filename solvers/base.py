@@ -357,9 +357,10 @@ class Solver:
         if model.source.schedule is not None and not self.takes_schedule:
             raise UnsupportedModel(f"{name} cannot take parameters that change with depth (`schedule`; "
                                    "docs/schedule.md says which solvers do).")
-        if model.mlp is not None and model.normalization not in (self.mlp_normalizations or self.normalizations):
+        with_mlp = self.mlp_normalizations or self.normalizations
+        if model.mlp is not None and model.normalization not in with_mlp:
             raise UnsupportedModel(f"{name} takes a feed-forward term (`mlp`) with `normalization` in "
-                                   f"{list(self.mlp_normalizations)}, got {model.normalization!r} (docs/feedforward.md "
+                                   f"{list(with_mlp)}, got {model.normalization!r} (docs/feedforward.md "
                                    "says which solver takes which).")
 
     def _run_context(self, run):
