@@ -70,6 +70,26 @@ def use_threads(threads):
         _CHOSEN.reset(token)
 
 
+_STOP = contextvars.ContextVar("meanfield_stop", default=None)
+
+
+@contextlib.contextmanager
+def stop_on(event):
+    """Inside, a run stops at its next step once ``event`` (a `threading.Event`) is set, as on Ctrl-C:
+    `meanfield.Interrupted`, with the saved times so far in ``exc.solution``. Python delivers Ctrl-C
+    to the main thread only; this is how it reaches runs on other threads (`map_tasks` on threads)."""
+    token = _STOP.set(event)
+    try:
+        yield
+    finally:
+        _STOP.reset(token)
+
+
+def stop_event():
+    """The event of the innermost `stop_on` block, or None."""
+    return _STOP.get()
+
+
 _BLAS = {"controller": None, "users": 0, "saved": None}
 _BLAS_LOCK = threading.Lock()
 
@@ -84,6 +104,7 @@ def blas_single_threaded():
             if _BLAS["controller"] is None:
                 _BLAS["controller"] = ThreadpoolController()
             blas = _BLAS["controller"].select(user_api="blas")
+            _free_openblas()
             _BLAS["saved"] = blas.limit(limits=1) if any(lib.num_threads > 1 for lib in blas.lib_controllers) else None
         _BLAS["users"] += 1
     try:
@@ -91,9 +112,27 @@ def blas_single_threaded():
     finally:
         with _BLAS_LOCK:
             _BLAS["users"] -= 1
-            if _BLAS["users"] == 0 and _BLAS["saved"] is not None:
-                _BLAS["saved"].restore_original_limits()
-                _BLAS["saved"] = None
+            if _BLAS["users"] == 0:
+                if _BLAS["saved"] is not None:
+                    _free_openblas()
+                    _BLAS["saved"].restore_original_limits()
+                    _BLAS["saved"] = None
+                _free_openblas()
+
+
+def _free_openblas():
+    """Let the next thread that sets OpenBLAS's thread count set it. threadpoolctl >= 3.8 lets only the
+    first thread that set it change it again and silently ignores the others, so a run on one thread
+    that ends while another starts left OpenBLAS on all its threads (two β runs on two threads went
+    0.8× as fast as one after the other). `blas_single_threaded` serialises its own changes, so it
+    takes the control for each of them and gives it back."""
+    try:
+        from threadpoolctl import OpenBLASController
+    except ImportError:                             # threadpoolctl < 3.8: any thread may set it
+        return
+    clear = getattr(OpenBLASController, "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
 
 
 def renamed_threads(threads, nthreads):
