@@ -41,7 +41,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from meanfield.errors import SolverError
-from meanfield.threads import share_out
+from meanfield.threads import share_out, stop_event
 
 SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
 
@@ -523,9 +523,13 @@ def march(integrator, t_eval, *, monitor=None, callback=None, progress=None, des
 
 
 def _march(integrator, t_eval, res, monitor, callback, bar, breaks=(), on_break=None):
-    """The loop of `march`: the `Failure` that stopped it, or None."""
+    """The loop of `march`: the `Failure` that stopped it, or None. A set `stop_event` stops it as
+    Ctrl-C does (a run on a thread that Python's KeyboardInterrupt does not reach)."""
     next_index = 1
+    halt = stop_event()
     while next_index < t_eval.size:
+        if halt is not None and halt.is_set():
+            raise KeyboardInterrupt
         target = t_eval[-1] if integrator.dense else t_eval[next_index]
         failure = integrator.step(min(target, breaks[0]) if breaks else target)
         if failure is not None:

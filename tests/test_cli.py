@@ -217,14 +217,16 @@ def test_config_direction_pole_and_bad_direction(tmp_path, capsys):
     assert "`initial.mean`" in err and "pole" in err and len(err.strip().splitlines()) == 1
 
 
-def test_sigint_during_phase_diagram(tmp_path):
-    """A real Ctrl-C (SIGINT) in the middle of the particle runs: exit 130, summary and NetCDF on disk."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_sigint_during_phase_diagram(tmp_path, threads):
+    """A real Ctrl-C (SIGINT) in the middle of the particle runs: exit 130, summary and NetCDF on disk;
+    on two threads both runs stop and both keep their saved times."""
     import signal
     import time
 
     out = tmp_path / "pd"
     proc = subprocess.Popen([sys.executable, "-m", "meanfield.cli", "phase-diagram", "--out", str(out), "--no-progress",
-                             "--t-end", "1000", "--n-times", "11", "--betas", "1,2"],
+                             "--t-end", "1000", "--n-times", "11", "--betas", "1,2", "--threads", str(threads)],
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
@@ -254,6 +256,8 @@ def test_sigint_during_phase_diagram(tmp_path):
     with xr.open_dataset(out / "phase_diagram.nc") as ds:
         assert ds["t_star"].shape == (2,)
         assert np.isfinite(ds["p"].values[0, :part.t.size]).all()      # p of the saved times kept
+        if threads == 2:                                              # the other β ran at the same time
+            assert np.isfinite(ds["p"].values[1, :2]).all()
 
 
 # -- initial data from coefficients and files ---------------------------------------------------------

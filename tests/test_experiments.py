@@ -276,6 +276,16 @@ def test_phase_diagram_small(tmp_path):
         assert ds["p"].shape == (2, 13)
 
 
+@pytest.mark.parametrize("scheme", ["adaptive", "euler-normalize"])
+def test_phase_diagram_on_two_threads_equals_one(tmp_path, scheme):
+    """--threads 2 runs the β on two threads at once, each run on one: the same numbers bit for bit."""
+    kw = dict(betas=[1.0, 3.0, 6.0], realisations=16, t_end=6.0, n_times=7, scheme=scheme, progress=False)
+    one = pd.phase_diagram(tmp_path / "one", threads=1, **kw).results
+    two = pd.phase_diagram(tmp_path / "two", threads=2, **kw).results
+    assert np.array_equal(one["p"], two["p"]) and np.array_equal(one["p_stderr"], two["p_stderr"])
+    assert one["equiangular_max_error"] == two["equiangular_max_error"] < 1e-6
+
+
 # -- mean-field limit --------------------------------------------------------------------------------
 def test_iid_sampling_rate_on_circle():
     """E W1(μ^N_0, ρ_0) ~ N^{-1/2} for iid samples on S^1 (docs/mathematics.md §8): fitted exponent within ±0.15."""

@@ -174,3 +174,98 @@ def test_cli_threads(tmp_path):
     cfg.write_text(cfg.read_text().replace("threads = 0", "threads = 1"))
     good = _cli("run", str(cfg), "--out", str(tmp_path / "o"), "--threads", "2", "--no-progress")
     assert good.returncode == 0, good.stderr
+
+
+# -- BLAS held from several threads at once, and tasks shared among threads ----------------------------
+def test_blas_stays_on_one_thread_when_runs_on_two_threads_overlap():
+    """threadpoolctl >= 3.8 ignores a limit set from another thread than the first one that set it:
+    a run that starts on thread B while the run on thread A ends must still hold BLAS to one thread."""
+    import threading
+
+    from meanfield.threads import blas_single_threaded
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        if _blas_threads() != 2:
+            pytest.skip("no BLAS that can run two threads")
+        a_in, a_out, b_in, seen = threading.Event(), threading.Event(), threading.Event(), []
+
+        def first():
+            with blas_single_threaded():
+                a_in.set()
+                b_in.wait(10)
+            a_out.set()
+
+        def second():
+            a_in.wait(10)
+            with blas_single_threaded():
+                b_in.set()
+                a_out.wait(10)
+                seen.append(_blas_threads())
+            with blas_single_threaded():         # alone now: this thread sets the limit itself
+                seen.append(_blas_threads())
+            seen.append(_blas_threads())
+
+        threads = [threading.Thread(target=first), threading.Thread(target=second)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        assert seen == [1, 1, 2]
+        assert _blas_threads() == 2
+
+
+def _beta_run(beta, t_end=2.0, n=24, saves=5):
+    x0 = mf.sampling.uniform_points(n, 3, np.random.default_rng(1))
+    sol = solvers.Particles(mf.Model(beta=beta, dim=3)).solve(x0, np.linspace(0.0, t_end, saves), progress=False)
+    return float(sol.energy[-1]), default_threads()
+
+
+def test_tasks_on_threads_equal_the_plain_loop_in_task_order():
+    from meanfield.experiments.parallel import map_tasks
+
+    betas = [0.5, 1.0, 2.0, 4.0, 8.0]
+    plain = map_tasks(_beta_run, betas, progress=False)
+    order = []
+    shared = map_tasks(_beta_run, betas, progress=False, threads=2, on_result=lambda i, r: order.append(i),
+                       priority=[1, 2, 3, 4, 5])
+    assert [e for e, _ in shared] == [e for e, _ in plain]           # bit for bit, in task order
+    assert {k for _, k in shared} == {1}                            # each run on one thread of the two
+    assert sorted(order) == list(range(5))
+    with use_threads(4):                                            # 4 threads, 2 tasks: 2 for each run
+        assert [k for _, k in map_tasks(_beta_run, betas[:2], progress=False, threads=None)] == [2, 2]
+
+
+def _fails_at_two(beta):
+    if beta == 2.0:
+        raise ValueError("`beta` two is refused here")
+    return beta
+
+
+def test_tasks_on_threads_raise_or_return_failures():
+    from meanfield.experiments.parallel import TaskError, map_tasks
+
+    with pytest.raises(ValueError, match="`beta` two"):
+        map_tasks(_fails_at_two, [1.0, 2.0, 3.0], progress=False, threads=2)
+    out = map_tasks(_fails_at_two, [1.0, 2.0, 3.0], progress=False, threads=2, errors="return")
+    assert out[0] == 1.0 and out[2] == 3.0 and isinstance(out[1], TaskError) and "`beta` two" in out[1].message
+
+
+def test_ctrl_c_stops_the_runs_on_threads_and_keeps_their_saved_times():
+    """Ctrl-C reaches the main thread only: the runs on the task threads stop at their next step
+    (meanfield.threads.stop_on) and the Interrupted carries every partial Solution."""
+    import time
+
+    from meanfield.experiments.parallel import map_tasks
+
+    def ctrl_c():
+        time.sleep(1.5)
+        raise KeyboardInterrupt
+
+    with pytest.raises(mf.Interrupted) as info:
+        map_tasks(_beta_run, [1.0, 2.0, 3.0], shared={"t_end": 1e5, "n": 64, "saves": 100001}, progress=False, threads=2,
+                  meanwhile=ctrl_c)
+    partial = info.value.tasks
+    assert sorted(partial) == [0, 1]                               # the two running; the third never started
+    for sol in partial.values():
+        assert 0 < sol.t[-1] < 1e5 and np.all(np.isfinite(sol.energy))
+    assert info.value.solution is partial[0]

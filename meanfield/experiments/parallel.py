@@ -23,10 +23,15 @@ import signal
 import threading
 import warnings
 
+import contextvars
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
 import numpy as np
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from ..errors import Interrupted
+from ..threads import check_threads, stop_on, use_threads
 from ..validation import check_int
 from .report import show_progress
 import solvers
@@ -295,15 +300,23 @@ def _identity(value):
 
 
 def map_tasks(fn, tasks, *, workers=None, scheduler=None, shared=None, progress=None, desc=None, retries=2,
-              errors="raise", on_result=None, priority=None, log=log_to_stderr):
-    """``[fn(task, **shared) for task in tasks]``, spread over dask workers; results in task order.
+              errors="raise", on_result=None, priority=None, log=log_to_stderr, threads=1, meanwhile=None):
+    """``[fn(task, **shared) for task in tasks]``, spread over dask workers or threads; results in task order.
 
     Parameters
     ----------
     fn : a module-level function (it is pickled to the workers).
     tasks : the independent parts (β values, seeds, N, cells); each is passed to ``fn`` as it is.
-    workers, scheduler : see `cluster`. Without them (or ``workers=0``) the tasks run here, one after
-        the other, exactly as a plain loop.
+    workers, scheduler : see `cluster`. Without them (or ``workers=0``) the tasks run here: one after
+        the other, exactly as a plain loop, or on ``threads``.
+    threads : threads of this process that share the tasks when no dask worker does (None:
+        `meanfield.threads.default_threads`; default 1, the plain loop). With more than one, and more
+        than one task, each task runs on one of them with ``threads`` split among the running tasks
+        (``use_threads``), so that ``fn`` must be safe to run beside itself (solver runs are). Ctrl-C
+        stops the running tasks at their next step (`meanfield.threads.stop_on`); `Interrupted` then
+        carries ``tasks``, {index: partial Solution} of every task it stopped.
+    meanwhile : a function called once here while the tasks run on threads or workers (imports that the
+        results' writing needs, say); not called when the tasks run in the plain loop.
     shared : keyword arguments common to every task, sent once (large arrays) rather than with each task.
     progress : a bar over the completed tasks (None: when stderr is a terminal); ``desc`` its label.
     retries : re-runs of a task that raised (a task whose worker died is re-run by the scheduler).
@@ -338,17 +351,23 @@ def map_tasks(fn, tasks, *, workers=None, scheduler=None, shared=None, progress=
             if show_progress(progress) and tasks:    # after the start: tqdm's monitor is a thread (no fork then)
 
                 bar = tqdm(total=len(tasks), desc=desc, unit="task")
-            if client is None:
+            threads = check_threads(threads) if client is None else 1
+            if client is None and (threads == 1 or len(tasks) < 2):
                 for i, task in enumerate(tasks):
                     try:
                         result = fn(task, **shared)
+                    except Interrupted as exc:
+                        exc.tasks = {i: exc.solution}
+                        raise
                     except Exception as exc:
                         if errors == "raise":
                             raise
                         result = TaskError.from_exception(exc)
                     done(i, result)
+            elif client is None:
+                _run_threads(fn, tasks, shared, threads, errors, done, priority, meanwhile)
             elif tasks:
-                _run_distributed(client, fn, tasks, shared, retries, errors, done, priority)
+                _run_distributed(client, fn, tasks, shared, retries, errors, done, priority, meanwhile)
     finally:
         if bar is not None:
             bar.close()
@@ -374,7 +393,64 @@ def _deferred_interrupt():
         signal.signal(signal.SIGINT, previous)
 
 
-def _run_distributed(client, fn, tasks, shared, retries, errors, done, priority):
+def _run_threads(fn, tasks, shared, threads, errors, done, priority, meanwhile):
+    """The tasks on ``threads`` threads of this process, the larger ``priority`` first, ``done`` called
+    here as each ends. Ctrl-C (or a failure under ``errors="raise"``) cancels the tasks not started and
+    stops the running ones at their next step; their partial Solutions go with the `Interrupted`."""
+    running = min(threads, len(tasks))
+    stop = threading.Event()
+
+    def run(i):
+        with use_threads(max(1, threads // running)), stop_on(stop):
+            return fn(tasks[i], **shared)
+
+    pool = ThreadPoolExecutor(running, thread_name_prefix="meanfield-task")
+    futures = {pool.submit(contextvars.copy_context().run, run, i): i
+               for i in sorted(range(len(tasks)), key=lambda i: -priority[i])}
+    collected, stopped = set(), {}
+
+    def collect(fut):
+        """done(i, result) for a task that ended; the exception that ends the map, if it is one."""
+        collected.add(fut)
+        if fut.cancelled():
+            return None
+        i, exc = futures[fut], fut.exception()
+        if exc is None:
+            done(i, fut.result())
+        elif isinstance(exc, Interrupted):
+            stopped[i] = exc
+            return exc
+        elif errors == "raise":
+            return exc
+        else:
+            done(i, TaskError.from_exception(exc))
+        return None
+
+    failure = None
+    try:
+        if meanwhile is not None:
+            meanwhile()
+        pending = set(futures)
+        while pending and failure is None:
+            finished, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+            for fut in sorted(finished, key=futures.get):
+                failure = failure or collect(fut)
+    except KeyboardInterrupt:
+        failure = KeyboardInterrupt()
+    finally:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+    for fut in sorted(set(futures) - collected, key=futures.get):     # those that ended while stopping
+        collect(fut)
+    if failure is None:
+        return
+    if isinstance(failure, (KeyboardInterrupt, Interrupted)) and stopped:
+        failure = stopped[min(stopped)]
+        failure.tasks = {i: exc.solution for i, exc in sorted(stopped.items())}
+    raise failure
+
+
+def _run_distributed(client, fn, tasks, shared, retries, errors, done, priority, meanwhile=None):
     import dask  # deferred: dask is heavy
     from distributed import as_completed  # deferred: dask is heavy
 
@@ -391,6 +467,9 @@ def _run_distributed(client, fn, tasks, shared, retries, errors, done, priority)
         index = {f.key: i for i, f in enumerate(futures)}
         pending = as_completed(futures)
         forked = _FORKED.get(id(client))
+        if meanwhile is not None:
+            meanwhile()
+
         def safe_point():                         # Ctrl-C is raised here, between two client calls
             if interrupted.is_set():
                 raise KeyboardInterrupt

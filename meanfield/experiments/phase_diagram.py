@@ -297,9 +297,10 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
 
 
 def _run_betas(task, client, checked, rows, sizes, inverse, bar):
-    """Every β of the phase diagram (on the dask ``client``'s workers, one task per β, with the two
-    equiangular checks beside them; else here), its rows filled in place as they come; returns the
-    equiangular errors computed on the workers."""
+    """Every β of the phase diagram, with the two equiangular checks beside them: on the dask
+    ``client``'s workers, else on the threads of `meanfield.threads.default_threads` (one run per thread),
+    else one after the other; the rows filled in place as the runs end. Returns the equiangular errors.
+    On Ctrl-C the saved times of the runs it stopped are kept (`map_tasks`)."""
     betas = task["betas"]
     eq_errors = []
 
@@ -312,28 +313,33 @@ def _run_betas(task, client, checked, rows, sizes, inverse, bar):
         if bar is not None:
             bar.update(1)
 
-    if client is not None:
+    def collect(k, result):
+        if k < betas.size:
+            fill(k, result)
+        else:
+            eq_errors.append(result)
 
-        def collect(k, result):
-            if k < betas.size:
-                fill(k, result)
-            else:
-                eq_errors.append(result)
-
-        # the larger β first, the short checks last: an adaptive run takes fewer steps at small β
-        # (at β = 0.9, 2/3 of the others'), and the short tasks fill the end
+    # the larger β first, the short checks last: an adaptive run takes fewer steps at small β
+    # (at β = 0.9, 2/3 of the others'), and the short tasks fill the end
+    try:
         map_tasks(phase_task, list(range(betas.size)) + [("equiangular", b) for b in checked],
-                  scheduler=client, shared=task, progress=False, on_result=collect, priority=list(betas) + [-1.0, -1.0])
-        return eq_errors
-    for k in range(betas.size):
-        try:
-            sol = _solve_beta(k, **task)
-        except Interrupted as exc:                             # keep the saved times of this β
-            if exc.solution is not None and len(exc.solution.t):
-                fill(k, {"p": _rows(exc.solution)["p"]})
-            raise
-        fill(k, _rows(sol))
+                  scheduler=client, shared=task, progress=False, on_result=collect,
+                  priority=list(betas) + [-1.0, -1.0], threads=None, meanwhile=_import_writers)
+    except Interrupted as exc:                        # keep the saved times of the β it stopped
+        for k, sol in getattr(exc, "tasks", {}).items():
+            if k < betas.size and sol is not None and len(sol.t):
+                fill(k, {"p": _rows(sol)["p"]})
+        raise
     return eq_errors
+
+
+def _import_writers():
+    """What writing the results needs (xarray, pyplot), imported while the runs go on other threads."""
+    import xarray  # noqa: F401  deferred: xarray is heavy
+
+    from .report import pyplot
+
+    pyplot()
 
 
 def _check_results(report, o, betas, t, rows, B, identity, eq_errors, checked, t_star):
@@ -360,8 +366,7 @@ def _check_results(report, o, betas, t, rows, B, identity, eq_errors, checked, t
         report.check(f"the smallest β = {betas[0]:g} clusters by t = {t_end:g}", p[0, -1] >= 0.9,
                      f"p_d(t_end, β_min) = {p[0, -1]:.3f}", compared="p_d(t_end, β) at the smallest β",
                      tolerance=">= 0.9")
-    eq_err = max(eq_errors) if eq_errors else max(
-        equiangular_check(b, n=min(n, 6), normalized=normalized, progress=False) for b in checked)
+    eq_err = max(eq_errors)
     res["equiangular_max_error"] = eq_err
     report.check("orthonormal particles follow γ_β of (6.9)/(6.10) (Theorem 6.8)", eq_err <= 1e-6,
                  f"max |⟨x_i,x_j⟩ − γ_β| = {eq_err:.1e} for n = d = {min(n, 6)}, "
