@@ -276,10 +276,12 @@ def test_phase_diagram_small(tmp_path):
         assert ds["p"].shape == (2, 13)
 
 
-@pytest.mark.parametrize("scheme", ["adaptive", "euler-normalize"])
-def test_phase_diagram_on_two_threads_equals_one(tmp_path, scheme):
-    """--threads 2 runs the β on two threads at once, each run on one: the same numbers bit for bit."""
-    kw = dict(betas=[1.0, 3.0, 6.0], realisations=16, t_end=6.0, n_times=7, scheme=scheme, progress=False)
+@pytest.mark.parametrize("scheme, extra", [("adaptive", {}), ("euler-normalize", {}),
+                                           ("adaptive", dict(qk="gaussian", v="wishart", layer_period=2.0, mlp_width=4))])
+def test_phase_diagram_on_two_threads_equals_one(tmp_path, scheme, extra):
+    """--threads 2 runs the β on two threads at once, each run on one: the same numbers bit for bit
+    (random parameters drawn per β and layer, and a feed-forward term, included)."""
+    kw = dict(betas=[1.0, 3.0, 6.0], realisations=16, t_end=6.0, n_times=7, scheme=scheme, progress=False, **extra)
     one = pd.phase_diagram(tmp_path / "one", threads=1, **kw).results
     two = pd.phase_diagram(tmp_path / "two", threads=2, **kw).results
     assert np.array_equal(one["p"], two["p"]) and np.array_equal(one["p_stderr"], two["p_stderr"])
