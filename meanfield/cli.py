@@ -27,7 +27,7 @@ from . import experiments
 from .experiments import EXPERIMENTS
 from .movies import animate
 from .solution import load
-from .threads import use_threads
+from .threads import blas_threads, use_threads
 
 
 def _common(p, default_out):
@@ -239,7 +239,8 @@ def main(argv=None):
             # floating-point warnings would only repeat them
             warnings.filterwarnings("ignore", r"(overflow|invalid value|divide by zero|underflow) encountered",
                                     RuntimeWarning)
-            with use_threads(getattr(args, "threads", None)):
+            threads = getattr(args, "threads", None)
+            with use_threads(threads), blas_threads(threads):
                 report = _dispatch(args)
     except KeyboardInterrupt as exc:
         said = " ".join(str(exc).split())

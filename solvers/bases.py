@@ -37,6 +37,7 @@ from scipy.special import eval_jacobi
 from meanfield.kernels import minimum_degree
 from meanfield.spectralsums import EPSILON, circle_angles, sphere_angles, tangent_vectors
 from meanfield.quadrature import circle_points, gauss_gegenbauer, gauss_legendre_grid
+from meanfield.threads import transform_threads
 from meanfield.validation import check_int, check_memory
 from .spectral import check_kernel_resolution
 from meanfield.representations.gegenbauer import gegenbauer_table
@@ -247,7 +248,7 @@ class SphericalHarmonicBasis:
     lmax : L >= 1.
     degree : the Gauss–Legendre grid (`harmonic_grid_shape`) integrates σ-exactly the harmonics of
         degree <= ``degree`` (default 3L: a product of two degree-L fields tested against degree L).
-    nthreads : ducc0 threads.
+    nthreads : ducc0 threads (one below lmax `meanfield.threads.SHARE_LMAX`: `transform_threads`).
 
     Notes
     -----
@@ -265,7 +266,7 @@ class SphericalHarmonicBasis:
     def __init__(self, lmax, degree=None, nthreads=1):
         self.lmax = L = check_int(lmax, "lmax", low=1)
         self.degree = 3 * L if degree is None else check_int(degree, "degree", low=L)
-        self.nthreads = check_int(nthreads, "nthreads", low=1)
+        self.nthreads = transform_threads(check_int(nthreads, "nthreads", low=1), L)
         self.ntheta, self.nphi = harmonic_grid_shape(self.degree)
         self.theta, _, self.points, self.weights = gauss_legendre_grid(self.ntheta, self.nphi)
         self._geometry = dict(theta=self.theta, lmax=L, nphi=np.full(self.ntheta, self.nphi, dtype=np.uintp),

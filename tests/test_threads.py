@@ -269,3 +269,41 @@ def test_ctrl_c_stops_the_runs_on_threads_and_keeps_their_saved_times():
     for sol in partial.values():
         assert 0 < sol.t[-1] < 1e5 and np.all(np.isfinite(sol.energy))
     assert info.value.solution is partial[0]
+
+
+def test_cli_threads_hold_blas_for_the_whole_command():
+    """``--threads 1``: BLAS on one thread outside the runs too (a command's eigenvalues and fits)."""
+
+    @dataclasses.dataclass
+    class ToyOptions(Options):
+        """A toy."""
+        n: int = option(1, "size", low=1)
+
+    seen = []
+
+    @experiment("toy-blas", ToyOptions, help="toy", parallel=False)
+    def toy(out, o, *, quick, progress):
+        seen.append(_blas_threads())
+        return Report()
+
+    try:
+        with threadpool_limits(limits=2, user_api="blas"):
+            if _blas_threads() != 2:
+                pytest.skip("no BLAS that can run two threads")
+            assert main(["toy-blas", "--threads", "1", "--out", "never"]) == 0
+            assert main(["toy-blas", "--threads", "2", "--out", "never"]) == 0
+            assert seen == [1, 2] and _blas_threads() == 2
+    finally:
+        EXPERIMENTS.pop("toy-blas")
+
+
+def test_small_harmonic_transforms_stay_on_one_thread():
+    """ducc0 starts its threads at each call: below lmax SHARE_LMAX a transform is faster on one."""
+    from meanfield.threads import SHARE_LMAX
+    from solvers.bases import SphericalHarmonicBasis
+
+    assert SphericalHarmonicBasis(16, nthreads=2).nthreads == 1
+    assert SphericalHarmonicBasis(SHARE_LMAX - 1, nthreads=2).nthreads == 1
+    assert SphericalHarmonicBasis(SHARE_LMAX, nthreads=2).nthreads == 2
+    assert solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3), 31, threads=2).threads == 2   # as asked
+    assert mf.representations.harmonics.SphericalHarmonicSeries(31, 2).nthreads == 1

@@ -29,6 +29,7 @@ from ducc0.sht import synthesis, synthesis_2d, synthesis_general
 
 from ..energy import energy_from_spectrum
 from ..gridded import LAT_ATTRS, LON_ATTRS
+from ..threads import transform_threads
 from ..quadrature import gauss_legendre_grid   # also re-exported: the ducc0 "GL" grid
 from .base import Representation
 
@@ -132,7 +133,7 @@ class SphericalHarmonicSeries(Representation):
 
     def __init__(self, lmax, nthreads=1):
         self.lmax = int(lmax)
-        self.nthreads = int(nthreads)
+        self.nthreads = transform_threads(nthreads, self.lmax)
 
     def _alm(self, data):
         return real_to_alm(data)
