@@ -370,3 +370,18 @@ def test_initial_density_from_a_file(tmp_path, monkeypatch):
     particles.save("p.nc")
     cfg.write_text(cfg.read_text().replace("grid_only.nc", "p.nc"))
     assert main(["run", str(cfg), "--out", "o3"]) == 2
+
+
+def test_the_command_freezes_its_objects_before_the_process_ends(monkeypatch, capsys):
+    """As the command (argv None) main ends with gc.freeze, so that the interpreter's last collections
+    skip numba's, scipy's and matplotlib's objects; called from Python with argv it leaves gc alone."""
+    import gc
+
+    frozen = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    assert main(["verify-prop34", "--threads", "0"]) == 2
+    assert frozen == []
+    monkeypatch.setattr(sys, "argv", ["meanfield", "verify-prop34", "--threads", "0"])
+    assert main() == 2
+    assert frozen == [True]
+    assert "`threads` must be >= 1" in capsys.readouterr().err
