@@ -131,22 +131,27 @@ class Report:
         return ["toy"]
 
 
+@dataclasses.dataclass
+class ToyOptions(Options):
+    """A toy."""
+    n: int = option(1, "size", low=1)
+
+
+def _toy(name, record, seen):
+    """A registered toy experiment that appends record() to ``seen`` (popped by the caller)."""
+
+    @experiment(name, ToyOptions, help="toy", parallel=False)
+    def toy(out, o, *, quick, progress):
+        seen.append(record())
+        return Report()
+    return toy
+
+
 def test_experiments_take_threads_and_run_inside_it(capsys):
     for exp in EXPERIMENTS.values():
         assert inspect.signature(exp.function).parameters["threads"].default is None, exp.name
-
-    @dataclasses.dataclass
-    class ToyOptions(Options):
-        """A toy."""
-        n: int = option(1, "size", low=1)
-
     seen = []
-
-    @experiment("toy-threads", ToyOptions, help="toy", parallel=False)
-    def toy(out, o, *, quick, progress):
-        seen.append(default_threads())
-        return Report()
-
+    toy = _toy("toy-threads", default_threads, seen)
     try:
         toy(threads=3)
         with use_threads(2):
@@ -273,19 +278,8 @@ def test_ctrl_c_stops_the_runs_on_threads_and_keeps_their_saved_times():
 
 def test_cli_threads_hold_blas_for_the_whole_command():
     """``--threads 1``: BLAS on one thread outside the runs too (a command's eigenvalues and fits)."""
-
-    @dataclasses.dataclass
-    class ToyOptions(Options):
-        """A toy."""
-        n: int = option(1, "size", low=1)
-
     seen = []
-
-    @experiment("toy-blas", ToyOptions, help="toy", parallel=False)
-    def toy(out, o, *, quick, progress):
-        seen.append(_blas_threads())
-        return Report()
-
+    _toy("toy-blas", _blas_threads, seen)
     try:
         with threadpool_limits(limits=2, user_api="blas"):
             if _blas_threads() != 2:
