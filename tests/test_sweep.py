@@ -154,17 +154,18 @@ def _started(i, *, pad):
 def test_tasks_start_in_the_order_of_their_priority(client):
     """On workers the tasks start in list order, or by ``priority`` (the larger first: the phase diagram
     puts its longest tasks first). Without priorities, the tasks that wait for the shared arguments
-    start in any order once those arrive (a random permutation passes one of these checks once in
-    about 2000 runs). The results stay in task order."""
+    start in any order once those arrive. Two tasks that start on the two workers within the clock's
+    jitter of each other may swap (a loaded machine did), so one swap at each end is allowed; a random
+    permutation passes a round of these checks less than once in 10 000. The results stay in task order."""
     shared = {"pad": np.zeros(1000)}
     for _ in range(2):
         started = par.map_tasks(_started, range(12), scheduler=client, shared=shared, progress=False)
         ranks = np.argsort(started)
-        assert set(ranks[:6]) >= {0, 1, 2, 3} and set(ranks[-4:]) == {8, 9, 10, 11}
+        assert set(ranks[:6]) >= {0, 1, 2, 3} and len(set(ranks[-4:]) & {8, 9, 10, 11}) >= 3, ranks
         started = par.map_tasks(_started, range(12), scheduler=client, shared=shared, progress=False,
                                priority=[i % 3 for i in range(12)])          # 2, 5, 8, 11 first; 0, 3, 6, 9 last
         ranks = np.argsort(started)
-        assert set(ranks[:6]) >= {2, 5, 8, 11} and set(ranks[-4:]) == {0, 3, 6, 9}
+        assert len(set(ranks[:4]) & {2, 5, 8, 11}) >= 3 and len(set(ranks[-4:]) & {0, 3, 6, 9}) >= 3, ranks
     for bad in ([1.0] * 11, [1.0] * 11 + [np.nan], ["high"] * 12, 3.0, list(range(100))):
         with pytest.raises(ValueError, match="`priority` must hold one finite number per task"):
             par.map_tasks(_square, range(12), priority=bad)
