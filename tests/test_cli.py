@@ -256,9 +256,8 @@ def test_sigint_during_phase_diagram(tmp_path, threads):
     with xr.open_dataset(out / "phase_diagram.nc") as ds:
         assert ds["t_star"].shape == (2,)
         assert np.isfinite(ds["p"].values[0, :part.t.size]).all()      # p of the saved times kept
-        # on two threads the other β ran at the same time: its start is kept (how far it got depends
-        # on the machine's speed); on one it never started
-        assert np.isfinite(ds["p"].values[1, 0]) == (threads == 2)
+        if threads == 2:             # the other β ran at the same time: at least its start is kept
+            assert np.isfinite(ds["p"].values[1, 0])
 
 
 # -- initial data from coefficients and files ---------------------------------------------------------
