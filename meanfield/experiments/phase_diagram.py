@@ -291,7 +291,7 @@ def phase_diagram(out, o, *, quick, progress, workers, scheduler):
                 bar.close()
             _save(report, betas, t, requested, rows, sizes, gammas, t_star, delta, n, dim, B, settings)
 
-        _check_results(report, o, betas, t, rows, B, identity, eq_errors, checked, t_star)
+        _check_results(report, o, betas, t, rows, B, identity, eq_errors, t_star)
         report.finish()
     return report
 
@@ -342,7 +342,7 @@ def _import_writers():
     pyplot()
 
 
-def _check_results(report, o, betas, t, rows, B, identity, eq_errors, checked, t_star):
+def _check_results(report, o, betas, t, rows, B, identity, eq_errors, t_star):
     """The results and checks of the phase diagram: p_d(0, β) against the exact probability, clustering at
     the smallest β, the equiangular solution, the monotone t*(β)."""
     dim, n, delta, normalized, t_end = o.dim, o.n, o.delta, o.normalized, o.t_end
