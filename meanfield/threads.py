@@ -112,21 +112,17 @@ def blas_single_threaded():
     instead of 0.9 s). Nested and concurrent uses share one limit, lifted when the last one ends."""
     with _BLAS_LOCK:
         if _BLAS["users"] == 0:
-            blas = _blas()
-            _free_openblas()
-            _BLAS["saved"] = blas.limit(limits=1) if any(lib.num_threads > 1 for lib in blas.lib_controllers) else None
+            threaded = any(lib.num_threads > 1 for lib in _blas().lib_controllers)
+            _BLAS["saved"] = _limit(1) if threaded else None
         _BLAS["users"] += 1
     try:
         yield
     finally:
         with _BLAS_LOCK:
             _BLAS["users"] -= 1
-            if _BLAS["users"] == 0:
-                if _BLAS["saved"] is not None:
-                    _free_openblas()
-                    _BLAS["saved"].restore_original_limits()
-                    _BLAS["saved"] = None
-                _free_openblas()
+            if _BLAS["users"] == 0 and _BLAS["saved"] is not None:
+                _restore(_BLAS["saved"])
+                _BLAS["saved"] = None
 
 
 @contextlib.contextmanager
@@ -136,16 +132,14 @@ def blas_threads(threads):
     if threads is None:
         yield
         return
+    threads = check_int(threads, "threads", low=1)
     with _BLAS_LOCK:
-        _free_openblas()
-        limiter = _blas().limit(limits=check_int(threads, "threads", low=1))
+        limiter = _limit(threads)
     try:
         yield
     finally:
         with _BLAS_LOCK:
-            _free_openblas()
-            limiter.restore_original_limits()
-            _free_openblas()
+            _restore(limiter)
 
 
 def _blas():
@@ -153,6 +147,21 @@ def _blas():
     if _BLAS["controller"] is None:
         _BLAS["controller"] = ThreadpoolController()
     return _BLAS["controller"].select(user_api="blas")
+
+
+def _limit(threads):
+    """BLAS on ``threads`` threads, from whichever thread asks (`_free_openblas`); its limiter. Under _BLAS_LOCK."""
+    _free_openblas()
+    limiter = _blas().limit(limits=threads)
+    _free_openblas()
+    return limiter
+
+
+def _restore(limiter):
+    """BLAS back to what ``limiter`` found, from whichever thread asks. Under _BLAS_LOCK."""
+    _free_openblas()
+    limiter.restore_original_limits()
+    _free_openblas()
 
 
 def _free_openblas():
