@@ -147,25 +147,36 @@ def test_experiments_on_two_workers_equal_serial(client):
 
 
 def _started(i, *, pad):
+    start = time.time()                           # before the sleep: a loaded machine may overrun it
     time.sleep(0.05)
-    return time.time() - 0.05
+    return start
+
+
+def _rank_correlation(started, expected):
+    """Spearman's ρ between the start times and the expected order (ties share their mean rank)."""
+    from scipy.stats import spearmanr
+
+    return spearmanr(started, expected).statistic
 
 
 def test_tasks_start_in_the_order_of_their_priority(client):
     """On workers the tasks start in list order, or by ``priority`` (the larger first: the phase diagram
-    puts its longest tasks first). Without priorities, the tasks that wait for the shared arguments
-    start in any order once those arrive. Two tasks that start on the two workers within the clock's
-    jitter of each other may swap (a loaded machine did), so one swap at each end is allowed; a random
-    permutation passes a round of these checks less than once in 10 000. The results stay in task order."""
+    puts its longest tasks first). The scheduler follows the order as a rule, not strictly: a worker late
+    for its first tasks lets the other run ahead. Run first in its module, the test once saw the start
+    order 11, 8, 6, 4, 5, … for the priorities i mod 3 (a cold worker spends 0.4 s importing this module
+    with two tasks queued), so the workers import it before the clock starts. The check is Spearman's ρ
+    between start and expected order: 0.94–0.97 measured on idle and loaded machines, at least 0.5 asked
+    (0.62 for that cold run). A random order passes one check with probability 0.05, all four below
+    10⁻⁵. The results stay in task order."""
     shared = {"pad": np.zeros(1000)}
+    client.run(importlib.import_module, _started.__module__)                        # warm both workers
+    priority = np.arange(12) % 3                                                     # 2, 5, 8, 11 first
     for _ in range(2):
         started = par.map_tasks(_started, range(12), scheduler=client, shared=shared, progress=False)
-        ranks = np.argsort(started)
-        assert set(ranks[:6]) >= {0, 1, 2, 3} and len(set(ranks[-4:]) & {8, 9, 10, 11}) >= 3, ranks
+        assert _rank_correlation(started, np.arange(12)) >= 0.5, np.argsort(started)
         started = par.map_tasks(_started, range(12), scheduler=client, shared=shared, progress=False,
-                               priority=[i % 3 for i in range(12)])          # 2, 5, 8, 11 first; 0, 3, 6, 9 last
-        ranks = np.argsort(started)
-        assert len(set(ranks[:4]) & {2, 5, 8, 11}) >= 3 and len(set(ranks[-4:]) & {0, 3, 6, 9}) >= 3, ranks
+                               priority=list(priority))
+        assert _rank_correlation(started, -priority) >= 0.5, np.argsort(started)
     for bad in ([1.0] * 11, [1.0] * 11 + [np.nan], ["high"] * 12, 3.0, list(range(100))):
         with pytest.raises(ValueError, match="`priority` must hold one finite number per task"):
             par.map_tasks(_square, range(12), priority=bad)

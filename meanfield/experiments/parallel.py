@@ -323,7 +323,8 @@ def map_tasks(fn, tasks, *, workers=None, scheduler=None, shared=None, progress=
     errors : "raise" (the first failure propagates) or "return" (a failed task's result is a `TaskError`).
     on_result : ``on_result(index, result)`` called in this process as each task completes (any order).
     priority : on workers, a number per task: the larger start first (default: in list order). Give the
-        longest tasks the largest, so that the short ones fill the end. It changes no result.
+        longest tasks the largest, so that the short ones fill the end. It changes no result. The dask
+        scheduler follows it as a rule, not strictly (a late worker lets the other run ahead).
     """
     tasks = list(tasks)
     try:
