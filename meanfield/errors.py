@@ -40,4 +40,10 @@ class NonFiniteState(SolverError):
 
 
 class Interrupted(SolverError):
-    """The run was interrupted (Ctrl-C); ``solution`` holds the saved times so far."""
+    """The run was interrupted (Ctrl-C); ``solution`` holds the saved times so far. Out of
+    `meanfield.experiments.parallel.map_tasks`, ``tasks`` maps the index of every task it stopped to
+    that task's partial Solution (empty otherwise)."""
+
+    def __init__(self, message, solution=None, tasks=None):
+        super().__init__(message, solution)
+        self.tasks = {} if tasks is None else dict(tasks)

@@ -326,7 +326,7 @@ def _run_betas(task, client, checked, rows, sizes, inverse, bar):
                   scheduler=client, shared=task, progress=False, on_result=collect,
                   priority=list(betas) + [-1.0, -1.0], threads=None, meanwhile=_import_writers)
     except Interrupted as exc:                        # keep the saved times of the β it stopped
-        for k, sol in getattr(exc, "tasks", {}).items():
+        for k, sol in exc.tasks.items():
             if k < betas.size and sol is not None and len(sol.t):
                 fill(k, {"p": _rows(sol)["p"]})
         raise
