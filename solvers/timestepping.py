@@ -149,10 +149,11 @@ class IntegrationResult:
     def message(self):
         return "finished" if self.failure is None else self.failure.message
 
-    def save(self, t, y, callback=None):
-        """Record a saved time (a copy of the state), then call ``callback(self)``."""
-        self.t.append(t)
-        self.y.append(y.copy())
+    def save(self, t, y, callback=None, copy=True):
+        """Record a saved time (the state, copied unless ``copy`` is False: a state made for it), then call
+        ``callback(self)``. Every saved time of every stepper is recorded here."""
+        self.t.append(float(t))
+        self.y.append(y.copy() if copy else y)
         if callback is not None:
             callback(self)
 
@@ -540,11 +541,10 @@ def _march(integrator, t_eval, res, monitor, callback, bar, breaks=(), on_break=
             stop = next_index + int(np.searchsorted(t_eval[next_index:min(next_index + 8, t_eval.size - 1)], t,
                                                     side="right"))
             for y_mid in integrator.dense_output(t_eval[next_index:stop]):
-                res.t.append(float(t_eval[next_index]))
-                res.y.append(y_mid)
+                res.save(t_eval[next_index], y_mid, callback, copy=False)
                 next_index += 1
-                if callback is not None:
-                    callback(res)
+                if halt is not None and halt.is_set():          # Ctrl-C at the next saved time too
+                    raise KeyboardInterrupt
         if bar is not None:
             bar.update(t - integrator.t_old)
         landed = t == t_eval[next_index]

@@ -14,7 +14,6 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -290,29 +289,13 @@ def _cli(*args):
     return [sys.executable, "-m", "meanfield.cli", *map(str, args)]
 
 
-def _kill_midway(cmd, partial, t_end, timeout=240):
-    """Start ``cmd``, wait until its checkpoint holds a time in (0, t_end), SIGKILL it."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    start = time.time()
-    try:
-        while time.time() - start < timeout:
-            if proc.poll() is not None:
-                pytest.fail(f"the run finished before it could be killed: {proc.stderr.read().decode()}")
-            if partial.exists():
-                try:
-                    t_last = float(mf.load(partial).t[-1])
-                except ValueError:            # caught mid-write
-                    t_last = 0.0
-                if 0.0 < t_last < 0.5 * t_end:
-                    proc.send_signal(signal.SIGKILL)
-                    proc.wait()
-                    return t_last
-            time.sleep(0.05)
-        pytest.fail("no checkpoint appeared")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+def _kill_midway(args, partial, saves):
+    """Run ``meanfield ARGS`` and SIGKILL it right after its checkpoint holds ``saves`` saved times (the
+    run says when: tests/signal_driver.py), never after a fixed time. Returns the checkpoint's last time."""
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "signal_driver.py"), "KILL", str(saves), "1", "--",
+                           *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    return float(mf.load(partial).t[-1])
 
 
 @pytest.mark.parametrize("kind", ["particles-noise", pytest.param("fourier", marks=pytest.mark.slow)])
@@ -326,7 +309,7 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(tmp_path, kind):
     cfg = tmp_path / "run.toml"
     cfg.write_text(CONFIG.format(**spec))
     killed, whole = tmp_path / "killed", tmp_path / "whole"
-    t_kill = _kill_midway(_cli("run", cfg, "--out", killed, "--no-progress"), killed / "run.partial.nc", spec["t_end"])
+    t_kill = _kill_midway(["run", cfg, "--out", killed, "--no-progress"], killed / "run.partial.nc", spec["n_saves"] // 3)
     assert not (killed / "run.nc").exists()
     resumed = subprocess.run(_cli("run", cfg, "--resume", killed, "--no-progress"), cwd=ROOT, capture_output=True,
                              text=True, timeout=600)

@@ -255,15 +255,28 @@ def test_tasks_on_threads_raise_or_return_failures():
     assert out[0] == 1.0 and out[2] == 3.0 and isinstance(out[1], TaskError) and "`beta` two" in out[1].message
 
 
-def test_ctrl_c_stops_the_runs_on_threads_and_keeps_their_saved_times():
-    """Ctrl-C reaches the main thread only: the runs on the task threads stop at their next step
-    (meanfield.threads.stop_on) and the Interrupted carries every partial Solution."""
-    import time
+def test_ctrl_c_stops_the_runs_on_threads_and_keeps_their_saved_times(monkeypatch):
+    """Ctrl-C reaches the main thread only: the runs on the task threads stop at their next saved time
+    (meanfield.threads.stop_on) and the Interrupted carries every partial Solution. The Ctrl-C comes
+    when both running tasks have saved two times (an event, not a fixed wait)."""
+    import threading
 
     from meanfield.experiments.parallel import map_tasks
+    from solvers.timestepping import IntegrationResult
+
+    results, ready, record = set(), threading.Event(), IntegrationResult.save
+
+    def save(self, t, y, callback=None, copy=True):
+        record(self, t, y, callback, copy)
+        if len(self.t) >= 2:
+            results.add(id(self))
+            if len(results) >= 2:
+                ready.set()
+
+    monkeypatch.setattr(IntegrationResult, "save", save)
 
     def ctrl_c():
-        time.sleep(1.5)
+        assert ready.wait(timeout=300), "the two runs did not save two times"
         raise KeyboardInterrupt
 
     with pytest.raises(mf.Interrupted) as info:

@@ -394,6 +394,22 @@ def _deferred_interrupt():
         signal.signal(signal.SIGINT, previous)
 
 
+def _uninterrupted(meanwhile):
+    """``meanwhile()`` with a Ctrl-C that lands during it held back until it returns: interrupted imports
+    would leave their modules half made (a broken pyplot, and no picture of the partial results)."""
+    if threading.current_thread() is not threading.main_thread():
+        meanwhile()
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        meanwhile()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
 def _run_threads(fn, tasks, shared, threads, errors, done, priority, meanwhile):
     """The tasks on ``threads`` threads of this process, the larger ``priority`` first, ``done`` called
     here as each ends. Ctrl-C (or a failure under ``errors="raise"``) cancels the tasks not started and
@@ -430,7 +446,7 @@ def _run_threads(fn, tasks, shared, threads, errors, done, priority, meanwhile):
     failure = None
     try:
         if meanwhile is not None:
-            meanwhile()
+            _uninterrupted(meanwhile)
         pending = set(futures)
         while pending and failure is None:
             finished, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
@@ -469,7 +485,7 @@ def _run_distributed(client, fn, tasks, shared, retries, errors, done, priority,
         pending = as_completed(futures)
         forked = _FORKED.get(id(client))
         if meanwhile is not None:
-            meanwhile()
+            _uninterrupted(meanwhile)
 
         def safe_point():                         # Ctrl-C is raised here, between two client calls
             if interrupted.is_set():
