@@ -83,12 +83,23 @@ def interaction_energy(beta, measure, scaled=False):
     Parameters
     ----------
     beta : float, of either sign
+        Inverse temperature β (dimensionless).
     measure : (points, weights) or Solution
         A discrete measure Σ w_j δ_{x_j} (points (n, d) on the sphere, weights summing to 1), or a
         `Solution` with a single saved time (``sol[i]``) — or any `Solution`, in which case the
         energies at all saved times are returned.
     scaled : bool
         Return E_β·e^{−|β|} (finite for every β).
+
+    Returns
+    -------
+    float or ndarray of shape (T,)
+        E_β of the measure; of each saved time of a `Solution` with T > 1 saved times.
+
+    Raises
+    ------
+    ValueError
+        ``beta`` not finite; points off the sphere or weights negative or not summing to 1.
 
     Notes
     -----
@@ -97,6 +108,18 @@ def interaction_energy(beta, measure, scaled=False):
     a_0/(2β) (the minimum) and a Dirac mass e^β/(2β) (the maximum), Proposition 3.4; for β < 0 a Dirac mass
     is still the maximum and a balanced antipodal pair ½(δ_x + δ_{−x}) gives the minimum cosh β/(2β)
     (`energy_bounds`, docs/mathematics.md §4).
+
+    Examples
+    --------
+    A Dirac mass reaches the maximum e^β/(2β); two orthogonal points give (e^β·½ + ½)/(2β):
+
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> x = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    >>> round(mf.interaction_energy(2.0, (x[:1], np.ones(1))), 6), round(float(np.exp(2.0)) / 4, 6)
+    (1.847264, 1.847264)
+    >>> round(mf.interaction_energy(2.0, (x, np.array([0.5, 0.5]))), 6)
+    1.048632
     """
     beta = check_beta(beta)
     if hasattr(measure, "representation") and hasattr(measure, "data"):

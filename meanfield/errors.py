@@ -6,7 +6,22 @@ class NoCellMeans(AttributeError):
 
 
 class UnsupportedModel(ValueError):
-    """A solver cannot represent this model (for example a PDE solver given non-zonal Q, K, V)."""
+    """A solver cannot represent this model (for example a PDE solver given non-zonal Q, K, V).
+
+    A `ValueError`: the message names the model's argument that the solver does not take and says
+    which solvers do.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> model = mf.Model(beta=1.0, dim=2, Q=np.diag([1.0, 2.0]))
+    >>> try:
+    ...     solvers.FourierCircle(model, modes=16)
+    ... except mf.UnsupportedModel as exc:
+    ...     print(isinstance(exc, ValueError), "zonal" in str(exc))
+    True True
+    """
 
 
 class SolverError(RuntimeError):

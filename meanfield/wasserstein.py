@@ -247,6 +247,8 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
         Entropic regularisation for "sinkhorn", in units of the cost (default 1e-3·π^p).
     n_projections : int
         Number of great circles for "sliced".
+    seed : int
+        Seed of the random great circles of "sliced".
     n_bins : int
         Number of Fibonacci nodes for "binned" (at most 6000).
     return_bound : bool
@@ -257,7 +259,29 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
 
     Returns
     -------
-    float : W_p(a, b) in radians (for "sliced": the spherical sliced Wasserstein distance).
+    float or (float, float) or W1Bracket
+        W_p(a, b) in radians (for "sliced": the spherical sliced Wasserstein distance); with
+        ``return_bound`` the pair (value, bound); for "bracket" the certified bracket.
+
+    Raises
+    ------
+    ValueError
+        Measures not on the same sphere, points off it, weights negative or not summing to 1,
+        ``p`` < 1, an unknown ``method`` or one that does not apply (p != 1 for "merged", "binned" and
+        "bracket"; "binned", "sliced" off S^2), measures too large for "auto" (n·m > `EXACT_MAX_SIZE`),
+        ``return_bound`` with "sinkhorn" or "sliced".
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> a = (np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]), np.array([0.5, 0.5]))
+    >>> b = (np.array([[0.0, 0.0, 1.0]]), np.ones(1))
+    >>> round(mf.wasserstein(a, b), 6)                 # every atom is a quarter circle away: π/2
+    1.570796
+    >>> value, bound = mf.wasserstein(a, b, return_bound=True)
+    >>> round(value, 6), bound
+    (1.570796, 0.0)
     """
     if method == "bracket":
         if check_real(p, "p", low=1.0) != 1.0:
