@@ -619,6 +619,12 @@ class Solver:
               checkpoint_every=30.0, history=False, tracers=None, **options):
         """Evolve ``initial`` and save the state at the times ``t_eval``.
 
+        The one ``solve`` of every solver (`solvers.FourierCircle`, `solvers.SphericalHarmonics`,
+        `solvers.FiniteElements`, `solvers.Particles`, `solvers.Lagrangian`, `solvers.Gegenbauer`,
+        `solvers.Gaussian`); each solver's own options and initial data are on its class's page.
+        Internal steps are chosen by the stepper (adaptive and error-controlled for "dopri5" and
+        "bs32"); the state is reported at the times ``t_eval`` (layer depth, dimensionless).
+
         Parameters
         ----------
         initial : callable, Solution, path, array, grid values or (points, weights)
@@ -627,30 +633,76 @@ class Solver:
             its last saved time (with its noise seed and, for fixed steps, its ``dt`` unless given);
             an array of the solver's own representation (as ``sol.data[i]``); density values on a
             documented grid, `meanfield.densities.on_grid`; for a solver of discrete measures, points
-            or a ``(points, weights)`` pair.
-        t_eval : 1-D array, strictly increasing, starting at 0 (or at the last time of the continued
-            Solution).
-        method : the name of a stepper in ``self.steppers`` (default: the first).
-        normalize : rescale the initial mass to 1 instead of refusing it.
-        progress : bool or None (None: a tqdm bar when stderr is a terminal).
-        checkpoint : path, optional; the partial Solution is written there (NetCDF) at most every
-            ``checkpoint_every`` seconds and when the run stops. `solve` continues from it.
-        history : bool; with ``initial`` a Solution (or its path), return (and checkpoint) the whole
-            run: ``initial.concat(continuation)``, the saved times of both in order.
-        tracers : points (m, d) on the sphere, optional: passive points moved by the run's own field,
-            ż = X[ρ_t](z), with the state under the same stepper and error control (`solvers.tracers`),
-            saved in ``sol.tracers`` (T, m, d) and continued with a Solution that carries them. Noiseless
-            runs of the paper's layer on a solver with ``_tracer_velocity`` (docs/tracers.md).
-        **options : the stepper's options (``rtol``, ``atol``, ``max_step``, ``first_step`` for the
-            adaptive pairs; ``dt`` for fixed steps; ``cfl`` for SSP-RK3) and the solver's own
-            (``solve_options``). An option that does not apply raises ValueError naming it.
+            (n, d) or (B, n, d) or a ``(points, weights)`` pair.
+        t_eval : (T,) array
+            Strictly increasing, starting at 0 (or at the last time of the continued Solution).
+        *args
+            ``Particles`` takes ``weights`` and ``rng`` positionally after ``t_eval``.
+        method : str, optional
+            The name of a stepper in ``self.steppers`` (default: the first).
+        normalize : bool
+            Rescale the initial mass to 1 instead of refusing it.
+        progress : bool or None
+            A tqdm bar (None: when stderr is a terminal).
+        checkpoint : path, optional
+            The partial Solution is written there (NetCDF) at most every ``checkpoint_every`` seconds
+            and when the run stops. `solve` continues from it.
+        checkpoint_every : float >= 0
+            Seconds of wall time between checkpoints (default 30).
+        history : bool
+            With ``initial`` a Solution (or its path), return (and checkpoint) the whole run:
+            ``initial.concat(continuation)``, the saved times of both in order.
+        tracers : (m, d) array, optional
+            Points on the sphere: passive points moved by the run's own field, ż = X[ρ_t](z), with the
+            state under the same stepper and error control (`solvers.tracers`), saved in
+            ``sol.tracers`` (T, m, d) and continued with a Solution that carries them. Noiseless runs
+            of the paper's layer on a solver with ``_tracer_velocity`` (docs/tracers.md).
+        **options
+            The stepper's options (``rtol``, ``atol``, ``max_step``, ``first_step`` for the adaptive
+            pairs; ``dt`` for fixed steps; ``cfl`` for SSP-RK3) and the solver's own
+            (``solve_options``: e.g. ``weights``, ``rng``, ``scheme``, ``token_positions`` of
+            `solvers.Particles`; ``on_underresolved`` of the spectral solvers).
 
         Returns
         -------
-        Solution. Raises `UnderResolved`, `NonFiniteState`, `Interrupted` (all `SolverError`) with
-        ``.solution`` holding the saved times before the failure. A run that a continuation
-        (`_next`) moves to another kind of discretisation returns one Solution with a segment for
-        each, and ``stats["handover_t"]`` the time of the change.
+        Solution
+            The saved times ``t_eval``. A run that a continuation (`_next`) moves to another kind of
+            discretisation returns one Solution with a segment for each, and ``stats["handover_t"]``
+            the time of the change.
+
+        Raises
+        ------
+        ValueError
+            A bad ``initial`` (negative, not finite, mass not 1 without ``normalize``, another
+            sphere), ``t_eval`` not strictly increasing or not starting where it must, an option that
+            does not apply (naming it) or a bad value.
+        SolverError
+            `UnderResolved`, `NonFiniteState`, `Interrupted` (all `SolverError`) with ``.solution``
+            holding the saved times before the failure.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> model = mf.Model(beta=1.0, dim=2)
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
+        >>> solver = solvers.FourierCircle(model, modes=16)
+        >>> sol = solver.solve(rho0, np.linspace(0.0, 1.0, 5), progress=False)
+        >>> sol.t.tolist(), sol.status
+        ([0.0, 0.25, 0.5, 0.75, 1.0], 0)
+
+        A continued run starts at the last saved time, and with ``history=True`` returns both:
+
+        >>> more = solver.solve(sol, [1.0, 2.0], history=True, progress=False)
+        >>> more.t.tolist()
+        [0.0, 0.25, 0.5, 0.75, 1.0, 2.0]
+
+        Bad input raises ValueError naming the argument:
+
+        >>> solver.solve(lambda x: 2.0 * rho0(x), [0.0, 1.0], progress=False)
+        Traceback (most recent call last):
+        ...
+        ValueError: ...mass...
         """
         _take_positional(self, args, options)
         checkpoint_every = check_real(checkpoint_every, "checkpoint_every", low=0.0)

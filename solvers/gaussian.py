@@ -66,6 +66,16 @@ class Gaussian(Solver):
     ----------
     model : `meanfield.Model` with ``normalized=True`` ((SA)), no noise, any Q, K, V and heads, any dim.
     domain : "euclidean" (the only one: on the sphere Gaussians are not preserved).
+    threads : int >= 1, optional
+        Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
+        the result does not depend on it.
+
+    Raises
+    ------
+    UnsupportedModel
+        (USA) (Gaussians do not stay Gaussian), noise, a mask or a model part it does not take.
+    ValueError
+        ``domain`` other than "euclidean".
 
     Notes
     -----
@@ -75,6 +85,23 @@ class Gaussian(Solver):
     ``sol.mean(i)``, ``sol.covariance(i)``; ``sol.density(x, i)`` is the Lebesgue density and
     ``sol.measure(i, n)`` n quasi-random samples. A covariance that blows up stops the run with
     `CovarianceBlowUp` carrying ``t_blowup`` and the Solution so far.
+
+    Examples
+    --------
+    With Q = K = V = I the covariance solves Σ̇ = 2βΣ², Σ(t) = Σ0/(1 − 2βt), which blows up at
+    t* = 1/(2β) for Σ0 = I (docs/gaussian.md):
+
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> solver = solvers.Gaussian(mf.Model(beta=0.5, dim=2))
+    >>> sol = solver.solve((np.zeros(2), np.eye(2)), [0.0, 0.5], progress=False)
+    >>> np.round(sol.covariance(-1), 6).tolist()
+    [[2.0, 0.0], [0.0, 2.0]]
+    >>> try:
+    ...     solver.solve((np.zeros(2), np.eye(2)), [0.0, 2.0], progress=False)
+    ... except solvers.CovarianceBlowUp as exc:
+    ...     print(round(exc.t_blowup, 3))
+    1.0
     """
 
     steppers = ("dopri5", "bs32")
