@@ -158,11 +158,11 @@ class Solution:
 
         Examples
         --------
-    >>> import numpy as np
-    >>> import meanfield as mf, solvers
-    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
-    >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
-    ...                                                                        progress=False)
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+        ...                                                                        progress=False)
         >>> np.round(sol.energy, 6).tolist()
         [0.638685, 0.646767, 0.666049]
         >>> bool(np.all(np.diff(sol.energy) > 0))
@@ -178,11 +178,11 @@ class Solution:
 
         Examples
         --------
-    >>> import numpy as np
-    >>> import meanfield as mf, solvers
-    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
-    >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
-    ...                                                                        progress=False)
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+        ...                                                                        progress=False)
         >>> np.round(sol.mass, 12).tolist()
         [1.0, 1.0, 1.0]
         """
@@ -215,11 +215,11 @@ class Solution:
 
         Examples
         --------
-    >>> import numpy as np
-    >>> import meanfield as mf, solvers
-    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
-    >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
-    ...                                                                        progress=False)
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+        ...                                                                        progress=False)
         >>> np.round(sol.density(np.array([[1.0, 0.0], [-1.0, 0.0]])), 6).tolist()
         [1.567954, 0.585462]
         >>> np.round(sol.density(np.array([[1.0, 0.0]]), i=0), 6).tolist()
@@ -268,11 +268,11 @@ class Solution:
 
         Examples
         --------
-    >>> import numpy as np
-    >>> import meanfield as mf, solvers
-    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
-    >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
-    ...                                                                        progress=False)
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+        ...                                                                        progress=False)
         >>> x, w = sol.measure(n=64)
         >>> x.shape, round(float(w.sum()), 12)
         ((64, 2), 1.0)
@@ -380,11 +380,11 @@ class Solution:
 
         Examples
         --------
-    >>> import numpy as np
-    >>> import meanfield as mf, solvers
-    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
-    >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
-    ...                                                                        progress=False)
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+        ...                                                                        progress=False)
         >>> state = sol.state(-1)
         >>> state, round(float(state.density([1.0, 0.0])), 6)
         (State('fourier', t=2.0), 1.567954)
@@ -422,9 +422,9 @@ class Solution:
 
         Examples
         --------
-    >>> import meanfield as mf, solvers
-    >>> x0, _ = mf.sample(mf.densities.uniform(), 16, 3, rng=0)
-    >>> sol = solvers.Particles(mf.Model(beta=1.0, dim=3)).solve(x0, [0.0, 1.0], progress=False)
+        >>> import meanfield as mf, solvers
+        >>> x0, _ = mf.sample(mf.densities.uniform(), 16, 3, rng=0)
+        >>> sol = solvers.Particles(mf.Model(beta=1.0, dim=3)).solve(x0, [0.0, 1.0], progress=False)
         >>> sol.positions.shape
         (2, 16, 3)
         """
@@ -460,9 +460,9 @@ class Solution:
 
         Examples
         --------
-    >>> import meanfield as mf, solvers
-    >>> x0, _ = mf.sample(mf.densities.uniform(), 16, 3, rng=0)
-    >>> sol = solvers.Particles(mf.Model(beta=1.0, dim=3)).solve(x0, [0.0, 1.0], progress=False)
+        >>> import meanfield as mf, solvers
+        >>> x0, _ = mf.sample(mf.densities.uniform(), 16, 3, rng=0)
+        >>> sol = solvers.Particles(mf.Model(beta=1.0, dim=3)).solve(x0, [0.0, 1.0], progress=False)
         >>> sol.weights.shape, float(sol.weights.sum())
         ((16,), 1.0)
         """
@@ -511,11 +511,11 @@ class Solution:
 
         Examples
         --------
-    >>> import numpy as np
-    >>> import meanfield as mf, solvers
-    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
-    >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
-    ...                                                                        progress=False)
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+        ...                                                                        progress=False)
         >>> track = sol.flow(np.array([[1.0, 0.0], [0.0, 1.0]]))
         >>> track.shape, np.round(track[-1], 6).tolist()          # the mass at θ = 0 attracts
         ((3, 2, 2), [[1.0, 0.0], [0.277351, 0.960769]])
