@@ -702,7 +702,7 @@ class Solver:
         >>> solver.solve(lambda x: 2.0 * rho0(x), [0.0, 1.0], progress=False)
         Traceback (most recent call last):
         ...
-        ValueError: ...mass...
+        ValueError: `rho0` must have mass ∫ρ dσ = 1 ... it has 2.0. Pass normalize=True to rescale.
         """
         _take_positional(self, args, options)
         checkpoint_every = check_real(checkpoint_every, "checkpoint_every", low=0.0)
