@@ -43,8 +43,10 @@ def log_ratio(lam, sigma, r):
     ----------
     lam : float >= 0
         λ, the ALiBi slope in units of the whole sequence.
-    sigma, r : array_like
-        Token positions 0 < r <= σ <= 1 (broadcast together).
+    sigma : array_like
+        Token position σ in (0, 1].
+    r : array_like
+        Token position 0 < r <= σ (broadcast with ``sigma``).
 
     Returns
     -------
@@ -153,8 +155,10 @@ def green_function(t, sigma, r, a, position_bias=0.0):
     ----------
     t : float
         Time (layer depth).
-    sigma, r : array_like
-        Positions in (0, 1] of the responding and the perturbed token (broadcast together).
+    sigma : array_like
+        Position in (0, 1] of the responding token.
+    r : array_like
+        Position in (0, 1] of the perturbed token (broadcast with ``sigma``).
     a : float or array_like
         The interaction rate (`rate`).
     position_bias : float >= 0
@@ -311,8 +315,10 @@ def response_profile(tau, s, beta, position_bias=1.0, M=SIGNAL_M, n_max=SIGNAL_M
         Inverse temperature β.
     position_bias : float >= 0
         λ, the ALiBi slope (default 1).
-    M, n_max
-        The signal (`signal_weights`).
+    M : float > 0
+        The signal's width (`signal_weights`, default 8).
+    n_max : int >= 1
+        The signal's number of modes (`signal_weights`, default 20).
 
     Returns
     -------
@@ -346,8 +352,10 @@ def critical_time(beta, position_bias=1.0, M=SIGNAL_M, n_max=SIGNAL_MODES):
         Inverse temperature β.
     position_bias : float > 0
         λ, the ALiBi slope (default 1).
-    M, n_max
-        The signal (`signal_weights`).
+    M : float > 0
+        The signal's width (`signal_weights`, default 8).
+    n_max : int >= 1
+        The signal's number of modes (`signal_weights`, default 20).
 
     Returns
     -------

@@ -635,8 +635,12 @@ class Solution:
         ----------
         path : str or os.PathLike
             The file to write (replaced atomically: written aside, then renamed).
-        grid, grid_size, clusters
-            As in `to_xarray`.
+        grid : bool, "means" or "points"
+            Add the density on a grid (as in `to_xarray`).
+        grid_size : int >= 1, optional
+            The grid's size (as in `to_xarray`).
+        clusters : bool, dict or None
+            Add the clusters followed through time (as in `to_xarray`).
 
         Returns
         -------

@@ -111,18 +111,26 @@ def branch(beta, dim, normalized=False, resolution=None, nu_min=None, nu_max=Non
 
     Parameters
     ----------
-    beta, dim, normalized : float, int >= 2, bool
-        The model (attractive, V = I); (SA) uses its zonal stationary states.
+    beta : float
+        The model's β (attractive, V = I).
+    dim : int >= 2
+        Ambient dimension d.
+    normalized : bool
+        (SA) (its zonal stationary states) or (USA).
     resolution : int >= 4, optional
         Degree L of the zonal series (default 64).
-    nu_min, nu_max : float > 0, optional
-        Stop when ν leaves [nu_min, nu_max] (default [0.25 ν_c, 4 ν_c]).
+    nu_min : float > 0, optional
+        Stop when ν falls below it (default 0.25 ν_c).
+    nu_max : float > 0, optional
+        Stop when ν rises above it (default 4 ν_c).
     start : StationaryState, optional
         A zonal state to continue from instead of the bifurcation.
     direction : -1 or 1
         The direction of ν followed first from ``start`` (−1: decreasing ν).
-    ds, ds_max : float > 0
-        First and largest arclength step.
+    ds : float > 0
+        First arclength step.
+    ds_max : float > 0
+        Largest arclength step.
     max_points : int >= 3
         Cap on the points.
     sectors : sequence of int, optional
