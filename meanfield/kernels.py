@@ -146,8 +146,36 @@ def velocity_multipliers(beta, dim, lmax, scaled=False):
 
     The constant mode does not move anything (∇_S kills it), so c_0 is set to 0. The ratios stay
     finite as β → 0: c_1 → 1/d and c_l → 0 for l >= 2 (docs/mathematics.md §3), which gives (4.1) at β = 0.
-    For β < 0, c_l(β) = (−1)^{l+1} c_l(|β|): the odd ones stay positive. With ``scaled=True``
-    returns c_l·e^{−|β|}.
+    For β < 0, c_l(β) = (−1)^{l+1} c_l(|β|): the odd ones stay positive.
+
+    Parameters
+    ----------
+    beta : float, of either sign
+        Inverse temperature β.
+    dim : int >= 2
+        Ambient dimension d.
+    lmax : int >= 0
+        Highest degree l.
+    scaled : bool
+        Return c_l·e^{−|β|}.
+
+    Returns
+    -------
+    ndarray of shape (lmax + 1,)
+
+    Raises
+    ------
+    ValueError
+        As `kernel_multipliers`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> mf.velocity_multipliers(0.0, 3, 3).tolist()                  # c_1 = 1/d at β = 0: (4.1)
+    [0.0, 0.3333333333333333, 0.0, 0.0]
+    >>> np.round(mf.velocity_multipliers(1.0, 2, 3), 6).tolist()     # I_l(1)/1 on S^1
+    [0.0, 0.565159, 0.135748, 0.022168]
     """
     beta = check_beta(beta)
     dim = check_dim(dim)
@@ -215,6 +243,32 @@ def linear_growth_rates(model, lmax):
     ς_l = v·l(l+d−2)·a_l/β for (USA), v·l(l+d−2)·a_l/(β a_0) for (SA), minus ν·l(l+d−2) with noise
     (v = +1 attractive, −1 repulsive). Returns an array of length lmax + 1 (ς_0 = 0). For β < 0,
     a_l/β = (−1)^{l+1} a_l(|β|)/|β|: the odd degrees grow (v = 1) and the even ones decay.
+
+    Parameters
+    ----------
+    model : Model
+        A zonal model (one head, Q^T K = I, V = v·I), with or without noise.
+    lmax : int >= 0
+        Highest degree.
+
+    Returns
+    -------
+    ndarray of shape (lmax + 1,)
+        ς_l in units of 1/t: a degree-l perturbation of amplitude ε grows as ε e^{ς_l t}.
+
+    Raises
+    ------
+    UnsupportedModel
+        A non-zonal model.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> np.round(mf.linear_growth_rates(mf.Model(beta=1.0, dim=2, normalized=False), 3), 6).tolist()
+    [0.0, 0.565159, 0.542991, 0.199516]
+    >>> np.round(mf.linear_growth_rates(mf.Model(beta=1.0, dim=2, normalized=False, noise=0.3), 3), 6).tolist()
+    [0.0, 0.265159, -0.657009, -2.500484]
     """
 
     if not model.is_zonal:

@@ -313,7 +313,36 @@ _OPTION_CHECKS = {
 
 
 class Solver:
-    """Base class of every discretisation (see the module docstring for the contract)."""
+    """Base class of every discretisation (see the module docstring for the contract).
+
+    Parameters
+    ----------
+    model : Model
+        The model to discretise.
+    threads : int >= 1, optional
+        The threads the solver may use (default `meanfield.threads.default_threads`).
+
+    Raises
+    ------
+    ValueError
+        ``model`` not a `meanfield.Model`, a bad ``threads``.
+    UnsupportedModel
+        A part of the model that the class does not declare (``takes_mask``, ``normalizations``,
+        ``takes_mlp``, ``takes_schedule``), naming the argument.
+
+    Examples
+    --------
+    The base class checks the model and the options as every solver does:
+
+    >>> import meanfield as mf, solvers
+    >>> solver = solvers.Solver(mf.Model(beta=1.0, dim=2), threads=1)
+    >>> solver.threads, solver.check_options(rtol=1e-8)[0]
+    (1, 'dopri5')
+    >>> solvers.Solver(mf.Model(beta=1.0, dim=2, mask="causal"))
+    Traceback (most recent call last):
+    ...
+    meanfield.errors.UnsupportedModel: Solver cannot take a masked model: `mask`='causal' needs a solver ...
+    """
 
     steppers = ("dopri5", "bs32")
     solve_options = {}
@@ -619,11 +648,10 @@ class Solver:
               checkpoint_every=30.0, history=False, tracers=None, **options):
         """Evolve ``initial`` and save the state at the times ``t_eval``.
 
-        The one ``solve`` of every solver (`solvers.FourierCircle`, `solvers.SphericalHarmonics`,
-        `solvers.FiniteElements`, `solvers.Particles`, `solvers.Lagrangian`, `solvers.Gegenbauer`,
-        `solvers.Gaussian`); each solver's own options and initial data are on its class's page.
-        Internal steps are chosen by the stepper (adaptive and error-controlled for "dopri5" and
-        "bs32"); the state is reported at the times ``t_eval`` (layer depth, dimensionless).
+        The one ``solve`` of every solver (the classes listed in the `solvers` package); each
+        solver's own options, initial data and examples are on its class's page. Internal steps are
+        chosen by the stepper (adaptive and error-controlled for "dopri5" and "bs32"); the state is
+        reported at the times ``t_eval`` (layer depth, dimensionless).
 
         Parameters
         ----------
@@ -637,7 +665,8 @@ class Solver:
         t_eval : (T,) array
             Strictly increasing, starting at 0 (or at the last time of the continued Solution).
         *args
-            ``Particles`` takes ``weights`` and ``rng`` positionally after ``t_eval``.
+            The solver's ``positional_options`` (e.g. ``weights`` and ``rng`` of a solver of
+            discrete measures), in order after ``t_eval``.
         method : str, optional
             The name of a stepper in ``self.steppers`` (default: the first).
         normalize : bool
@@ -660,8 +689,7 @@ class Solver:
         **options
             The stepper's options (``rtol``, ``atol``, ``max_step``, ``first_step`` for the adaptive
             pairs; ``dt`` for fixed steps; ``cfl`` for SSP-RK3) and the solver's own
-            (``solve_options``: e.g. ``weights``, ``rng``, ``scheme``, ``token_positions`` of
-            `solvers.Particles`; ``on_underresolved`` of the spectral solvers).
+            (``solve_options``, on the solver's class page).
 
         Returns
         -------
@@ -679,30 +707,6 @@ class Solver:
         SolverError
             `UnderResolved`, `NonFiniteState`, `Interrupted` (all `SolverError`) with ``.solution``
             holding the saved times before the failure.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> import meanfield as mf, solvers
-        >>> model = mf.Model(beta=1.0, dim=2)
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
-        >>> solver = solvers.FourierCircle(model, modes=16)
-        >>> sol = solver.solve(rho0, np.linspace(0.0, 1.0, 5), progress=False)
-        >>> sol.t.tolist(), sol.status
-        ([0.0, 0.25, 0.5, 0.75, 1.0], 0)
-
-        A continued run starts at the last saved time, and with ``history=True`` returns both:
-
-        >>> more = solver.solve(sol, [1.0, 2.0], history=True, progress=False)
-        >>> more.t.tolist()
-        [0.0, 0.25, 0.5, 0.75, 1.0, 2.0]
-
-        Bad input raises ValueError naming the argument:
-
-        >>> solver.solve(lambda x: 2.0 * rho0(x), [0.0, 1.0], progress=False)
-        Traceback (most recent call last):
-        ...
-        ValueError: `rho0` must have mass ∫ρ dσ = 1 ... it has 2.0. Pass normalize=True to rescale.
         """
         _take_positional(self, args, options)
         checkpoint_every = check_real(checkpoint_every, "checkpoint_every", low=0.0)

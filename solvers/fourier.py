@@ -138,6 +138,17 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     (1.56266, 1.56266)
     >>> np.round(sol.mass, 12).tolist()
     [1.0, 1.0]
+
+    A continued run starts at the last saved time, and with ``history=True`` returns both; bad input
+    raises ValueError naming the argument:
+
+    >>> more = solvers.FourierCircle(model, modes=16).solve(sol, [1.0, 2.0], history=True, progress=False)
+    >>> more.t.tolist()
+    [0.0, 1.0, 2.0]
+    >>> solvers.FourierCircle(model, modes=16).solve(lambda x: 2.0 * rho0(x), [0.0, 1.0], progress=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: `rho0` must have mass ∫ρ dσ = 1 ... it has 2.0. Pass normalize=True to rescale.
     """
 
     normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)

@@ -37,6 +37,30 @@ class CovarianceBlowUp(SolverError):
     Attributes: ``t`` (the last time reached), ``t_blowup`` (the blow-up time, estimated from the
     Riccati growth λ ~ c/(t* − t) of the largest eigenvalue λ of Σ: t* = t + λ/λ̇, exact in d = 1),
     ``solution`` (the saved times before ``t``).
+
+    Parameters
+    ----------
+    message : str
+        What happened.
+    solution : Solution, optional
+        The saved times before ``t``.
+    t : float, optional
+        The last time reached.
+    t_blowup : float, optional
+        The estimated blow-up time t*.
+
+    Examples
+    --------
+    In d = 1 directions with Q = K = V = I, Σ(t) = Σ0/(1 − 2βt): t* = 1/(2β) for Σ0 = I.
+
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> try:
+    ...     solvers.Gaussian(mf.Model(beta=0.25, dim=2)).solve((np.zeros(2), np.eye(2)), [0.0, 4.0],
+    ...                                                        progress=False)
+    ... except solvers.CovarianceBlowUp as exc:
+    ...     print(round(exc.t_blowup, 3), exc.t < exc.t_blowup, isinstance(exc, mf.SolverError))
+    2.0 True True
     """
 
     def __init__(self, message, solution=None, t=None, t_blowup=None):
@@ -97,11 +121,8 @@ class Gaussian(Solver):
     >>> sol = solver.solve((np.zeros(2), np.eye(2)), [0.0, 0.5], progress=False)
     >>> np.round(sol.covariance(-1), 6).tolist()
     [[2.0, 0.0], [0.0, 2.0]]
-    >>> try:
-    ...     solver.solve((np.zeros(2), np.eye(2)), [0.0, 2.0], progress=False)
-    ... except solvers.CovarianceBlowUp as exc:
-    ...     print(round(exc.t_blowup, 3))
-    1.0
+
+    A run beyond t* stops with `CovarianceBlowUp` (its example).
     """
 
     steppers = ("dopri5", "bs32")

@@ -7,7 +7,8 @@ import pytest
 
 MODULES = [
     "meanfield.model", "meanfield.kernels", "meanfield.energy", "meanfield.densities", "meanfield.sampling",
-    "meanfield.wasserstein", "meanfield.errors", "meanfield.solution", "meanfield.causal",
+    "meanfield.wasserstein", "meanfield.errors", "meanfield.solution", "meanfield.causal", "meanfield.schedule",
+    "meanfield.quadrature", "meanfield.spectralsums", "meanfield.w1bracket", "meanfield.threads",
     "meanfield.representations.base",
     "solvers.base", "solvers.fourier", "solvers.harmonics", "solvers.gegenbauer", "solvers.lagrangian",
     "solvers.particles", "solvers.gaussian", "solvers.fem",
