@@ -35,7 +35,32 @@ SIGNAL_MODES = 20     # its n_max
 
 
 def log_ratio(lam, sigma, r):
-    """Y = log((e^{λσ} − 1)/(e^{λr} − 1)) for 0 < r <= σ (log(σ/r) at λ = 0)."""
+    """Y = log((e^{λσ} − 1)/(e^{λr} − 1)) for 0 < r <= σ (log(σ/r) at λ = 0).
+
+    The variable in which the Volterra kernel k_λ(σ, r) dr = e^{−Y} dY (docs/causal.md).
+
+    Parameters
+    ----------
+    lam : float >= 0
+        λ, the ALiBi slope in units of the whole sequence.
+    sigma : array_like
+        Token position σ in (0, 1].
+    r : array_like
+        Token position 0 < r <= σ (broadcast with ``sigma``).
+
+    Returns
+    -------
+    ndarray
+        Y >= 0, of the broadcast shape.
+
+    Examples
+    --------
+    >>> from meanfield import causal
+    >>> round(float(causal.log_ratio(0.0, 1.0, 0.5)), 6)          # log 2
+    0.693147
+    >>> round(float(causal.log_ratio(1.0, 1.0, 0.5)), 6)          # log((e − 1)/(e^{1/2} − 1))
+    0.974077
+    """
     sigma, r = np.asarray(sigma, dtype=float), np.asarray(r, dtype=float)
     if lam == 0.0:
         return np.log(sigma) - np.log(r)
@@ -45,7 +70,29 @@ def log_ratio(lam, sigma, r):
 def psi(c, y):
     """ψ_c(y) = Σ_k c^{k+1} y^k/(k!(k+1)!) = c·2I_1(z)/z with z = 2√(cy) (2J_1(w)/w, w = 2√(−cy), for cy < 0),
     from exponentially scaled Bessel functions (`scipy.special.ive`), so large arguments stay finite up
-    to e^z in double precision."""
+    to e^z in double precision.
+
+    Parameters
+    ----------
+    c : array_like
+        c = a·t, the rate times the time (dimensionless).
+    y : array_like, >= 0
+        Y of `log_ratio` (broadcast with ``c``).
+
+    Returns
+    -------
+    ndarray
+        ψ_c(y), of the broadcast shape.
+
+    Examples
+    --------
+    >>> from scipy import special
+    >>> from meanfield import causal
+    >>> round(float(causal.psi(1.0, 1.0)), 6), round(float(special.iv(1, 2.0)), 6)     # √(c/y) I_1(2√(cy))
+    (1.590637, 1.590637)
+    >>> round(float(causal.psi(-1.0, 1.0)), 6), round(float(causal.psi(1.0, 0.0)), 6)  # −J_1(2); ψ_c(0) = c
+    (-0.576725, 1.0)
+    """
     c, y = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(y, dtype=float))
     cy = c * y
     z = 2 * np.sqrt(np.abs(cy))
@@ -61,14 +108,80 @@ def psi(c, y):
 
 def rate(model, degree):
     """(a, μ): the interaction rate a = v·l(l+d−2)·a_l/β ((USA); divided by a_0 for (SA)) of a degree-l
-    perturbation (`meanfield.kernels.linear_growth_rates` without its noise), and μ = ν·l(l+d−2)."""
+    perturbation (`meanfield.kernels.linear_growth_rates` without its noise), and μ = ν·l(l+d−2).
+
+    Parameters
+    ----------
+    model : Model
+        A zonal model (its mask and position bias play no part in the rates).
+    degree : int >= 1
+        The degree l (the Fourier mode k on S^1).
+
+    Returns
+    -------
+    a : float
+        The interaction rate, in units of 1/t.
+    mu : float
+        The noise rate μ, in units of 1/t.
+
+    Raises
+    ------
+    ValueError
+        ``degree`` < 1.
+    UnsupportedModel
+        A non-zonal model.
+
+    Examples
+    --------
+    >>> from scipy import special
+    >>> import meanfield as mf
+    >>> from meanfield import causal
+    >>> model = mf.Model(beta=1.0, dim=2, normalized=False, mask="causal", position_bias=1.0)
+    >>> a, mu = causal.rate(model, 1)
+    >>> round(a, 6), round(float(special.iv(1, 1.0)), 6), mu           # (USA) on S^1: I_1(β)/β
+    (0.565159, 0.565159, 0.0)
+    """
     l = check_int(degree, "degree", low=1)
     mu = model.noise * laplacian_eigenvalues(model.dim, l)[l]
     return float(linear_growth_rates(model, l)[l] + mu), float(mu)
 
 
 def green_function(t, sigma, r, a, position_bias=0.0):
-    """g(t, σ; r) = k_λ(σ, r) ψ_{at}(Y(σ, r)) for 0 < r < σ (0 for r >= σ), rate ``a``."""
+    """g(t, σ; r) = k_λ(σ, r) ψ_{at}(Y(σ, r)) for 0 < r < σ (0 for r >= σ), rate ``a``.
+
+    The Green's function of the layered equation's Volterra equation (module docstring, docs/causal.md).
+
+    Parameters
+    ----------
+    t : float
+        Time (layer depth).
+    sigma : array_like
+        Position in (0, 1] of the responding token.
+    r : array_like
+        Position in (0, 1] of the perturbed token (broadcast with ``sigma``).
+    a : float or array_like
+        The interaction rate (`rate`).
+    position_bias : float >= 0
+        λ, the ALiBi slope.
+
+    Returns
+    -------
+    ndarray
+        g, of the broadcast shape.
+
+    Raises
+    ------
+    ValueError
+        ``position_bias`` < 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield import causal
+    >>> g = causal.green_function(1.0, 1.0, np.array([0.5, 1.0]), 0.5)     # λ = 0: k = 1/σ, ψ_{1/2}(log 2)
+    >>> np.round(g, 6).tolist()
+    [0.591795, 0.0]
+    """
     lam = check_real(position_bias, "position_bias", low=0.0)
     sigma, r = np.broadcast_arrays(np.asarray(sigma, dtype=float), np.asarray(r, dtype=float))
     inside = r < sigma
@@ -78,7 +191,38 @@ def green_function(t, sigma, r, a, position_bias=0.0):
 
 def linear_response(model, degree, amplitude0, t, sigma):
     """A(t, σ) of the module docstring for an initial amplitude A(0, ·) (a callable of σ): the exact
-    Green's function integrated by adaptive quadrature in Y. ``t`` scalar, ``sigma`` array."""
+    Green's function integrated by adaptive quadrature in Y.
+
+    Parameters
+    ----------
+    model : Model
+        A zonal masked model (its ``position_bias`` is λ; its noise gives μ).
+    degree : int >= 1
+        The degree l of the perturbation.
+    amplitude0 : callable
+        A(0, σ), a function of the position σ ∈ (0, 1].
+    t : float
+        Time (layer depth).
+    sigma : array_like
+        Positions in (0, 1].
+
+    Returns
+    -------
+    (n,) array
+        A(t, σ) at each position.
+
+    Examples
+    --------
+    A constant amplitude grows at the unmasked rate at every position: ∫_0^∞ ψ_c(Y) e^{−Y} dY = e^c − 1.
+
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> from meanfield import causal
+    >>> model = mf.Model(beta=1.0, dim=2, normalized=False, mask="causal")
+    >>> A = causal.linear_response(model, 1, lambda s: 1.0, 1.0, [0.5, 1.0])
+    >>> np.round(A, 6).tolist(), round(float(np.exp(causal.rate(model, 1)[0])), 6)
+    ([1.759728, 1.759728], 1.759728)
+    """
     a, mu = rate(model, degree)
     lam = model.position_bias
     sigma = np.atleast_1d(np.asarray(sigma, dtype=float))
@@ -98,20 +242,101 @@ def linear_response(model, degree, amplitude0, t, sigma):
 
 
 def signal_weights(M=SIGNAL_M, n_max=SIGNAL_MODES):
-    """ω_n = exp(−π²n²/(2M²)), n = 1..n_max: the Fourier weights of the kinetic paper's signal."""
+    """ω_n = exp(−π²n²/(2M²)), n = 1..n_max: the Fourier weights of the kinetic paper's signal.
+
+    Parameters
+    ----------
+    M : float > 0
+        The signal's width parameter (default 8).
+    n_max : int >= 1
+        Number of modes (default 20).
+
+    Returns
+    -------
+    (n_max,) array
+
+    Raises
+    ------
+    ValueError
+        ``M`` <= 0 or ``n_max`` < 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield import causal
+    >>> w = causal.signal_weights()
+    >>> w.shape, np.round(w[:2], 6).tolist()
+    ((20,), [0.925791, 0.734603])
+    """
     n = np.arange(1, check_int(n_max, "n_max", low=1) + 1)
     return np.exp(-np.pi ** 2 * n ** 2 / (2 * check_real(M, "M", low=0.0, low_open=True) ** 2))
 
 
 def profile_rates(beta, n_max=SIGNAL_MODES):
-    """b_n = n² I_n(β), n = 1..n_max (the kinetic paper's rates; (USA) rates of S^1 times β)."""
+    """b_n = n² I_n(β), n = 1..n_max (the kinetic paper's rates; (USA) rates of S^1 times β).
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature β.
+    n_max : int >= 1
+        Number of modes (default 20).
+
+    Returns
+    -------
+    (n_max,) array
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import special
+    >>> from meanfield import causal
+    >>> b = causal.profile_rates(1.0, 2)
+    >>> np.round(b, 6).tolist(), round(float(4 * special.iv(2, 1.0)), 6)
+    ([0.565159, 0.542991], 0.542991)
+    """
     I = kernel_multipliers(beta, 2, check_int(n_max, "n_max", low=1))
     n = np.arange(1, n_max + 1)
     return n ** 2 * I[1:]
 
 
 def response_profile(tau, s, beta, position_bias=1.0, M=SIGNAL_M, n_max=SIGNAL_MODES):
-    """S_τ(s) = Σ_n ω_n g_{b_n}(τ, 1; s) at positions s ∈ (0, 1) (kinetic paper's time τ = t/β)."""
+    """S_τ(s) = Σ_n ω_n g_{b_n}(τ, 1; s) at positions s ∈ (0, 1) (kinetic paper's time τ = t/β).
+
+    The response of the last position to a signal at position s (lost in the middle, docs/causal.md).
+
+    Parameters
+    ----------
+    tau : float
+        τ = t/β.
+    s : array_like
+        Positions in (0, 1).
+    beta : float
+        Inverse temperature β.
+    position_bias : float >= 0
+        λ, the ALiBi slope (default 1).
+    M : float > 0
+        The signal's width (`signal_weights`, default 8).
+    n_max : int >= 1
+        The signal's number of modes (`signal_weights`, default 20).
+
+    Returns
+    -------
+    ndarray
+        S_τ(s), of the shape of ``s``.
+
+    Examples
+    --------
+    Below `critical_time` the last positions respond most (recency); above it the profile falls
+    towards s = 1 (U-shaped):
+
+    >>> from meanfield import causal
+    >>> tc = causal.critical_time(4.0)
+    >>> early = causal.response_profile(0.5 * tc, [0.97, 0.99], 4.0)
+    >>> late = causal.response_profile(2.0 * tc, [0.97, 0.99], 4.0)
+    >>> bool(early[1] > early[0]), bool(late[1] < late[0])
+    (True, True)
+    """
     w, b = signal_weights(M, n_max), profile_rates(beta, n_max)
     s = np.asarray(s, dtype=float)
     g = green_function(float(tau), 1.0, s[..., None], b, position_bias)
@@ -119,7 +344,35 @@ def response_profile(tau, s, beta, position_bias=1.0, M=SIGNAL_M, n_max=SIGNAL_M
 
 
 def critical_time(beta, position_bias=1.0, M=SIGNAL_M, n_max=SIGNAL_MODES):
-    """τ_crit = 2(1 − e^{−λ}) Σ ω_n b_n / Σ ω_n b_n²: where the slope of S_τ at s → 1 changes sign."""
+    """τ_crit = 2(1 − e^{−λ}) Σ ω_n b_n / Σ ω_n b_n²: where the slope of S_τ at s → 1 changes sign.
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature β.
+    position_bias : float > 0
+        λ, the ALiBi slope (default 1).
+    M : float > 0
+        The signal's width (`signal_weights`, default 8).
+    n_max : int >= 1
+        The signal's number of modes (`signal_weights`, default 20).
+
+    Returns
+    -------
+    float
+        τ_crit, in the kinetic paper's time τ = t/β.
+
+    Raises
+    ------
+    ValueError
+        ``position_bias`` <= 0.
+
+    Examples
+    --------
+    >>> from meanfield import causal
+    >>> round(causal.critical_time(4.0), 6)
+    0.054588
+    """
     lam = check_real(position_bias, "position_bias", low=0.0, low_open=True)
     w, b = signal_weights(M, n_max), profile_rates(beta, n_max)
     return float(-2 * np.expm1(-lam) * (w @ b) / (w @ b ** 2))

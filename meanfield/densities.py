@@ -46,7 +46,20 @@ class Uniform(Density):
 
 
 def uniform():
-    """The uniform density ρ ≡ 1 on any sphere."""
+    """The uniform density ρ ≡ 1 on any sphere (σ itself).
+
+    Returns
+    -------
+    Density
+        A callable ``f(x)`` on points of shape (..., d), returning ones of shape (...).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield import densities
+    >>> densities.uniform()(np.eye(3)).tolist()
+    [1.0, 1.0, 1.0]
+    """
     return Uniform()
 
 
@@ -74,8 +87,42 @@ class VonMisesFisher(Density):
 
 
 def von_mises_fisher(mean, kappa, normalize=False):
-    """Von Mises–Fisher density with mean direction ``mean`` (a unit vector; any non-zero vector with
-    ``normalize=True``) and concentration κ >= 0."""
+    """Von Mises–Fisher density ρ(x) = e^{κ⟨μ,x⟩} / a_0(κ) with mean direction μ and concentration κ.
+
+    a_0(κ) = ∫ e^{κ⟨μ,y⟩} dσ(y) = Γ(d/2)(2/κ)^{(d-2)/2} I_{(d-2)/2}(κ) (`meanfield.kernel_multipliers`),
+    so that the density integrates to 1 against σ; evaluated stably for large κ (`VonMisesFisher`).
+
+    Parameters
+    ----------
+    mean : (d,) array
+        The mean direction μ, a unit vector of R^d; any non-zero vector with ``normalize=True``. It
+        fixes the sphere S^{d-1}.
+    kappa : float >= 0
+        Concentration κ (dimensionless); κ = 0 is the uniform density.
+    normalize : bool
+        Take the direction of a non-unit ``mean`` instead of refusing it.
+
+    Returns
+    -------
+    Density
+        A callable ``f(x)`` on points x of shape (..., d), returning ρ(x) of shape (...).
+
+    Raises
+    ------
+    ValueError
+        ``mean`` not of shape (d,) or not a unit vector (without ``normalize``), ``kappa`` < 0.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield import densities
+    >>> rho = densities.von_mises_fisher([0.0, 0.0, 1.0], 5.0)
+    >>> round(float(rho([0.0, 0.0, 1.0])), 6)            # κ/(1 − e^{−2κ}) at the mean on S^2
+    10.000454
+    >>> x, w = mf.sample(densities.uniform(), 20000, 3, method="quasi")
+    >>> round(float(w @ rho(x)), 6)                        # mass 1 against σ
+    1.0
+    """
     return VonMisesFisher(mean, kappa, normalize=normalize)
 
 
@@ -106,7 +153,40 @@ class Mixture(Density):
 
 
 def mixture(components, weights=None):
-    """Convex combination of densities (default: equal weights)."""
+    """Convex combination ρ = Σ_k w_k ρ_k of densities, w_k >= 0, Σ w_k = 1.
+
+    Parameters
+    ----------
+    components : list of density callables
+        The densities ρ_k, each ``f(x)`` on points of shape (..., d) (of `meanfield.densities` or the
+        user's own), on the same sphere.
+    weights : (K,) array, optional
+        The weights w_k, non-negative and summing to 1 (default: equal weights 1/K).
+
+    Returns
+    -------
+    Density
+        A callable ``f(x)`` on points of shape (..., d).
+
+    Raises
+    ------
+    ValueError
+        ``components`` empty, not callables or on spheres of different dimensions; ``weights`` of the
+        wrong length, negative or not summing to 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> from meanfield import densities
+    >>> rho = densities.mixture([densities.von_mises_fisher([1.0, 0.0], 4.0),
+    ...                          densities.von_mises_fisher([-1.0, 0.0], 4.0)], [0.25, 0.75])
+    >>> np.round(rho(np.array([[1.0, 0.0], [-1.0, 0.0]])), 6).tolist()
+    [1.208934, 3.62356]
+    >>> x, w = mf.sample(densities.uniform(), 1000, 2, method="quasi")
+    >>> round(float(w @ rho(x)), 6)
+    1.0
+    """
     return Mixture(components, weights)
 
 
@@ -182,7 +262,55 @@ class PerturbedUniform(Density):
 
 
 def perturbed_uniform(amplitude, degree, order=0, dim=None, phase=0.0, axis=None):
-    """ρ = 1 + amplitude·Y_degree (see `PerturbedUniform`): the linear-stability initial datum (docs/mathematics.md §5)."""
+    """ρ = 1 + amplitude·Y_degree: the linear-stability initial datum (docs/mathematics.md §5).
+
+    Y is a harmonic of degree ``degree`` (so the mass is exactly 1), chosen by the sphere of the
+    points it is evaluated on (`PerturbedUniform`):
+
+    * S^1 (d = 2): Y = cos(k(θ − phase)) (``order`` < 0: sin), so ρ0 = 1 + ε cos(kθ);
+    * S^2 (d = 3) with ``order=m``: Y = Y_{l,m}, the real harmonic orthonormal in L²(σ) (m > 0 cosine,
+      m < 0 sine type, no Condon–Shortley phase);
+    * S^{d-1}, d >= 4, or any d with ``axis``: the zonal harmonic about ``axis`` (default e_d) with unit
+      L²(σ) norm (``order`` must be 0).
+
+    Parameters
+    ----------
+    amplitude : float
+        ε; ρ >= 0 needs |ε| <= 1/max|Y|.
+    degree : int >= 1
+        The degree l (the Fourier mode k on S^1).
+    order : int, -degree <= order <= degree
+        The order m on S^2 (its sign picks cos or sin on S^1).
+    dim : int >= 2, optional
+        Fix the sphere S^{dim-1} (default: any).
+    phase : float
+        Phase of the cosine on S^1, in radians.
+    axis : (d,) array, optional
+        Unit vector: the axis of a zonal harmonic (fixes d).
+
+    Returns
+    -------
+    Density
+        A callable ``f(x)`` on points of shape (..., d).
+
+    Raises
+    ------
+    ValueError
+        ``degree`` < 1, ``order`` out of range (or non-zero for a zonal harmonic, on evaluation),
+        ``axis`` not a unit vector of length ``dim``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> from meanfield import densities
+    >>> rho = densities.perturbed_uniform(0.1, 3, dim=2)         # 1 + 0.1 cos 3θ
+    >>> np.round(rho(np.array([[1.0, 0.0], [0.0, 1.0]])), 6).tolist()
+    [1.1, 1.0]
+    >>> x, w = mf.sample(densities.uniform(), 1000, 2, method="quasi")
+    >>> round(float(w @ rho(x)), 9)
+    1.0
+    """
     return PerturbedUniform(amplitude, degree, order=order, dim=dim, phase=phase, axis=axis)
 
 
@@ -371,11 +499,36 @@ def on_grid(values, normalize=False):
       `meanfield.quadrature.gauss_legendre_grid(ntheta, nphi)` (rings θ_i from north to south with
       cos θ_i the Gauss–Legendre nodes, φ_k = 2πk/nphi); mass Σ w_ik values_ik with its weights.
 
-    The values must be finite and non-negative with positive mass (ValueError naming the minimum);
-    ``normalize=True`` divides them by their mass. `solvers.FourierCircle` and
-    `solvers.SphericalHarmonics` take the exact discrete transform of the values (modes |k| < n/2,
-    resp. degrees <= min(ntheta − 1, (nphi − 1)/2)); `solvers.Particles` the weighted grid measure;
-    the other solvers the interpolant (`GridValues`), rescaled to the grid's mass.
+    `solvers.FourierCircle` and `solvers.SphericalHarmonics` take the exact discrete transform of
+    the values (modes |k| < n/2, resp. degrees <= min(ntheta − 1, (nphi − 1)/2)); `solvers.Particles`
+    the weighted grid measure; the other solvers the interpolant (`GridValues`), rescaled to the
+    grid's mass.
+
+    Parameters
+    ----------
+    values : (n,) or (ntheta, nphi) array
+        σ-relative density values on the grid of S^1 or S^2 (dimensionless).
+    normalize : bool
+        Divide the values by their mass (else a solver refuses a mass other than 1 within 1e-6).
+
+    Returns
+    -------
+    GridValues
+        A density callable (the sign-keeping interpolant) that carries the values, the grid's
+        points and weights and the mass.
+
+    Raises
+    ------
+    ValueError
+        Values of another shape, not finite, negative or with zero mass (naming the minimum).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield import densities
+    >>> rho = densities.on_grid(2.0 * np.ones((4, 8)), normalize=True)     # S^2: 4 rings, 8 longitudes
+    >>> rho.dim, rho.grid, rho.mass, rho([0.0, 0.0, 1.0]).tolist()
+    (3, 'gauss-legendre', 1.0, 1.0)
     """
     return GridValues(values, normalize=normalize)
 
@@ -501,7 +654,40 @@ class FourierModes(Density):
 
 
 def fourier_modes(coefficients):
-    """ρ = 1 + Σ a cos(kθ + φ) on S^1 from rows [k, amplitude, phase] (k >= 1); see `FourierModes`."""
+    """ρ(θ) = 1 + Σ_j a_j cos(k_j θ + φ_j) on S^1, x = (cos θ, sin θ), from rows [k, amplitude, phase].
+
+    Mass exactly 1; the ``[initial] density = "fourier"`` of a run's configuration. In the σ-relative
+    Fourier coefficients of `solvers.FourierCircle` (ρ = Σ c_k e^{ikθ}) the row adds (a/2)e^{iφ} to
+    c_k (`FourierModes`).
+
+    Parameters
+    ----------
+    coefficients : list of [k, amplitude, phase]
+        k >= 1 an integer mode, the amplitude a (dimensionless), the phase φ in radians.
+
+    Returns
+    -------
+    FourierModes
+        A density callable on points of shape (..., 2).
+
+    Raises
+    ------
+    ValueError
+        Rows not of three numbers, k not an integer >= 1, or ρ negative somewhere (checked on
+        max(4096, 64 max k) midpoints; the message gives the minimum and where).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield import densities
+    >>> rho = densities.fourier_modes([[2, 0.5, 0.0]])
+    >>> np.round(rho(np.array([[1.0, 0.0], [0.0, 1.0]])), 6).tolist()
+    [1.5, 0.5]
+    >>> densities.fourier_modes([[1, 1.5, 0.0]])
+    Traceback (most recent call last):
+    ...
+    ValueError: `coefficients` gives a density 1 + Σ a cos(kθ + φ) that is negative: its minimum is -0.5 ...
+    """
     return FourierModes(coefficients)
 
 
@@ -543,9 +729,35 @@ class HarmonicSeries(Density):
 
 
 def spherical_harmonics(coefficients):
-    """ρ = 1 + Σ a Y_lm on S^2 from rows [l, m, amplitude] (l >= 1, −l <= m <= l), Y_lm = `real_sh`(l, m):
-    orthonormal in L²(σ), m > 0 cos(mφ), m < 0 sin(|m|φ) type, no Condon–Shortley phase. Mass exactly 1;
-    a density negative on a fine grid (`HarmonicSeries.minimum`) is refused. A `HarmonicSeries`."""
+    """ρ = 1 + Σ a Y_lm on S^2 from rows [l, m, amplitude] (the ``[initial] density = "harmonics"``).
+
+    Y_lm = `real_sh`(l, m): orthonormal in L²(σ), m > 0 cos(mφ), m < 0 sin(|m|φ) type, no
+    Condon–Shortley phase. Mass exactly 1.
+
+    Parameters
+    ----------
+    coefficients : list of [l, m, amplitude]
+        Integers l >= 1 and −l <= m <= l, and the amplitude a (dimensionless).
+
+    Returns
+    -------
+    HarmonicSeries
+        A density callable on points of shape (..., 3).
+
+    Raises
+    ------
+    ValueError
+        Rows not of three numbers, (l, m) out of range, or a density negative on a fine grid
+        (`HarmonicSeries.minimum`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield import densities
+    >>> rho = densities.spherical_harmonics([[1, 0, 0.5]])       # 1 + 0.5·√3 cos θ
+    >>> round(float(rho([0.0, 0.0, 1.0])), 6), rho.lmax
+    (1.866025, 1)
+    """
     name, what = "coefficients", "[l, m, amplitude] with l >= 1 and -l <= m <= l integers"
     rows, given = _entries(coefficients, name, 3, what)
     lm = []
@@ -812,6 +1024,39 @@ def from_pyshtools(coeffs, kind="coefficients", nthreads=1):
     ``kind="density"`` returns the density callable ρ(x) = Σ clm Y_lm(x)
     (`meanfield.densities.HarmonicSeries`) for every solver on S^2. The solvers check that ρ is
     non-negative with mass ∫ρ dσ = clm[0, 0, 0] = 1 (or pass ``normalize=True``).
+
+    Parameters
+    ----------
+    coeffs : pyshtools.SHCoeffs
+        Coefficients of a real function on S^2, of any normalisation and phase convention.
+    kind : "coefficients" or "density"
+        What to return (see above).
+    nthreads : int >= 1
+        Threads of pyshtools' ducc0 backend.
+
+    Returns
+    -------
+    (2, lmax + 1, lmax + 1) array or HarmonicSeries
+        The real '4pi' coefficients clm, or the density callable.
+
+    Raises
+    ------
+    ValueError
+        ``coeffs`` not a pyshtools.SHCoeffs, of an unknown normalisation, not convertible, or holding
+        NaN/inf; an unknown ``kind``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pyshtools
+    >>> import meanfield as mf
+    >>> clm = np.zeros((2, 3, 3)); clm[0, 0, 0] = 1.0; clm[0, 2, 1] = 0.2
+    >>> coeffs = pyshtools.SHCoeffs.from_array(clm, normalization="4pi", csphase=1)
+    >>> bool(np.array_equal(mf.from_pyshtools(coeffs), clm))
+    True
+    >>> rho = mf.from_pyshtools(coeffs.convert(normalization="ortho"), kind="density")
+    >>> round(float(rho.clm[0, 2, 1]), 12)
+    0.2
     """
 
     pysh = pyshtools_ducc(nthreads)
@@ -851,10 +1096,37 @@ def from_file(path):
     * A copy that kept only the grid (e.g. ``ds[["density"]].to_netcdf(...)`` with xarray, coordinates,
       time and global attributes included) is such a grid file.
 
-    Raises ValueError naming ``path`` when the file is missing, not NetCDF, holds a state that no
-    smooth density represents (particles, or Lagrangian nodes gathered into clusters,
-    `LagrangianNodes.clusters`; the message points to continuing the saved Solution instead), or a
-    grid that `grid_from_file` does not read.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A NetCDF file (the ``[initial] density = "file"`` of a run's configuration).
+
+    Returns
+    -------
+    Density
+        A density callable on points of shape (..., d) of the file's sphere.
+
+    Raises
+    ------
+    ValueError
+        Naming ``path`` when the file is missing, not NetCDF, holds a state that no smooth density
+        represents (particles, or Lagrangian nodes gathered into clusters,
+        `LagrangianNodes.clusters`; the message points to continuing the saved Solution instead), or
+        a grid that `grid_from_file` does not read.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> model = mf.Model(beta=1.0, dim=2)
+    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
+    >>> sol = solvers.FourierCircle(model, modes=32).solve(rho0, [0.0, 0.5], progress=False)
+    >>> path = sol.save(os.path.join(tempfile.mkdtemp(), "run.nc"))
+    >>> rho = mf.from_file(path)
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> bool(np.allclose(rho(x), sol.density(x)))
+    True
     """
 
     is_solution, grid, bounds = read_density_file(path)

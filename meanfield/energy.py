@@ -48,7 +48,32 @@ def energy_from_spectrum(beta, dim, power):
     ``power[l] = Σ_j |ρ_{l,j}|²`` with the coefficients ρ_{l,j} of ρ in a basis orthonormal in L²(σ)
     (so power[0] = mass²). Then E_β = (1/(2β)) Σ_l a_l(β) power[l]; at β = 0 the library reports
     E_0 = power[1]/(2d) = ½|∫ x ρ dσ|², the limit of E_β − 1/(2β) (docs/mathematics.md §4).
-    Works on the last axis, so ``power`` may be (..., lmax + 1).
+
+    Parameters
+    ----------
+    beta : float, of either sign
+        Inverse temperature β.
+    dim : int >= 2
+        Ambient dimension d.
+    power : (..., lmax + 1) array
+        Degree powers, finite and non-negative (it works on the last axis).
+
+    Returns
+    -------
+    float or ndarray of shape (...)
+
+    Raises
+    ------
+    ValueError
+        ``power`` without a degree axis, negative or not finite.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> round(float(mf.energy_from_spectrum(1.0, 2, [1.0, 0.0])), 6), round(mf.uniform_energy(1.0, 2), 6)
+    (0.633033, 0.633033)
+    >>> round(float(mf.energy_from_spectrum(1.0, 2, [1.0, 0.02])), 6)      # 1 + 0.2 cos θ
+    0.638685
     """
     beta = check_beta(beta)
     dim = check_dim(dim)
@@ -83,12 +108,23 @@ def interaction_energy(beta, measure, scaled=False):
     Parameters
     ----------
     beta : float, of either sign
+        Inverse temperature β (dimensionless).
     measure : (points, weights) or Solution
         A discrete measure Σ w_j δ_{x_j} (points (n, d) on the sphere, weights summing to 1), or a
         `Solution` with a single saved time (``sol[i]``) — or any `Solution`, in which case the
         energies at all saved times are returned.
     scaled : bool
         Return E_β·e^{−|β|} (finite for every β).
+
+    Returns
+    -------
+    float or ndarray of shape (T,)
+        E_β of the measure; of each saved time of a `Solution` with T > 1 saved times.
+
+    Raises
+    ------
+    ValueError
+        ``beta`` not finite; points off the sphere or weights negative or not summing to 1.
 
     Notes
     -----
@@ -97,6 +133,18 @@ def interaction_energy(beta, measure, scaled=False):
     a_0/(2β) (the minimum) and a Dirac mass e^β/(2β) (the maximum), Proposition 3.4; for β < 0 a Dirac mass
     is still the maximum and a balanced antipodal pair ½(δ_x + δ_{−x}) gives the minimum cosh β/(2β)
     (`energy_bounds`, docs/mathematics.md §4).
+
+    Examples
+    --------
+    A Dirac mass reaches the maximum e^β/(2β); two orthogonal points give (e^β·½ + ½)/(2β):
+
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> x = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    >>> round(mf.interaction_energy(2.0, (x[:1], np.ones(1))), 6), round(float(np.exp(2.0)) / 4, 6)
+    (1.847264, 1.847264)
+    >>> round(mf.interaction_energy(2.0, (x, np.array([0.5, 0.5]))), 6)
+    1.048632
     """
     beta = check_beta(beta)
     if hasattr(measure, "representation") and hasattr(measure, "data"):
@@ -110,7 +158,26 @@ def interaction_energy(beta, measure, scaled=False):
 
 def uniform_energy(beta, dim):
     """E_β[σ] = a_0(β)/(2β): the minimum for β > 0 (Proposition 3.4), neither extreme for β < 0 (a saddle;
-    `energy_bounds`); 0 at β = 0 (docs/mathematics.md §4)."""
+    `energy_bounds`); 0 at β = 0 (docs/mathematics.md §4).
+
+    Parameters
+    ----------
+    beta : float, of either sign
+        Inverse temperature β.
+    dim : int >= 2
+        Ambient dimension d.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from scipy import special
+    >>> import meanfield as mf
+    >>> round(mf.uniform_energy(1.0, 2), 6), round(float(special.iv(0, 1.0)) / 2, 6)     # I_0(β)/(2β)
+    (0.633033, 0.633033)
+    """
     beta = check_beta(beta)
     dim = check_dim(dim)
     if beta == 0.0:
@@ -119,7 +186,23 @@ def uniform_energy(beta, dim):
 
 
 def dirac_energy(beta):
-    """E_β[δ_x] = e^β/(2β), the maximum for β of either sign (Proposition 3.4; docs/mathematics.md §4); ½ at β = 0."""
+    """E_β[δ_x] = e^β/(2β), the maximum for β of either sign (Proposition 3.4; docs/mathematics.md §4); ½ at β = 0.
+
+    Parameters
+    ----------
+    beta : float, of either sign
+        Inverse temperature β.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> round(mf.dirac_energy(1.0), 6), mf.dirac_energy(0.0)
+    (1.359141, 0.5)
+    """
     beta = check_beta(beta)
     if beta == 0.0:
         return 0.5

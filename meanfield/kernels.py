@@ -43,16 +43,27 @@ def kernel_multipliers(beta, dim, lmax, scaled=False):
     Parameters
     ----------
     beta : float, of either sign
+        Inverse temperature β of the kernel (dimensionless).
     dim : int >= 2
+        Ambient dimension d; the sphere is S^{d-1}.
     lmax : int >= 0
+        Highest degree l.
     scaled : bool
         Return a_l(β)·e^{−|β|} instead (finite for every β; use it for |β| >~ 700).
 
     Returns
     -------
-    ndarray of shape (lmax + 1,); all entries are positive for β > 0 (Proposition 3.4), and for
-    β < 0 they alternate in sign, a_l(β) = (−1)^l a_l(|β|); entries below the double-precision range
-    underflow to 0.
+    ndarray of shape (lmax + 1,)
+        a_l(β) for l = 0..lmax: I_l(β) on S^1 (d = 2), the modified spherical Bessel functions i_l(β)
+        on S^2 (d = 3). All entries are positive for β > 0 (Proposition 3.4), and for β < 0 they
+        alternate in sign, a_l(β) = (−1)^l a_l(|β|); entries below the double-precision range
+        underflow to 0.
+
+    Raises
+    ------
+    ValueError
+        ``beta`` not finite, ``dim`` < 2, ``lmax`` < 0, or a_l(β) overflowing double precision
+        without ``scaled=True``.
 
     Notes
     -----
@@ -60,6 +71,24 @@ def kernel_multipliers(beta, dim, lmax, scaled=False):
     modified Bessel functions, never by quadrature, times the parity (−1)^l for β < 0 (`parity`; for
     half-integer orders ive of a negative argument is not real, the parity of the multipliers is).
     At β = 0, a_0 = 1 and a_l = 0 for l >= 1.
+
+    Examples
+    --------
+    On the circle the multipliers are the modified Bessel functions I_l(β):
+
+    >>> import numpy as np
+    >>> from scipy import special
+    >>> import meanfield as mf
+    >>> a = mf.kernel_multipliers(1.0, 2, 3)
+    >>> print(np.round(a, 6).tolist())
+    [1.266066, 0.565159, 0.135748, 0.022168]
+    >>> bool(np.allclose(a, special.iv([0, 1, 2, 3], 1.0)))
+    True
+    >>> print(np.round(mf.kernel_multipliers(-1.0, 2, 3), 6).tolist())
+    [1.266066, -0.565159, 0.135748, -0.022168]
+    >>> a = mf.kernel_multipliers(500.0, 3, 2048, scaled=True)
+    >>> a.shape, bool(np.all(np.isfinite(a))), round(float(a[0]), 6)
+    ((2049,), True, 0.001)
     """
     beta = check_beta(beta)
     dim = check_dim(dim)
@@ -117,8 +146,36 @@ def velocity_multipliers(beta, dim, lmax, scaled=False):
 
     The constant mode does not move anything (∇_S kills it), so c_0 is set to 0. The ratios stay
     finite as β → 0: c_1 → 1/d and c_l → 0 for l >= 2 (docs/mathematics.md §3), which gives (4.1) at β = 0.
-    For β < 0, c_l(β) = (−1)^{l+1} c_l(|β|): the odd ones stay positive. With ``scaled=True``
-    returns c_l·e^{−|β|}.
+    For β < 0, c_l(β) = (−1)^{l+1} c_l(|β|): the odd ones stay positive.
+
+    Parameters
+    ----------
+    beta : float, of either sign
+        Inverse temperature β.
+    dim : int >= 2
+        Ambient dimension d.
+    lmax : int >= 0
+        Highest degree l.
+    scaled : bool
+        Return c_l·e^{−|β|}.
+
+    Returns
+    -------
+    ndarray of shape (lmax + 1,)
+
+    Raises
+    ------
+    ValueError
+        As `kernel_multipliers`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> mf.velocity_multipliers(0.0, 3, 3).tolist()                  # c_1 = 1/d at β = 0: (4.1)
+    [0.0, 0.3333333333333333, 0.0, 0.0]
+    >>> np.round(mf.velocity_multipliers(1.0, 2, 3), 6).tolist()     # I_l(1)/1 on S^1
+    [0.0, 0.565159, 0.135748, 0.022168]
     """
     beta = check_beta(beta)
     dim = check_dim(dim)
@@ -186,6 +243,32 @@ def linear_growth_rates(model, lmax):
     ς_l = v·l(l+d−2)·a_l/β for (USA), v·l(l+d−2)·a_l/(β a_0) for (SA), minus ν·l(l+d−2) with noise
     (v = +1 attractive, −1 repulsive). Returns an array of length lmax + 1 (ς_0 = 0). For β < 0,
     a_l/β = (−1)^{l+1} a_l(|β|)/|β|: the odd degrees grow (v = 1) and the even ones decay.
+
+    Parameters
+    ----------
+    model : Model
+        A zonal model (one head, Q^T K = I, V = v·I), with or without noise.
+    lmax : int >= 0
+        Highest degree.
+
+    Returns
+    -------
+    ndarray of shape (lmax + 1,)
+        ς_l in units of 1/t: a degree-l perturbation of amplitude ε grows as ε e^{ς_l t}.
+
+    Raises
+    ------
+    UnsupportedModel
+        A non-zonal model.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> np.round(mf.linear_growth_rates(mf.Model(beta=1.0, dim=2, normalized=False), 3), 6).tolist()
+    [0.0, 0.565159, 0.542991, 0.199516]
+    >>> np.round(mf.linear_growth_rates(mf.Model(beta=1.0, dim=2, normalized=False, noise=0.3), 3), 6).tolist()
+    [0.0, 0.265159, -0.657009, -2.500484]
     """
 
     if not model.is_zonal:
@@ -205,8 +288,36 @@ def fastest_mode(model, lmax=None):
 
     k* = argmax_{l >= 0} ς_l over the exact rates of `linear_growth_rates` (docs/mathematics.md §5;
     smallest l on ties), the number of incipient clusters on S^1 (metastability, Section 6.3 and
-    Problem 1 of the paper). ``lmax`` defaults to `minimum_degree` (beyond it a_l/a_0 < 1e-14).
-    A linearly stable uniform state (every ς_l <= 0: repulsive, or strong noise) gives (0, 0.0).
+    Problem 1 of the paper).
+
+    Parameters
+    ----------
+    model : Model
+        A zonal model (one head, Q^T K = I, V = v·I), with or without noise.
+    lmax : int >= 0, optional
+        Highest degree compared; defaults to `minimum_degree` (beyond it a_l/a_0 < 1e-14).
+
+    Returns
+    -------
+    k : int
+        The degree k* (on S^1: the Fourier mode, the number of incipient clusters).
+    rate : float
+        ς_{k*}, in units of 1/t (per unit layer depth). A linearly stable uniform state (every
+        ς_l <= 0: repulsive, or strong noise) gives (0, 0.0).
+
+    Raises
+    ------
+    UnsupportedModel
+        The model is not zonal.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> k, rate = mf.fastest_mode(mf.Model(beta=9.0, dim=2))
+    >>> k, round(rate, 6)
+    (4, 0.704497)
+    >>> mf.fastest_mode(mf.Model(beta=1.0, dim=2, V=-1.0))
+    (0, 0.0)
     """
     if lmax is None:
         lmax = max(minimum_degree(model.beta, model.dim), 2)

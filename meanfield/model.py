@@ -99,10 +99,32 @@ class Model:
         [t_k, t_{k+1}) (docs/schedule.md). ``model.piece(k)`` is the model of piece k; the model's
         own values are those a piece leaves out.
 
+    Raises
+    ------
+    ValueError
+        Naming the argument: ``dim`` < 2, a non-finite ``beta``, ``noise`` < 0, matrices of the wrong
+        shape or with NaN/inf, ``heads`` together with ``Q``/``K``/``V``, ``position_bias`` without a
+        mask, an unknown ``mask``, ``normalization`` or ``activation``, ``mix_depth`` or
+        ``ngpt_alpha`` with another normalisation.
+
     Notes
     -----
     ``is_zonal`` is True when there is one head with Q^T K = I and V = v·I: the interaction then
     depends on ⟨x, y⟩ only, which is the case the PDE solvers accept.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> model = mf.Model(beta=4.0, dim=3)
+    >>> model.is_zonal, model.kind
+    (True, 'SA')
+    >>> mf.Model(beta=1.0, dim=3, Q=np.diag([1.0, 2.0, 3.0])).is_zonal
+    False
+    >>> mf.Model(beta=1.0, dim=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: `dim` must be >= 2, got 1.
     """
 
     def __init__(self, beta, dim, normalized=True, V=1.0, Q=None, K=None, heads=None, noise=0.0, *, mask="none",
@@ -225,7 +247,21 @@ class Model:
 
     @property
     def is_zonal(self):
-        """One head, Q^T K = I and V = v·I (docs/mathematics.md §2): the PDE solvers' case."""
+        """One head, Q^T K = I and V = v·I (docs/mathematics.md §2): the PDE solvers' case.
+
+        Returns
+        -------
+        bool
+            True when the interaction e^{β⟨Qx, Ky⟩} V depends on ⟨x, y⟩ only.
+
+        Examples
+        --------
+        >>> import meanfield as mf
+        >>> mf.Model(beta=1.0, dim=2, V=-1.0).is_zonal
+        True
+        >>> mf.Model(beta=1.0, dim=2, heads=[(None, None, 1.0), (None, None, 1.0)]).is_zonal
+        False
+        """
         if len(self.heads) != 1:
             return False
         Q, K, V = self.heads[0]

@@ -83,8 +83,16 @@ class PositionRule:
     breaks : the panel ends (M/8 + 1 increasing numbers from 0 to 1), instead of `graded_breaks`
         (`refined` halves every panel, so that a refined rule's panels lie inside the coarse ones).
 
-    Attributes: ``nodes`` s_i (M,), ``weights`` w_i (M,, positive, summing to 1; exact for polynomials
-    of degree 15 on each panel), ``breaks`` (P + 1,), ``panels`` P.
+    Attributes
+    ----------
+    nodes : (M,) array
+        The nodes s_i.
+    weights : (M,) array
+        w_i, positive, summing to 1; exact for polynomials of degree 15 on each panel.
+    breaks : (P + 1,) array
+        The panel ends.
+    panels : int
+        P.
     """
 
     def __init__(self, positions, position_bias=0.0, breaks=None):

@@ -125,7 +125,32 @@ def fibonacci(n):
 
 
 def sphere_quadrature(n, dim):
-    """A quadrature for σ with n nodes: `trapezoid` midpoints on S^1 (degree n − 1), `fibonacci` on S^2 (degree 0)."""
+    """A quadrature for σ with n nodes: `trapezoid` midpoints on S^1 (degree n − 1), `fibonacci` on S^2 (degree 0).
+
+    Parameters
+    ----------
+    n : int >= 1
+        Number of nodes.
+    dim : 2 or 3
+        Ambient dimension d.
+
+    Returns
+    -------
+    Rule
+        Unpacks as (points (n, d), weights (n,)), the weights summing to 1.
+
+    Raises
+    ------
+    ValueError
+        ``n`` < 1, ``dim`` not 2 or 3.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> x, w = mf.sphere_quadrature(8, 2)
+    >>> x.shape, float(w.sum()), round(float(w @ x[:, 0] ** 2), 12)          # ∫ cos²θ dσ = 1/2
+    ((8, 2), 1.0, 0.5)
+    """
     dim = check_dim(dim)
     n = check_int(n, "n", low=1)
     if dim == 2:

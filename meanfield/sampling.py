@@ -110,7 +110,28 @@ def sample(density, n, dim, rng=None, method="iid"):
 
     Returns
     -------
-    (points, weights) : arrays of shape (n, d) and (n,), weights >= 0 summing to 1.
+    points : (n, d) array
+        Unit vectors of R^d (points of S^{d-1}).
+    weights : (n,) array
+        Non-negative, summing to 1 (equal for "iid" and "quantile").
+
+    Raises
+    ------
+    ValueError
+        ``density`` not callable or on another sphere, ``n`` < 1, ``dim`` < 2, an unknown ``method``
+        or one that does not apply to ``dim`` ("quasi": dim 2 and 3; "quantile": S^1; "stratified": a
+        density known to be zonal), a density that is negative, not finite or zero at every node.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> x, w = mf.sample(mf.densities.uniform(), 4, 2, method="quasi")     # midpoints θ_j = 2π(j + ½)/4
+    >>> np.round(x, 6).tolist(), w.tolist()
+    ([[0.707107, 0.707107], [-0.707107, 0.707107], [-0.707107, -0.707107], [0.707107, -0.707107]], [0.25, 0.25, 0.25, 0.25])
+    >>> x, w = mf.sample(mf.densities.von_mises_fisher([0.0, 0.0, 1.0], 10.0), 500, 3, rng=0)
+    >>> x.shape, round(float(w.sum()), 12), round(float(x[:, 2].mean()), 1)     # E⟨x, μ⟩ = coth κ − 1/κ
+    ((500, 3), 1.0, 0.9)
     """
     check_callable(density, "density")
     n = check_int(n, "n", low=1)

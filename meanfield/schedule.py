@@ -30,6 +30,22 @@ class Schedule:
     times : increasing sequence of finite numbers >= 0, one per piece: where each piece starts.
     pieces : sequence of dicts, one per time, with keys among ``PIECE_KEYS`` ("beta", "Q", "K", "V",
         "heads", "mlp"): the model's keywords that the piece sets (arrays as nested lists or arrays).
+
+    Raises
+    ------
+    ValueError
+        Times not finite, negative or not increasing; not one piece per time; a key outside
+        ``PIECE_KEYS`` (each message names `schedule`).
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> schedule = mf.Schedule([0.0, 1.0], [{"beta": 1.0}, {"beta": 4.0}])
+    >>> len(schedule), schedule.index(0.5), schedule.index(1.0), schedule.breakpoints(0.0, 2.0).tolist()
+    (2, 0, 1, [1.0])
+    >>> model = mf.Model(beta=1.0, dim=2, schedule=schedule)
+    >>> model.piece(0).beta, model.piece(1).beta
+    (1.0, 4.0)
     """
 
     def __init__(self, times, pieces):

@@ -32,20 +32,70 @@ def register_flow_map(flow_map):
 
 
 class Solution:
-    """Result of a run.
+    """Result of a run: the one result type of every solver.
+
+    Solvers build it (``solver.solve``); `meanfield.load` reads a saved one back.
+
+    Parameters
+    ----------
+    t : (T,) array
+        Saved times (layer depth t >= 0), strictly increasing.
+    model : Model
+        The model that was run.
+    representation : Representation
+        How ``data`` is to be read.
+    data : (T, ...) array
+        The state at each saved time, in the representation's layout.
+    diagnostics : dict, optional
+        name -> array of shape (T, ...); an ``"energy"`` entry is taken as E_β at the saved times.
+    stats : dict, optional
+        Counters of the run.
+    status : int
+        0 finished, 1 stopped early.
+    message : str
+        Why the run stopped.
+    solver : str
+        The name of the solver that made it.
+    tracers : (T, m, d) array, optional
+        Passive tracers at each saved time.
 
     Attributes
     ----------
-    t : (T,) saved times.
-    model : `Model`.
-    representation : `Representation` (how ``data`` is to be read).
-    data : array (T, ...) — the state at each saved time (for a run in several representations, an
-        object array of `representations.segments.Piece`; see ``segments``).
-    diagnostics : dict name -> (T,) array (min density, spectral tail, dissipation identity, W1 ...).
-    stats : dict of counters (nfev, nsteps, nrejected, wall time ...).
-    status : 0 finished, 1 stopped early (see ``message``).
-    tracers : (T, m, d) the passive tracers of a run started with ``tracers=`` at each saved time
-        (the flow map of the run applied to their starts, docs/tracers.md), else None.
+    t : (T,) array
+        Saved times.
+    model : Model
+        The model.
+    representation : Representation
+        How ``data`` is to be read.
+    data : (T, ...) array
+        The state at each saved time (for a run in several representations, an object array of
+        `representations.segments.Piece`; see ``segments``).
+    diagnostics : dict
+        name -> (T,) array (min density, spectral tail, dissipation identity, W1 ...).
+    stats : dict
+        Counters (nfev, nsteps, nrejected, wall time ...).
+    status : int
+        0 finished, 1 stopped early (see ``message``).
+    tracers : (T, m, d) array or None
+        The passive tracers of a run started with ``tracers=`` at each saved time (the flow map of
+        the run applied to their starts, docs/tracers.md), else None.
+
+    Raises
+    ------
+    ValueError
+        ``model`` not a `Model`, ``data`` or ``tracers`` without one slice per saved time.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+    >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+    ...                                                                        progress=False)
+    >>> sol.t.tolist(), sol.status, sol.solver
+    ([0.0, 1.0, 2.0], 0, 'FourierCircle')
+    >>> len(sol[1:]), sol[-1].t.tolist()
+    (2, [2.0])
     """
 
     def __init__(self, t, model, representation, data, diagnostics=None, stats=None, status=0, message="",
@@ -101,19 +151,80 @@ class Solution:
 
     @property
     def energy(self):
-        """E_β (3.5) at each saved time, shape (T,) (or (T, B) for a batch of particle runs)."""
+        """E_β (3.5) at each saved time, shape (T,) (or (T, B) for a batch of particle runs).
+
+        E_β[ρ] = (1/(2β)) ∬ e^{β⟨x,y⟩} ρ(x)ρ(y) dσ dσ, from the state (docs/mathematics.md §4);
+        it increases along every run of (USA) and (SA) without noise (Proposition 3.4 and (3.9)).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+        ...                                                                        progress=False)
+        >>> np.round(sol.energy, 6).tolist()
+        [0.638685, 0.646767, 0.666049]
+        >>> bool(np.all(np.diff(sol.energy) > 0))
+        True
+        """
         if self._energy is None:
             self._energy = np.array([self.representation.energy(self.model.beta, d) for d in self.data])
         return self._energy
 
     @property
     def mass(self):
-        """Total mass ∫ρ dσ at each saved time (the sum of the weights for particles), shape (T,)."""
+        """Total mass ∫ρ dσ at each saved time (the sum of the weights for particles), shape (T,).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+        ...                                                                        progress=False)
+        >>> np.round(sol.mass, 12).tolist()
+        [1.0, 1.0, 1.0]
+        """
         return np.array([self.representation.mass(d) for d in self.data])
 
     def density(self, x, i=-1, position=None):
-        """ρ at points x (shape (..., d), on the sphere) at saved index i (PDE solutions only); for a
-        layered (causal) run at the token ``position`` σ ∈ (0, 1] (default: the x-marginal over σ)."""
+        """ρ at points x at saved index i (PDE solutions only), relative to σ.
+
+        Parameters
+        ----------
+        x : (..., d) array
+            Points on the sphere S^{d-1} (in R^d for `solvers.Gaussian`).
+        i : int
+            Saved index (negative counts from the end).
+        position : float in (0, 1], optional
+            For a layered (causal) run, the token position σ (default: the x-marginal over σ).
+
+        Returns
+        -------
+        (...) array
+            The density values (dimensionless; the uniform density is 1).
+
+        Raises
+        ------
+        AttributeError
+            A particle Solution (it has ``positions`` and ``measure`` instead).
+        ValueError
+            ``x`` off the sphere or of the wrong last dimension, ``i`` out of range, ``position`` for
+            a run without positions.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+        ...                                                                        progress=False)
+        >>> np.round(sol.density(np.array([[1.0, 0.0], [-1.0, 0.0]])), 6).tolist()
+        [1.567954, 0.585462]
+        >>> np.round(sol.density(np.array([[1.0, 0.0]]), i=0), 6).tolist()
+        [1.2]
+        """
         if not self.representation.is_density:
             raise AttributeError("a particle Solution has no density; use sol.positions or sol.measure(i)")
         if self.representation.domain == "sphere":
@@ -126,9 +237,48 @@ class Solution:
         return self.representation.evaluate(self.data[self._index(i)], x, **self._at(position))
 
     def measure(self, i=-1, n=None, position=None, **kwargs):
-        """A weighted discrete measure (points, weights) of the state at saved index i; for a layered
-        (causal) run that of the token ``position`` σ, or without it the joint measure on (0, 1] × S^{d−1}
-        (`meanfield.representations.layered.JointMeasure`)."""
+        """A weighted discrete measure (points, weights) of the state at saved index i.
+
+        For a PDE solution a quadrature discretisation of ρσ (so that `meanfield.wasserstein` compares
+        it with particles); for particles ``(positions[i], weights)``.
+
+        Parameters
+        ----------
+        i : int
+            Saved index.
+        n : int, optional
+            Number of points of the discretisation (PDE solutions; default: the representation's).
+        position : float in (0, 1], optional
+            For a layered (causal) run, the measure of the token ``position`` σ; without it the
+            joint measure on (0, 1] × S^{d−1} (`meanfield.representations.layered.JointMeasure`).
+        **kwargs
+            Options of the representation's ``measure``.
+
+        Returns
+        -------
+        points : (n, d) array
+            Points on the sphere.
+        weights : (n,) array
+            Non-negative weights summing to the mass.
+
+        Raises
+        ------
+        ValueError
+            ``i`` out of range, ``position`` for a run without positions.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+        ...                                                                        progress=False)
+        >>> x, w = sol.measure(n=64)
+        >>> x.shape, round(float(w.sum()), 12)
+        ((64, 2), 1.0)
+        >>> round(mf.wasserstein(sol.measure(0, n=64), sol.measure(-1, n=64)), 3) > 0
+        True
+        """
         return self.representation.measure(self.data[self._index(i)], n=n, **self._at(position), **kwargs)
 
     def _at(self, position):
@@ -141,11 +291,63 @@ class Solution:
         return {"position": position}
 
     def mean(self, i=-1):
-        """The mean m of the Gaussian continuum at saved index i (`solvers.Gaussian`), shape (d,)."""
+        """The mean m of the Gaussian continuum at saved index i (`solvers.Gaussian`).
+
+        Parameters
+        ----------
+        i : int
+            Saved index.
+
+        Returns
+        -------
+        (d,) array
+            The mean of N(m, Σ) in R^d.
+
+        Raises
+        ------
+        AttributeError
+            A Solution of another solver.
+
+        Examples
+        --------
+        With Q = K = V = I, Σ(t) = Σ0/(1 − 2βt) and ṁ = (1 + βσ²(t)) m (docs/gaussian.md):
+
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> sol = solvers.Gaussian(mf.Model(beta=0.5, dim=2)).solve((np.array([1.0, 0.0]), np.eye(2)),
+        ...                                                         [0.0, 0.5], progress=False)
+        >>> np.round(sol.mean(), 6).tolist(), round(float(np.exp(0.5) * np.sqrt(2)), 6)
+        ([2.331644, 0.0], 2.331644)
+        """
         return self._moment("mean", i)
 
     def covariance(self, i=-1):
-        """The covariance Σ of the Gaussian continuum at saved index i (`solvers.Gaussian`), shape (d, d)."""
+        """The covariance Σ of the Gaussian continuum at saved index i (`solvers.Gaussian`).
+
+        Parameters
+        ----------
+        i : int
+            Saved index.
+
+        Returns
+        -------
+        (d, d) array
+            The covariance of N(m, Σ), symmetric positive definite.
+
+        Raises
+        ------
+        AttributeError
+            A Solution of another solver.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> sol = solvers.Gaussian(mf.Model(beta=0.5, dim=2)).solve((np.zeros(2), np.eye(2)), [0.0, 0.5],
+        ...                                                         progress=False)
+        >>> np.round(sol.covariance(), 6).tolist()           # Σ0/(1 − 2βt) = 2·I
+        [[2.0, 0.0], [0.0, 2.0]]
+        """
         return self._moment("covariance", i)
 
     def _moment(self, which, i):
@@ -156,8 +358,37 @@ class Solution:
         return get(self.data[self._index(i)])
 
     def state(self, i=-1):
-        """The state at saved index i as a `meanfield.representations.State`: it carries its
-        representation and offers ``density(x)``, ``measure(n)``, ``spectrum()``, ``to_grid(n)``."""
+        """The state at saved index i as a `meanfield.representations.State`.
+
+        It carries its representation and offers ``density(x)``, ``measure(n)``, ``spectrum()``,
+        ``to_grid(n)``.
+
+        Parameters
+        ----------
+        i : int
+            Saved index.
+
+        Returns
+        -------
+        State
+            The state, its representation, its time and the model.
+
+        Raises
+        ------
+        ValueError
+            ``i`` out of range.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+        ...                                                                        progress=False)
+        >>> state = sol.state(-1)
+        >>> state, round(float(state.density([1.0, 0.0])), 6)
+        (State('fourier', t=2.0), 1.567954)
+        """
 
         j = self._index(i)
         return State(self.representation, self.data[j], t=float(self.t[j]), model=self.model)
@@ -181,9 +412,22 @@ class Solution:
 
     @property
     def positions(self):
-        """Particle positions, shape (T, n, d) or (T, B, n, d) (particle solutions only; a run that
-        kept them at some saved times only raises AttributeError naming those, see
-        `meanfield.representations.sampled_particles`)."""
+        """Particle positions, shape (T, n, d) or (T, B, n, d) (particle solutions only).
+
+        Raises
+        ------
+        AttributeError
+            A PDE Solution, or a run that kept the positions at some saved times only (naming those,
+            see `meanfield.representations.sampled_particles`).
+
+        Examples
+        --------
+        >>> import meanfield as mf, solvers
+        >>> x0, _ = mf.sample(mf.densities.uniform(), 16, 3, rng=0)
+        >>> sol = solvers.Particles(mf.Model(beta=1.0, dim=3)).solve(x0, [0.0, 1.0], progress=False)
+        >>> sol.positions.shape
+        (2, 16, 3)
+        """
         if self.representation.is_density:
             raise AttributeError("a PDE Solution has no positions; use sol.density(x, i) or sol.measure(i)")
         stacked = getattr(self.representation, "stacked_positions", None)
@@ -207,7 +451,21 @@ class Solution:
 
     @property
     def weights(self):
-        """Particle weights, shape (n,) (particle solutions only)."""
+        """Particle weights, shape (n,) (particle solutions only).
+
+        Raises
+        ------
+        AttributeError
+            A PDE Solution (use ``measure(i)``).
+
+        Examples
+        --------
+        >>> import meanfield as mf, solvers
+        >>> x0, _ = mf.sample(mf.densities.uniform(), 16, 3, rng=0)
+        >>> sol = solvers.Particles(mf.Model(beta=1.0, dim=3)).solve(x0, [0.0, 1.0], progress=False)
+        >>> sol.weights.shape, float(sol.weights.sum())
+        ((16,), 1.0)
+        """
         if self.representation.is_density:
             raise AttributeError("a PDE Solution has no particle weights; use sol.measure(i)")
         return self.representation.weights
@@ -228,7 +486,40 @@ class Solution:
         the run (its error control includes them). A run handed over to the characteristics is
         re-done with the hand-over. Particles, Lagrangian, FourierCircle, SphericalHarmonics and
         Gegenbauer runs of the paper's noiseless layer (docs/tracers.md); the re-run is the `solvers`
-        package's (registered when it is imported: `register_flow_map`)."""
+        package's (registered when it is imported: `register_flow_map`).
+
+        Parameters
+        ----------
+        points : (m, d) array
+            Starting points on the sphere, at the run's first saved time.
+        i : int, optional
+            Saved index; default: every saved time.
+        **options
+            Options of the re-run's ``solve`` (``rtol``, ``atol``, ...).
+
+        Returns
+        -------
+        (T, m, d) or (m, d) array
+            The tracers at every saved time (the first is ``points``), or at index ``i``.
+
+        Raises
+        ------
+        RuntimeError
+            The `solvers` package was not imported.
+        ValueError
+            A run whose solver does not carry tracers, a noisy or masked run, points off the sphere.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+        ...                                                                        progress=False)
+        >>> track = sol.flow(np.array([[1.0, 0.0], [0.0, 1.0]]))
+        >>> track.shape, np.round(track[-1], 6).tolist()          # the mass at θ = 0 attracts
+        ((3, 2, 2), [[1.0, 0.0], [0.277351, 0.960769]])
+        """
         if not FLOW_MAPS:
             raise RuntimeError("`flow` re-runs the Solution on its solver: import the solvers package first "
                                "(`import solvers`).")
@@ -258,7 +549,41 @@ class Solution:
         ``cluster_merges_json``. With or without the grid, the Dataset is described as CF-1.11 asks
         (long names, ``Conventions``, ``title`` ...); its time coordinate holds t as numbers, and `save`
         writes it with the CF time attributes of `meanfield.gridded.TIME_ATTRS` (t is dimensionless:
-        read as dates, it is seconds since 1970)."""
+        read as dates, it is seconds since 1970).
+
+        Parameters
+        ----------
+        grid : bool, "means" or "points"
+            Add the density on a grid: cell means (True, "means") or point values ("points").
+        grid_size : int >= 1, optional
+            Cells on S^1 (and in s), latitude bands on S^2.
+        clusters : bool, dict or None
+            Add the clusters followed through time.
+
+        Returns
+        -------
+        xarray.Dataset
+            Dimension ``time`` (T) and the representation's own; the model's parameters in ``attrs``.
+
+        Raises
+        ------
+        ValueError
+            An unknown ``grid`` or a bad ``grid_size``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
+        ...                                                                        progress=False)
+        >>> ds = sol.to_xarray(grid=True, grid_size=32)
+        >>> ds.sizes["time"], ds["density"].shape, ds.attrs["model_beta"]
+        (2, (2, 32), 1.0)
+        >>> mass = (ds["density"] * ds["cell_weight"]).sum("theta").values
+        >>> np.round(mass, 12).tolist()
+        [1.0, 1.0]
+        """
         import xarray as xr  # deferred: xarray is heavy
 
         data_vars, coords, attrs = self.representation.to_dataset(self.data)
@@ -304,7 +629,42 @@ class Solution:
 
         The time coordinate holds t, described as "seconds since 1970-01-01" because CF has no
         dimensionless time (`meanfield.gridded.TIME_ATTRS`): `meanfield.load` reads t back as
-        numbers; ``xarray.open_dataset`` shows dates unless given ``decode_times=False``."""
+        numbers; ``xarray.open_dataset`` shows dates unless given ``decode_times=False``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file to write (replaced atomically: written aside, then renamed).
+        grid : bool, "means" or "points"
+            Add the density on a grid (as in `to_xarray`).
+        grid_size : int >= 1, optional
+            The grid's size (as in `to_xarray`).
+        clusters : bool, dict or None
+            Add the clusters followed through time (as in `to_xarray`).
+
+        Returns
+        -------
+        str or os.PathLike
+            ``path``.
+
+        Raises
+        ------
+        ValueError
+            As `to_xarray`.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
+        ...                                                                        progress=False)
+        >>> path = sol.save(os.path.join(tempfile.mkdtemp(), "run.nc"), grid=True)
+        >>> back = mf.load(path)
+        >>> bool(np.allclose(back.energy, sol.energy)), back.t.tolist()
+        (True, [0.0, 1.0])
+        """
 
         ds = cf_time(self.to_xarray(grid=grid, grid_size=grid_size, clusters=clusters))
         tmp = f"{os.fspath(path)}.{os.getpid()}.tmp"      # written aside, then renamed: a killed run never
@@ -325,13 +685,82 @@ class Solution:
     def animate(self, path, **kwargs):
         """Write a movie of the run to ``path`` (.gif or .mp4) and return a summary dict: particles or
         densities on S^1 / S^2, frame by frame (`meanfield.movies.animate`, whose keywords it takes:
-        ``compare``, ``frames``, ``max_frames``, ``fps``, ``trail``, ``size``, ``dpi``, ``progress``)."""
+        ``compare``, ``frames``, ``max_frames``, ``fps``, ``trail``, ``size``, ``dpi``, ``progress``).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Ending in .gif (Pillow) or .mp4 (ffmpeg).
+        **kwargs
+            The keywords of `meanfield.movies.animate`.
+
+        Returns
+        -------
+        dict
+            ``path``, ``frames`` (their count), ``times`` (the saved times drawn) and ``writer``.
+
+        Raises
+        ------
+        ValueError
+            Another suffix, a bad ``fps`` or ``frames``.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
+        ...                                                                        progress=False)
+        >>> movie = sol.animate(os.path.join(tempfile.mkdtemp(), "run.gif"), size=1.5, dpi=40, progress=False)
+        >>> movie["frames"], list(map(float, movie["times"])), movie["writer"]
+        (2, [0.0, 1.0], 'pillow')
+        """
 
         return animate(self, path, **kwargs)
 
     def plot(self, times=None, path=None, show_energy=True, scale="auto", t_end=None):
         """The natural picture of the run with E_β(t); ``scale`` "auto", "linear", "log" or
-        "perturbation" (ρ − 1). See `meanfield.plotting.plot_solution`."""
+        "perturbation" (ρ − 1). See `meanfield.plotting.plot_solution`.
+
+        A space-time density map on S^1, Mollweide maps at chosen times on S^2, particle positions
+        for particles, beside the energy against time.
+
+        Parameters
+        ----------
+        times : list of int or float, optional
+            The saved times of the S^2 maps (None: first, middle, last; ints: indices; floats: the
+            nearest saved times).
+        path : str or os.PathLike, optional
+            Write the figure there (PNG/PDF/SVG).
+        show_energy : bool
+            Draw E_β(t) beside the state.
+        scale : "auto", "linear", "log" or "perturbation"
+            The colour scale of the density.
+        t_end : float, optional
+            The requested end of the run (default: the one the solver recorded); the times a run
+            that stopped early did not reach are hatched.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+
+        Raises
+        ------
+        ValueError
+            An unknown ``scale``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
+        ...                                                                        progress=False)
+        >>> fig = sol.plot(scale="perturbation")
+        >>> len(fig.axes) >= 2
+        True
+        """
 
         return plot_solution(self, times=times, path=path, show_energy=show_energy, scale=scale, t_end=t_end)
 
@@ -396,8 +825,33 @@ def concat(*parts):
 def load(path):
     """Read a `Solution` written by `Solution.save` (NetCDF).
 
-    Raises ValueError naming the file when it is missing, empty, truncated, not NetCDF, or not a
-    meanfield Solution (no representation, model or time, or a variable the representation needs)."""
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The NetCDF file.
+
+    Returns
+    -------
+    Solution
+        The saved run: times, model, representation, states, diagnostics and counters, as saved.
+
+    Raises
+    ------
+    ValueError
+        Naming the file when it is missing, empty, truncated, not NetCDF, or not a meanfield Solution
+        (no representation, model or time, or a variable the representation needs).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> sol = solvers.Particles(mf.Model(beta=1.0, dim=3)).solve(
+    ...     mf.sample(mf.densities.uniform(), 16, 3, rng=0)[0], [0.0, 1.0], progress=False)
+    >>> back = mf.load(sol.save(os.path.join(tempfile.mkdtemp(), "run.nc")))
+    >>> bool(np.array_equal(back.positions, sol.positions)), back.t.tolist(), back.model.beta
+    (True, [0.0, 1.0], 1.0)
+    """
     import xarray as xr  # deferred: xarray is heavy
 
     try:

@@ -40,7 +40,20 @@ def machine_threads():
 
 def default_threads():
     """The number of threads of ``threads=None`` (module docstring: `use_threads`, ``MEANFIELD_THREADS``,
-    ``OMP_NUM_THREADS``, the CPUs)."""
+    ``OMP_NUM_THREADS``, the CPUs).
+
+    Returns
+    -------
+    int
+        At least 1.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> with mf.use_threads(3):
+    ...     mf.default_threads()
+    3
+    """
     chosen = _CHOSEN.get()
     if chosen is not None:
         return chosen
@@ -59,7 +72,26 @@ def check_threads(threads, name="threads"):
 @contextlib.contextmanager
 def use_threads(threads):
     """``with use_threads(n):`` every ``threads=None`` inside (solvers built, distances computed) means
-    ``n`` threads; None leaves it as it is (the enclosing block's, or the environment's)."""
+    ``n`` threads; None leaves it as it is (the enclosing block's, or the environment's).
+
+    Parameters
+    ----------
+    threads : int >= 1 or None
+        The number of threads inside the block.
+
+    Raises
+    ------
+    ValueError
+        ``threads`` not an integer >= 1 (or None).
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> with mf.use_threads(2):
+    ...     with mf.use_threads(None):
+    ...         print(mf.default_threads())
+    2
+    """
     if threads is None:
         yield
         return

@@ -313,7 +313,36 @@ _OPTION_CHECKS = {
 
 
 class Solver:
-    """Base class of every discretisation (see the module docstring for the contract)."""
+    """Base class of every discretisation (see the module docstring for the contract).
+
+    Parameters
+    ----------
+    model : Model
+        The model to discretise.
+    threads : int >= 1, optional
+        The threads the solver may use (default `meanfield.threads.default_threads`).
+
+    Raises
+    ------
+    ValueError
+        ``model`` not a `meanfield.Model`, a bad ``threads``.
+    UnsupportedModel
+        A part of the model that the class does not declare (``takes_mask``, ``normalizations``,
+        ``takes_mlp``, ``takes_schedule``), naming the argument.
+
+    Examples
+    --------
+    The base class checks the model and the options as every solver does:
+
+    >>> import meanfield as mf, solvers
+    >>> solver = solvers.Solver(mf.Model(beta=1.0, dim=2), threads=1)
+    >>> solver.threads, solver.check_options(rtol=1e-8)[0]
+    (1, 'dopri5')
+    >>> solvers.Solver(mf.Model(beta=1.0, dim=2, mask="causal"))
+    Traceback (most recent call last):
+    ...
+    meanfield.errors.UnsupportedModel: Solver cannot take a masked model: `mask`='causal' needs a solver ...
+    """
 
     steppers = ("dopri5", "bs32")
     solve_options = {}
@@ -619,6 +648,11 @@ class Solver:
               checkpoint_every=30.0, history=False, tracers=None, **options):
         """Evolve ``initial`` and save the state at the times ``t_eval``.
 
+        The one ``solve`` of every solver (the classes listed in the `solvers` package); each
+        solver's own options, initial data and examples are on its class's page. Internal steps are
+        chosen by the stepper (adaptive and error-controlled for "dopri5" and "bs32"); the state is
+        reported at the times ``t_eval`` (layer depth, dimensionless).
+
         Parameters
         ----------
         initial : callable, Solution, path, array, grid values or (points, weights)
@@ -627,30 +661,52 @@ class Solver:
             its last saved time (with its noise seed and, for fixed steps, its ``dt`` unless given);
             an array of the solver's own representation (as ``sol.data[i]``); density values on a
             documented grid, `meanfield.densities.on_grid`; for a solver of discrete measures, points
-            or a ``(points, weights)`` pair.
-        t_eval : 1-D array, strictly increasing, starting at 0 (or at the last time of the continued
-            Solution).
-        method : the name of a stepper in ``self.steppers`` (default: the first).
-        normalize : rescale the initial mass to 1 instead of refusing it.
-        progress : bool or None (None: a tqdm bar when stderr is a terminal).
-        checkpoint : path, optional; the partial Solution is written there (NetCDF) at most every
-            ``checkpoint_every`` seconds and when the run stops. `solve` continues from it.
-        history : bool; with ``initial`` a Solution (or its path), return (and checkpoint) the whole
-            run: ``initial.concat(continuation)``, the saved times of both in order.
-        tracers : points (m, d) on the sphere, optional: passive points moved by the run's own field,
-            ż = X[ρ_t](z), with the state under the same stepper and error control (`solvers.tracers`),
-            saved in ``sol.tracers`` (T, m, d) and continued with a Solution that carries them. Noiseless
-            runs of the paper's layer on a solver with ``_tracer_velocity`` (docs/tracers.md).
-        **options : the stepper's options (``rtol``, ``atol``, ``max_step``, ``first_step`` for the
-            adaptive pairs; ``dt`` for fixed steps; ``cfl`` for SSP-RK3) and the solver's own
-            (``solve_options``). An option that does not apply raises ValueError naming it.
+            (n, d) or (B, n, d) or a ``(points, weights)`` pair.
+        t_eval : (T,) array
+            Strictly increasing, starting at 0 (or at the last time of the continued Solution).
+        *args
+            The solver's ``positional_options`` (e.g. ``weights`` and ``rng`` of a solver of
+            discrete measures), in order after ``t_eval``.
+        method : str, optional
+            The name of a stepper in ``self.steppers`` (default: the first).
+        normalize : bool
+            Rescale the initial mass to 1 instead of refusing it.
+        progress : bool or None
+            A tqdm bar (None: when stderr is a terminal).
+        checkpoint : path, optional
+            The partial Solution is written there (NetCDF) at most every ``checkpoint_every`` seconds
+            and when the run stops. `solve` continues from it.
+        checkpoint_every : float >= 0
+            Seconds of wall time between checkpoints (default 30).
+        history : bool
+            With ``initial`` a Solution (or its path), return (and checkpoint) the whole run:
+            ``initial.concat(continuation)``, the saved times of both in order.
+        tracers : (m, d) array, optional
+            Points on the sphere: passive points moved by the run's own field, ż = X[ρ_t](z), with the
+            state under the same stepper and error control (`solvers.tracers`), saved in
+            ``sol.tracers`` (T, m, d) and continued with a Solution that carries them. Noiseless runs
+            of the paper's layer on a solver with ``_tracer_velocity`` (docs/tracers.md).
+        **options
+            The stepper's options (``rtol``, ``atol``, ``max_step``, ``first_step`` for the adaptive
+            pairs; ``dt`` for fixed steps; ``cfl`` for SSP-RK3) and the solver's own
+            (``solve_options``, on the solver's class page).
 
         Returns
         -------
-        Solution. Raises `UnderResolved`, `NonFiniteState`, `Interrupted` (all `SolverError`) with
-        ``.solution`` holding the saved times before the failure. A run that a continuation
-        (`_next`) moves to another kind of discretisation returns one Solution with a segment for
-        each, and ``stats["handover_t"]`` the time of the change.
+        Solution
+            The saved times ``t_eval``. A run that a continuation (`_next`) moves to another kind of
+            discretisation returns one Solution with a segment for each, and ``stats["handover_t"]``
+            the time of the change.
+
+        Raises
+        ------
+        ValueError
+            A bad ``initial`` (negative, not finite, mass not 1 without ``normalize``, another
+            sphere), ``t_eval`` not strictly increasing or not starting where it must, an option that
+            does not apply (naming it) or a bad value.
+        SolverError
+            `UnderResolved`, `NonFiniteState`, `Interrupted` (all `SolverError`) with ``.solution``
+            holding the saved times before the failure.
         """
         _take_positional(self, args, options)
         checkpoint_every = check_real(checkpoint_every, "checkpoint_every", low=0.0)

@@ -169,6 +169,19 @@ class FiniteElements(Solver):
     potential : "quadrature" (default, O(N²)), "fft" (circle) or "sht" (sphere): the same sums, faster.
     chunk : int, rows per block of the O(N²) quadrature (memory O(N·chunk); default 2^22/N rows).
     comm : MPI communicator for the quadrature rows (default COMM_WORLD); every rank holds the mesh.
+    threads : int >= 1, optional
+        Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
+        the result does not depend on it.
+
+    Raises
+    ------
+    UnsupportedModel
+        A non-zonal model, ``dim`` other than 2 or 3, or a model part the solver does not take.
+    ValueError
+        Bad ``refinement``, ``vertices``, ``kernel_cells``, ``width_cells``, ``scheme`` or ``potential``;
+        a mesh too coarse for the kernel (h > 1/(kernel_cells·√β)).
+    ImportError
+        dolfinx is not installed (the ``fem`` extra), at the first ``solve``.
 
     Notes
     -----
@@ -177,6 +190,18 @@ class FiniteElements(Solver):
     CFL step at t = 0)), subdivided so that every stage has CFL number τ·|L_ii|/m_i <= ``cfl``
     (0 < cfl <= 1, default 0.5), which guarantees positivity. Initial states: a density callable, a
     P1 Solution on the same mesh (continued), or nodal values (N,).
+
+    Examples
+    --------
+    Mass is conserved to rounding and the energy increases (needs the ``fem`` extra):
+
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
+    >>> sol = solvers.FiniteElements(mf.Model(beta=1.0, dim=2), refinement=2).solve(rho0, [0.0, 0.5],
+    ...                                                                             progress=False)
+    >>> np.round(sol.mass, 12).tolist(), bool(sol.energy[1] > sol.energy[0])
+    ([1.0, 1.0], True)
     """
 
     steppers = ("ssprk3",)

@@ -81,6 +81,24 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         Record the W1 distances to σ and to the nearest Dirac mass at saved times (default True;
         `meanfield.w1_to_uniform` on the midpoint measure with max(4(2K+1), 2048) points against σ
         on the same midpoints, and the exact `FourierSeries.w1_to_dirac`: ~2 ms per saved time).
+    positions : int or "auto", optional
+        Masked models only (``Model(mask="causal")``, docs/causal.md): M, a multiple of 8, the number
+        of quadrature nodes in the token position σ ∈ (0, 1] (one density per node,
+        `solvers.layered`), or "auto" (doubled when the σ-resolution is lost, up to ``max_positions``).
+        Required for a masked model, refused for an unmasked one.
+    max_positions : int
+        Cap of ``positions="auto"`` (default 1024).
+    threads : int >= 1, optional
+        Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
+        the result does not depend on it.
+
+    Raises
+    ------
+    UnsupportedModel
+        ``model.dim`` != 2, a non-zonal model, or a model part the solver does not take (see Notes).
+    ValueError
+        ``modes`` below the kernel's minimum or out of range, a bad ``tail_tol``, ``dealias`` or
+        ``positions``.
 
     Notes
     -----
@@ -102,6 +120,35 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     ``Model(mlp=...)`` ("post", "sqrt-depth"): the feed-forward term's ⟨P_x F, e_θ⟩ adds to v before
     the speed, on the padded grid (`SpectralVelocity.feedforward`); the recorded ``energy_rate_identity``
     is then s∫Z⟨v_attention, v⟩ρ dσ (docs/feedforward.md).
+
+    Examples
+    --------
+    A small perturbation ε cos θ of the uniform state grows at the exact linear rate ς_1
+    (docs/mathematics.md §5), and the mass stays 1:
+
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> model = mf.Model(beta=1.0, dim=2)
+    >>> rho0 = mf.densities.perturbed_uniform(1e-3, 1, dim=2)
+    >>> sol = solvers.FourierCircle(model, modes=16).solve(rho0, [0.0, 1.0], progress=False)
+    >>> sol.data.shape                                  # c_0..c_K, complex, at 2 saved times
+    (2, 17)
+    >>> growth = abs(sol.data[-1][1] / sol.data[0][1])
+    >>> round(float(growth), 5), round(float(np.exp(mf.linear_growth_rates(model, 1)[1])), 5)
+    (1.56266, 1.56266)
+    >>> np.round(sol.mass, 12).tolist()
+    [1.0, 1.0]
+
+    A continued run starts at the last saved time, and with ``history=True`` returns both; bad input
+    raises ValueError naming the argument:
+
+    >>> more = solvers.FourierCircle(model, modes=16).solve(sol, [1.0, 2.0], history=True, progress=False)
+    >>> more.t.tolist()
+    [0.0, 1.0, 2.0]
+    >>> solvers.FourierCircle(model, modes=16).solve(lambda x: 2.0 * rho0(x), [0.0, 1.0], progress=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: `rho0` must have mass ∫ρ dσ = 1 ... it has 2.0. Pass normalize=True to rescale.
     """
 
     normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)

@@ -37,6 +37,30 @@ class CovarianceBlowUp(SolverError):
     Attributes: ``t`` (the last time reached), ``t_blowup`` (the blow-up time, estimated from the
     Riccati growth λ ~ c/(t* − t) of the largest eigenvalue λ of Σ: t* = t + λ/λ̇, exact in d = 1),
     ``solution`` (the saved times before ``t``).
+
+    Parameters
+    ----------
+    message : str
+        What happened.
+    solution : Solution, optional
+        The saved times before ``t``.
+    t : float, optional
+        The last time reached.
+    t_blowup : float, optional
+        The estimated blow-up time t*.
+
+    Examples
+    --------
+    In d = 1 directions with Q = K = V = I, Σ(t) = Σ0/(1 − 2βt): t* = 1/(2β) for Σ0 = I.
+
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> try:
+    ...     solvers.Gaussian(mf.Model(beta=0.25, dim=2)).solve((np.zeros(2), np.eye(2)), [0.0, 4.0],
+    ...                                                        progress=False)
+    ... except solvers.CovarianceBlowUp as exc:
+    ...     print(round(exc.t_blowup, 3), exc.t < exc.t_blowup, isinstance(exc, mf.SolverError))
+    2.0 True True
     """
 
     def __init__(self, message, solution=None, t=None, t_blowup=None):
@@ -66,6 +90,16 @@ class Gaussian(Solver):
     ----------
     model : `meanfield.Model` with ``normalized=True`` ((SA)), no noise, any Q, K, V and heads, any dim.
     domain : "euclidean" (the only one: on the sphere Gaussians are not preserved).
+    threads : int >= 1, optional
+        Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
+        the result does not depend on it.
+
+    Raises
+    ------
+    UnsupportedModel
+        (USA) (Gaussians do not stay Gaussian), noise, a mask or a model part it does not take.
+    ValueError
+        ``domain`` other than "euclidean".
 
     Notes
     -----
@@ -75,6 +109,20 @@ class Gaussian(Solver):
     ``sol.mean(i)``, ``sol.covariance(i)``; ``sol.density(x, i)`` is the Lebesgue density and
     ``sol.measure(i, n)`` n quasi-random samples. A covariance that blows up stops the run with
     `CovarianceBlowUp` carrying ``t_blowup`` and the Solution so far.
+
+    Examples
+    --------
+    With Q = K = V = I the covariance solves Σ̇ = 2βΣ², Σ(t) = Σ0/(1 − 2βt), which blows up at
+    t* = 1/(2β) for Σ0 = I (docs/gaussian.md):
+
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> solver = solvers.Gaussian(mf.Model(beta=0.5, dim=2))
+    >>> sol = solver.solve((np.zeros(2), np.eye(2)), [0.0, 0.5], progress=False)
+    >>> np.round(sol.covariance(-1), 6).tolist()
+    [[2.0, 0.0], [0.0, 2.0]]
+
+    A run beyond t* stops with `CovarianceBlowUp` (its example).
     """
 
     steppers = ("dopri5", "bs32")

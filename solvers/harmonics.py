@@ -70,6 +70,21 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         (default False: on S^2 the exact transport LP costs ~0.1–1 s per saved time).
     w1_points : int, size of the quadrature measure used for the W1 diagnostics (default 512;
         W1 to σ uses `mf.w1_to_uniform` with a 1024-point Fibonacci reference, exact LP).
+    positions : int or "auto", optional
+        Masked models only (``Model(mask="causal")``, docs/causal.md): M, a multiple of 8, the number
+        of quadrature nodes in the token position σ ∈ (0, 1], or "auto" (doubled up to ``max_positions``).
+    max_positions : int
+        Cap of ``positions="auto"`` (default 1024).
+    nthreads : int >= 1, optional
+        The older name of ``threads``.
+
+    Raises
+    ------
+    UnsupportedModel
+        ``model.dim`` != 3, a non-zonal model, or a model part the solver does not take (see Notes).
+    ValueError
+        ``lmax`` below the kernel's minimum or out of range, both ``threads`` and ``nthreads``, a bad
+        ``tail_tol`` or ``positions``.
 
     Notes
     -----
@@ -87,6 +102,22 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     ``Model(mlp=...)`` ("post", "sqrt-depth"): the feed-forward term P_x F adds to X before the speed,
     on the dealiasing grid (`SpectralVelocity.feedforward`), inside the one spin-1 analysis of the flux;
     the recorded ``energy_rate_identity`` is then s∫Z⟨X, u⟩ρ, u the velocity (docs/feedforward.md).
+
+    Examples
+    --------
+    A small degree-1 perturbation of the uniform state grows at the exact linear rate ς_1
+    (docs/mathematics.md §5):
+
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> model = mf.Model(beta=1.0, dim=3)
+    >>> rho0 = mf.densities.perturbed_uniform(1e-3, 1, order=0)        # 1 + ε Y_10
+    >>> sol = solvers.SphericalHarmonics(model, lmax=16).solve(rho0, [0.0, 1.0], progress=False)
+    >>> sol.data.shape                                  # clm (2, L+1, L+1) at 2 saved times
+    (2, 2, 17, 17)
+    >>> growth = sol.data[-1][0, 1, 0] / sol.data[0][0, 1, 0]
+    >>> round(float(growth), 5), round(float(np.exp(mf.linear_growth_rates(model, 1)[1])), 5)
+    (1.87025, 1.87025)
     """
 
     default_handover = "lagrangian"

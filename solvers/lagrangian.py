@@ -407,6 +407,20 @@ class Lagrangian(Solver):
         where it is faster and its bound is at most ``sums_tol``. Recorded in ``sol.stats``
         (``sums``, ``sums_error_bound``).
     sums_tol : float > 0, the largest bound "auto" accepts (default 1e-6).
+    positions : int, optional
+        Masked models only (docs/causal.md): the number of position nodes in σ ∈ (0, 1]; the labels
+        then live in (σ, x) (`LayeredLagrangian`).
+    threads : int >= 1, optional
+        Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
+        the result does not depend on it.
+
+    Raises
+    ------
+    UnsupportedModel
+        ``dim`` other than 2 or 3, noise, or a model part the solver does not take.
+    ValueError
+        ``nodes`` too few for the kernel (the message names the minimum), bad ``panels``, ``order``,
+        ``sums`` or tolerances.
 
     Notes
     -----
@@ -426,6 +440,20 @@ class Lagrangian(Solver):
     ``max_density``, ``min_density`` (at the nodes), ``error_estimate`` (every saved time on S^1,
     the last one on S^2, where it is a linear program), ``nodes``. Cluster masses and positions:
     ``sol.representation.clusters(sol.data[i])``.
+
+    Examples
+    --------
+    The density carried along the characteristics agrees with the Fourier solver:
+
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> model = mf.Model(beta=1.0, dim=2)
+    >>> rho0 = mf.densities.von_mises_fisher([1.0, 0.0], 2.0)
+    >>> sol = solvers.Lagrangian(model, nodes=256).solve(rho0, [0.0, 1.0], progress=False)
+    >>> ref = solvers.FourierCircle(model, modes=64).solve(rho0, [0.0, 1.0], progress=False)
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+    >>> bool(np.allclose(sol.density(x), ref.density(x), rtol=1e-5)), np.round(sol.mass, 12).tolist()
+    (True, [1.0, 1.0])
     """
 
     steppers = ("dopri5", "bs32")

@@ -60,6 +60,23 @@ class Representation:
     7. optional, for files and pictures: ``cell_means(data, grid)``: the mean density over each cell of a
        `meanfield.gridded.CellGrid` (``cells(n)``, default ``default_cells`` cells), i.e. μ(cell)/σ(cell):
        the grid's mass Σ ρ̄·σ(cell) is the state's mass for any state, clustered or not.
+
+    Densities are relative to σ, the uniform probability measure on S^{d-1} (docs/mathematics.md §2),
+    so the uniform density is 1. ``register(name, cls)`` adds a representation to the registry that
+    `meanfield.load` reads files with.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
+    >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
+    ...                                                                        progress=False)
+    >>> rep = sol.representation
+    >>> isinstance(rep, mf.representations.Representation), rep.name, rep.dim, rep.is_density
+    (True, 'fourier', 2, True)
+    >>> round(rep.mass(sol.data[-1]), 12), round(rep.energy(1.0, sol.data[-1]), 6) == round(float(sol.energy[-1]), 6)
+    (1.0, True)
     """
 
     name = None
@@ -134,6 +151,30 @@ class State:
     ``spectrum()`` (degree powers ‖ρ_l‖² in L²(σ), where the representation is spectral),
     ``to_grid(n)`` (an `xarray.DataArray`), ``to_pyshtools()`` (on S^2, spherical harmonics),
     ``mass`` and ``energy`` (E_β, (3.5)).
+
+    Parameters
+    ----------
+    representation : Representation
+        How ``data`` is to be read.
+    data : array
+        One time slice in the representation's layout (as ``Solution.data[i]``).
+    t : float, optional
+        The time of the state.
+    model : Model, optional
+        The model (its β gives ``energy``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf, solvers
+    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
+    >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
+    ...                                                                        progress=False)
+    >>> state = sol.state(-1)
+    >>> state.t, round(float(state.mass), 12), round(float(state.energy), 6) == round(float(sol.energy[-1]), 6)
+    (1.0, 1.0, True)
+    >>> np.round(sol.state(0).spectrum()[:3], 12).tolist()    # ‖ρ_k‖² in L²(σ): 1 + 0.2 cos θ has 0.2²/2
+    [1.0, 0.02, 0.0]
     """
 
     def __init__(self, representation, data, t=None, model=None):
@@ -143,9 +184,58 @@ class State:
         self.model = model
 
     def density(self, x):
+        """ρ at the points ``x`` (relative to σ).
+
+        Parameters
+        ----------
+        x : (..., d) array
+            Points on the sphere S^{d-1}.
+
+        Returns
+        -------
+        (...) array
+            The density values.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
+        ...                                                                        progress=False)
+        >>> np.round(sol.state(0).density([[1.0, 0.0], [0.0, 1.0]]), 6).tolist()
+        [1.2, 1.0]
+        """
         return self.representation.evaluate(self.data, np.asarray(x, dtype=float))
 
     def measure(self, n=None, **kwargs):
+        """A weighted discrete measure (points, weights) of the state (a quadrature of ρσ).
+
+        Parameters
+        ----------
+        n : int, optional
+            Number of points (default: the representation's; a rule may round it).
+        **kwargs
+            Options of the representation's ``measure`` (``position`` of a layered state).
+
+        Returns
+        -------
+        points : (n, d) array
+            Points on the sphere.
+        weights : (n,) array
+            Non-negative, summing to the mass.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
+        ...                                                                        progress=False)
+        >>> x, w = sol.state().measure(32)
+        >>> x.shape, round(float(w.sum()), 12)
+        ((32, 2), 1.0)
+        """
         return self.representation.measure(self.data, n=n, **kwargs)
 
     def spectrum(self):
@@ -153,7 +243,29 @@ class State:
 
     def to_pyshtools(self):
         """A ``pyshtools.SHCoeffs`` of the state, for the representations that have one (spherical
-        harmonics on S^2: `harmonics.SphericalHarmonicSeries.to_pyshtools`)."""
+        harmonics on S^2: `harmonics.SphericalHarmonicSeries.to_pyshtools`).
+
+        Returns
+        -------
+        pyshtools.SHCoeffs
+            Real coefficients, lmax the run's, normalization '4pi' (orthonormal in L²(σ)),
+            csphase=1 (no Condon–Shortley phase): the numbers of the state unchanged.
+
+        Raises
+        ------
+        AttributeError
+            A state of another representation.
+
+        Examples
+        --------
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.spherical_harmonics([[1, 0, 0.3]])
+        >>> sol = solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3), lmax=16).solve(rho0, [0.0, 0.5],
+        ...                                                                            progress=False)
+        >>> coeffs = sol.state().to_pyshtools()
+        >>> coeffs.lmax, coeffs.normalization, coeffs.csphase, round(float(coeffs.coeffs[0, 0, 0]), 12)
+        (16, '4pi', 1, 1.0)
+        """
         convert = getattr(self.representation, "to_pyshtools", None)
         if convert is None:
             raise AttributeError(f"representation {self.representation.name!r} has no pyshtools coefficients "
@@ -164,7 +276,40 @@ class State:
         """The density on a grid as an `xarray.DataArray`: ``kind="points"`` its values at the grid
         points (``to_grid`` of the representation), ``kind="means"`` its mean over each cell
         (``cell_means``: mass conserved, clusters narrower than a cell kept; the cells' bounds are
-        ``representation.cells(n).bounds``)."""
+        ``representation.cells(n).bounds``).
+
+        Parameters
+        ----------
+        n : int, optional
+            Grid size: points (or cells) on S^1, latitudes (or latitude bands, with 2n longitudes) on
+            S^2 (default: the representation's).
+        kind : "points" or "means"
+            Point values or cell means.
+
+        Returns
+        -------
+        xarray.DataArray
+            Dimension ``theta`` (radians) on S^1, ``lat``/``lon`` (degrees) on S^2, ``s`` = ⟨x, e⟩ for a
+            zonal state; a scalar ``time`` coordinate when the state has a time.
+
+        Raises
+        ------
+        ValueError
+            An unknown ``kind``.
+        AttributeError
+            A representation without a grid (particles: only ``kind="means"``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import meanfield as mf, solvers
+        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
+        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
+        ...                                                                        progress=False)
+        >>> da = sol.state().to_grid(32, kind="means")
+        >>> da.dims, float(da.time), round(float(da.mean()), 12)          # equal cells: the mean is the mass
+        (('theta',), 1.0, 1.0)
+        """
         if kind == "means":
             grid = self.representation.cells(n)
             da = grid.dataarray(self.representation.cell_means(self.data, grid))

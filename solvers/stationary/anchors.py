@@ -25,6 +25,36 @@ def critical_noise(beta, dim, normalized=False):
     ν_c = a_1(β)/β for (USA) and a_1(β)/(β a_0(β)) for (SA): the zero of the exact linear rate of
     degree 1 (docs/mathematics.md §5). At β = 0 both equal 1/d. Both are even in β (a_1 is odd, a_0
     even), and for β < 0 degree 1 is still the first to lose stability (the even degrees never do).
+
+    Parameters
+    ----------
+    beta : float, of either sign
+        Inverse temperature β.
+    dim : int >= 2
+        Ambient dimension d (the sphere S^{d-1}).
+    normalized : bool
+        True for (SA), False for (USA).
+
+    Returns
+    -------
+    float
+        ν_c, in the units of the model's ``noise`` (the coefficient of Δ_S).
+
+    Raises
+    ------
+    ValueError
+        ``beta`` not finite, ``dim`` < 2.
+
+    Examples
+    --------
+    >>> from scipy import special
+    >>> from solvers import stationary
+    >>> round(stationary.critical_noise(1.0, 2), 6), round(float(special.iv(1, 1.0)), 6)      # (USA): I_1(β)/β
+    (0.565159, 0.565159)
+    >>> round(stationary.critical_noise(1.0, 2, normalized=True), 6)                        # (SA): I_1/(β I_0)
+    0.44639
+    >>> round(stationary.critical_noise(0.0, 3), 12)                                        # 1/d at β = 0
+    0.333333333333
     """
     beta = check_beta(beta)
     dim = check_dim(dim)
@@ -60,7 +90,30 @@ def beta_star(dim, normalized=False):
     """β_*(d): the root of `landau_coefficient` in β, where the transition turns discontinuous.
 
     For (USA) this is the root of I_{d/2+1}(β)/I_{d/2}(β) = 1/d (2.44692 for d = 2, 1.81615 for
-    d = 3). Returns inf if the coefficient stays negative up to β = 1000.
+    d = 3).
+
+    Parameters
+    ----------
+    dim : int >= 2
+        Ambient dimension d.
+    normalized : bool
+        True for (SA), False for (USA).
+
+    Returns
+    -------
+    float
+        β_*; inf if the coefficient stays negative up to β = 1000.
+
+    Raises
+    ------
+    ValueError
+        ``dim`` < 2.
+
+    Examples
+    --------
+    >>> from solvers import stationary
+    >>> round(stationary.beta_star(2), 5), round(stationary.beta_star(3), 5)
+    (2.44692, 1.81615)
     """
     dim = check_dim(dim)
     f = lambda b: landau_coefficient(b, dim, normalized)  # noqa: E731

@@ -111,23 +111,67 @@ def branch(beta, dim, normalized=False, resolution=None, nu_min=None, nu_max=Non
 
     Parameters
     ----------
-    beta, dim, normalized : the model (attractive, V = I); (SA) uses its zonal stationary states.
-    resolution : degree L of the zonal series (default 64).
-    nu_min, nu_max : stop when ν leaves [nu_min, nu_max] (default [0.25 ν_c, 4 ν_c]).
-    ds, ds_max : first and largest arclength step; max_points : cap on the points.
-    sectors : sectors m of the stability analysis (default 0..min(L, 12); (0, 1) on S^1).
-    tol : Newton tolerance (max-norm of the residual); tail_tol : stop when the density is no
-        longer resolved at degree L; r_max : stop beyond this order parameter.
-    n_profile : number of s = ⟨x, e⟩ values at which the densities are stored.
+    beta : float
+        The model's β (attractive, V = I).
+    dim : int >= 2
+        Ambient dimension d.
+    normalized : bool
+        (SA) (its zonal stationary states) or (USA).
+    resolution : int >= 4, optional
+        Degree L of the zonal series (default 64).
+    nu_min : float > 0, optional
+        Stop when ν falls below it (default 0.25 ν_c).
+    nu_max : float > 0, optional
+        Stop when ν rises above it (default 4 ν_c).
+    start : StationaryState, optional
+        A zonal state to continue from instead of the bifurcation.
+    direction : -1 or 1
+        The direction of ν followed first from ``start`` (−1: decreasing ν).
+    ds : float > 0
+        First arclength step.
+    ds_max : float > 0
+        Largest arclength step.
+    max_points : int >= 3
+        Cap on the points.
+    sectors : sequence of int, optional
+        Sectors m of the stability analysis (default 0..min(L, 12); (0, 1) on S^1).
+    tol : float > 0
+        Newton tolerance (max-norm of the residual).
+    tail_tol : float > 0
+        Stop when the density is no longer resolved at degree L.
+    r_max : float in (0, 1)
+        Stop beyond this order parameter.
+    n_profile : int
+        Number of s = ⟨x, e⟩ values at which the densities are stored.
 
     Returns
     -------
-    xarray.Dataset over ``point`` with ``nu``, ``order``, ``free_energy`` (F[ρ] − F[1], USA),
-    ``stable``, ``leading_eigenvalue``, ``arclength``, ``coefficients`` (point, l) and ``density``
-    (point, s); attributes ``nu_c``, ``nu_bifurcation`` (ν extrapolated to r = 0 along the branch),
-    ``landau_coefficient`` (and ``landau_fit``, measured on the branch), ``transition``
-    ("supercritical"/"subcritical"), ``beta_star``, ``nu_fold``/``order_fold`` (NaN if none),
-    ``nu_maxwell`` (where F equals that of the uniform state on the stable branch, USA), ``stop_reason``.
+    xarray.Dataset
+        Over ``point``: ``nu``, ``order`` (|∫ x ρ dσ|), ``free_energy`` (F[ρ] − F[1], USA), ``stable``
+        (bool), ``leading_eigenvalue``, ``arclength``, ``coefficients`` (point, l) and ``density``
+        (point, s); attributes ``nu_c``, ``nu_bifurcation`` (ν extrapolated to r = 0 along the
+        branch), ``landau_coefficient`` (and ``landau_fit``, measured on the branch), ``transition``
+        ("supercritical"/"subcritical"), ``beta_star``, ``nu_fold``/``order_fold`` (NaN if none),
+        ``nu_maxwell`` (where F equals that of the uniform state on the stable branch, USA),
+        ``stop_reason``.
+
+    Raises
+    ------
+    ValueError
+        Bad ``resolution``, ``ds``, ``ds_max``, ``max_points``, ``direction``, ``nu_min`` or ``nu_max``.
+
+    Examples
+    --------
+    Below β_* the transition is continuous: the order parameter grows from 0 as ν falls below ν_c,
+    on a stable branch (docs/noise.md):
+
+    >>> import numpy as np
+    >>> from solvers import stationary
+    >>> ds = stationary.branch(1.0, 2, resolution=16, max_points=8)
+    >>> ds.attrs["transition"], round(ds.attrs["nu_c"], 6)
+    ('supercritical', 0.565159)
+    >>> bool(np.all(np.diff(ds["order"].values) > 0)), bool(ds["stable"].all())
+    (True, True)
     """
     beta = check_beta(beta)
     dim = check_dim(dim)

@@ -138,23 +138,55 @@ def self_consistent(model, resolution=None, guess=None, *, zonal=None, axis=None
 
     Parameters
     ----------
-    model : zonal `meanfield.Model` with noise ν > 0; (USA) (the Gibbs form of the free energy) or
+    model : Model
+        A zonal `meanfield.Model` with noise ν > 0; (USA) (the Gibbs form of the free energy) or
         (SA) (its zonal stationary states).
-    resolution : int >= 4, the cut-off: Fourier modes K on S^1, lmax on S^2, the degree L of the
-        zonal series otherwise (default 64).
-    guess : None (the image e^{vΦ[δ_e]/ν}/Z of the Dirac mass at ``axis`` under the map (SC): a
-        cluster), a density callable f(x) (need not be normalised), a `StationaryState`, or coefficients of the
+    resolution : int >= 4, optional
+        The cut-off: Fourier modes K on S^1, lmax on S^2, the degree L of the zonal series otherwise
+        (default 64).
+    guess : None, callable, StationaryState or array
+        None (the image e^{vΦ[δ_e]/ν}/Z of the Dirac mass at ``axis`` under the map (SC): a cluster),
+        a density callable f(x) (need not be normalised), a `StationaryState`, or coefficients of the
         representation (FourierSeries c_0..c_K; SH (2, L+1, L+1); zonal u_0..u_L).
-    zonal : solve among densities f(⟨x, e⟩) about ``axis`` (default e_d), in the Gegenbauer basis.
-        Default: True for d >= 4, False on S^1 and S^2 (full Fourier / spherical-harmonic solve).
-    tol : max-norm tolerance of the residual; maxiter : Newton iterations.
-    tail_tol : the solution must be resolved: the relative L²(σ) norm of its top third of degrees
+    zonal : bool, optional
+        Solve among densities f(⟨x, e⟩) about ``axis``, in the Gegenbauer basis. Default: True for
+        d >= 4, False on S^1 and S^2 (full Fourier / spherical-harmonic solve).
+    axis : (d,) array, optional
+        The axis e of a zonal state and of the default guess (default e_d).
+    tol : float > 0
+        Max-norm tolerance of the residual.
+    maxiter : int
+        Newton iterations.
+    tail_tol : float > 0
+        The solution must be resolved: the relative L²(σ) norm of its top third of degrees
         (`solvers.spectral.spectral_tail`) must stay below it, else `UnderResolved`.
 
     Returns
     -------
-    `StationaryState`. Raises `meanfield.SolverError` when Newton–Krylov does not converge (the
-    message gives the residual).
+    StationaryState
+        The state (a `meanfield.representations.State` with ``nu``, ``order``, ``free_energy``,
+        ``stable``, ``leading_eigenvalue``, ``residual``).
+
+    Raises
+    ------
+    meanfield.SolverError
+        Newton–Krylov does not converge (the message gives the residual); `UnderResolved` when the
+        state is not resolved.
+    UnsupportedModel
+        A non-zonal model.
+    ValueError
+        No noise or v = 0, ``zonal=False`` in d >= 4, a bad ``resolution`` or ``axis``.
+
+    Examples
+    --------
+    Below the critical noise the clustered state is a stable solution of (SC):
+
+    >>> import meanfield as mf
+    >>> from solvers import stationary
+    >>> nu = 0.8 * stationary.critical_noise(1.0, 2)
+    >>> state = stationary.self_consistent(mf.Model(beta=1.0, dim=2, normalized=False, noise=nu), 32)
+    >>> round(state.order, 4), state.stable, state.residual < 1e-10, round(float(state.mass), 12)
+    (0.6822, True, True, 1.0)
     """
     _check_model(model)
     d, nu = model.dim, model.noise
