@@ -407,13 +407,16 @@ def kernel_distance(a, b, kappa=4.0, epsilon=EPSILON, threads=None):
 SUMS = ("auto", "direct", "spectral")
 
 
-def spectral_unavailable(model, domain="sphere"):
-    """Why the spectral sums cannot serve ``model`` (a sentence), or None when they can."""
+def spectral_unavailable(model, domain="sphere", heads=False):
+    """Why the spectral sums cannot serve ``model`` (a sentence), or None when they can; with ``heads`` a
+    caller that sums several zonal heads of their own β (`meanfield.Model.head_models`) accepts them."""
     if domain != "sphere":
         return f"applies on the sphere, not with domain={domain!r} (R^d)"
     if model.dim not in DIMENSIONS:
         return f"needs S^1 or S^2 (dim 2 or 3), got dim={model.dim}; use sums='direct'"
-    if not model.is_zonal:
+    if heads and model.head_models is not None:
+        pass
+    elif not model.is_zonal:
         return ("needs a zonal model (one head, Q^T K = I, V = v·I): the kernel e^{β⟨Qx, Ky⟩} of this model is not "
                 "a function of ⟨x, y⟩; use sums='direct'")
     if model.normalization != "post":
@@ -422,12 +425,12 @@ def spectral_unavailable(model, domain="sphere"):
     return None
 
 
-def check_sums(sums, model, domain="sphere"):
+def check_sums(sums, model, domain="sphere", heads=False):
     """``sums`` among SUMS, and "spectral" only where it applies (ValueError naming `sums` and the reason)."""
     if not isinstance(sums, str) or sums not in SUMS:
         raise ValueError(f"`sums` must be one of {SUMS}, got {sums!r}.")
     if sums == "spectral":
-        reason = spectral_unavailable(model, domain)
+        reason = spectral_unavailable(model, domain, heads)
         if reason:
             raise ValueError(f"`sums`='spectral' {reason}.")
     return sums
@@ -440,22 +443,26 @@ def crossover(dim, lmax):
     return 256 if dim == 2 else 16 * (lmax + 10)
 
 
-def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=EPSILON, causal=None):
+def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=EPSILON, causal=None, heads=False):
     """The sums a run of n points uses, and the bound on the spectral field's relative error.
 
-    "auto" takes the spectral sums when they apply (`spectral_unavailable`), n >= `crossover` (under a
-    mask, whose direct sums cost half, twice that and at least two blocks of `causal_block`) and the bound ε/max(min_j w_j, e^{−2β})
-    (`error_bound`; under a mask ``causal``, a `meanfield.masks.TokenMask`, `masked_error_bound`) is
-    at most ``tol``; else the direct ones (bound 0: exact up to rounding). Returns (kind, bound)."""
-    check_sums(sums, model, domain)
-    if sums == "direct" or spectral_unavailable(model, domain):
+    "auto" takes the spectral sums when they apply (`spectral_unavailable`; ``heads``: several zonal heads
+    accepted), n >= `crossover` (under a mask, whose direct sums cost half, twice that and at least two
+    blocks of `causal_block`) and the bound ε/max(min_j w_j, e^{−2β}) (`error_bound`; under a mask
+    ``causal``, a `meanfield.masks.TokenMask` or one per head, `masked_error_bound`; the largest over the
+    heads, each with its own β) is at most ``tol``; else the direct ones (bound 0: exact up to rounding).
+    Returns (kind, bound)."""
+    check_sums(sums, model, domain, heads)
+    if sums == "direct" or spectral_unavailable(model, domain, heads):
         return "direct", 0.0
-    if causal is None:
-        bound = error_bound(weights, model.beta, epsilon)
-    else:
-        bound = masked_error_bound(weights, model.beta, causal.normaliser, causal.includes_self, epsilon)
+    models = model.head_models if heads else [model]
+    masks = (None,) * len(models) if causal is None else (
+        causal if isinstance(causal, tuple) else (causal,) * len(models))
+    bound = max(error_bound(weights, m.beta, epsilon) if mask is None else
+                masked_error_bound(weights, m.beta, mask.normaliser, mask.includes_self, epsilon)
+                for m, mask in zip(models, masks))
     if sums == "auto":
-        lmax = truncation_degree(model.beta, model.dim, epsilon)
+        lmax = max(truncation_degree(m.beta, model.dim, epsilon) for m in models)
         least = crossover(model.dim, lmax) if causal is None else max(2 * crossover(model.dim, lmax),
                                                                        2 * causal_block(model.dim, lmax))
         if n < least or bound > tol:

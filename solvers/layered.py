@@ -88,13 +88,35 @@ class Layered:
         self._set_positions(m)
 
     def _set_positions(self, m):
-        self.layers = PositionRule(m, self.model.position_bias)
-        self.positions = self.layers.size
+        self._set_rule(PositionRule(m, self.model.position_biases[0]))
+
+    def _set_rule(self, rule):
+        """The position rule, and one rule of the same nodes per head slope (`head_rules`)."""
+        self.layers = rule
+        self.positions = rule.size
+        made = {rule.lam: rule}
+        for lam in self.model.position_biases:
+            if lam not in made:
+                made[lam] = PositionRule(rule.size, lam, breaks=rule.breaks)
+        self.head_rules = [made[lam] for lam in self.model.position_biases]
+
+    def _require_zonal(self):
+        """A zonal model, or several zonal heads of their own β and slope (`meanfield.Model.head_models`)."""
+        if len(self.model.heads) == 1 or self.model.head_models is None:
+            super()._require_zonal()
 
     # -- the discretisation ------------------------------------------------------------------------------
     def _prefix(self, c):
-        """ρ̄ at the nodes: the prefix means of the coefficients c (M, ...)."""
-        return self.layers.prefix_mean(c)
+        """ρ̄ at the nodes: the prefix means of the coefficients c (M, ...); for several heads a list, head
+        h's with its own slope (one recursion per distinct slope)."""
+        if len(self.head_rules) == 1:
+            return self.layers.prefix_mean(c)
+        out, done = [], {}
+        for rule in self.head_rules:
+            if id(rule) not in done:
+                done[id(rule)] = rule.prefix_mean(c)
+            out.append(done[id(rule)])
+        return out
 
     def _representation(self, run):
         return LayeredDensity(super()._representation(run), self.layers)
@@ -121,8 +143,7 @@ class Layered:
     def _next(self, run, t, y, reason):
         if isinstance(reason, RefinePositions):
             finer = copy.copy(self)
-            finer.layers = self.layers.refined()
-            finer.positions = finer.layers.size
+            finer._set_rule(self.layers.refined())
             return finer, self.layers.resample(y, finer.layers)
         return super()._next(run, t, y, reason)
 
