@@ -26,7 +26,7 @@ import inspect
 import numpy as np
 
 from meanfield.errors import SolverError, UnderResolved
-from meanfield.positions import PositionRule
+from meanfield.positions import PositionRule, takes_position
 from meanfield.representations.layered import LayeredDensity
 
 from .bases import ResolutionPolicy
@@ -42,18 +42,6 @@ class RefinePositions(SolverError):
     def __init__(self, t, reason=""):
         super().__init__(f"refine the positions at t={t:g}" + (f" ({reason})" if reason else ""))
         self.t = t
-
-
-def takes_position(rho0):
-    """Whether the initial-data callable takes (x, s) rather than x alone (two required positional
-    arguments, or *args)."""
-    try:
-        params = inspect.signature(rho0).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    required = [p for p in params if p.kind in kinds and p.default is inspect.Parameter.empty]
-    return len(required) >= 2 or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
 
 
 def signature_of_init(cls):
