@@ -215,7 +215,7 @@ def _quantiles(density, n):
 
 _PHI = (np.sqrt(5.0) - 1.0) / 2.0                      # golden-ratio Kronecker step (S^1)
 _PLASTIC = 1.324717957244746                          # the R2 sequence's steps 1/g, 1/g² (S^2)
-_CELLS = {2: (1, 2048), 3: (64, 128)}                 # inverse-transform grid: cells in (z, φ) or (·, θ)
+_CELLS = {2: (1, 1024), 3: (64, 128)}                 # inverse-transform grid: cells in (z, φ) or (·, θ)
 _CHUNK = 1 << 22                                      # density values evaluated at once
 
 
@@ -247,7 +247,7 @@ def sample_tokens(rho0, n, dim, positions=None, method="iid", rng=None):
     Notes
     -----
     The order of the tokens carries no direction unless ρ0 does: the law of x[j] is ρ0(·, σ_j). The
-    inverse transform works on a grid (S^1: 2048 cells in θ; S^2: 64 cells in z times 128 in φ, the
+    inverse transform works on a grid (S^1: 1024 cells in θ; S^2: 64 cells in z times 128 in φ, the
     density piecewise constant on each): the law is that of ρ0 up to the grid's O(h²) in the
     moments. `sample` with ``method="quasi"`` returns points sorted by angle and must not be used
     as tokens in order.
