@@ -134,7 +134,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
 
     def _setup(self, K):
         """The basis with its padded grid (M >= dealias·2K + 1 points) and the multipliers for K modes."""
-        self.basis = FourierBasis(K, int(np.ceil(self.dealias * 2 * K)))
+        self.basis = FourierBasis(K, int(np.ceil(self.dealias * 2 * K)), self.threads)
         self.modes, self.M = K, self.basis.M
         self.k = self.basis.wavenumbers
         self._ik = 1j * self.k

@@ -413,7 +413,7 @@ class Particles(Solver):
         if mask is None:
             Zs, G = sums.sums(x if targets is None else targets, x, w)
         else:
-            Zs, G = causal_zonal_sums(sums, x, w, mask.ends, mask.positions, mask.slope)
+            Zs, G = causal_zonal_sums(sums, x, w, mask.ends, mask.positions, mask.slope, threads=threads)
         if model.normalized:
             with np.errstate(invalid="ignore"):               # 0/0 at the silent tokens, set to 0 below
                 out = G / Zs[..., None]
