@@ -15,6 +15,10 @@ instead of its own density: the spectral solvers evaluate it batched over positi
 (`FourierCircle._transport`, `SphericalHarmonics._transport`) with ρ̄ from the O(M) recursion of
 `meanfield.positions.PositionRule`.
 
+Several zonal heads of their own β and slope λ_h (``Model(heads=[(c_h I, I, v_h I), ...],
+position_bias=[λ_1, ...])``, `meanfield.Model.head_models`) move each position in the sum of their fields,
+head h in that of its own prefix mean ρ̄_h (`Layered._prefix`, one `PositionRule` per slope).
+
 `Layered` is the mixin that turns a spectral solver into its layered form: the state is the
 coefficients of the M densities at the nodes s_i of the position rule (axis 0), the masses per
 position are exact invariants, the initial data is a callable ρ0(x, s) (or a density of x alone),

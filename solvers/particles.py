@@ -163,7 +163,10 @@ class Particles(Solver):
     ("causal") or σ_j < σ_i ("causal-strict"), the pair weight w_j e^{−λ(σ_i − σ_j)} (`meanfield.masks`).
     A token with no weight in C(i) does not move. The sums run over the triangle only, and the spectral
     ones by blocks of positions (`meanfield.spectralsums.causal_zonal_sums`, bound
-    `masked_error_bound`). The recorded energy is (3.5) of the configuration, without the mask.
+    `masked_error_bound`). The recorded energy is (3.5) of the configuration, without the mask. Heads
+    may carry their own slopes (``Model(heads=..., position_bias=[λ_1, ...])``): head h sums with its own
+    ALiBi weights and normaliser, in the direct sums and, for zonal heads of their own β
+    (`meanfield.Model.head_models`), in the spectral ones.
 
     ``parameters`` replaces the model's heads for one run (the model's β, (SA)/(USA) and noise stay):
     a list of (Q, K, V) heads, Q, K of shape (m, d) and V (d, d) (None: the identity; a scalar V:

@@ -23,24 +23,15 @@ def test_masked_particle_field_does_not_depend_on_threads(d, n, sums):
     assert np.array_equal(one, two)
 
 
-def test_layered_harmonics_do_not_depend_on_threads():
-    """A layered S^2 run (lmax 20, 16 positions): its maps are shared among the threads in parts."""
-    model = mf.Model(2.0, 3, mask="causal", position_bias=1.0)
+@pytest.mark.parametrize("dim, make", [(3, lambda m, k: solvers.SphericalHarmonics(m, 20, positions=16, threads=k)),
+                                       (2, lambda m, k: solvers.FourierCircle(m, 32, positions=16, threads=k))])
+def test_layered_runs_do_not_depend_on_threads(dim, make):
+    """Layered runs (16 positions): the S^2 maps are shared among the threads in parts, the S^1 rows among
+    pocketfft's workers."""
+    model = mf.Model(2.0, dim, mask="causal", position_bias=1.0)
 
     def rho0(x, s):
-        return 1 + 0.5 * (x[..., 0] * np.cos(2 * s) + x[..., 2] * np.sin(2 * s))
+        return 1 + 0.5 * (x[..., 0] * np.cos(2 * s) + x[..., -1] * np.sin(2 * s))
 
-    one, two = (solvers.SphericalHarmonics(model, 20, positions=16, threads=k).solve(rho0, [0.0, 0.2]).data[-1]
-                for k in (1, 2))
-    assert np.array_equal(one, two)
-
-
-def test_layered_fourier_does_not_depend_on_threads():
-    model = mf.Model(2.0, 2, mask="causal", position_bias=1.0)
-
-    def rho0(x, s):
-        return 1 + 0.5 * (x[..., 0] * np.cos(2 * s) + x[..., 1] * np.sin(2 * s))
-
-    one, two = (solvers.FourierCircle(model, 32, positions=16, threads=k).solve(rho0, [0.0, 0.2]).data[-1]
-                for k in (1, 2))
+    one, two = (make(model, k).solve(rho0, [0.0, 0.2]).data[-1] for k in (1, 2))
     assert np.array_equal(one, two)
