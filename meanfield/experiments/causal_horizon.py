@@ -32,7 +32,7 @@ QUARTER_NODES = 8          # Gauss–Legendre positions per quarter for the cont
 
 def default_density(dim):
     """The initial density of the measurement, the same at every position: a tilt and a degree-2 mode,
-    1 + 0.6 x_1 + 0.3 sin 2θ on S^1, 1 + 0.6 x_3 + 0.3 (3x_3² − 1)/2·... on S^2 (mass 1)."""
+    1 + 0.6 x_1 + 0.6 x_1 x_2 (= 1 + 0.6 cos θ + 0.3 sin 2θ) on S^1, 1 + 0.6 x_3 + 0.9 x_1 x_2 on S^2 (mass 1)."""
     if dim == 2:
         return lambda x: 1 + 0.6 * x[..., 0] + 0.6 * x[..., 0] * x[..., 1]
     return lambda x: 1 + 0.6 * x[..., 2] + 0.9 * x[..., 0] * x[..., 1]
