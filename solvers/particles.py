@@ -404,7 +404,7 @@ class Particles(Solver):
             mask = None if causal is None else causal[h]
             y, Zs = self._spectral_head(model, x, w, threads, log_time_factor, mask, targets)
             out = y if out is None else out + y
-        if len(models) > 1:
+        if len(models) > 1 or models[0].beta != self.model.beta:      # not the kernel of the energy (3.5)
             Zs = None
         return {"x": x, "out": out, "den": Zs, "c": np.float64(abs(self.model.beta)), "counts": None,
                 "heads": self._heads}
