@@ -120,7 +120,8 @@ def _check_heads(heads):
         raise ValueError(f"`heads` must be a non-empty list of (weight, beta, position_bias) triples, got {heads!r}.")
     out = []
     for k, (weight, beta, lam) in enumerate(heads):
-        out.append((check_real(weight, f"heads[{k}] weight"), check_real(beta, f"heads[{k}] beta", low=0.0, low_open=True),
+        out.append((check_real(weight, f"heads[{k}] weight"),
+                    check_real(beta, f"heads[{k}] beta", low=0.0, low_open=True),
                     check_real(lam, f"heads[{k}] position_bias", low=0.0)))
     return out
 
@@ -165,7 +166,8 @@ def response_profile(tau, s, beta=None, position_bias=1.0, M=SIGNAL_M, n_max=SIG
     w = signal_weights(M, n_max)
     total = np.zeros(s.shape)
     for weight, b, lam in _check_heads(heads):
-        g = position_kernel(lam, 1.0, s[..., None]) * psi(profile_rates(b, n_max) * tau, log_ratio(lam, 1.0, s[..., None]))
+        y = log_ratio(lam, 1.0, s[..., None])
+        g = position_kernel(lam, 1.0, s[..., None]) * psi(profile_rates(b, n_max) * tau, y)
         total = total + weight * (g @ w)
     return total
 
@@ -185,13 +187,14 @@ def check_positions(s, name):
 def critical_time(beta, position_bias=1.0, M=SIGNAL_M, n_max=SIGNAL_MODES):
     """τ_crit = 2(1 − e^{−λ}) Σ ω_n b_n / Σ ω_n b_n²: where the slope of S_τ at s → 1 changes sign.
 
-    β > 0: as β → 0, b_1 ≈ β/2 dominates and τ_crit ≈ 2(1 − e^{−λ})/b_1 → ∞ (no finite limit), and for β < 0
-    the rates b_n = n² I_n(β) alternate in sign, so the threshold is not defined (ValueError naming `beta`)."""
+    β > 0: as β → 0, b_1 ≈ β/2 dominates and τ_crit ≈ 2(1 − e^{−λ})/b_1 → ∞ (no finite limit), and for
+    β < 0 the rates b_n = n² I_n(β) alternate in sign, so the threshold is not defined (ValueError naming
+    `beta`)."""
     beta = check_real(beta, "beta", low=0.0, low_open=True)
     lam = check_real(position_bias, "position_bias", low=0.0, low_open=True)
     w, b = signal_weights(M, n_max), profile_rates(beta, n_max)
     return float(-2 * np.expm1(-lam) * (w @ b) / (w @ b ** 2))
 
 
-__all__ = ["SIGNAL_M", "SIGNAL_MODES", "check_positions", "critical_time", "green_function", "linear_response", "log_ratio", "psi",
-           "profile_rates", "rate", "response_profile", "signal_weights"]
+__all__ = ["SIGNAL_M", "SIGNAL_MODES", "check_positions", "critical_time", "green_function", "linear_response",
+           "log_ratio", "psi", "profile_rates", "rate", "response_profile", "signal_weights"]

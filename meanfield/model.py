@@ -46,7 +46,8 @@ def _check_slopes(position_bias, heads):
     """The ALiBi slopes λ_h >= 0, one per head: a number (the same for every head) or a sequence of
     ``heads`` numbers (ValueError naming `position_bias`; a string or a bool is not a number)."""
     if isinstance(position_bias, (str, bytes)):
-        raise ValueError(f"`position_bias` must be a real number >= 0 or one per head, got the string {position_bias!r}.")
+        raise ValueError("`position_bias` must be a real number >= 0 or one per head, got the string "
+                         f"{position_bias!r}.")
     if np.ndim(position_bias) == 0:
         return (check_real(position_bias, "position_bias", low=0.0),) * heads
     values = list(np.asarray(position_bias, dtype=object).ravel()) if np.ndim(position_bias) == 1 else None

@@ -264,8 +264,9 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
     running coefficients c = Σ_{j<s} w_j e^{−λ(σ_s − σ_j)} μ̂(δ_{x_j}), synthesised at the rows and
     multiplied by e^{−λ(σ_i − σ_s)}, and the columns of their own block exactly (`kernelsums.attention_sums`
     with ``ends`` and ``bias``); every block's columns give their part of c (one adjoint transform, all
-    factors <= 1). Cost O(n·b + (n/b)·L² log L). The transforms' error is at most ε·Σ_{j<s} w_j e^{−λ(σ_i − σ_j)}
-    in Zs and G (`masked_error_bound`). x (..., n, d), w (n,) or (..., n); leading axes looped over.
+    factors <= 1). Cost O(n·b + (n/b)·L² log L). The transforms' error is at most
+    ε·Σ_{j<s} w_j e^{−λ(σ_i − σ_j)} in Zs and G (`masked_error_bound`). x (..., n, d), w (n,) or (..., n);
+    leading axes looped over.
 
     ``threads``: the blocks' exact sums and transforms (each on one thread) are shared among threads in
     two passes, the running coefficients summed in between in order: the result has the same bits

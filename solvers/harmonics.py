@@ -175,7 +175,8 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
             z = g[..., 1 + k, :, :][..., None, :, :] if self.field.normalized else None
             x = x + head.velocity(grad[k], z)
         mlp = self.field.feedforward(basis, self.model.feedforward) if feedforward else None
-        return g[..., 0, :, :], (g[..., 1, :, :] if self.field.normalized else None), (x if mlp is None else x + mlp), 1.0
+        z = g[..., 1, :, :] if self.field.normalized else None
+        return g[..., 0, :, :], z, (x if mlp is None else x + mlp), 1.0
 
     # -- Solver contract ---------------------------------------------------------------------------
     def _representation(self, run):

@@ -378,7 +378,8 @@ def _multi_head(out, o):
                                         "minimum": [float(p.min()) for p in profiles]}
         report.check(f"the multi-head profile at τ = {o.heads_tau:g} is finite", bool(np.all(np.isfinite(profiles))),
                      f"local minima at s = {', '.join(f'{m:.3f}' for m in minima[1]) or 'none'}",
-                     compared="Σ_h weight_h Σ_n ω_n g_{b_n}(τ, 1; s) on 800 positions", tolerance="finite everywhere")
+                     compared="Σ_h weight_h Σ_n ω_n g_{b_n}(τ, 1; s) on 800 positions",
+                     tolerance="finite everywhere")
         ds = xr.Dataset({"response": (("tau", "s"), profiles, {"long_name": "multi-head response S of the last "
                                                                            "position (closed form)"})},
                         coords={"tau": taus, "s": s})
