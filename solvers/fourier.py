@@ -162,7 +162,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
             if self.field.normalized:
                 spec[..., 2 + per * h, :K + 1] = head.kernel * f
         if radial is not None:
-            spec[..., -1, :K + 1] = radial * field
+            spec[..., -1, :K + 1] = radial * fields[0]
         g = self.basis.synthesis(spec)
         z = g[..., 2, :] if self.field.normalized else None
         if z is not None:
