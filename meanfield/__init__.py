@@ -4,7 +4,7 @@ The model layer: parameters, kernels, energies, densities, measures, Wasserstein
 the `Solution` type. It imports no solver; the numerical methods live in the `solvers` package.
 """
 from .version import __version__
-from . import densities, quadrature
+from . import causal, densities, quadrature
 from .errors import Interrupted, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
 from .energy import dirac_energy, energy_from_spectrum, interaction_energy, uniform_energy
 from .kernels import fastest_mode, kernel_multipliers, linear_growth_rates, velocity_multipliers
@@ -12,7 +12,7 @@ from .model import Model
 from .schedule import Schedule
 from .densities import from_file, from_pyshtools
 from .quadrature import sphere_quadrature
-from .sampling import sample
+from .sampling import sample, sample_tokens
 from .solution import Solution, load
 from .spectralsums import kernel_distance
 from .wasserstein import w1_to_dirac, w1_to_uniform, wasserstein
@@ -21,7 +21,7 @@ from .threads import default_threads, use_threads
 
 __all__ = [
     "Model", "Schedule", "kernel_multipliers", "velocity_multipliers", "linear_growth_rates", "fastest_mode", "interaction_energy",
-    "energy_from_spectrum", "uniform_energy", "dirac_energy", "densities", "sample", "sphere_quadrature", "quadrature",
+    "energy_from_spectrum", "uniform_energy", "dirac_energy", "causal", "densities", "sample", "sample_tokens", "sphere_quadrature", "quadrature",
     "wasserstein", "kernel_distance", "from_pyshtools", "from_file", "w1_to_dirac", "w1_to_uniform", "w1_bracket", "W1Bracket", "Solution", "load", "default_threads", "use_threads", "UnsupportedModel", "SolverError",
     "UnderResolved", "NonFiniteState", "Interrupted", "__version__",
 ]

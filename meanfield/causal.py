@@ -300,51 +300,86 @@ def profile_rates(beta, n_max=SIGNAL_MODES):
     return n ** 2 * I[1:]
 
 
-def response_profile(tau, s, beta, position_bias=1.0, M=SIGNAL_M, n_max=SIGNAL_MODES):
-    """S_τ(s) = Σ_n ω_n g_{b_n}(τ, 1; s) at positions s ∈ (0, 1) (kinetic paper's time τ = t/β).
+def _check_heads(heads):
+    """[(weight, β, λ)] checked: real weights (of either sign), β > 0 and λ >= 0 (ValueError naming `heads`)."""
+    try:
+        heads = [tuple(h) for h in heads]
+    except TypeError:
+        raise ValueError(f"`heads` must be a list of (weight, beta, position_bias) triples, got {heads!r}.") from None
+    if not heads or any(len(h) != 3 for h in heads):
+        raise ValueError(f"`heads` must be a non-empty list of (weight, beta, position_bias) triples, got {heads!r}.")
+    out = []
+    for k, (weight, beta, lam) in enumerate(heads):
+        out.append((check_real(weight, f"heads[{k}] weight"),
+                    check_real(beta, f"heads[{k}] beta", low=0.0, low_open=True),
+                    check_real(lam, f"heads[{k}] position_bias", low=0.0)))
+    return out
 
-    The response of the last position to a signal at position s (lost in the middle, docs/causal.md).
+
+def response_profile(tau, s, beta=None, position_bias=1.0, M=SIGNAL_M, n_max=SIGNAL_MODES, *, heads=None):
+    """S_τ(s) = Σ_n ω_n g_{b_n}(τ, 1; s), the response of the last position to a signal at s (kinetic paper's
+    time τ = t/β), or for several heads the weighted sum Σ_h weight_h S_τ(s; β_h, λ_h) of the kinetic
+    paper's multi-head profile.
 
     Parameters
     ----------
-    tau : float
-        τ = t/β.
-    s : array_like
-        Positions in (0, 1).
-    beta : float
-        Inverse temperature β.
-    position_bias : float >= 0
-        λ, the ALiBi slope (default 1).
-    M : float > 0
-        The signal's width (`signal_weights`, default 8).
-    n_max : int >= 1
-        The signal's number of modes (`signal_weights`, default 20).
+    tau : float >= 0, the time (at τ = 0 the profile is 0).
+    s : float or array of positions in (0, 1]. At s = 1 the value is the limit s → 1 (Y = 0,
+        ψ_c(0) = c, finite); as s → 0 it grows without bound (Y → ∞), so s = 0 is refused.
+    beta : float > 0, one head's β (``heads`` instead for several).
+    position_bias : float >= 0, that head's ALiBi slope λ.
+    M, n_max : the signal's width and number of Fourier modes (ω_n = exp(−π²n²/(2M²)), n <= n_max).
+    heads : list of (weight, β, λ), optional: the multi-head profile (weights of either sign, β > 0, λ >= 0).
 
     Returns
     -------
-    ndarray
-        S_τ(s), of the shape of ``s``.
+    S : array of the shape of ``s``.
+
+    Raises
+    ------
+    ValueError naming `tau`, `s`, `beta` or `heads` (both `beta` and `heads`, or neither, is refused).
 
     Examples
     --------
-    Below `critical_time` the last positions respond most (recency); above it the profile falls
-    towards s = 1 (U-shaped):
-
-    >>> from meanfield import causal
-    >>> tc = causal.critical_time(4.0)
-    >>> early = causal.response_profile(0.5 * tc, [0.97, 0.99], 4.0)
-    >>> late = causal.response_profile(2.0 * tc, [0.97, 0.99], 4.0)
-    >>> bool(early[1] > early[0]), bool(late[1] < late[0])
-    (True, True)
+    >>> double_well = [(1.0, 0.2, 3.0), (-27.519314453632965, 0.2, 0.25), (-1.5515192155322617, 0.5, 0.25),
+    ...                (3.9262326774050965e-06, 3.0, 2.0)]
+    >>> S = response_profile(1.5, np.linspace(0.02, 0.98, 800), heads=double_well)   # minima near 0.13 and 0.79
     """
-    w, b = signal_weights(M, n_max), profile_rates(beta, n_max)
-    s = np.asarray(s, dtype=float)
-    g = green_function(float(tau), 1.0, s[..., None], b, position_bias)
-    return g @ w
+    if (beta is None) == (heads is None):
+        raise ValueError("pass either `beta` (one head) or `heads` (a list of (weight, beta, position_bias)), "
+                         "not both or neither.")
+    tau = check_real(tau, "tau", low=0.0)
+    s = check_positions(s, "s")
+    if heads is None:
+        heads = [(1.0, check_real(beta, "beta", low=0.0, low_open=True), check_real(position_bias, "position_bias",
+                                                                                    low=0.0))]
+    w = signal_weights(M, n_max)
+    total = np.zeros(s.shape)
+    for weight, b, lam in _check_heads(heads):
+        y = log_ratio(lam, 1.0, s[..., None])
+        g = position_kernel(lam, 1.0, s[..., None]) * psi(profile_rates(b, n_max) * tau, y)
+        total = total + weight * (g @ w)
+    return total
+
+
+def check_positions(s, name):
+    """Positions as a float array in (0, 1] (ValueError naming ``name``)."""
+    try:
+        s = np.asarray(s, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be positions in (0, 1], got {s!r}.") from None
+    if s.size and not (np.all(np.isfinite(s)) and s.min() > 0.0 and s.max() <= 1.0):
+        raise ValueError(f"`{name}` must lie in (0, 1] (the profile diverges as s -> 0), got values from "
+                         f"{np.nanmin(s):g} to {np.nanmax(s):g}.")
+    return s
 
 
 def critical_time(beta, position_bias=1.0, M=SIGNAL_M, n_max=SIGNAL_MODES):
     """τ_crit = 2(1 − e^{−λ}) Σ ω_n b_n / Σ ω_n b_n²: where the slope of S_τ at s → 1 changes sign.
+
+    β > 0: as β → 0, b_1 ≈ β/2 dominates and τ_crit ≈ 2(1 − e^{−λ})/b_1 → ∞ (no finite limit), and for
+    β < 0 the rates b_n = n² I_n(β) alternate in sign, so the threshold is not defined (ValueError naming
+    `beta`).
 
     Parameters
     ----------
@@ -365,7 +400,7 @@ def critical_time(beta, position_bias=1.0, M=SIGNAL_M, n_max=SIGNAL_MODES):
     Raises
     ------
     ValueError
-        ``position_bias`` <= 0.
+        ``beta`` <= 0 or ``position_bias`` <= 0.
 
     Examples
     --------
@@ -373,10 +408,11 @@ def critical_time(beta, position_bias=1.0, M=SIGNAL_M, n_max=SIGNAL_MODES):
     >>> round(causal.critical_time(4.0), 6)
     0.054588
     """
+    beta = check_real(beta, "beta", low=0.0, low_open=True)
     lam = check_real(position_bias, "position_bias", low=0.0, low_open=True)
     w, b = signal_weights(M, n_max), profile_rates(beta, n_max)
     return float(-2 * np.expm1(-lam) * (w @ b) / (w @ b ** 2))
 
 
-__all__ = ["SIGNAL_M", "SIGNAL_MODES", "critical_time", "green_function", "linear_response", "log_ratio", "psi",
-           "profile_rates", "rate", "response_profile", "signal_weights"]
+__all__ = ["SIGNAL_M", "SIGNAL_MODES", "check_positions", "critical_time", "green_function", "linear_response",
+           "log_ratio", "psi", "profile_rates", "rate", "response_profile", "signal_weights"]

@@ -401,19 +401,30 @@ def _blocked(xq, y, values, kind, clamp, chunk, threads, threshold, ends=None):
         if c is not None:
             c[...] = -np.inf
     else:
-        _run(work, tiles, threads, K * n * m // (1 if ends is None else 2))
+        costs = None if ends is None else [(b1 - b0) * (r1 - r0) * int(ends[r1 - 1]) for b0, b1, r0, r1 in tiles]
+        _run(work, tiles, threads, K * n * m // (1 if ends is None else 2), costs)
     return unflatten(S, c, counts)
 
 
-def _run(work, tiles, threads, pairs):
+def _run(work, tiles, threads, pairs, costs=None):
     """work(part) over contiguous parts of the tiles, a few per thread (load balance), on ``threads``
-    threads with BLAS held to one; on the calling thread alone for one thread, one tile or few pairs."""
+    threads with BLAS held to one; on the calling thread alone for one thread, one tile or few pairs.
+    With ``costs`` (one per tile: the triangle of a causal mask) the parts carry equal costs and the
+    costliest go first, so that no thread is left with the last, largest rows alone."""
     if threads == 1 or len(tiles) == 1 or pairs < _PARALLEL_MIN:
         return work(tiles)
     nparts = min(len(tiles), 4 * threads)
-    bounds = np.linspace(0, len(tiles), nparts + 1).astype(int)
+    if costs is None:
+        bounds = np.linspace(0, len(tiles), nparts + 1).astype(int)
+    else:
+        total = np.concatenate([[0], np.cumsum(costs)])
+        bounds = np.unique(np.searchsorted(total, np.linspace(0, total[-1], nparts + 1)[1:-1]))
+        bounds = np.concatenate([[0], bounds[(bounds > 0) & (bounds < len(tiles))], [len(tiles)]])
+    parts = [tiles[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    if costs is not None:
+        parts.reverse()                                   # the tiles' costs grow with the row: largest first
     with blas_single_threaded():
-        share_out(work, [tiles[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a], threads)
+        share_out(work, parts, threads)
 
 
 def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=None, clamp=True, causal=None):

@@ -109,14 +109,19 @@ def token_mask(mask, slope, weights, positions=None):
 
 
 def model_mask(model, weights, token_positions=None):
-    """`token_mask` of a model's ``mask`` and ``position_bias``, or None for an unmasked model (a
-    ValueError naming `token_positions` if they are given for one)."""
+    """The `TokenMask` of each head of a masked model (a tuple: head h has its own ALiBi slope
+    ``model.position_biases[h]``; heads with the same slope share one mask), or None for an unmasked model
+    (a ValueError naming `token_positions` if they are given for one)."""
     if not model.is_causal:
         if token_positions is not None:
             raise ValueError("`token_positions` apply to a masked model: pass mask='causal' or 'causal-strict' to "
                              "the Model.")
         return None
-    return token_mask(model.mask, model.position_bias, weights, token_positions)
+    made = {}
+    for slope in model.position_biases:
+        if slope not in made:
+            made[slope] = token_mask(model.mask, slope, weights, token_positions)
+    return tuple(made[slope] for slope in model.position_biases)
 
 
 def dense_mask(n, mask, slope=0.0, positions=None):

@@ -42,6 +42,26 @@ def _choice(value, name, choices):
     return value
 
 
+def _check_slopes(position_bias, heads):
+    """The ALiBi slopes λ_h >= 0, one per head: a number (the same for every head) or a sequence of
+    ``heads`` numbers (ValueError naming `position_bias`; a string or a bool is not a number)."""
+    if isinstance(position_bias, (str, bytes)):
+        raise ValueError("`position_bias` must be a real number >= 0 or one per head, got the string "
+                         f"{position_bias!r}.")
+    if np.ndim(position_bias) == 0:
+        return (check_real(position_bias, "position_bias", low=0.0),) * heads
+    values = list(np.asarray(position_bias, dtype=object).ravel()) if np.ndim(position_bias) == 1 else None
+    if values is None or len(values) != heads:
+        raise ValueError(f"`position_bias` must be one slope, or one per head ({heads} numbers >= 0), "
+                         f"got {position_bias!r}.")
+    out = []
+    for h, value in enumerate(values):
+        if isinstance(value, (str, bytes)):
+            raise ValueError(f"`position_bias[{h}]` must be a real number >= 0, got the string {value!r}.")
+        out.append(check_real(value, f"position_bias[{h}]", low=0.0))
+    return tuple(out)
+
+
 def _scaled_identity(A, v):
     """Whether the square matrix A is v·I to within _ZONAL_TOL, in O(d²) without a d × d temporary."""
     d = A.shape[0]
@@ -79,9 +99,12 @@ class Model:
     mask : "none", "causal" or "causal-strict"
         Which tokens token j attends to: all of them, k <= j (decoder attention), or k < j (the
         kinetic paper's particles; the first token then stays fixed). docs/causal.md.
-    position_bias : float >= 0
+    position_bias : float >= 0, or a sequence of one per head
         λ, the ALiBi slope in units of the whole sequence: the pair (j, k) gets the weight
-        e^{−λ(j−k)/n} (masked models only).
+        e^{−λ(j−k)/n} (masked models only). With ``heads``, a list gives head h its own slope λ_h
+        (ALiBi's geometric slopes over heads); ``model.position_biases`` is the tuple of the H slopes and
+        ``model.position_bias`` their common value, or that tuple when they differ. A head's own β is
+        a multiple of its query: the head (c·I, I, V) has the kernel e^{cβ⟨x, y⟩} (`head_models`).
     normalization : "post", "pre", "mix", "peri", "ngpt" or "sqrt-depth"
         Where the layer normalisation sits: a speed factor on each token's direction
         (docs/normalization.md). "post" is the paper's model.
@@ -146,10 +169,12 @@ class Model:
         else:
             self.heads = [self._head((Q, K, V), None)]
         self.mask = _choice(mask, "mask", MASKS)
-        self.position_bias = check_real(position_bias, "position_bias", low=0.0)
-        if self.position_bias and self.mask == "none":
+        self.position_biases = _check_slopes(position_bias, len(self.heads))
+        self.position_bias = (self.position_biases[0] if len(set(self.position_biases)) == 1
+                              else self.position_biases)
+        if any(self.position_biases) and self.mask == "none":
             raise ValueError("`position_bias` (the ALiBi slope) applies to a masked model: pass mask='causal' or "
-                             f"'causal-strict' with it, got mask='none' and position_bias={self.position_bias:g}.")
+                             f"'causal-strict' with it, got mask='none' and position_bias={position_bias!r}.")
         self._set_normalization(normalization, mix_depth, ngpt_alpha)
         self.activation = _choice(activation, "activation", ACTIVATIONS)
         self.mlp = None if mlp is None else check_mlp(mlp, self.dim)
@@ -272,6 +297,24 @@ class Model:
         return bool(np.allclose(Q.T @ K, np.eye(self.dim), rtol=0, atol=_ZONAL_TOL))
 
     @property
+    def head_models(self):
+        """One single-head zonal `Model` per head when every head is zonal with its own β (Q_hᵀK_h = c_h·I,
+        V_h = v_h·I: the model of head h has β_h = c_h·β, V = v_h and the slope λ_h), else None. The
+        field of the model is the sum of those of the head models (docs/causal.md, several heads)."""
+        out = []
+        for h, (Q, K, V) in enumerate(self.heads):
+            if not _scaled_identity(V, V[0, 0]):
+                return None
+            M = Q.T @ K if not (_scaled_identity(Q, 1.0) and _scaled_identity(K, 1.0)) else np.eye(self.dim)
+            c = float(M[0, 0])
+            if not _scaled_identity(M, c):
+                return None
+            out.append(Model(c * self.beta, self.dim, self.normalized, V=float(V[0, 0]), noise=self.noise,
+                             mask=self.mask, position_bias=self.position_biases[h], normalization=self.normalization,
+                             mix_depth=self.mix_depth, ngpt_alpha=self.ngpt_alpha))
+        return out
+
+    @property
     def v(self):
         """The scalar v of V = v·I (the sign s = v of docs/mathematics.md §1); ValueError if V is not a multiple of I."""
         V = self.V
@@ -332,8 +375,9 @@ class Model:
         out = {}
         if self.mask != "none":
             out["mask"] = self.mask
-        if self.position_bias:
-            out["position_bias"] = self.position_bias
+        if any(self.position_biases):
+            out["position_bias"] = (list(self.position_biases) if isinstance(self.position_bias, tuple)
+                                    else self.position_bias)
         if self.normalization != "post":
             out["normalization"] = self.normalization
         if self.mix_depth is not None:

@@ -95,7 +95,8 @@ def model_label(model):
         V = "I" if v == 1 else "−I" if v == -1 else f"{v:g} I"
     else:
         V = f"general Q, K, V ({len(model.heads)} head{'s' if len(model.heads) > 1 else ''})"
-    mask = f", {model.mask} mask, λ = {model.position_bias:g}" if model.is_causal else ""
+    slopes = ", ".join(f"{lam:g}" for lam in dict.fromkeys(model.position_biases))
+    mask = f", {model.mask} mask, λ = {slopes}" if model.is_causal else ""
     return f"({model.kind}) β = {model.beta:g}, V = {V}, d = {model.dim}, ν = {model.noise:g}{mask}"
 
 

@@ -22,6 +22,8 @@ relative error of ρ̄(σ) does not grow where the weight 1/σ is largest (the f
 few predecessors). Away from 0 the panels have equal widths, so that the end σ = 1 — where the
 lost-in-the-middle response is read — is resolved as well as the middle.
 """
+import inspect
+
 import numpy as np
 
 from .validation import check_int, check_real
@@ -71,6 +73,18 @@ def _lagrange(nodes, x):
     hit = exact.any(axis=1)
     out[hit] = exact[hit].astype(float)
     return out
+
+
+def takes_position(rho0):
+    """Whether the initial-data callable takes (x, s) rather than x alone (two required positional
+    arguments, or *args)."""
+    try:
+        params = inspect.signature(rho0).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    required = [p for p in params if p.kind in kinds and p.default is inspect.Parameter.empty]
+    return len(required) >= 2 or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
 
 
 class PositionRule:
@@ -206,4 +220,4 @@ class PositionRule:
         return f"PositionRule(positions={self.size}, panels={self.panels}, position_bias={self.lam:g})"
 
 
-__all__ = ["PANEL_NODES", "PositionRule", "graded_breaks", "position_kernel"]
+__all__ = ["PANEL_NODES", "PositionRule", "graded_breaks", "position_kernel", "takes_position"]

@@ -17,6 +17,8 @@
 import numpy as np
 
 from .validation import check_callable, check_dim, check_int
+from .masks import token_positions
+from .positions import takes_position
 from .densities import Uniform, VonMisesFisher, zonal_profile
 from .quadrature import circle_points, sphere_quadrature, trapezoid
 
@@ -122,6 +124,14 @@ def sample(density, n, dim, rng=None, method="iid"):
         or one that does not apply to ``dim`` ("quasi": dim 2 and 3; "quantile": S^1; "stratified": a
         density known to be zonal), a density that is negative, not finite or zero at every node.
 
+    Warnings
+    --------
+    The points of ``method="quasi"``, "quantile" and "stratified" come in the order of their quadrature
+    (sorted by angle on S^1, by height on S^2, ...), and "quasi" has unequal weights. Used as tokens in
+    order under a causal mask (`meanfield.Model(mask=...)`), position would follow direction (the
+    quarters of 10^4 quasi tokens on S^1 have mean angles 0.79, 2.36, −2.36, −0.79). For tokens in
+    order draw them with `sample_tokens`, whose order carries no direction.
+
     Examples
     --------
     >>> import numpy as np
@@ -222,3 +232,136 @@ def _quantiles(density, n):
     edges = 2 * np.pi * np.arange(m + 1) / m
     q = (np.arange(n) + 0.5) / n
     return circle_points(np.interp(q, cdf, edges))
+
+
+_PHI = (np.sqrt(5.0) - 1.0) / 2.0                      # golden-ratio Kronecker step (S^1)
+_PLASTIC = 1.324717957244746                          # the R2 sequence's steps 1/g, 1/g² (S^2)
+_CELLS = {2: (1, 1024), 3: (64, 128)}                 # inverse-transform grid: cells in (z, φ) or (·, θ)
+_CHUNK = 1 << 22                                      # density values evaluated at once
+
+
+def sample_tokens(rho0, n, dim, positions=None, method="iid", rng=None):
+    """n tokens in order for a causal run: token j + 1 (``x[j]``) at the position σ_j drawn from ρ0(·, σ_j).
+
+    Parameters
+    ----------
+    rho0 : callable ρ0(x) or ρ0(x, s)
+        A σ-relative density of the direction, independent of the position, or one for each position
+        s ∈ (0, 1]: called with points (k, d) and positions (k,) (one per point), returning (k,) values
+        (mass 1 at each s; it is normalised per position).
+    n : int >= 1, the number of tokens.
+    dim : int, the ambient dimension d (2 or 3 for ρ0(x, s) and for "quasi"; any d for "iid" of ρ0(x)).
+    positions : (n,) token positions in (0, 1], non-decreasing, default σ_j = j/n (j = 1..n).
+    method : "iid" | "quasi"
+        "iid": independent draws (`sample` for ρ0(x); for ρ0(x, s) the inverse transform of ρ0(·, σ_j)
+        on a grid, with independent uniform numbers). "quasi": the inverse transform of a randomly
+        shifted Kronecker sequence taken in token order (the golden ratio on S^1; the R2 sequence of the
+        plastic number on S^2, through z then φ), so every block of consecutive tokens is itself a
+        low-discrepancy set: the tokens of each quarter of the positions carry the law of their
+        positions with a discrepancy O(log n / n) instead of the O(n^{-1/2}) of iid draws.
+    rng : seed or numpy Generator (the iid draws, the quasi sequence's random shift).
+
+    Returns
+    -------
+    (x, w) : tokens (n, d) in order and equal weights (n,) 1/n.
+
+    Notes
+    -----
+    The order of the tokens carries no direction unless ρ0 does: the law of x[j] is ρ0(·, σ_j). The
+    inverse transform works on a grid (S^1: 1024 cells in θ; S^2: 64 cells in z times 128 in φ, the
+    density piecewise constant on each): the law is that of ρ0 up to the grid's O(h²) in the
+    moments. `sample` with ``method="quasi"`` returns points sorted by angle and must not be used
+    as tokens in order.
+
+    Raises
+    ------
+    ValueError naming `rho0`, `n`, `dim`, `positions` or `method`.
+
+    Examples
+    --------
+    >>> rho0 = lambda x, s: 1 + 0.6 * (x[..., 0] * np.cos(2 * s) + x[..., 1] * np.sin(2 * s))
+    >>> x, w = sample_tokens(rho0, 4096, 2, method="quasi", rng=0)     # token j + 1 is x[j]
+    """
+    check_callable(rho0, "rho0")
+    n = check_int(n, "n", low=1)
+    dim = check_dim(dim)
+    if method not in ("iid", "quasi"):
+        raise ValueError(f"`method` must be 'iid' or 'quasi', got {method!r}.")
+    sigma = token_positions(n, positions, "positions")
+    rng = np.random.default_rng(rng)
+    dependent = takes_position(rho0)
+    if method == "iid" and not dependent:
+        return sample(rho0, n, dim, rng, "iid")
+    if dim not in _CELLS:
+        raise ValueError(f"`dim` must be 2 or 3 for method={method!r} with a density of the position, got {dim}.")
+    if method == "iid":
+        u = rng.random((n, dim - 1))
+    else:
+        steps = [_PHI] if dim == 2 else [1.0 / _PLASTIC, 1.0 / _PLASTIC ** 2]
+        u = np.mod(np.arange(1, n + 1)[:, None] * np.array(steps) + rng.random(dim - 1), 1.0)
+    return _inverse_transform(rho0, sigma, u, dim, dependent), np.full(n, 1.0 / n)
+
+
+def _inverse_transform(rho0, sigma, u, dim, dependent=True):
+    """x_j = T_{σ_j}(u_j), the inverse (Rosenblatt) transform of ρ0(·, σ_j) (ρ0(·) once when not
+    ``dependent``) on the grid of `_CELLS`: on S^2, z from the marginal of the rows, then φ from the chosen
+    row; linear within a cell."""
+    rows, cols = _CELLS[dim]
+    zc = 1.0 - 2.0 * (np.arange(rows) + 0.5) / rows if dim == 3 else np.zeros(1)
+    ac = 2 * np.pi * (np.arange(cols) + 0.5) / cols
+    r = np.sqrt(np.clip(1 - zc * zc, 0.0, None))
+    grid = np.stack([r[:, None] * np.cos(ac), r[:, None] * np.sin(ac)] + ([np.broadcast_to(zc[:, None], (rows, cols))]
+                                                                            if dim == 3 else []), -1).reshape(-1, dim)
+    out = np.empty((len(sigma), dim))
+    step = max(1, _CHUNK // len(grid))
+    fixed = None if dependent else _grid_values(lambda x, s: rho0(x), grid, sigma[:1], dim)
+    for start in range(0, len(sigma), step):
+        part = slice(start, min(start + step, len(sigma)))
+        k = part.stop - part.start
+        values = _grid_values(rho0, grid, sigma[part], dim) if fixed is None else fixed
+        out[part] = _invert(np.broadcast_to(values.reshape(-1, rows, cols), (k, rows, cols)), u[part], rows, cols, dim)
+    return out
+
+
+def _grid_values(rho0, grid, s, dim):
+    """ρ0 at the grid points for each position of s: (len(s), len(grid)), checked (ValueError naming `rho0`)."""
+    try:
+        values = np.asarray(rho0(np.broadcast_to(grid, (len(s),) + grid.shape).reshape(-1, dim),
+                                 np.repeat(s, len(grid))), dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`rho0` could not be evaluated at points (k, {dim}) and positions (k,): {exc}") from None
+    if values.shape != (len(s) * len(grid),) or not np.all(np.isfinite(values)) or np.any(values < 0):
+        raise ValueError(f"`rho0` must return one finite value >= 0 per point (called with points (k, {dim}) and "
+                         f"positions (k,)), got shape {values.shape}.")
+    return values.reshape(len(s), len(grid))
+
+
+def _invert(values, u, rows, cols, dim):
+    """The points of the uniform numbers u (k, dim − 1) for cell values (k, rows, cols)."""
+    k = len(values)
+    if dim == 3:
+        marginal = values.sum(-1)
+        row, fz = _cell(marginal, u[:, 0])
+        z = 1.0 - 2.0 * (row + fz) / rows                  # cells of height 2/rows, z decreasing with the row
+        line = values[np.arange(k), row]
+        v = u[:, 1]
+    else:
+        z, line, v = np.zeros(k), values[:, 0], u[:, 0]
+    col, fa = _cell(line, v)
+    angle = 2 * np.pi * (col + fa) / cols
+    r = np.sqrt(np.clip(1 - z * z, 0.0, None))
+    xy = np.stack([r * np.cos(angle), r * np.sin(angle)], -1)
+    return np.concatenate([xy, z[:, None]], -1) if dim == 3 else xy
+
+
+def _cell(weights, u):
+    """(cell, fraction in it) of u under the piecewise-constant law of the cell ``weights`` (k, m)."""
+    cdf = np.cumsum(weights, axis=-1)
+    total = cdf[:, -1]
+    if np.any(total <= 0):
+        raise ValueError("`rho0` vanishes at every grid point of some position; cannot sample it.")
+    target = u * total
+    cell = np.minimum((cdf < target[:, None]).sum(-1), weights.shape[-1] - 1)
+    below = np.where(cell > 0, cdf[np.arange(len(cell)), cell - 1], 0.0)
+    own = weights[np.arange(len(cell)), cell]
+    return cell, np.clip((target - below) / np.where(own > 0, own, 1.0), 0.0, 1.0)

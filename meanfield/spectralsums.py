@@ -40,7 +40,7 @@ from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 
 from .kernels import kernel_multipliers, velocity_multipliers
 from .kernelsums import attention_sums
-from .threads import check_threads, share_out
+from .threads import blas_single_threaded, check_threads, share_out
 from .validation import check_beta, check_int, check_measure, check_real
 
 EPSILON = 3e-13             # ducc0's transforms need epsilon > 2e-13 in double precision
@@ -252,7 +252,7 @@ def causal_block(dim, lmax):
     return 512 if dim == 2 else 512 * ((lmax + 32) // 32)
 
 
-def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None):
+def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, threads=1):
     """The sums of a `ZonalSums` over a causal mask with the ALiBi bias (docs/causal.md):
 
         Zs_i = Σ_{j<ends_i} w_j e^{β⟨x_i, x_j⟩ − |β| − λ(σ_i − σ_j)},   G_i = P_{x_i} Σ_{j<ends_i} (same) x_j
@@ -263,43 +263,74 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None):
     whole of the earlier blocks (ends[s] >= s). A block's rows take the earlier blocks from the
     running coefficients c = Σ_{j<s} w_j e^{−λ(σ_s − σ_j)} μ̂(δ_{x_j}), synthesised at the rows and
     multiplied by e^{−λ(σ_i − σ_s)}, and the columns of their own block exactly (`kernelsums.attention_sums`
-    with ``ends`` and ``bias``); then the block's columns join c (one adjoint transform, all factors
-    <= 1). Cost O(n·b + (n/b)·L² log L). The transforms' error is at most ε·Σ_{j<s} w_j e^{−λ(σ_i − σ_j)}
-    in Zs and G (`masked_error_bound`). x (..., n, d), w (n,) or (..., n); leading axes looped over."""
+    with ``ends`` and ``bias``); every block's columns give their part of c (one adjoint transform, all
+    factors <= 1). Cost O(n·b + (n/b)·L² log L). The transforms' error is at most
+    ε·Σ_{j<s} w_j e^{−λ(σ_i − σ_j)} in Zs and G (`masked_error_bound`). x (..., n, d), w (n,) or (..., n);
+    leading axes looped over.
+
+    ``threads``: the blocks' exact sums and transforms (each on one thread) are shared among threads in
+    two passes, the running coefficients summed in between in order: the result has the same bits
+    whatever ``threads``."""
     x = np.asarray(x, dtype=float)
     w = np.asarray(w, dtype=float)
     lead = np.broadcast_shapes(x.shape[:-2], w.shape[:-1])
     if lead:
         xb, wb = np.broadcast_to(x, lead + x.shape[-2:]), np.broadcast_to(w, lead + w.shape[-1:])
-        parts = [causal_zonal_sums(sums, xb[i], wb[i], ends, positions, slope, block) for i in np.ndindex(lead)]
+        parts = [causal_zonal_sums(sums, xb[i], wb[i], ends, positions, slope, block, threads)
+                 for i in np.ndindex(lead)]
         return tuple(np.stack([p[k] for p in parts]).reshape(lead + parts[0][k].shape) for k in range(2))
     n, d = x.shape
     sigma = np.asarray(positions, dtype=float)
     ends = np.asarray(ends, dtype=np.int64)
     b = causal_block(sums.dim, sums.lmax) if block is None else check_int(block, "block", low=1)
+    one = _zonal_sums(sums.beta, sums.dim, sums.epsilon, 1)            # each block's transforms on one thread
+    cuts = _causal_blocks(ends, n, b)
     Zs, G = np.empty(n), np.empty((n, d))
-    coeff, start = None, 0                                   # c, referred to the position of the block's start
-    while start < n:
-        stop = min(start + b, n)
-        while stop < n and ends[stop] < stop:                 # tied positions under "causal-strict"
-            stop += 1
+    parts = [None] * len(cuts)
+
+    def near(k):                                              # the own block exactly, and its part of c
+        start, stop = cuts[k]
         rows, top = slice(start, stop), int(ends[stop - 1])
         cols = slice(start, max(top, start))
         bias = None if slope == 0.0 else (slope * sigma[rows], slope * sigma[cols])
-        near, _ = attention_sums(x[rows], x[cols], w[cols], sums.beta, shift="fixed", unit=True,
-                                 ends=np.maximum(ends[rows] - start, 0), bias=bias)
-        Zs[rows] = near[:, d]
-        G[rows] = near[:, :d] - np.einsum("id,id->i", x[rows], near[:, :d])[:, None] * x[rows]
-        if coeff is not None:
-            far_Z, far_G = sums.synthesis(coeff, x[rows])
-            decay = np.exp(-slope * (sigma[rows] - sigma[start]))
-            Zs[rows] += decay * far_Z
-            G[rows] += decay[:, None] * far_G
-        if stop < n:                                          # the block joins c, referred to σ_stop
-            part = sums.coefficients(x[rows], w[rows] * np.exp(-slope * (sigma[stop] - sigma[rows])))
-            coeff = part if coeff is None else coeff * np.exp(-slope * (sigma[stop] - sigma[start])) + part
-        start = stop
+        own, _ = attention_sums(x[rows], x[cols], w[cols], sums.beta, shift="fixed", unit=True, threads=1,
+                                ends=np.maximum(ends[rows] - start, 0), bias=bias)
+        Zs[rows] = own[:, d]
+        G[rows] = own[:, :d] - np.einsum("id,id->i", x[rows], own[:, :d])[:, None] * x[rows]
+        if stop < n:                                          # referred to σ_stop
+            parts[k] = one.coefficients(x[rows], w[rows] * np.exp(-slope * (sigma[stop] - sigma[rows])))
+
+    with blas_single_threaded():
+        share_out(near, range(len(cuts)), max(1, min(threads, len(cuts))))
+    running = [None] * len(cuts)                              # c of block k, referred to its start
+    for k in range(1, len(cuts)):
+        start = cuts[k - 1][0]
+        decay = np.exp(-slope * (sigma[cuts[k][0]] - sigma[start]))
+        running[k] = parts[k - 1] if running[k - 1] is None else running[k - 1] * decay + parts[k - 1]
+
+    def far(k):                                               # the earlier blocks through c
+        start, stop = cuts[k]
+        far_Z, far_G = one.synthesis(running[k], x[start:stop])
+        decay = np.exp(-slope * (sigma[start:stop] - sigma[start]))
+        Zs[start:stop] += decay * far_Z
+        G[start:stop] += decay[:, None] * far_G
+
+    with blas_single_threaded():
+        share_out(far, range(1, len(cuts)), max(1, min(threads, len(cuts) - 1)))
     return Zs, G
+
+
+def _causal_blocks(ends, n, b):
+    """The blocks (start, stop) of `causal_zonal_sums`: ``b`` positions, longer where tied positions under
+    "causal-strict" would cut a row's own columns (ends[stop] < stop)."""
+    cuts, start = [], 0
+    while start < n:
+        stop = min(start + b, n)
+        while stop < n and ends[stop] < stop:
+            stop += 1
+        cuts.append((start, stop))
+        start = stop
+    return cuts
 
 
 def masked_error_bound(weights, beta, normaliser, includes_self, epsilon=EPSILON):
@@ -435,13 +466,16 @@ def kernel_distance(a, b, kappa=4.0, epsilon=EPSILON, threads=None):
 SUMS = ("auto", "direct", "spectral")
 
 
-def spectral_unavailable(model, domain="sphere"):
-    """Why the spectral sums cannot serve ``model`` (a sentence), or None when they can."""
+def spectral_unavailable(model, domain="sphere", heads=False):
+    """Why the spectral sums cannot serve ``model`` (a sentence), or None when they can; with ``heads`` a
+    caller that sums several zonal heads of their own β (`meanfield.Model.head_models`) accepts them."""
     if domain != "sphere":
         return f"applies on the sphere, not with domain={domain!r} (R^d)"
     if model.dim not in DIMENSIONS:
         return f"needs S^1 or S^2 (dim 2 or 3), got dim={model.dim}; use sums='direct'"
-    if not model.is_zonal:
+    if heads and model.head_models is not None:
+        pass
+    elif not model.is_zonal:
         return ("needs a zonal model (one head, Q^T K = I, V = v·I): the kernel e^{β⟨Qx, Ky⟩} of this model is not "
                 "a function of ⟨x, y⟩; use sums='direct'")
     if model.normalization != "post":
@@ -450,12 +484,12 @@ def spectral_unavailable(model, domain="sphere"):
     return None
 
 
-def check_sums(sums, model, domain="sphere"):
+def check_sums(sums, model, domain="sphere", heads=False):
     """``sums`` among SUMS, and "spectral" only where it applies (ValueError naming `sums` and the reason)."""
     if not isinstance(sums, str) or sums not in SUMS:
         raise ValueError(f"`sums` must be one of {SUMS}, got {sums!r}.")
     if sums == "spectral":
-        reason = spectral_unavailable(model, domain)
+        reason = spectral_unavailable(model, domain, heads)
         if reason:
             raise ValueError(f"`sums`='spectral' {reason}.")
     return sums
@@ -468,22 +502,26 @@ def crossover(dim, lmax):
     return 256 if dim == 2 else 16 * (lmax + 10)
 
 
-def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=EPSILON, causal=None):
+def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=EPSILON, causal=None, heads=False):
     """The sums a run of n points uses, and the bound on the spectral field's relative error.
 
-    "auto" takes the spectral sums when they apply (`spectral_unavailable`), n >= `crossover` (under a
-    mask, whose direct sums cost half, twice that and at least two blocks of `causal_block`) and the bound ε/max(min_j w_j, e^{−2β})
-    (`error_bound`; under a mask ``causal``, a `meanfield.masks.TokenMask`, `masked_error_bound`) is
-    at most ``tol``; else the direct ones (bound 0: exact up to rounding). Returns (kind, bound)."""
-    check_sums(sums, model, domain)
-    if sums == "direct" or spectral_unavailable(model, domain):
+    "auto" takes the spectral sums when they apply (`spectral_unavailable`; ``heads``: several zonal heads
+    accepted), n >= `crossover` (under a mask, whose direct sums cost half, twice that and at least two
+    blocks of `causal_block`) and the bound ε/max(min_j w_j, e^{−2β}) (`error_bound`; under a mask
+    ``causal``, a `meanfield.masks.TokenMask` or one per head, `masked_error_bound`; the largest over the
+    heads, each with its own β) is at most ``tol``; else the direct ones (bound 0: exact up to rounding).
+    Returns (kind, bound)."""
+    check_sums(sums, model, domain, heads)
+    if sums == "direct" or spectral_unavailable(model, domain, heads):
         return "direct", 0.0
-    if causal is None:
-        bound = error_bound(weights, model.beta, epsilon)
-    else:
-        bound = masked_error_bound(weights, model.beta, causal.normaliser, causal.includes_self, epsilon)
+    models = model.head_models if heads else [model]
+    masks = (None,) * len(models) if causal is None else (
+        causal if isinstance(causal, tuple) else (causal,) * len(models))
+    bound = max(error_bound(weights, m.beta, epsilon) if mask is None else
+                masked_error_bound(weights, m.beta, mask.normaliser, mask.includes_self, epsilon)
+                for m, mask in zip(models, masks))
     if sums == "auto":
-        lmax = truncation_degree(model.beta, model.dim, epsilon)
+        lmax = max(truncation_degree(m.beta, model.dim, epsilon) for m in models)
         least = crossover(model.dim, lmax) if causal is None else max(2 * crossover(model.dim, lmax),
                                                                        2 * causal_block(model.dim, lmax))
         if n < least or bound > tol:

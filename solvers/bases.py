@@ -37,7 +37,7 @@ from scipy.special import eval_jacobi
 from meanfield.kernels import minimum_degree
 from meanfield.spectralsums import EPSILON, circle_angles, sphere_angles, tangent_vectors
 from meanfield.quadrature import circle_points, gauss_gegenbauer, gauss_legendre_grid
-from meanfield.threads import transform_threads
+from meanfield.threads import blas_single_threaded, share_out, transform_threads
 from meanfield.validation import check_int, check_memory
 from .spectral import check_kernel_resolution
 from meanfield.representations.gegenbauer import gegenbauer_table
@@ -176,7 +176,8 @@ class FourierBasis:
 
     policy = ResolutionPolicy("modes", "max_modes", low=8, auto_start=64, auto_cap=16384, high=2 ** 26)
 
-    def __init__(self, modes, degree=None):
+    def __init__(self, modes, degree=None, threads=1):
+        self.threads = check_int(threads, "threads", low=1)      # pocketfft's workers over a batch of rows
         self.modes = K = check_int(modes, "modes", low=1)
         self.degree = 3 * K if degree is None else check_int(degree, "degree", low=K)
         self.M = fourier_grid_size(self.degree)
@@ -203,11 +204,16 @@ class FourierBasis:
 
     def synthesis(self, c):
         """Values ρ(θ_j) on the grid of coefficients c_0..c_J (last axis, J <= M/2: zero-padded)."""
-        return sfft.irfft(c, n=self.M, axis=-1, norm="forward")
+        return sfft.irfft(c, n=self.M, axis=-1, norm="forward", workers=self._workers(c))
 
     def analysis(self, values):
         """c_0..c_K of grid values (last axis): c_k = (1/M) Σ_j ρ_j e^{−ikθ_j}, exact for modes |k| < M − K."""
-        return sfft.rfft(values, axis=-1, norm="forward")[..., :self.modes + 1]
+        return sfft.rfft(values, axis=-1, norm="forward", workers=self._workers(values))[..., :self.modes + 1]
+
+    def _workers(self, a):
+        """pocketfft's workers for a batch ``a``: the rows (every axis but the last) are shared among
+        ``threads`` when there are several, each transformed whole on one worker (the same bits)."""
+        return self.threads if np.ndim(a) > 1 and np.size(a) > 4 * np.shape(a)[-1] else 1
 
     def derivative(self, c):
         """Coefficients of ∂_θ ρ: ik c_k."""
@@ -266,7 +272,8 @@ class SphericalHarmonicBasis:
     def __init__(self, lmax, degree=None, nthreads=1):
         self.lmax = L = check_int(lmax, "lmax", low=1)
         self.degree = 3 * L if degree is None else check_int(degree, "degree", low=L)
-        self.nthreads = transform_threads(check_int(nthreads, "nthreads", low=1), L)
+        self.threads = check_int(nthreads, "nthreads", low=1)
+        self.nthreads = transform_threads(self.threads, L)
         self.ntheta, self.nphi = harmonic_grid_shape(self.degree)
         self.theta, _, self.points, self.weights = gauss_legendre_grid(self.ntheta, self.nphi)
         self._geometry = dict(theta=self.theta, lmax=L, nphi=np.full(self.ntheta, self.nphi, dtype=np.uintp),
@@ -295,8 +302,26 @@ class SphericalHarmonicBasis:
 
         alm = np.asarray(alm)
         batch = alm.reshape(-1, 1, alm.shape[-1])
-        out = synthesis(alm=batch, spin=0, nthreads=self.nthreads, **self._geometry)
+        out = self._batched(lambda a, nt: synthesis(alm=a, spin=0, nthreads=nt, **self._geometry), batch)
         return out.reshape(alm.shape[:-1] + (self.ntheta, self.nphi))
+
+    def _batched(self, transform, batch):
+        """transform(batch, nthreads) of a batch of maps (axis 0): below `meanfield.threads.SHARE_LMAX`, where
+        one transform does not share its work, the maps are shared among ``threads`` threads in parts, each
+        part one ducc0 call on one thread (every map is transformed alone: the same bits whatever the
+        parts); else one call on ducc0's threads."""
+        parts = min(len(batch), 2 * self.threads)
+        if parts <= 1 or self.threads == 1 or self.nthreads > 1:
+            return transform(batch, self.nthreads)
+        bounds = np.linspace(0, len(batch), parts + 1).astype(int)
+        results = [None] * parts
+
+        def work(k):
+            results[k] = transform(batch[bounds[k]:bounds[k + 1]], 1)
+
+        with blas_single_threaded():
+            share_out(work, range(parts), self.threads)
+        return np.concatenate(results)
 
     def analysis(self, values):
         """a_lm (..., nalm) of grid values (..., ntheta, nphi), exact for degree <= 2·ntheta − 1 − L;
@@ -304,7 +329,8 @@ class SphericalHarmonicBasis:
 
         values = np.asarray(values, dtype=float)
         batch = values.reshape((-1,) + values.shape[-2:])
-        alm = analysis_2d(map=batch, spin=0, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)
+        alm = self._batched(lambda a, nt: analysis_2d(map=a, spin=0, lmax=self.lmax, geometry="GL", nthreads=nt),
+                            batch)
         alm[:, self.zonal] = alm[:, self.zonal].real
         return alm.reshape(values.shape[:-2] + (alm.shape[-1],))
 
@@ -316,7 +342,7 @@ class SphericalHarmonicBasis:
         if alm.ndim > 1:
             e = (self._divergence * alm).reshape(-1, 1, alm.shape[-1])
             modes = np.concatenate([e, np.zeros_like(e)], axis=1)
-            out = synthesis(alm=modes, spin=1, nthreads=self.nthreads, **self._geometry)
+            out = self._batched(lambda a, nt: synthesis(alm=a, spin=1, nthreads=nt, **self._geometry), modes)
             return out.reshape(alm.shape[:-1] + (2, self.ntheta, self.nphi))
         return synthesis_2d_deriv1(alm=alm[None], lmax=self.lmax, geometry="GL", ntheta=self.ntheta,
                                    nphi=self.nphi, nthreads=self.nthreads)
@@ -329,7 +355,8 @@ class SphericalHarmonicBasis:
         field = np.asarray(field)
         if field.ndim > 3:
             weighted = (field * self._area_weights).reshape((-1, 2, self.ntheta * self.nphi))
-            e = adjoint_synthesis(map=weighted, spin=1, nthreads=self.nthreads, **self._geometry)[:, 0]
+            e = self._batched(lambda a, nt: adjoint_synthesis(map=a, spin=1, nthreads=nt, **self._geometry),
+                              weighted)[:, 0]
             return self._divergence * e.reshape(field.shape[:-3] + (e.shape[-1],))
         e = analysis_2d(map=field, spin=1, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)[0]
         return self._divergence * e

@@ -39,8 +39,8 @@ from .base import Run, Solver
 from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
 from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
-from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
-                       energy_diagnostics, noise_dissipation, spectral_tail)
+from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, TailMonitor, check_coefficients, energy_diagnostics,
+                       head_velocities, noise_dissipation, spectral_tail)
 from meanfield.wasserstein import w1_to_uniform
 
 STABLE_CFL = 0.8         # |h·k·v| below the imaginary-axis stability limit of the adaptive pairs
@@ -181,11 +181,12 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
 
     def _setup(self, K):
         """The basis with its padded grid (M >= dealias·2K + 1 points) and the multipliers for K modes."""
-        self.basis = FourierBasis(K, int(np.ceil(self.dealias * 2 * K)))
+        self.basis = FourierBasis(K, int(np.ceil(self.dealias * 2 * K)), self.threads)
         self.modes, self.M = K, self.basis.M
         self.k = self.basis.wavenumbers
         self._ik = 1j * self.k
-        self.field = SpectralVelocity(self.model, K)
+        self.head_fields = head_velocities(self.model, K)
+        self.field = self.head_fields[0]
         self._dphi = self._ik * self.field.potential
 
     def _grid_fields(self, run, c, field=None, t=0.0, feedforward=True):
@@ -195,25 +196,29 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         prefix means, `solvers.layered`), plus s⁻¹⟨P_x F, e_θ⟩ of a feed-forward term unless
         ``feedforward`` is False."""
         K, M, radial = self.modes, self.M, self.field.radial
-        field = c if field is None else field
-        rows = (3 if self.field.normalized else 2) + (radial is not None)
+        fields = field if isinstance(field, list) else [c if field is None else field]   # one per head
+        per = 2 if self.field.normalized else 1
+        rows = 1 + per * len(fields) + (radial is not None)
         shape = c.shape[:-1] + (rows, M // 2 + 1)
         spec = run.workspace.get("spec")
         if spec is None or spec.shape != shape:
             spec = run.workspace["spec"] = np.zeros(shape, dtype=complex)
         spec[..., 0, :K + 1] = c
-        spec[..., 1, :K + 1] = self._dphi * field
-        if self.field.normalized:
-            spec[..., 2, :K + 1] = self.field.kernel * field
+        for h, (head, f) in enumerate(zip(self.head_fields, fields)):
+            spec[..., 1 + per * h, :K + 1] = (self._dphi if h == 0 else self._ik * head.potential) * f
+            if self.field.normalized:
+                spec[..., 2 + per * h, :K + 1] = head.kernel * f
         if radial is not None:
-            spec[..., -1, :K + 1] = radial * field
+            spec[..., -1, :K + 1] = radial * fields[0]
         g = self.basis.synthesis(spec)
         z = g[..., 2, :] if self.field.normalized else None
         if z is not None:
-            run.workspace["zmin"] = float(z.min())
+            run.workspace["zmin"] = min(float(g[..., 2 + per * h, :].min()) for h in range(len(fields)))
         v = self.field.velocity(g[..., 1, :], z)
+        for h in range(1, len(fields)):
+            v = v + self.head_fields[h].velocity(g[..., 1 + per * h, :], g[..., 2 + per * h, :] if per == 2 else None)
         v, inverse = self.field.scaled(v, v * v, t, None if radial is None else g[..., -1, :], z)
-        mlp = self.field.feedforward(self.basis) if feedforward else None
+        mlp = self.field.feedforward(self.basis, self.model.feedforward) if feedforward else None
         return g[..., 0, :], z, (v if mlp is None else v + inverse * mlp[0]), inverse
 
     def _full(self, run, u):

@@ -40,8 +40,8 @@ from .base import Solver
 from .bases import SphericalHarmonicBasis
 from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
-from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, check_coefficients,
-                       energy_diagnostics, noise_dissipation, spectral_tail)
+from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, TailMonitor, check_coefficients,
+                       energy_diagnostics, head_velocities, noise_dissipation, spectral_tail)
 from meanfield.wasserstein import w1_to_dirac, w1_to_uniform
 
 BYTES_PER_DEGREE2 = 800  # measured peak working memory of a run per lmax² (grids, stages, fine diagnostics grid)
@@ -160,7 +160,8 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         self.theta, self.points, self.weights = basis.theta, basis.points, basis.weights
         ls = basis.degrees
         self._ls, self._m0 = ls, basis.zonal
-        self.field = SpectralVelocity(self.model, L)
+        self.head_fields = head_velocities(self.model, L)
+        self.field = self.head_fields[0]
         self._kern = None if self.field.kernel is None else self.field.kernel[ls]
         self._vel = self.field.potential[ls]
 
@@ -178,6 +179,8 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         (default alm; a layered run passes its prefix means), plus s⁻¹P_x F of a feed-forward term
         unless ``feedforward`` is False."""
         basis = self.basis if basis is None else basis
+        if isinstance(field, list):
+            return self._head_fields(alm, basis, field, t, feedforward)
         field = alm if field is None else field
         rows = [alm] + ([self._kern * field] if self._kern is not None else [])
         if self.field.radial is not None:
@@ -187,8 +190,24 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         x = self.field.velocity(basis.gradient(self._vel * field), None if z is None else z[..., None, :, :])
         speed2 = x[..., 0, :, :] ** 2 + x[..., 1, :, :] ** 2
         x, inverse = self.field.scaled(x, speed2, t, g[..., -1, :, :] if self.field.radial is not None else None, z)
-        mlp = self.field.feedforward(basis) if feedforward else None
+        mlp = self.field.feedforward(basis, self.model.feedforward) if feedforward else None
         return rho, z, (x if mlp is None else x + inverse * mlp), inverse
+
+    def _head_fields(self, alm, basis, fields, t, feedforward):
+        """`_fields` of several zonal heads (Post-LN): X = Σ_h X_h[ρ̄_h], head h's velocity from the density
+        ``fields[h]`` with its own multipliers, one batched scalar and one spin-1 synthesis for all heads;
+        Z̃ is that of the first head."""
+        ls, heads = self._ls, self.head_fields
+        rows = [alm] + ([h.kernel[ls] * f for h, f in zip(heads, fields)] if self.field.normalized else [])
+        g = basis.synthesis(np.stack(rows, axis=-2))
+        grad = basis.gradient(np.stack([h.potential[ls] * f for h, f in zip(heads, fields)]))
+        x = 0.0
+        for k, head in enumerate(heads):
+            z = g[..., 1 + k, :, :][..., None, :, :] if self.field.normalized else None
+            x = x + head.velocity(grad[k], z)
+        mlp = self.field.feedforward(basis, self.model.feedforward) if feedforward else None
+        z = g[..., 1, :, :] if self.field.normalized else None
+        return g[..., 0, :, :], z, (x if mlp is None else x + mlp), 1.0
 
     # -- Solver contract ---------------------------------------------------------------------------
     def _representation(self, run):

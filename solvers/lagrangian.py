@@ -246,15 +246,15 @@ def _head_terms(z, S, c, M, V, beta, normalized):
 def _velocity_divergence_heads(z, x, w, beta, normalized, heads, chunk):
     """`velocity_divergence` for general heads (see its ``heads``): one pass of the moments per head."""
     values = _moment_values(x, w)
-    return heads_field(z, lambda M: kernel_sums(z, x, values, beta, M=M, chunk=chunk), beta, normalized, heads)
+    return heads_field(z, lambda M, h: kernel_sums(z, x, values, beta, M=M, chunk=chunk), beta, normalized, heads)
 
 
 def heads_field(z, summed, beta, normalized, heads):
-    """(X, div_S X) at z for general heads from their moment sums ``summed(M_h)`` = (S, c) (`_head_terms`)."""
+    """(X, div_S X) at z for general heads from their moment sums ``summed(M_h, h)`` = (S, c) (`_head_terms`)."""
     F = np.zeros_like(z)
     tr = np.zeros(len(z))
-    for M, V in heads:
-        S, c = summed(M)
+    for h, (M, V) in enumerate(heads):
+        S, c = summed(M, h)
         Fh, trh = _head_terms(z, S, c, M, V, beta, normalized)
         F += Fh
         tr += trh
@@ -309,11 +309,13 @@ def causal_moment_sums(z, values, rule, beta, M=None, chunk=512):
     return S * window[node][:, None], c
 
 
-def layered_velocity_divergence(z, weights, rule, beta, *, normalized=True, v=1.0, heads=None, chunk=512):
+def layered_velocity_divergence(z, weights, rule, beta, *, normalized=True, v=1.0, heads=None, chunk=512,
+                                rules=None):
     """X_σ and div_S X_σ at labels in (σ, x): ``z`` (P·q, n, d) the labels of the density ρ(s_m, ·) at each
     node of ``rule``, ``weights`` (P·q, n) their masses (each row a probability). The field of a label at
     s_i is that of `velocity_divergence` for the prefix mean ρ̄(s_i) = ∫_0^{s_i} k_λ(s_i, r) ρ(r) dr
     (docs/causal.md; (SA) and (USA), zonal or general heads), its moments from `causal_moment_sums`.
+    ``rules``: one rule per head (the same nodes, head h's own ALiBi slope λ_h), default ``rule`` for all.
     Returns X (P·q, n, d), div (P·q, n)."""
     shape = z.shape
     flat = z.reshape(-1, shape[-1])
@@ -322,8 +324,8 @@ def layered_velocity_divergence(z, weights, rule, beta, *, normalized=True, v=1.
         S, c = causal_moment_sums(z, values, rule, beta, chunk=chunk)
         X, div = moment_field(flat, S, c, beta, normalized, v)
     else:
-        X, div = heads_field(flat, lambda M: causal_moment_sums(z, values, rule, beta, M=M, chunk=chunk), beta,
-                             normalized, heads)
+        X, div = heads_field(flat, lambda M, h: causal_moment_sums(z, values, rule if rules is None else rules[h],
+                                                                    beta, M=M, chunk=chunk), beta, normalized, heads)
     return X.reshape(shape), div.reshape(shape[:2])
 
 
@@ -922,10 +924,13 @@ class LayeredLagrangian(Lagrangian):
             raise ValueError("`sums` of a layered Lagrangian run is 'auto' or 'direct': the own panel's prefix "
                              "weights do not factorise into the spectral sums' blocks.")
         Lagrangian.__init__(self, model, nodes, positions=positions, **options)
-        self.layers = positions if isinstance(positions, PositionRule) else PositionRule(positions, model.position_bias)
-        if self.layers.lam != model.position_bias:
-            raise ValueError(f"`positions`: the rule has position_bias {self.layers.lam:g}, the model "
-                             f"{model.position_bias:g}.")
+        lam = model.position_biases[0]
+        self.layers = positions if isinstance(positions, PositionRule) else PositionRule(positions, lam)
+        if self.layers.lam != lam:
+            raise ValueError(f"`positions`: the rule has position_bias {self.layers.lam:g}, the model's first head "
+                             f"{lam:g}.")
+        self.head_rules = [self.layers if slope == lam else PositionRule(self.layers.size, slope, self.layers.breaks)
+                           for slope in model.position_biases]
         self.positions = self.layers.size
         self.sums = "direct"
 
@@ -936,7 +941,7 @@ class LayeredLagrangian(Lagrangian):
         out = np.empty_like(y)
         for (sl, w), _ in zip(run.systems, run.system_sums):
             X, div = layered_velocity_divergence(x[:, sl], w, self.layers, self.model.beta, normalized=self.normalized,
-                                                 v=self.v, heads=self.heads, chunk=self.chunk)
+                                                 v=self.v, heads=self.heads, chunk=self.chunk, rules=self.head_rules)
             X, div = self._with_feedforward(x[:, sl], *self._scaled(t, None, None, X, div))
             out[:, sl, :d] = X
             out[:, sl, d] = div

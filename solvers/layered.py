@@ -15,6 +15,10 @@ instead of its own density: the spectral solvers evaluate it batched over positi
 (`FourierCircle._transport`, `SphericalHarmonics._transport`) with ρ̄ from the O(M) recursion of
 `meanfield.positions.PositionRule`.
 
+Several zonal heads of their own β and slope λ_h (``Model(heads=[(c_h I, I, v_h I), ...],
+position_bias=[λ_1, ...])``, `meanfield.Model.head_models`) move each position in the sum of their fields,
+head h in that of its own prefix mean ρ̄_h (`Layered._prefix`, one `PositionRule` per slope).
+
 `Layered` is the mixin that turns a spectral solver into its layered form: the state is the
 coefficients of the M densities at the nodes s_i of the position rule (axis 0), the masses per
 position are exact invariants, the initial data is a callable ρ0(x, s) (or a density of x alone),
@@ -26,7 +30,7 @@ import inspect
 import numpy as np
 
 from meanfield.errors import SolverError, UnderResolved
-from meanfield.positions import PositionRule
+from meanfield.positions import PositionRule, takes_position
 from meanfield.representations.layered import LayeredDensity
 
 from .bases import ResolutionPolicy
@@ -42,18 +46,6 @@ class RefinePositions(SolverError):
     def __init__(self, t, reason=""):
         super().__init__(f"refine the positions at t={t:g}" + (f" ({reason})" if reason else ""))
         self.t = t
-
-
-def takes_position(rho0):
-    """Whether the initial-data callable takes (x, s) rather than x alone (two required positional
-    arguments, or *args)."""
-    try:
-        params = inspect.signature(rho0).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    required = [p for p in params if p.kind in kinds and p.default is inspect.Parameter.empty]
-    return len(required) >= 2 or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
 
 
 def signature_of_init(cls):
@@ -88,13 +80,35 @@ class Layered:
         self._set_positions(m)
 
     def _set_positions(self, m):
-        self.layers = PositionRule(m, self.model.position_bias)
-        self.positions = self.layers.size
+        self._set_rule(PositionRule(m, self.model.position_biases[0]))
+
+    def _set_rule(self, rule):
+        """The position rule, and one rule of the same nodes per head slope (`head_rules`)."""
+        self.layers = rule
+        self.positions = rule.size
+        made = {rule.lam: rule}
+        for lam in self.model.position_biases:
+            if lam not in made:
+                made[lam] = PositionRule(rule.size, lam, breaks=rule.breaks)
+        self.head_rules = [made[lam] for lam in self.model.position_biases]
+
+    def _require_zonal(self):
+        """A zonal model, or several zonal heads of their own β and slope (`meanfield.Model.head_models`)."""
+        if len(self.model.heads) == 1 or self.model.head_models is None:
+            super()._require_zonal()
 
     # -- the discretisation ------------------------------------------------------------------------------
     def _prefix(self, c):
-        """ρ̄ at the nodes: the prefix means of the coefficients c (M, ...)."""
-        return self.layers.prefix_mean(c)
+        """ρ̄ at the nodes: the prefix means of the coefficients c (M, ...); for several heads a list, head
+        h's with its own slope (one recursion per distinct slope)."""
+        if len(self.head_rules) == 1:
+            return self.layers.prefix_mean(c)
+        out, done = [], {}
+        for rule in self.head_rules:
+            if id(rule) not in done:
+                done[id(rule)] = rule.prefix_mean(c)
+            out.append(done[id(rule)])
+        return out
 
     def _representation(self, run):
         return LayeredDensity(super()._representation(run), self.layers)
@@ -121,8 +135,7 @@ class Layered:
     def _next(self, run, t, y, reason):
         if isinstance(reason, RefinePositions):
             finer = copy.copy(self)
-            finer.layers = self.layers.refined()
-            finer.positions = finer.layers.size
+            finer._set_rule(self.layers.refined())
             return finer, self.layers.resample(y, finer.layers)
         return super()._next(run, t, y, reason)
 

@@ -173,7 +173,10 @@ class Particles(Solver):
     ("causal") or σ_j < σ_i ("causal-strict"), the pair weight w_j e^{−λ(σ_i − σ_j)} (`meanfield.masks`).
     A token with no weight in C(i) does not move. The sums run over the triangle only, and the spectral
     ones by blocks of positions (`meanfield.spectralsums.causal_zonal_sums`, bound
-    `masked_error_bound`). The recorded energy is (3.5) of the configuration, without the mask.
+    `masked_error_bound`). The recorded energy is (3.5) of the configuration, without the mask. Heads
+    may carry their own slopes (``Model(heads=..., position_bias=[λ_1, ...])``): head h sums with its own
+    ALiBi weights and normaliser, in the direct sums and, for zonal heads of their own β
+    (`meanfield.Model.head_models`), in the spectral ones.
 
     ``parameters`` replaces the model's heads for one run (the model's β, (SA)/(USA) and noise stay):
     a list of (Q, K, V) heads, Q, K of shape (m, d) and V (d, d) (None: the identity; a scalar V:
@@ -256,7 +259,7 @@ class Particles(Solver):
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None, sums="auto",
                  sums_tol=1e-6, threads=None):
         super().__init__(model, threads)
-        self.sums = check_sums(sums, model)
+        self.sums = check_sums(sums, model, heads=True)
         self.sums_tol = check_real(sums_tol, "sums_tol", low=0.0, low_open=True)
         self.chunk = check_int(chunk, "chunk", low=1)
         check_memory(32 * self.chunk ** 2, "chunk", self.chunk)
@@ -335,6 +338,9 @@ class Particles(Solver):
 
     def _checked_parameters(self, run, heads):
         prepared = self._prepare_heads(heads, run.batch)
+        if isinstance(self.model.position_bias, tuple) and len(prepared) != len(self.model.heads):
+            raise ValueError(f"`parameters` must hold {len(self.model.heads)} heads, one per ALiBi slope of the model "
+                             f"(position_bias={list(self.model.position_bias)}), got {len(prepared)}.")
         if self._usa_overflows(prepared, run.domain, run.log_time_factor):
             raise ValueError("`parameters`: (USA) velocities of size e^(beta |QᵀK|) beyond float64; pass "
                              "rescale_time=True.")
@@ -390,17 +396,18 @@ class Particles(Solver):
         d = x.shape[-1]
         threads = self.threads if run is None else run.threads
         free = self._energy_head(domain, heads)
-        for head in heads:
+        for h, head in enumerate(heads):
+            mask = None if causal is None else causal[h if h < len(causal) else 0]
             res = self._attention_sums(x, head, w, domain, threads, 1.0 - self.delta if count and free else None,
-                                       causal, targets)
+                                       mask, targets)
             acc, c = res[0], res[1]
             if self.model.normalized:
                 y = compiled.ratio(acc)
             else:
                 scale = np.exp(np.asarray(c) - log_time_factor)
                 y = acc[..., :d] * (scale[..., None] if np.ndim(scale) else scale)
-            if causal is not None:
-                y = self._masked_output(y, causal)
+            if mask is not None:
+                y = self._masked_output(y, mask)
             out = y if out is None else out + y
             if free:
                 den, c_den, counts = acc[..., d], c, (res[2] if count else None)
@@ -419,28 +426,41 @@ class Particles(Solver):
         return out + (F * np.exp(-log_time_factor) if log_time_factor else F)
 
     def _evaluate_spectral(self, x, w, threads, log_time_factor=0.0, causal=None, targets=None):
-        """`_evaluate` through the spectral sums (zonal, S^1/S^2): with Zs = Σ_j w_j e^{β(⟨x_i, x_j⟩ − 1)}
+        """`_evaluate` through the spectral sums (zonal heads, S^1/S^2): with Zs = Σ_j w_j e^{β(⟨x_i, x_j⟩ − 1)}
         and G = e^{−|β|}∇_S Z/β (`meanfield.spectralsums`), the (SA) field is v G/Zs and the (USA) one
-        v e^{|β|} G; the denominators Zs with c = |β| give the energy. No pair counts come with these sums
-        (`_diagnostics` counts the clustered pairs with a spatial index). Under a mask the sums run over
-        C(i) (`meanfield.spectralsums.causal_zonal_sums`) and give no energy."""
-        beta, v = self.model.beta, self.model.v
-        sums = zonal_sums(beta, self.model.dim, EPSILON, threads, x.shape[-2])
-        if causal is None:
+        v e^{|β|} G, summed over the heads, each with its own β, v and mask (`meanfield.Model.head_models`);
+        the denominators Zs with c = |β| give the energy of one unmasked head. No pair counts come with
+        these sums (`_diagnostics` counts the clustered pairs with a spatial index). Under a mask the sums
+        run over C(i) (`meanfield.spectralsums.causal_zonal_sums`) and give no energy."""
+        out, models = None, self.model.head_models
+        for h, model in enumerate(models):
+            mask = None if causal is None else causal[h]
+            y, Zs = self._spectral_head(model, x, w, threads, log_time_factor, mask, targets)
+            out = y if out is None else out + y
+        if len(models) > 1 or models[0].beta != self.model.beta:      # not the kernel of the energy (3.5)
+            Zs = None
+        return {"x": x, "out": out, "den": Zs, "c": np.float64(abs(self.model.beta)), "counts": None,
+                "heads": self._heads}
+
+    def _spectral_head(self, model, x, w, threads, log_time_factor, mask, targets):
+        """One zonal head's output through the spectral sums, and its denominators Zs (None under a mask)."""
+        beta, v = model.beta, model.v
+        sums = zonal_sums(beta, model.dim, EPSILON, threads, x.shape[-2])
+        if mask is None:
             Zs, G = sums.sums(x if targets is None else targets, x, w)
         else:
-            Zs, G = causal_zonal_sums(sums, x, w, causal.ends, causal.positions, causal.slope)
-        if self.model.normalized:
+            Zs, G = causal_zonal_sums(sums, x, w, mask.ends, mask.positions, mask.slope, threads=threads)
+        if model.normalized:
             with np.errstate(invalid="ignore"):               # 0/0 at the silent tokens, set to 0 below
                 out = G / Zs[..., None]
         else:
             out = G * np.exp(abs(beta) - log_time_factor)
-        if causal is not None:
-            out = self._masked_output(out, causal)
+        if mask is not None:
+            out = self._masked_output(out, mask)
             Zs = None
         if v != 1.0:
             out *= v
-        return {"x": x, "out": out, "den": Zs, "c": np.float64(abs(beta)), "counts": None, "heads": self._heads}
+        return out, Zs
 
     def _masked_output(self, y, causal):
         """A head's output under a mask: (USA) divided by the positional normaliser D_i, and zero for the
@@ -496,7 +516,8 @@ class Particles(Solver):
         w = check_weights(weights, x.shape[-2])
         causal = model_mask(self.model, w, token_positions)
         shift = self.model.beta if (rescale_time and not self.model.normalized) else 0.0
-        if choose_sums(self.sums, self.model, x.shape[-2], w, tol=self.sums_tol, causal=causal)[0] == "spectral":
+        if choose_sums(self.sums, self.model, x.shape[-2], w, tol=self.sums_tol, causal=causal,
+                       heads=True)[0] == "spectral":
             out = self._with_feedforward(None, x, self._evaluate_spectral(x, w, self.threads, shift, causal)["out"],
                                          shift)
         else:
@@ -546,7 +567,7 @@ class Particles(Solver):
             if self._usa_overflows(self._heads, domain, 0.0):
                 raise ValueError(f"(USA) with `beta`={beta:g}: the velocity is of size e^beta, beyond float64 for "
                                  f"beta > {_EXP_MAX:g}. Pass rescale_time=True to integrate in tau = e^beta t.")
-        check_sums(self.sums, self.model, domain)
+        check_sums(self.sums, self.model, domain, heads=True)
         run.domain, run.rescaled = domain, bool(rescaled)
         run.sums, run.sums_error_bound = "direct", 0.0      # chosen with the initial state (n, weights)
         run.retracts = domain == "sphere"
@@ -731,13 +752,14 @@ class Particles(Solver):
     def _choose_sums(self, run):
         """The kernel sums of the run (`meanfield.spectralsums.choose_sums`; direct with ``parameters``)."""
         run.sums, run.sums_error_bound = choose_sums(self.sums, self.model, run.weights.size, run.weights,
-                                                     domain=run.domain, tol=self.sums_tol, causal=run.causal)
+                                                     domain=run.domain, tol=self.sums_tol, causal=run.causal,
+                                                     heads=True)
         if run.parameters is not None:
             run.sums, run.sums_error_bound = "direct", 0.0
 
     def _adopt_model(self):
         """A piece of the schedule: its heads prepared, its sums checked."""
-        self.sums = check_sums(self.sums, self.model)
+        self.sums = check_sums(self.sums, self.model, heads=True)
         self._heads = self._prepare_heads(self.model.heads)
 
     def _breakpoints(self, run, start, end):

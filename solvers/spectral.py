@@ -183,6 +183,14 @@ class SpectralVelocity:
         return grad * (self.s * np.exp(abs(self.beta) + log_shift))
 
 
+def head_velocities(model, lmax):
+    """The `SpectralVelocity` of each head: [that of ``model``] for one head, else one per zonal head of
+    its own β, V and slope (`meanfield.Model.head_models`; the layered solvers sum their fields)."""
+    if len(model.heads) == 1:
+        return [SpectralVelocity(model, lmax)]
+    return [SpectralVelocity(head, lmax) for head in model.head_models]
+
+
 def check_coefficients(mass, minimum, *, normalize, tail_tol, name="initial"):
     """Validate the density of given spectral coefficients: positive mass, 1 within 1e-6 unless
     ``normalize``; a synthesis minimum below zero by at most ``tail_tol`` (relative to the mass: a
@@ -205,6 +213,13 @@ def check_coefficients(mass, minimum, *, normalize, tail_tol, name="initial"):
     return 1.0 / mass if normalize else 1.0
 
 
+def kernel_beta(model):
+    """The β whose kernel the resolution must resolve: the model's, or the largest |β_h| of its zonal
+    heads (`meanfield.Model.head_models`)."""
+    heads = model.head_models if len(model.heads) > 1 else None
+    return model.beta if not heads else max((h.beta for h in heads), key=abs)
+
+
 class AutoResolution:
     """The automatic resolution of a spectral solver (``modes="auto"``/``lmax="auto"``), by its
     `solvers.bases.ResolutionPolicy` ``policy``.
@@ -223,7 +238,7 @@ class AutoResolution:
     def _choose_resolution(self, value, cap):
         """Validate the resolution argument ``value`` (an integer or "auto") and ``cap``; sets
         ``auto`` and the cap attribute, returns the resolution to `_setup`."""
-        resolution, cap, self.auto = self.policy.choose(value, cap, self.model.beta, self.model.dim)
+        resolution, cap, self.auto = self.policy.choose(value, cap, kernel_beta(self.model), self.model.dim)
         setattr(self, self.policy.cap_name, cap)
         return resolution
 

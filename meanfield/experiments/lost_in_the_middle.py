@@ -59,10 +59,32 @@ class LostInTheMiddleOptions(Options):
     profile_step: float = option(0.1, "spacing of the measured positions s of the profile", low=0.0, low_open=True,
                                  high=0.5, quick=0.2)
 
+    heads: str | None = option(None, "the multi-head profile instead: weight:beta:lambda per head, comma-separated "
+                                     "(e.g. 1:0.2:3,-27.5:0.2:0.25)", shown="none: one head, the measurements")
+    heads_tau: float = option(1.5, "the kinetic time tau of the multi-head profile", low=0.0, low_open=True)
+
     def __post_init__(self):
         super().__post_init__()
         if self.positions % 8:
             raise ValueError(f"`positions` must be a multiple of 8 (panels of 8 nodes in σ), got {self.positions}.")
+        if self.heads is not None:
+            parse_heads(self.heads)
+
+
+def parse_heads(text):
+    """[(weight, β, λ)] from "w:β:λ,w:β:λ,..." (ValueError naming `heads`; β > 0, λ >= 0)."""
+    heads = []
+    for k, part in enumerate(str(text).split(",")):
+        items = part.strip().split(":")
+        try:
+            if len(items) != 3:
+                raise ValueError
+            heads.append(tuple(float(v) for v in items))
+        except ValueError:
+            raise ValueError(f"`heads` must be weight:beta:lambda triples separated by commas, e.g. 1:1:1,0.5:2:4; "
+                             f"head {k + 1} is {part.strip()!r}.") from None
+    linear.response_profile(1.0, [0.5], heads=heads)          # the ranges, named `heads[k] ...`
+    return heads
 
 
 def signal(s, epsilon, weights, width=BUMP_WIDTH):
@@ -314,6 +336,8 @@ def lost_in_the_middle(out, o, *, quick, progress):
     settings = {"betas": o.betas, "position_bias": o.position_bias, "signal_width": o.signal_width,
                 "signal_modes": o.signal_modes, "positions": positions, "amplitudes": o.amplitudes,
                 "particles": o.particles, "n_particles": n, "bump_width": BUMP_WIDTH, "quick": quick}
+    if o.heads is not None:
+        return _multi_head(out, o)
     report = Report("lost-in-the-middle", out, settings)
     report.write()
     with report.guard():
@@ -328,5 +352,44 @@ def lost_in_the_middle(out, o, *, quick, progress):
             _particles(report, o, n)
         _save_profiles(report, curves)
         _figures(report, o, curves, betas, tcrit)
+        report.finish()
+    return report
+
+
+def _multi_head(out, o):
+    """The closed-form multi-head profile Σ_h weight_h S_τ(s; β_h, λ_h) at τ = ``heads_tau`` and at half and
+    twice it, on s ∈ [0.02, 0.98] (the kinetic paper's grid of 800 points): its local minima (two for the
+    paper's double well), ``summary.json``, ``profiles.nc`` and ``multi_head_profile.png``."""
+    import xarray as xr  # deferred: xarray is heavy
+
+    heads = parse_heads(o.heads)
+    settings = {"heads": [list(h) for h in heads], "tau": o.heads_tau, "signal_width": o.signal_width,
+                "signal_modes": o.signal_modes}
+    report = Report("lost-in-the-middle", out, settings)
+    report.write()
+    with report.guard():
+        s = 0.02 + 0.96 * np.arange(800) / 799
+        taus = o.heads_tau * np.array([0.5, 1.0, 2.0])
+        profiles = np.array([linear.response_profile(t, s, M=o.signal_width, n_max=o.signal_modes, heads=heads)
+                             for t in taus])
+        inner = (profiles[:, 1:-1] < profiles[:, :-2]) & (profiles[:, 1:-1] < profiles[:, 2:])
+        minima = [s[1:-1][row].tolist() for row in inner]
+        report.results["multi_head"] = {"tau": taus.tolist(), "local_minima": minima,
+                                        "minimum": [float(p.min()) for p in profiles]}
+        report.check(f"the multi-head profile at τ = {o.heads_tau:g} is finite", bool(np.all(np.isfinite(profiles))),
+                     f"local minima at s = {', '.join(f'{m:.3f}' for m in minima[1]) or 'none'}",
+                     compared="Σ_h weight_h Σ_n ω_n g_{b_n}(τ, 1; s) on 800 positions",
+                     tolerance="finite everywhere")
+        ds = xr.Dataset({"response": (("tau", "s"), profiles, {"long_name": "multi-head response S of the last "
+                                                                           "position (closed form)"})},
+                        coords={"tau": taus, "s": s})
+        report.save_dataset(ds, "profiles.nc")
+        fig, ax = report.subplots(figsize=(5.5, 3.8), layout="constrained")
+        for k, (t, p) in enumerate(zip(taus, profiles)):
+            ax.plot(s, p - p.min(), color=f"C{k}", label=rf"$\tau = {t:g}$")
+        ax.set(xlabel="position s of the signal", ylabel=r"$S_\tau(s) - \min_s S_\tau$",
+               title=f"{len(heads)} heads (weight, β, λ)")
+        ax.legend(fontsize="small")
+        report.save_figure(fig, "multi_head_profile.png")
         report.finish()
     return report
