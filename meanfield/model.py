@@ -13,6 +13,7 @@ import numpy as np
 from .feedforward import FeedForward, check_mlp
 from .schedule import Schedule
 from .validation import check_beta, check_dim, check_memory, check_real
+from .errors import InvalidInput
 
 _ZONAL_TOL = 1e-12
 MASKS = ("none", "causal", "causal-strict")
@@ -24,21 +25,21 @@ def _as_matrix(value, name, rows=None, cols=None):
     try:
         a = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be a real matrix.") from None
+        raise InvalidInput(f"`{name}` must be a real matrix.") from None
     if a.ndim != 2:
-        raise ValueError(f"`{name}` must be a 2-D matrix, got shape {a.shape}.")
+        raise InvalidInput(f"`{name}` must be a 2-D matrix, got shape {a.shape}.")
     if not np.all(np.isfinite(a)):
-        raise ValueError(f"`{name}` contains NaN or inf.")
+        raise InvalidInput(f"`{name}` contains NaN or inf.")
     if rows is not None and a.shape[0] != rows:
-        raise ValueError(f"`{name}` must have {rows} rows, got shape {a.shape}.")
+        raise InvalidInput(f"`{name}` must have {rows} rows, got shape {a.shape}.")
     if cols is not None and a.shape[1] != cols:
-        raise ValueError(f"`{name}` must have {cols} columns, got shape {a.shape}.")
+        raise InvalidInput(f"`{name}` must have {cols} columns, got shape {a.shape}.")
     return a
 
 
 def _choice(value, name, choices):
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"`{name}` must be one of {', '.join(repr(c) for c in choices)}, got {value!r}.")
+        raise InvalidInput(f"`{name}` must be one of {', '.join(repr(c) for c in choices)}, got {value!r}.")
     return value
 
 
@@ -112,21 +113,21 @@ class Model:
         self.dim = check_dim(dim)
         check_memory(24 * self.dim ** 2, "dim", self.dim)      # the d×d matrices Q, K, V of a head
         if not isinstance(normalized, (bool, np.bool_)):
-            raise ValueError(f"`normalized` must be True (SA) or False (USA), got {normalized!r}.")
+            raise InvalidInput(f"`normalized` must be True (SA) or False (USA), got {normalized!r}.")
         self.normalized = bool(normalized)
         self.noise = check_real(noise, "noise", low=0.0)
         if heads is not None:
             if Q is not None or K is not None or not (np.isscalar(V) and float(V) == 1.0):
-                raise ValueError("`heads` cannot be combined with `Q`, `K` or `V`; put them in each head.")
+                raise InvalidInput("`heads` cannot be combined with `Q`, `K` or `V`; put them in each head.")
             if len(heads) < 1:
-                raise ValueError("`heads` must be a non-empty list of (Q, K, V) triples.")
+                raise InvalidInput("`heads` must be a non-empty list of (Q, K, V) triples.")
             self.heads = [self._head(h, i) for i, h in enumerate(heads)]
         else:
             self.heads = [self._head((Q, K, V), None)]
         self.mask = _choice(mask, "mask", MASKS)
         self.position_bias = check_real(position_bias, "position_bias", low=0.0)
         if self.position_bias and self.mask == "none":
-            raise ValueError("`position_bias` (the ALiBi slope) applies to a masked model: pass mask='causal' or "
+            raise InvalidInput("`position_bias` (the ALiBi slope) applies to a masked model: pass mask='causal' or "
                              f"'causal-strict' with it, got mask='none' and position_bias={self.position_bias:g}.")
         self._set_normalization(normalization, mix_depth, ngpt_alpha)
         self.activation = _choice(activation, "activation", ACTIVATIONS)
@@ -147,9 +148,9 @@ class Model:
         heads = piece.pop("heads", None)
         own = {name: piece.pop(name) for name in ("Q", "K", "V") if name in piece}
         if heads is not None and own:
-            raise ValueError(f"`schedule` piece {k} sets both `heads` and {sorted(own)}; put them in the heads.")
+            raise InvalidInput(f"`schedule` piece {k} sets both `heads` and {sorted(own)}; put them in the heads.")
         if heads is None and own and len(self.heads) > 1:
-            raise ValueError(f"`schedule` piece {k} sets {sorted(own)} of a model with {len(self.heads)} heads; "
+            raise InvalidInput(f"`schedule` piece {k} sets {sorted(own)} of a model with {len(self.heads)} heads; "
                              "set `heads` instead.")
         if heads is None:
             Q, K, V = self.heads[0]
@@ -158,7 +159,7 @@ class Model:
         try:
             model = Model(heads=[tuple(h) for h in heads], **kw)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"`schedule` piece {k}: {exc}") from None
+            raise InvalidInput(f"`schedule` piece {k}: {exc}") from None
         model.scheduled, model.piece_index = self, k
         return model
 
@@ -174,12 +175,12 @@ class Model:
     def _set_normalization(self, normalization, mix_depth, ngpt_alpha):
         self.normalization = _choice(normalization, "normalization", NORMALIZATIONS)
         if mix_depth is not None and self.normalization != "mix":
-            raise ValueError(f"`mix_depth` applies to normalization='mix', got normalization={self.normalization!r}.")
+            raise InvalidInput(f"`mix_depth` applies to normalization='mix', got normalization={self.normalization!r}.")
         if ngpt_alpha is not None and self.normalization != "ngpt":
-            raise ValueError(f"`ngpt_alpha` applies to normalization='ngpt', got normalization={self.normalization!r}.")
+            raise InvalidInput(f"`ngpt_alpha` applies to normalization='ngpt', got normalization={self.normalization!r}.")
         if self.normalization == "mix":
             if mix_depth is None:
-                raise ValueError("`mix_depth` (τ: Post-LN for t <= τ, Pre-LN after) is required with normalization='mix'.")
+                raise InvalidInput("`mix_depth` (τ: Post-LN for t <= τ, Pre-LN after) is required with normalization='mix'.")
             mix_depth = check_real(mix_depth, "mix_depth", low=0.0, low_open=True)
         self.mix_depth = mix_depth
         if self.normalization == "ngpt":
@@ -195,14 +196,14 @@ class Model:
         try:
             Q, K, V = head
         except (TypeError, ValueError):
-            raise ValueError(f"`heads[{index}]` must be a triple (Q, K, V).") from None
+            raise InvalidInput(f"`heads[{index}]` must be a triple (Q, K, V).") from None
         if Q is None or K is None:                     # one read-only identity for both (d² doubles each)
             eye = np.eye(d)
             eye.flags.writeable = False
         Q = eye if Q is None else _as_matrix(Q, f"{where}Q", cols=d)
         K = eye if K is None else _as_matrix(K, f"{where}K", cols=d)
         if Q.shape[0] != K.shape[0]:
-            raise ValueError(f"`{where}Q` and `{where}K` must have the same number of rows (m x {d}), "
+            raise InvalidInput(f"`{where}Q` and `{where}K` must have the same number of rows (m x {d}), "
                              f"got {Q.shape} and {K.shape}.")
         if np.isscalar(V) or np.ndim(V) == 0:
             V = check_real(V, f"{where}V") * np.eye(d)
@@ -240,7 +241,7 @@ class Model:
         """The scalar v of V = v·I (the sign s = v of docs/mathematics.md §1); ValueError if V is not a multiple of I."""
         V = self.V
         if len(self.heads) != 1 or not _scaled_identity(V, V[0, 0]):
-            raise ValueError("`V` is not a scalar multiple of the identity, so the model has no scalar v.")
+            raise InvalidInput("`V` is not a scalar multiple of the identity, so the model has no scalar v.")
         return float(V[0, 0])
 
     @property
@@ -315,7 +316,7 @@ class Model:
     def from_dict(cls, d):
         d = dict(d)
         if d.get("ngpt_alpha") == "callable":
-            raise ValueError("`ngpt_alpha` was a function of t, which a file cannot hold; build the Model again with "
+            raise InvalidInput("`ngpt_alpha` was a function of t, which a file cannot hold; build the Model again with "
                              "it and continue the run from the saved Solution's state.")
         heads = d.pop("heads", None)
         if heads is not None:

@@ -19,6 +19,7 @@ from .representations.segments import Segments
 from .serialization import jsonable
 from .version import __version__
 from .movies import animate
+from .errors import InvalidInput
 
 
 FLOW_MAPS = []      # the function that re-runs a Solution with tracers (`register_flow_map`)
@@ -52,12 +53,12 @@ class Solution:
                  solver="", tracers=None):
         self.t = np.asarray(t, dtype=float)
         if not isinstance(model, Model):
-            raise ValueError("`model` must be a meanfield.Model.")
+            raise InvalidInput("`model` must be a meanfield.Model.")
         self.model = model
         self.representation = representation
         self.data = np.asarray(data)
         if self.data.shape[0] != self.t.shape[0]:
-            raise ValueError(f"`data` must have one slice per saved time ({self.t.size}), got {self.data.shape[0]}.")
+            raise InvalidInput(f"`data` must have one slice per saved time ({self.t.size}), got {self.data.shape[0]}.")
         self.diagnostics = {k: np.asarray(v) for k, v in (diagnostics or {}).items()}
         self.stats = dict(stats or {})
         self.status = int(status)
@@ -66,7 +67,7 @@ class Solution:
         self._energy = self.diagnostics.pop("energy", None)
         self.tracers = None if tracers is None else np.asarray(tracers, dtype=float)
         if self.tracers is not None and (self.tracers.ndim != 3 or self.tracers.shape[0] != self.t.size):
-            raise ValueError(f"`tracers` must have shape (T, m, d) with T = {self.t.size} saved times, got "
+            raise InvalidInput(f"`tracers` must have shape (T, m, d) with T = {self.t.size} saved times, got "
                              f"{self.tracers.shape}.")
 
     # -- basic fields ----------------------------------------------------------------------------
@@ -76,7 +77,7 @@ class Solution:
     def _index(self, i):
         T = self.t.size
         if not isinstance(i, (int, np.integer)) or not -T <= i < T:
-            raise ValueError(f"`i` must be an integer index into the {T} saved times, got {i!r}.")
+            raise InvalidInput(f"`i` must be an integer index into the {T} saved times, got {i!r}.")
         return int(i) % T
 
     def __getitem__(self, i):
@@ -121,7 +122,7 @@ class Solution:
         else:
             x = np.asarray(x, dtype=float)
             if x.shape[-1:] != (self.model.dim,) or not np.all(np.isfinite(x)):
-                raise ValueError(f"`x` must be finite points of R^{self.model.dim}, shape (..., {self.model.dim}), "
+                raise InvalidInput(f"`x` must be finite points of R^{self.model.dim}, shape (..., {self.model.dim}), "
                                  f"got shape {x.shape}.")
         return self.representation.evaluate(self.data[self._index(i)], x, **self._at(position))
 
@@ -136,7 +137,7 @@ class Solution:
         if position is None:
             return {}
         if getattr(self.representation, "positions", None) is None or not self.representation.is_density:
-            raise ValueError(f"`position` applies to a run of a masked model with positions (a layered density); "
+            raise InvalidInput(f"`position` applies to a run of a masked model with positions (a layered density); "
                              f"this Solution is {self.representation.name!r}.")
         return {"position": position}
 
@@ -175,7 +176,7 @@ class Solution:
         (each starts at the last saved time of the one before, which is kept once)."""
         for prev, nxt in zip((self,) + others[:-1], others):
             if not nxt.t.size or abs(nxt.t[0] - prev.t[-1]) > 1e-12 * max(1.0, abs(prev.t[-1])):
-                raise ValueError(f"`others` must continue this run: a continuation starts at t={prev.t[-1]!r}, "
+                raise InvalidInput(f"`others` must continue this run: a continuation starts at t={prev.t[-1]!r}, "
                                  f"got one starting at t={nxt.t[0] if nxt.t.size else None!r}.")
         return concat(self, *others)
 
@@ -403,15 +404,15 @@ def load(path):
     try:
         ds = xr.open_dataset(path, engine="netcdf4", decode_times=False)     # t is a number (gridded.TIME_ATTRS)
     except (OSError, ValueError, RuntimeError) as exc:
-        raise ValueError(f"`path` {str(path)!r} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
+        raise InvalidInput(f"`path` {str(path)!r} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
     with ds:
         missing = [k for k in ("representation", "model_json") if k not in ds.attrs]
         if "time" not in ds.coords or "energy" not in ds.data_vars:
             missing.append("the time coordinate and the energy variable")
         if missing:
-            raise ValueError(f"`path` {str(path)!r} is not a meanfield Solution: it lacks {', '.join(missing)}.")
+            raise InvalidInput(f"`path` {str(path)!r} is not a meanfield Solution: it lacks {', '.join(missing)}.")
         try:
             ds.load()
             return Solution.from_xarray(ds)
         except (KeyError, ValueError, RuntimeError, OSError) as exc:
-            raise ValueError(f"`path` {str(path)!r} is a damaged meanfield Solution: {type(exc).__name__}: {exc}") from None
+            raise InvalidInput(f"`path` {str(path)!r} is a damaged meanfield Solution: {type(exc).__name__}: {exc}") from None

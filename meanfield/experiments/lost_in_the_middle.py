@@ -27,6 +27,7 @@ from ..model import Model
 from .options import Options, experiment, option
 from .report import Report
 import solvers
+from ..errors import InvalidInput
 
 BUMP_WIDTH = 0.01                                     # h of φ_h in σ
 SLOPE_POSITIONS = np.linspace(0.8, 0.95, 7)          # where the end slope is fitted (degree 4)
@@ -62,7 +63,7 @@ class LostInTheMiddleOptions(Options):
     def __post_init__(self):
         super().__post_init__()
         if self.positions % 8:
-            raise ValueError(f"`positions` must be a multiple of 8 (panels of 8 nodes in σ), got {self.positions}.")
+            raise InvalidInput(f"`positions` must be a multiple of 8 (panels of 8 nodes in σ), got {self.positions}.")
 
 
 def signal(s, epsilon, weights, width=BUMP_WIDTH):

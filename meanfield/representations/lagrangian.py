@@ -42,6 +42,7 @@ from ..gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, bin_masses
 from .base import Representation
 from ..diagnostics import linked_components
 from ..wasserstein import EXACT_MAX_SIZE, w1_to_dirac, wasserstein
+from ..errors import InvalidInput
 
 _SWAP_TOL = 1e-9     # S^1: consecutive nodes closer than this (in angle) may swap by round-off
 _NODE_TOL = 4e-15    # S^1: a query angle this close to a node's is that node
@@ -503,7 +504,7 @@ class LagrangianNodes(Representation):
         lands in the one cell holding it (clusters narrower than a cell keep their mass, and the
         same state gives the same cells); where the density is smooth the arcs tile the circle."""
         if self.dim != 2:
-            raise ValueError("`cell_averages` is defined on S^1 (dim 2) only.")
+            raise InvalidInput("`cell_averages` is defined on S^1 (dim 2) only.")
         pos, _ = self.nodes(data)
         w = self.weights
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -21,6 +21,7 @@ of segment k are those of its own representation prefixed with ``segment<k>__``;
 import numpy as np
 
 from .base import Representation, lookup_representation
+from ..errors import InvalidInput
 
 _SEP = "__"
 
@@ -59,14 +60,14 @@ class Segments(Representation):
     def __init__(self, representations, solvers=None):
         self.representations = tuple(representations)
         if len(self.representations) < 2:
-            raise ValueError("`representations` must hold at least two segments.")
+            raise InvalidInput("`representations` must hold at least two segments.")
         dims = {r.dim for r in self.representations}
         if len(dims) != 1:
-            raise ValueError(f"`representations` must live on one sphere, got dims {sorted(dims)}.")
+            raise InvalidInput(f"`representations` must live on one sphere, got dims {sorted(dims)}.")
         self.dim = dims.pop()
         self.solvers = tuple(str(s) for s in (solvers or [""] * len(self.representations)))
         if len(self.solvers) != len(self.representations):
-            raise ValueError("`solvers` must name one solver per segment.")
+            raise InvalidInput("`solvers` must name one solver per segment.")
         self.is_density = all(r.is_density for r in self.representations)
         self.layered = all(r.layered for r in self.representations)
         if self.layered:                # a masked run's segments: the last one's position nodes
@@ -92,7 +93,7 @@ class Segments(Representation):
 
     def _piece(self, data):
         if not isinstance(data, Piece):
-            raise ValueError(f"a segmented Solution's slice is a Piece (segment, data), got {type(data).__name__}.")
+            raise InvalidInput(f"a segmented Solution's slice is a Piece (segment, data), got {type(data).__name__}.")
         return self.representations[data.segment], data.data
 
     def evaluate(self, data, x, **kwargs):
@@ -134,7 +135,7 @@ class Segments(Representation):
 
     def embed(self, data_all, source):
         if source is not self:
-            raise ValueError("segmented data are joined by meanfield.solution.concat, not embedded.")
+            raise InvalidInput("segmented data are joined by meanfield.solution.concat, not embedded.")
         return data_all
 
     def split(self, sol):
