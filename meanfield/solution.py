@@ -22,6 +22,9 @@ from .movies import animate
 from .errors import InvalidInput
 
 
+# arrays among a Solution's stats (the inputs of its run: `token_positions`, a solve-level MLP) are written as
+# variables input_<key>, read back into the stats; a continuation takes them up (docs/restart.md)
+INPUT_PREFIX = "input_"
 FLOW_MAPS = []      # the function that re-runs a Solution with tracers (`register_flow_map`)
 
 
@@ -273,16 +276,22 @@ class Solution:
                 data_vars[f"diag_{k}"] = (dims, v)
         if self.tracers is not None:
             data_vars["tracers"] = (("time", "tracer", "tracer_component"), self.tracers)
+        arrays = {k: v for k, v in self.stats.items() if isinstance(v, np.ndarray)}
+        for k, v in arrays.items():         # inputs of the run (token positions, an MLP): variables, exact
+            data_vars[f"{INPUT_PREFIX}{k}"] = (tuple(f"{INPUT_PREFIX}{k}_dim{j}" for j in range(v.ndim)), v)
         coords = dict(coords)
         coords["time"] = self.t
         ds = xr.Dataset(data_vars, coords=coords)
         if self.tracers is not None:
             ds["tracers"].attrs.update(long_name="positions of the passive tracers (the run's flow map applied to "
                                                  "their starts)", units="1")
+        for k in arrays:
+            ds[f"{INPUT_PREFIX}{k}"].attrs.update(long_name=f"{k} given to solve (read back into Solution.stats; a "
+                                                            "continuation of the run takes it up)", units="1")
         ds.attrs.update(attrs)
         ds.attrs.update(self.model.to_attrs())
         ds.attrs.update({"solver": self.solver, "status": self.status, "message": self.message,
-                         "stats_json": json.dumps(jsonable(self.stats)),
+                         "stats_json": json.dumps(jsonable({k: v for k, v in self.stats.items() if k not in arrays})),
                          "conventions": "densities relative to the uniform probability measure sigma (meanfield docs/mathematics.md section 2)",
                          "meanfield_version": __version__})
         for key in ("sums", "sums_error_bound"):          # the kernel sums of a particle or Lagrangian run
@@ -318,8 +327,9 @@ class Solution:
         rep, data = from_dataset(ds)
         diags = {k[5:]: ds[k].values for k in ds.data_vars if k.startswith("diag_")}
         diags["energy"] = ds["energy"].values
-        return cls(time_values(ds), Model.from_attrs(ds.attrs), rep, data, diags,
-                   json.loads(ds.attrs.get("stats_json", "{}")), int(ds.attrs.get("status", 0)),
+        stats = json.loads(ds.attrs.get("stats_json", "{}"))
+        stats.update({k[len(INPUT_PREFIX):]: ds[k].values for k in ds.data_vars if k.startswith(INPUT_PREFIX)})
+        return cls(time_values(ds), Model.from_attrs(ds.attrs), rep, data, diags, stats, int(ds.attrs.get("status", 0)),
                    ds.attrs.get("message", ""), ds.attrs.get("solver", ""),
                    ds["tracers"].values if "tracers" in ds.data_vars else None)
 

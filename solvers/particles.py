@@ -57,6 +57,7 @@ _EYE_TOL = 1e-14
 FULL = ("energy", "clustered_fraction", "clusters", "w1_to_dirac")
 DIAGNOSTICS = FULL + ("span_dimension", "cluster_sizes")      # the last two only when named
 SAVE = ("auto", "positions", "ends", "diagnostics")
+RUN_MLP = ("mlp_W", "mlp_U", "mlp_b")    # Solution.stats keys of the feed-forward term given to solve
 AUTO_SAVE_BYTES = 1 << 28  # save="auto" keeps every position up to 256 MB of them, else the first and last
 
 
@@ -646,7 +647,18 @@ class Particles(Solver):
         return hit["out"]
 
     def _stats(self, run):
-        return {"sums": run.sums, "sums_error_bound": float(run.sums_error_bound)}
+        """The sums, and the inputs of ``solve`` a continuation needs: ``token_positions`` (n,) and the
+        run's own feed-forward term (``mlp_W``, ``mlp_U``, ``mlp_b``) as arrays (written to files as
+        variables ``input_*``), ``parameters`` as a note (a file cannot hold them)."""
+        out = {"sums": run.sums, "sums_error_bound": float(run.sums_error_bound)}
+        if run.options["token_positions"] is not None:
+            out["token_positions"] = np.array(run.options["token_positions"], dtype=float)
+        if run.feedforward is not None and run.options["mlp"] is not None:
+            out.update(zip(RUN_MLP, (np.array(a) for a in check_mlp(run.options["mlp"], self.model.dim, "mlp",
+                                                                     run.batch))))
+        if run.parameters is not None:
+            out["parameters"] = "given to solve (per-realisation or time-dependent heads)"
+        return out
 
     def _tangent_noise(self, run, y, xi):
         if run.domain == "sphere":
@@ -739,8 +751,24 @@ class Particles(Solver):
                              "sample its last measure: meanfield.sample / sol.measure(-1).")
         w = sol.weights if run.options["weights"] is None else None
         radii = sol.diagnostics.get("radii")
+        self._inputs_of(run, sol)
         return self._initial_from_data(run, sol.measure(-1, batch=slice(None))[0], False, weights=w,
                                        radii=None if radii is None else radii[-1])
+
+    @staticmethod
+    def _inputs_of(run, sol):
+        """The inputs of ``solve`` the run ``sol`` depended on (`_stats`), taken up by its continuation
+        unless given again: its token positions and its own MLP. Per-realisation or time-dependent heads
+        (``parameters``) cannot travel in a file: without them the continuation is refused."""
+        stats = sol.stats
+        if run.options["token_positions"] is None and stats.get("token_positions") is not None:
+            run.options["token_positions"] = np.asarray(stats["token_positions"], dtype=float)
+        if run.options["mlp"] is None and all(stats.get(k) is not None for k in RUN_MLP):
+            run.options["mlp"] = tuple(np.asarray(stats[k], dtype=float) for k in RUN_MLP)
+        if run.parameters is None and stats.get("parameters") is not None:
+            raise InvalidInput("`parameters`: the run being continued had per-realisation or time-dependent heads "
+                               "(`parameters` given to solve), which its Solution cannot hold; pass the same "
+                               "`parameters` again to continue it.")
 
     def _representation(self, run):
         if run.kept is None:

@@ -192,7 +192,8 @@ def _check_solution(report, cfg, sol):
     res.update({"solver": sol.solver, "model": repr(cfg.model), "t_end": float(sol.t[-1]),
                 "t_requested": float(cfg.t_eval[-1]), "saved_times": int(sol.t.size),
                 "energy_initial": float(np.ravel(e[0])[0]), "energy_final": float(np.ravel(e[-1])[0]),
-                "mass_error": float(np.max(np.abs(mass - 1.0))), "stats": sol.stats})
+                "mass_error": float(np.max(np.abs(mass - 1.0))),
+                "stats": {k: v for k, v in sol.stats.items() if not isinstance(v, np.ndarray)}})    # not the inputs
     if "min_density" in sol.diagnostics:      # not final_state.density.min: other times, other points
         res["min_density_over_run"] = {
             "value": float(np.min(sol.diagnostics["min_density"])),
