@@ -265,7 +265,9 @@ class Solution:
         read as dates, it is seconds since 1970)."""
         import xarray as xr  # deferred: xarray is heavy
 
-        data_vars, coords, attrs = self.representation.to_dataset(self.data)
+        rep = self.representation
+        data_vars, coords, attrs = (rep.to_dataset(self.data, times=self.t) if isinstance(rep, Segments)
+                                    else rep.to_dataset(self.data))
         data_vars = dict(data_vars)
         e = np.asarray(self.energy)
         data_vars["energy"] = (("time",) if e.ndim == 1 else ("time", "batch"), e)

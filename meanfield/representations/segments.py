@@ -20,6 +20,7 @@ of segment k are those of its own representation prefixed with ``segment<k>__``;
 """
 import numpy as np
 
+from ..gridded import TIME_ATTRS
 from .base import Representation, lookup_representation
 from ..errors import InvalidInput
 
@@ -154,7 +155,11 @@ class Segments(Representation):
         return out
 
     # -- I/O ------------------------------------------------------------------------------------------
-    def to_dataset(self, data_all):
+    def to_dataset(self, data_all, times=None):
+        """Each segment's variables, coordinates and attributes with the prefix ``segmentK__`` (the
+        segment's own dimensions prefixed too, so a coordinate such as ``segment0__position`` stays a
+        coordinate); ``segmentK__time`` the model times t of its saved states (``times`` (T,), the
+        run's; without them the indices) and ``segmentK__time_index`` their indices among the run's."""
         seg = self.segment_of(data_all)
         data_vars, coords, attrs = {}, {}, {"representation": self.name, "segments": len(self.representations),
                                             "dim": self.dim}
@@ -164,8 +169,16 @@ class Segments(Representation):
             for name, (dims, values) in dv.items():
                 data_vars[pre + name] = (tuple(pre + d for d in dims), values)
             for name, values in co.items():
+                if isinstance(values, tuple):          # (dims, values[, attrs]): on the segment's own dimension
+                    dims = (values[0],) if isinstance(values[0], str) else tuple(values[0])
+                    values = (tuple(pre + d for d in dims),) + tuple(values[1:])
                 coords[pre + name] = values
-            coords[pre + "time"] = np.nonzero(seg == k)[0]
+            index = np.nonzero(seg == k)[0]
+            data_vars[pre + "time_index"] = ((pre + "time",), index, {
+                "long_name": f"index among the run's saved times of the saved states of segment {k}", "units": "1"})
+            coords[pre + "time"] = (pre + "time", index if times is None else np.asarray(times, dtype=float)[index],
+                                    dict(TIME_ATTRS, long_name=f"{TIME_ATTRS['long_name']} of the saved states of "
+                                                               f"segment {k}"))
             attrs.update({pre + key: value for key, value in at.items()})
             attrs[pre + "solver"] = self.solvers[k]
         return data_vars, coords, attrs
@@ -182,7 +195,7 @@ class Segments(Representation):
             def strip(name):
                 return name[len(pre):]
 
-            names = [v for v in ds.data_vars if v.startswith(pre)]
+            names = [v for v in ds.data_vars if v.startswith(pre) and v != pre + "time_index"]
             sub = xr.Dataset({strip(v): (tuple(strip(d) for d in ds[v].dims), ds[v].values) for v in names},
                              coords={strip(c): ds[c].values for c in ds.coords
                                      if c.startswith(pre) and c != pre + "time"})
@@ -190,7 +203,8 @@ class Segments(Representation):
             rep, data = lookup_representation(sub.attrs["representation"]).from_dataset(sub)
             reps.append(rep)
             solvers.append(str(sub.attrs.get("solver", "")))
-            for i, a in zip(np.asarray(ds[pre + "time"].values, dtype=int), data):
+            index = ds[pre + "time_index"] if pre + "time_index" in ds else ds[pre + "time"]    # older files: indices
+            for i, a in zip(np.asarray(index.values, dtype=int), data):
                 pieces[int(i)] = Piece(k, a)
         out = np.empty(len(pieces), dtype=object)
         out[:] = [pieces[i] for i in range(len(pieces))]
