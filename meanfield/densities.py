@@ -586,6 +586,20 @@ class StateDensity(Density):
         return f"from_file({self.source!r}: {self.state.representation.name} state at t = {self.t:g})"
 
 
+class LayeredStateDensity(StateDensity):
+    """The density of a saved layered (causal) state, ρ(σ, x) for every token position σ (docs/causal.md):
+    called as ``f(x, s)`` it is the state's density at position s (interpolated in σ between the
+    nodes of its rule), so a layered solver starts each position from its own; called as ``f(x)`` it is
+    the x-marginal ∫_0^1 ρ(σ, x) dσ (what a run without a mask starts from)."""
+
+    def __call__(self, x, *position):
+        x = check_points(x, "x", dim=self.dim)
+        if not position:
+            return self._evaluate(x)
+        rep = self.state.representation
+        return np.asarray(rep.evaluate(self.state.data, x, position=float(position[0])), dtype=float)
+
+
 class CellMeans(Density):
     """A density on S^2 with given mean values on the cells of `meanfield.gridded.sphere_cells` (n
     latitude bands of equal angle × 2n longitude cells), as `Solution.save(grid=True)` writes them.
@@ -844,7 +858,8 @@ def from_file(path):
 
     * A saved Solution (any PDE solver, with or without ``grid=True``): the density of its last saved
       state (`meanfield.densities.StateDensity`, evaluated from the stored coefficients or nodes, not
-      from a grid). A run that starts from it starts at t = 0; to continue the saved run instead, pass
+      from a grid). A layered (causal) state gives `LayeredStateDensity`: ``f(x, s)`` at each token
+      position, ``f(x)`` the x-marginal. A run that starts from it starts at t = 0; to continue the saved run instead, pass
       the Solution (or its path) to ``solve``.
     * A file holding only the CF grid variable ``density`` (cell means or point values):
       `meanfield.densities.grid_from_file`, which says what is exact.
@@ -872,6 +887,8 @@ def from_file(path):
         raise InvalidInput(f"{where} holds a clustered state at t = {state.t:g}: {len(masses)} clusters of nodes narrower "
                          f"than {rep.cluster_tol:g} rad carry {float(np.sum(masses)):.6g} of the mass, which no smooth "
                          f"density on a grid represents. {go_on}")
+    if getattr(rep, "positions", None) is not None:        # a layered (causal) state: ρ(σ, x)
+        return LayeredStateDensity(state, source=str(path))
     return StateDensity(state, source=str(path))
 
 
