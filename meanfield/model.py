@@ -132,6 +132,13 @@ class Model:
         self._set_normalization(normalization, mix_depth, ngpt_alpha)
         self.activation = _choice(activation, "activation", ACTIVATIONS)
         self.mlp = None if mlp is None else check_mlp(mlp, self.dim)
+        sets_mlp = schedule is not None and any("mlp" in p for p in (
+            schedule if isinstance(schedule, Schedule) else Schedule.from_dict(schedule)).pieces)
+        if self.mlp is None and self.activation != ACTIVATIONS[0] and not sets_mlp:
+            raise InvalidInput(f"`activation`={self.activation!r} is the activation of the feed-forward term, and the "
+                               "model has none (`mlp` is None; it would be dropped): give `mlp`=(W, U, b) with it. "
+                               f"A feed-forward term given to Particles.solve takes the model's activation, so for "
+                               f"another than {ACTIVATIONS[0]!r} give the model an `mlp` too.")
         self.feedforward = None if mlp is None else FeedForward(*self.mlp, self.activation)
         self.scheduled, self.piece_index = None, None     # a piece's model: the scheduled model and k
         self.schedule, self._pieces = None, ()
@@ -156,6 +163,8 @@ class Model:
             Q, K, V = self.heads[0]
             heads = [(own.get("Q", Q), own.get("K", K), own.get("V", V))] if own else self.heads
         kw.update(piece)
+        if kw["mlp"] is None:                    # no feed-forward term in this piece: no activation either
+            kw["activation"] = ACTIVATIONS[0]
         try:
             model = Model(heads=[tuple(h) for h in heads], **kw)
         except (TypeError, ValueError) as exc:

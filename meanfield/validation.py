@@ -19,6 +19,8 @@ def check_real(value, name, *, low=None, high=None, low_open=False, allow_inf=Fa
     """Return ``value`` as a float, raising ValueError if it is not a finite real in range."""
     if isinstance(value, (bool, np.bool_)) or np.asarray(value).dtype == bool:  # true is not 1.0
         raise InvalidInput(f"`{name}` must be a real number, got {value!r}.")
+    if isinstance(value, (str, bytes)) or np.asarray(value).dtype.kind in "SU":   # "2" is not 2.0
+        raise InvalidInput(f"`{name}` must be a real number, got {value!r} ({type(value).__name__}).")
     if not isinstance(value, (numbers.Real, np.floating, np.integer)):
         try:
             value = float(np.asarray(value).item())

@@ -122,9 +122,12 @@ class ResolutionPolicy:
 
     def choose(self, value, cap, beta, dim):
         """(resolution, cap, automatic) for the solver's arguments ``value`` (an integer or "auto")
-        and ``cap`` (used with "auto"; a fixed resolution is its own cap)."""
+        and ``cap`` (used with "auto"; a fixed resolution is its own cap, but a cap given with it must
+        still be an integer >= low: a misspelt cap is refused, not ignored)."""
         if not isinstance(value, str):
             r = self.fixed(value, beta, dim)
+            if cap is not None and self.cap_name is not None:
+                check_int(cap, self.cap_name, low=self.low)
             return r, r, False
         if value != "auto":
             raise InvalidInput(f"`{self.name}` must be an integer >= {self.low} or 'auto', got {value!r}.")

@@ -310,31 +310,33 @@ class LagrangianNodes(Representation):
         out[exact] = rho[idx[exact]]
         return out.reshape(x.shape[:-1])
 
-    def _kernel_density(self, data, q, chunk=1024):
-        """S^2: Σ_j w_j K_j(q) / N_j, K_j(q) = exp(−|M_j^{-1} v_j(q)|²) with v_j(q) the offset of q in the tangent
-        plane at x_j (the logarithm map) and {M_j u : |u| <= 1} the flow's image of label j's quadrature cell
-        (`_cell_maps`: σ-measure w_j/ρ_t(x_j), the shape of the flow's derivative). N_j = ∫ K_j dσ on the
-        sphere, so each label spreads exactly its mass w_j: the density of the labels' measure smoothed on
-        the scale of their own cells, ≈ ρ_t(x_j) at an isolated label, and falling off between clusters, where
-        no cell reaches (the region the flow has emptied)."""
+    def _kernel_density(self, data, q):
+        """S^2: Σ_j w_j K_j(q), the labels' measure smoothed on the scale of their own cells: K_j(q) =
+        exp(−|M_j^{-1} v_j(q)|²)/N_j, v_j(q) the offset of q in the tangent plane at x_j (the logarithm map),
+        {M_j u : |u| <= 1} the flow's image of label j's quadrature cell (`_cell_maps`: σ-measure w_j/ρ_t(x_j),
+        the shape of the flow's derivative) and N_j = ∫ exp(−|M_j^{-1} v|²) dσ, so that each label spreads
+        exactly its mass w_j over the sphere. About ρ_t(x_j) at an isolated label, falling off between
+        clusters, where no cell reaches (the region the flow has emptied). A kernel is summed where
+        |M_j^{-1} v| < 6 (a factor e^{-36} beyond)."""
         pos, ell = self.nodes(data)
         frame = tangent_frame(pos)
         M = self._cell_maps(pos, ell, frame)
         Minv = np.linalg.pinv(M)
         norms = _kernel_masses(M)
-        scale = self.weights / np.where(norms > 0, norms, np.inf)
-        out = np.empty(len(q))
-        for start in range(0, len(q), chunk):
-            z = q[start:start + chunk]
-            c = np.clip(z @ pos.T, -1.0, 1.0)                                  # (m, n)
-            perp = z[:, None, :] - c[..., None] * pos[None]
-            norm = np.linalg.norm(perp, axis=-1)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                v = perp * np.where(norm > 0, np.arccos(c) / norm, 0.0)[..., None]
-            t = np.stack([np.einsum("mnd,nd->mn", v, frame[0]), np.einsum("mnd,nd->mn", v, frame[1])], -1)
-            u = np.einsum("nab,mnb->mna", Minv, t)
-            out[start:start + chunk] = np.exp(-np.einsum("mna,mna->mn", u, u)) @ scale
-        return out
+        k = self.weights / np.where(norms > 0, norms, np.inf)
+        reach = np.minimum(6.0 * np.linalg.norm(M, ord=2, axis=(1, 2)), np.pi)          # geodesic radius
+        near = cKDTree(q).query_ball_point(pos, 2 * np.sin(reach / 2) + 1e-12)
+        j = np.repeat(np.arange(len(pos)), [len(i) for i in near])
+        i = np.concatenate([np.asarray(i, dtype=int) for i in near]) if j.size else np.zeros(0, dtype=int)
+        c = np.clip(np.einsum("pd,pd->p", q[i], pos[j]), -1.0, 1.0)
+        perp = q[i] - c[:, None] * pos[j]
+        norm = np.linalg.norm(perp, axis=-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            v = perp * np.where(norm > 0, np.arccos(c) / norm, 0.0)[:, None]
+        t = np.stack([np.einsum("pd,pd->p", v, frame[0][j]), np.einsum("pd,pd->p", v, frame[1][j])], -1)
+        u = np.einsum("pab,pb->pa", Minv[j], t)
+        g = np.exp(-np.einsum("pa,pa->p", u, u)) * k[j]
+        return np.bincount(i, weights=g, minlength=len(q))
 
     def mass(self, data):
         """Σ_j w_j: exact and constant in time (the masses ride on the labels)."""
