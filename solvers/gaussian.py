@@ -124,9 +124,13 @@ class Gaussian(Solver):
     def _initial_from_data(self, run, data, normalize):
         d = self.model.dim
         data = np.asarray(data, dtype=float)
-        if data.shape != (d + d * d,) or not np.all(np.isfinite(data)):
+        if data.shape != (d + d * d,):
             raise InvalidInput(f"`initial` as data must be the finite vector [m, vec Σ] of length {d + d * d}, "
                              f"got shape {data.shape}.")
+        if not np.all(np.isfinite(data)):
+            bad = int(np.flatnonzero(~np.isfinite(data))[0])
+            where = f"the mean m[{bad}]" if bad < d else f"the covariance Σ[{(bad - d) // d}, {(bad - d) % d}]"
+            raise InvalidInput(f"`initial` must be finite: {where} is {data[bad]}.")
         m, S = split_moments(data, d)
         if not np.allclose(S, S.T, rtol=0, atol=1e-12 * max(1.0, np.abs(S).max())):
             raise InvalidInput("`initial` covariance must be symmetric.")

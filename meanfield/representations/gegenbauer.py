@@ -104,8 +104,10 @@ def axis_vector(axis, dim, name="axis"):
         e[-1] = 1.0
         return e
     e = np.asarray(axis, dtype=float)
-    if e.shape != (dim,) or not np.all(np.isfinite(e)):
+    if e.shape != (dim,):
         raise InvalidInput(f"`{name}` must be a vector of length dim={dim}, got shape {e.shape}.")
+    if not np.all(np.isfinite(e)):
+        raise InvalidInput(f"`{name}` must be finite, got NaN or inf at index {int(np.flatnonzero(~np.isfinite(e))[0])}.")
     r = float(np.linalg.norm(e))
     if r == 0.0:
         raise InvalidInput(f"`{name}` must be non-zero.")
