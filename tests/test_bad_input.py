@@ -87,3 +87,15 @@ def test_a_toml_cap_with_fixed_positions_is_refused(tmp_path):
     cfg.write_text('[solver]\nname = "fourier"\nmodes = 24\npositions = 8\nmax_positions = "many"\n'
                    '[model]\nbeta = 1.0\ndim = 2\nmask = "causal"\n[initial]\ndensity = "uniform"\n[times]\nt_end = 1.0\n')
     assert main(["run", str(cfg), "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+
+
+def test_argument_checks_raise_invalid_input():
+    """The CLI's exit status 2 is for `InvalidInput` only (any other error inside a run is exit 1), so the
+    package raises no plain ValueError: a check written with one would report bad input as a failure."""
+    import pathlib
+    import re
+    root = pathlib.Path(mf.__file__).resolve().parents[1]
+    plain = [f"{p.relative_to(root)}:{n + 1}" for d in ("meanfield", "solvers") for p in (root / d).rglob("*.py")
+             for n, line in enumerate(p.read_text().splitlines()) if re.search(r"\braise ValueError\(", line)]
+    assert plain == []
+    assert issubclass(mf.InvalidInput, ValueError) and issubclass(mf.UnsupportedModel, mf.InvalidInput)

@@ -288,7 +288,7 @@ def build_solver(cls, model, resolution, init, solve, sample):
         if keys.samples and hasattr(solver, "memory_estimate"):
             check_memory(solver.memory_estimate(resolution), keys.resolution, resolution)
         solver.check_options(**solve)
-    except InvalidInput as exc:
+    except ValueError as exc:       # a solver's own argument checks (a plain ValueError from a registered one too)
         key = keys.config_key(_named(exc), extra=set(init) - set(keys.init))
         if key is None:
             raise InvalidInput(f"`solver.name`={cls.config_name!r}: {exc}") from None
