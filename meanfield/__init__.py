@@ -5,7 +5,7 @@ the `Solution` type. It imports no solver; the numerical methods live in the `so
 """
 from .version import __version__
 from . import causal, densities, quadrature
-from .errors import Interrupted, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
+from .errors import Interrupted, InvalidInput, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
 from .energy import dirac_energy, energy_from_spectrum, interaction_energy, uniform_energy
 from .kernels import fastest_mode, kernel_multipliers, linear_growth_rates, velocity_multipliers
 from .model import Model
@@ -22,6 +22,6 @@ from .threads import default_threads, use_threads
 __all__ = [
     "Model", "Schedule", "kernel_multipliers", "velocity_multipliers", "linear_growth_rates", "fastest_mode", "interaction_energy",
     "energy_from_spectrum", "uniform_energy", "dirac_energy", "causal", "densities", "sample", "sample_tokens", "sphere_quadrature", "quadrature",
-    "wasserstein", "kernel_distance", "from_pyshtools", "from_file", "w1_to_dirac", "w1_to_uniform", "w1_bracket", "W1Bracket", "Solution", "load", "default_threads", "use_threads", "UnsupportedModel", "SolverError",
+    "wasserstein", "kernel_distance", "from_pyshtools", "from_file", "w1_to_dirac", "w1_to_uniform", "w1_bracket", "W1Bracket", "Solution", "load", "default_threads", "use_threads", "UnsupportedModel", "InvalidInput", "SolverError",
     "UnderResolved", "NonFiniteState", "Interrupted", "__version__",
 ]

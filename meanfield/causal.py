@@ -29,6 +29,7 @@ from scipy import integrate, special
 from .kernels import kernel_multipliers, laplacian_eigenvalues, linear_growth_rates
 from .positions import position_kernel
 from .validation import check_int, check_real
+from .errors import InvalidInput
 
 SIGNAL_M = 8          # the kinetic paper's signal width M in ω_{n,M}
 SIGNAL_MODES = 20     # its n_max
@@ -305,9 +306,9 @@ def _check_heads(heads):
     try:
         heads = [tuple(h) for h in heads]
     except TypeError:
-        raise ValueError(f"`heads` must be a list of (weight, beta, position_bias) triples, got {heads!r}.") from None
+        raise InvalidInput(f"`heads` must be a list of (weight, beta, position_bias) triples, got {heads!r}.") from None
     if not heads or any(len(h) != 3 for h in heads):
-        raise ValueError(f"`heads` must be a non-empty list of (weight, beta, position_bias) triples, got {heads!r}.")
+        raise InvalidInput(f"`heads` must be a non-empty list of (weight, beta, position_bias) triples, got {heads!r}.")
     out = []
     for k, (weight, beta, lam) in enumerate(heads):
         out.append((check_real(weight, f"heads[{k}] weight"),
@@ -346,7 +347,7 @@ def response_profile(tau, s, beta=None, position_bias=1.0, M=SIGNAL_M, n_max=SIG
     >>> S = response_profile(1.5, np.linspace(0.02, 0.98, 800), heads=double_well)   # minima near 0.13 and 0.79
     """
     if (beta is None) == (heads is None):
-        raise ValueError("pass either `beta` (one head) or `heads` (a list of (weight, beta, position_bias)), "
+        raise InvalidInput("pass either `beta` (one head) or `heads` (a list of (weight, beta, position_bias)), "
                          "not both or neither.")
     tau = check_real(tau, "tau", low=0.0)
     s = check_positions(s, "s")
@@ -367,9 +368,9 @@ def check_positions(s, name):
     try:
         s = np.asarray(s, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be positions in (0, 1], got {s!r}.") from None
+        raise InvalidInput(f"`{name}` must be positions in (0, 1], got {s!r}.") from None
     if s.size and not (np.all(np.isfinite(s)) and s.min() > 0.0 and s.max() <= 1.0):
-        raise ValueError(f"`{name}` must lie in (0, 1] (the profile diverges as s -> 0), got values from "
+        raise InvalidInput(f"`{name}` must lie in (0, 1] (the profile diverges as s -> 0), got values from "
                          f"{np.nanmin(s):g} to {np.nanmax(s):g}.")
     return s
 

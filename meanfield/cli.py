@@ -12,14 +12,16 @@
 Every subcommand takes ``--out DIR`` (NetCDF, PNG and summary.json go there) and ``--quick``
 (reduced settings, under two minutes). The flags of an experiment are made from its options
 (`meanfield.experiments.options`): the spelling, type, default, accepted values and help of each. Exit status: 0 when every check passes, 1 when a check
-fails, 2 for bad arguments or a bad configuration, 130 when interrupted (Ctrl-C; the partial
-results stay in DIR).
+fails or the run itself fails (an error inside it: the traceback and a one-line message, the partial
+results stay in DIR and summary.json says "failed"), 2 for bad arguments or a bad configuration
+(`meanfield.errors.InvalidInput`), 130 when interrupted (Ctrl-C; the partial results stay in DIR).
 """
 import argparse
 import gc
 import pathlib
 import re
 import sys
+import traceback
 import warnings
 import importlib
 
@@ -29,6 +31,7 @@ from .experiments import EXPERIMENTS
 from .movies import animate
 from .solution import load
 from .threads import blas_threads, use_threads
+from .errors import InvalidInput
 
 
 def _common(p, default_out):
@@ -119,7 +122,7 @@ def build_parser():
     parser = _Parser(
         prog="meanfield",
         description="Self-attention dynamics as a mean-field PDE on the sphere: simulations and checks.",
-        epilog="Exit status: 0 all checks pass, 1 a check failed, 2 bad input, 130 interrupted.")
+        epilog="Exit status: 0 all checks pass, 1 a check or the run failed, 2 bad input, 130 interrupted.")
     parser.add_argument("--version", action="version", version=f"meanfield {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -195,7 +198,7 @@ def _dispatch(args):
             try:
                 options[f.name] = f.check(getattr(args, f.name))
             except ValueError as exc:
-                raise ValueError(f"{'/'.join(f.flags)}: {exc}") from None
+                raise InvalidInput(f"{'/'.join(f.flags)}: {exc}") from None
     run = {"quick": args.quick, "progress": args.progress}
     if exp.parallel:
         run.update(workers=args.workers, scheduler=args.scheduler)
@@ -207,7 +210,7 @@ def _animate(args):
 
     def read(path, name):
         if not pathlib.Path(path).is_file():
-            raise ValueError(f"`{name}`: there is no file {path!r}.")
+            raise InvalidInput(f"`{name}`: there is no file {path!r}.")
         return load(path)
 
     sol = read(args.file, "file")
@@ -260,7 +263,7 @@ def _main(argv):
         print(f"meanfield {args.command}: {said or 'interrupted'}" + (f"; partial results are in {where}" if where
                                                                        else ""), file=sys.stderr)
         return 130
-    except ValueError as exc:       # bad input (UnsupportedModel included): one line, no traceback
+    except InvalidInput as exc:     # bad input (UnsupportedModel included): one line, no traceback
         print(f"meanfield {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except OSError as exc:          # an output directory that cannot be written, a file that cannot be read
@@ -268,6 +271,12 @@ def _main(argv):
         print(f"meanfield {args.command}: error: {exc.strerror or exc}{where}; check `--out` and the paths given",
               file=sys.stderr)
         return 2
+    except Exception as exc:        # an error inside the run: not bad input; the traceback, then one line
+        traceback.print_exc(file=sys.stderr)
+        where = getattr(args, "out", None)
+        print(f"meanfield {args.command}: failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+              + (f"; partial results are in {where}" if where else ""), file=sys.stderr)
+        return 1
     print("\n".join(report.lines()))
     if not report.checks:
         return 0

@@ -17,6 +17,7 @@ from .model import Model
 from .representations import State, from_dataset
 from .representations.harmonics import (PYSHTOOLS_CSPHASE, PYSHTOOLS_NORMALIZATION, SphericalHarmonicSeries,
                                         pyshtools_ducc, real_to_alm, synthesis_points)
+from .errors import InvalidInput
 
 
 class Density:
@@ -73,7 +74,7 @@ class VonMisesFisher(Density):
     def __init__(self, mean, kappa, normalize=False):
         mean = np.asarray(mean, dtype=float)
         if mean.ndim != 1:
-            raise ValueError(f"`mean` must be a unit vector of shape (d,), got shape {mean.shape}.")
+            raise InvalidInput(f"`mean` must be a unit vector of shape (d,), got shape {mean.shape}.")
         self.mean = check_points(mean, "mean", normalize=normalize, hint=NORMALIZE_POINTS)
         self.kappa = check_real(kappa, "kappa", low=0.0)
         self.dim = self.mean.shape[0]
@@ -132,17 +133,17 @@ class Mixture(Density):
     def __init__(self, components, weights=None):
         components = list(components)
         if not components:
-            raise ValueError("`components` must be a non-empty list of densities.")
+            raise InvalidInput("`components` must be a non-empty list of densities.")
         for i, c in enumerate(components):
             if not callable(c):
-                raise ValueError(f"`components[{i}]` must be a density callable, got {type(c).__name__}.")
+                raise InvalidInput(f"`components[{i}]` must be a density callable, got {type(c).__name__}.")
         if weights is None:
             weights = np.full(len(components), 1.0 / len(components))
         self.weights = check_weights(weights, len(components), "weights")
         self.components = components
         dims = {c.dim for c in components if getattr(c, "dim", None) is not None}
         if len(dims) > 1:
-            raise ValueError(f"`components` live on spheres of different dimensions {sorted(dims)}.")
+            raise InvalidInput(f"`components` live on spheres of different dimensions {sorted(dims)}.")
         self.dim = dims.pop() if dims else None
 
     def _evaluate(self, x):
@@ -239,7 +240,7 @@ class PerturbedUniform(Density):
         self.axis = None if axis is None else check_points(np.asarray(axis, dtype=float), "axis")
         if self.axis is not None:
             if self.dim is not None and self.axis.shape[0] != self.dim:
-                raise ValueError(f"`axis` must have length dim={self.dim}.")
+                raise InvalidInput(f"`axis` must have length dim={self.dim}.")
             self.dim = self.axis.shape[0]
 
     def _evaluate(self, x):
@@ -251,7 +252,7 @@ class PerturbedUniform(Density):
             y = real_sh(self.degree, self.order, x)
         else:
             if self.order != 0:
-                raise ValueError("`order` must be 0 for perturbed_uniform on S^{d-1} with d >= 4 (zonal only) "
+                raise InvalidInput("`order` must be 0 for perturbed_uniform on S^{d-1} with d >= 4 (zonal only) "
                                  "or when `axis` is given.")
             axis = self.axis if self.axis is not None else np.eye(d)[-1]
             y = _zonal_harmonic(self.degree, d, np.clip(x @ axis, -1, 1))
@@ -366,13 +367,13 @@ class Zonal(Density):
 
     def __init__(self, profile, dim=None, axis=None):
         if not callable(profile):
-            raise ValueError(f"`profile` must be a callable f(s) on [-1, 1], got {type(profile).__name__}.")
+            raise InvalidInput(f"`profile` must be a callable f(s) on [-1, 1], got {type(profile).__name__}.")
         self.profile = profile
         self.dim = None if dim is None else check_int(dim, "dim", low=2)
         self.axis = None if axis is None else check_points(np.asarray(axis, dtype=float), "axis", normalize=True)
         if self.axis is not None:
             if self.dim is not None and self.axis.shape != (self.dim,):
-                raise ValueError(f"`axis` must have length dim={self.dim}, got shape {self.axis.shape}.")
+                raise InvalidInput(f"`axis` must have length dim={self.dim}, got shape {self.axis.shape}.")
             self.dim = self.axis.shape[0]
 
     def axis_in(self, dim):
@@ -419,7 +420,7 @@ class GridValues(Density):
         try:
             v = np.array(values, dtype=float)
         except (TypeError, ValueError):
-            raise ValueError("`values` must be an array of density values on the grid.") from None
+            raise InvalidInput("`values` must be an array of density values on the grid.") from None
         if v.ndim == 1 and v.size >= 2:
             rule = trapezoid(v.size)
             self.dim, self.grid, self.points, self.weights = 2, "midpoints", rule.points, rule.weights
@@ -429,7 +430,7 @@ class GridValues(Density):
             self.dim, self.grid, self.points, self.weights = 3, "gauss-legendre", pts, w
             self.theta, self.phi = theta, phi
         else:
-            raise ValueError(f"`values` must have shape (n,) with n >= 2 (S^1: midpoints θ_j = 2π(j + 1/2)/n) or "
+            raise InvalidInput(f"`values` must have shape (n,) with n >= 2 (S^1: midpoints θ_j = 2π(j + 1/2)/n) or "
                              f"(ntheta, nphi) with nphi >= 2 (S^2: the Gauss–Legendre grid), got shape {v.shape}.")
         v, mass = check_density_values(v, "values", quadrature_weights=self.weights, rtol=np.inf)
         self.mass = 1.0 if normalize else mass
@@ -450,11 +451,11 @@ class GridValues(Density):
         unless it is 1 within 1e-6 or ``normalize``; ValueError if the grid is not on S^{dim−1}."""
 
         if dim is not None and dim != self.dim:
-            raise ValueError(f"`{name}` holds values on a grid of S^{self.dim - 1}; the solver is on S^{dim - 1}.")
+            raise InvalidInput(f"`{name}` holds values on a grid of S^{self.dim - 1}; the solver is on S^{dim - 1}.")
         if abs(self.mass - 1.0) <= MASS_RTOL and not normalize:
             return self
         if not normalize:
-            raise ValueError(f"`{name}`: the grid values must have mass Σ w_j ρ_j = 1 (the grid's quadrature for σ) "
+            raise InvalidInput(f"`{name}`: the grid values must have mass Σ w_j ρ_j = 1 (the grid's quadrature for σ) "
                              f"within {MASS_RTOL:g}; they have {self.mass!r}. Pass normalize=True to rescale.")
         return GridValues(self.values, normalize=True)
 
@@ -561,7 +562,7 @@ class SeededPerturbation(Density):
         ls = np.arange(1, self.degrees + 1)
         bound = float(ls.size if self.dim == 2 else np.sum(np.sqrt((2 * ls + 1) / 2.0)))    # Σ_l sup|Y_l|
         if self.epsilon * bound >= 1.0:
-            raise ValueError(f"`epsilon`={epsilon:g} is too large for {degrees} degrees: ρ_0 could be negative; "
+            raise InvalidInput(f"`epsilon`={epsilon:g} is too large for {degrees} degrees: ρ_0 could be negative; "
                              f"use epsilon < {1.0 / bound:.3g}.")
 
     def component(self, l, x):
@@ -589,7 +590,7 @@ def _entries(coefficients, name, width, what):
     if isinstance(coefficients, np.ndarray):
         coefficients = coefficients.tolist()
     if not isinstance(coefficients, (list, tuple)) or not coefficients:
-        raise ValueError(f"`{name}` must be a non-empty list of {what}, got {coefficients!r}.")
+        raise InvalidInput(f"`{name}` must be a non-empty list of {what}, got {coefficients!r}.")
     rows = []
     for i, row in enumerate(coefficients):
         ok = isinstance(row, (list, tuple, np.ndarray)) and len(row) == width
@@ -598,14 +599,14 @@ def _entries(coefficients, name, width, what):
         except (TypeError, ValueError):
             values = None
         if values is None or not np.all(np.isfinite(values)):
-            raise ValueError(f"`{name}[{i}]` must be {what}, got {row!r}.")
+            raise InvalidInput(f"`{name}[{i}]` must be {what}, got {row!r}.")
         rows.append(values)
     return np.array(rows, dtype=float), list(coefficients)
 
 
 def _integer(value, name, i, what, low, row):
     if value != np.floor(value) or value < low:
-        raise ValueError(f"`{name}[{i}]` must be {what}, got {row!r}.")
+        raise InvalidInput(f"`{name}[{i}]` must be {what}, got {row!r}.")
     return int(value)
 
 
@@ -630,7 +631,7 @@ class FourierModes(Density):
         values = self.evaluate_angles(theta)
         j = int(np.argmin(values))
         if values[j] < 0:
-            raise ValueError(f"`{name}` gives a density 1 + Σ a cos(kθ + φ) that is negative: its minimum is "
+            raise InvalidInput(f"`{name}` gives a density 1 + Σ a cos(kθ + φ) that is negative: its minimum is "
                              f"{values[j]:.3g} at θ = {theta[j]:.4g}; a density must be non-negative.")
 
     def evaluate_angles(self, theta):
@@ -707,7 +708,7 @@ class HarmonicSeries(Density):
         c = np.asarray(clm)
         if (c.ndim != 3 or c.shape[0] != 2 or c.shape[1] != c.shape[2] or not np.isrealobj(c)
                 or not np.all(np.isfinite(c))):
-            raise ValueError(f"`{name}` must be a finite real array of shape (2, L+1, L+1), got shape {c.shape}.")
+            raise InvalidInput(f"`{name}` must be a finite real array of shape (2, L+1, L+1), got shape {c.shape}.")
         self.clm = np.array(c, dtype=float)
         self.clm.setflags(write=False)
         self.lmax = c.shape[1] - 1
@@ -764,7 +765,7 @@ def spherical_harmonics(coefficients):
     for i, r in enumerate(rows):
         l = _integer(r[0], name, i, what, 1, given[i])
         if r[1] != np.floor(r[1]) or abs(r[1]) > l:
-            raise ValueError(f"`{name}[{i}]` must be {what}, got {given[i]!r}.")
+            raise InvalidInput(f"`{name}[{i}]` must be {what}, got {given[i]!r}.")
         lm.append((l, int(r[1])))
     L = max(l for l, _ in lm)
     clm = np.zeros((2, L + 1, L + 1))
@@ -774,7 +775,7 @@ def spherical_harmonics(coefficients):
     rho = HarmonicSeries(clm)
     low, at = rho.minimum()
     if low < 0:
-        raise ValueError(f"`{name}` gives a density 1 + Σ a Y_lm that is negative: its minimum is {low:.3g} at "
+        raise InvalidInput(f"`{name}` gives a density 1 + Σ a Y_lm that is negative: its minimum is {low:.3g} at "
                          f"x = {np.round(at, 4).tolist()}; a density must be non-negative.")
     return rho
 
@@ -797,6 +798,20 @@ class StateDensity(Density):
         return f"from_file({self.source!r}: {self.state.representation.name} state at t = {self.t:g})"
 
 
+class LayeredStateDensity(StateDensity):
+    """The density of a saved layered (causal) state, ρ(σ, x) for every token position σ (docs/causal.md):
+    called as ``f(x, s)`` it is the state's density at position s (interpolated in σ between the
+    nodes of its rule), so a layered solver starts each position from its own; called as ``f(x)`` it is
+    the x-marginal ∫_0^1 ρ(σ, x) dσ (what a run without a mask starts from)."""
+
+    def __call__(self, x, *position):
+        x = check_points(x, "x", dim=self.dim)
+        if not position:
+            return self._evaluate(x)
+        rep = self.state.representation
+        return np.asarray(rep.evaluate(self.state.data, x, position=float(position[0])), dtype=float)
+
+
 class CellMeans(Density):
     """A density on S^2 with given mean values on the cells of `meanfield.gridded.sphere_cells` (n
     latitude bands of equal angle × 2n longitude cells), as `Solution.save(grid=True)` writes them.
@@ -816,7 +831,7 @@ class CellMeans(Density):
     def __init__(self, means):
         v = np.array(means, dtype=float)
         if v.ndim != 2 or v.shape[1] != 2 * v.shape[0] or not np.all(np.isfinite(v)) or v.min() < 0:
-            raise ValueError("`means` must be finite non-negative cell means of shape (n, 2n) (sphere_cells(n)), "
+            raise InvalidInput("`means` must be finite non-negative cell means of shape (n, 2n) (sphere_cells(n)), "
                              f"got shape {v.shape}.")
         self.grid = sphere_cells(v.shape[0])
         self.means = v
@@ -891,7 +906,7 @@ def read_density_file(path):
 
     where = f"`path` {str(path)!r}"
     if not pathlib.Path(path).is_file():
-        raise ValueError(f"{where}: no such file.")
+        raise InvalidInput(f"{where}: no such file.")
     try:
         with xr.open_dataset(path, engine="netcdf4", decode_times=False) as ds:
             # a copy that kept the global attributes but only the grid (ds[["density"]]) is a grid file
@@ -900,7 +915,7 @@ def read_density_file(path):
             bounds = grid is not None and any(f"{d}_bnds" in ds.variables or "bounds" in
                                               getattr(ds.variables.get(d), "attrs", {}) for d in grid.dims)
     except (OSError, ValueError, RuntimeError) as exc:
-        raise ValueError(f"{where} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
+        raise InvalidInput(f"{where} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
     return is_solution, grid, bounds
 
 
@@ -937,7 +952,7 @@ def grid_from_file(path):
     """
     is_solution, grid, bounds = read_density_file(path)
     if is_solution:
-        raise ValueError(f"`path` {str(path)!r} is a saved Solution: read it with `meanfield.from_file` (its last state).")
+        raise InvalidInput(f"`path` {str(path)!r} is a saved Solution: read it with `meanfield.from_file` (its last state).")
     return density_from_grid(path, grid, bounds)
 
 
@@ -948,14 +963,14 @@ def density_from_grid(path, grid, bounds):
 
     where = f"`path` {str(path)!r}"
     if grid is None:
-        raise ValueError(f"{where} is neither a meanfield Solution nor a grid file with a `density` variable.")
+        raise InvalidInput(f"{where} is neither a meanfield Solution nor a grid file with a `density` variable.")
     values = np.asarray(grid.values if "time" not in grid.dims else grid.isel(time=-1).values, dtype=float)
     dims = tuple(d for d in grid.dims if d != "time")
     if dims == ("s",):
-        raise ValueError(f"{where}: its `density` is a zonal grid in s = <x, e> (a Gegenbauer run); grid_from_file reads "
+        raise InvalidInput(f"{where}: its `density` is a zonal grid in s = <x, e> (a Gegenbauer run); grid_from_file reads "
                          "grids on S^1 (time, theta) and S^2 (time, lat, lon): give the saved Solution instead.")
     if dims not in (("theta",), ("lat", "lon")):
-        raise ValueError(f"{where}: its `density` has dimensions {grid.dims}; expected (time, theta) or (time, lat, lon).")
+        raise InvalidInput(f"{where}: its `density` has dimensions {grid.dims}; expected (time, theta) or (time, lat, lon).")
     means = _holds_cell_means(grid.attrs.get("cell_methods"), dims, bounds, where)
     if means:
         cells = circle_cells(values.size) if dims == ("theta",) else sphere_cells(values.shape[0])
@@ -972,18 +987,18 @@ def density_from_grid(path, grid, bounds):
     for c in dims:
         if (expected is None or c not in grid.coords
                 or not np.allclose(grid[c].values, expected[c], rtol=0, atol=1e-9)):
-            raise ValueError(f"{where}: its `{c}` coordinate is not {what}.")
+            raise InvalidInput(f"{where}: its `{c}` coordinate is not {what}.")
     if not means:
         return GridValues(values)
     if np.any(~np.isfinite(values)) or values.min() < 0:
-        raise ValueError(f"{where}: its cell means must be finite and non-negative; they lie in "
+        raise InvalidInput(f"{where}: its cell means must be finite and non-negative; they lie in "
                          f"[{np.nanmin(values):.3g}, {np.nanmax(values):.3g}].")
     if dims == ("lat", "lon"):
         return CellMeans(values)
     n = values.size
     points = np.fft.irfft(np.fft.rfft(values) / np.sinc(np.arange(n // 2 + 1) / n), n)   # midpoint values
     if points.min() < 0:
-        raise ValueError(f"{where}: the band-limited density with these {n} cell means is negative (minimum "
+        raise InvalidInput(f"{where}: the band-limited density with these {n} cell means is negative (minimum "
                          f"{points.min():.3g} at theta = {trapezoid(n).angles[np.argmin(points)]:.4g}): the cells do not "
                          "resolve the density; save it with a larger grid_size, or start from the saved Solution.")
     return GridValues(points)
@@ -1007,7 +1022,7 @@ def _holds_cell_means(cell_methods, dims, has_bounds, where):
         return True
     if spatial == {"point"}:
         return False
-    raise ValueError(f"{where}: its `density` has cell_methods {cell_methods!r}; expected 'point' or 'mean' on "
+    raise InvalidInput(f"{where}: its `density` has cell_methods {cell_methods!r}; expected 'point' or 'mean' on "
                      f"{' and '.join(dims)} (or 'area: mean').")
 
 
@@ -1061,23 +1076,23 @@ def from_pyshtools(coeffs, kind="coefficients", nthreads=1):
 
     pysh = pyshtools_ducc(nthreads)
     if not isinstance(coeffs, pysh.SHCoeffs):
-        raise ValueError("`coeffs` must be a pyshtools.SHCoeffs (it carries its normalisation; wrap an array with "
+        raise InvalidInput("`coeffs` must be a pyshtools.SHCoeffs (it carries its normalisation; wrap an array with "
                          "pyshtools.SHCoeffs.from_array(array, normalization=..., csphase=...)), got "
                          f"{type(coeffs).__name__}.")
     if kind not in ("coefficients", "density"):
-        raise ValueError(f"`kind` must be 'coefficients' or 'density', got {kind!r}.")
+        raise InvalidInput(f"`kind` must be 'coefficients' or 'density', got {kind!r}.")
     if coeffs.normalization not in ("4pi", "ortho", "schmidt", "unnorm") or coeffs.csphase not in (1, -1):
-        raise ValueError(f"`coeffs` has normalization={coeffs.normalization!r}, csphase={coeffs.csphase!r}; "
+        raise InvalidInput(f"`coeffs` has normalization={coeffs.normalization!r}, csphase={coeffs.csphase!r}; "
                          "expected one of pyshtools' '4pi', 'ortho', 'schmidt', 'unnorm' with csphase 1 or -1.")
     if (coeffs.normalization, coeffs.csphase, coeffs.kind) != (PYSHTOOLS_NORMALIZATION, PYSHTOOLS_CSPHASE, "real"):
         try:        # check=True: pyshtools refuses complex coefficients of a function that is not real
             coeffs = coeffs.convert(normalization=PYSHTOOLS_NORMALIZATION, csphase=PYSHTOOLS_CSPHASE, kind="real",
                                     check=True)
         except (ValueError, RuntimeError) as exc:
-            raise ValueError(f"`coeffs` could not be converted to real '4pi' coefficients: {exc}") from None
+            raise InvalidInput(f"`coeffs` could not be converted to real '4pi' coefficients: {exc}") from None
     clm = np.array(coeffs.coeffs, dtype=float)
     if not np.all(np.isfinite(clm)):
-        raise ValueError("`coeffs` holds NaN or inf.")
+        raise InvalidInput("`coeffs` holds NaN or inf.")
     if kind == "density":
         return HarmonicSeries(clm)
     return clm
@@ -1088,7 +1103,8 @@ def from_file(path):
 
     * A saved Solution (any PDE solver, with or without ``grid=True``): the density of its last saved
       state (`meanfield.densities.StateDensity`, evaluated from the stored coefficients or nodes, not
-      from a grid). A run that starts from it starts at t = 0; to continue the saved run instead, pass
+      from a grid). A layered (causal) state gives `LayeredStateDensity`: ``f(x, s)`` at each token
+      position, ``f(x)`` the x-marginal. A run that starts from it starts at t = 0; to continue the saved run instead, pass
       the Solution (or its path) to ``solve``.
     * A file holding only the CF grid variable ``density`` (cell means or point values):
       `meanfield.densities.grid_from_file`, which says what is exact.
@@ -1137,12 +1153,14 @@ def from_file(path):
     go_on = (f"To continue the saved run, pass the Solution to the solver, `solver.solve(mf.load({str(path)!r}), t)`, "
              "or `meanfield run CONFIG --resume DIR`.")
     if not rep.is_density:
-        raise ValueError(f"{where} holds particles at t = {state.t:g}, which no smooth density represents. {go_on}")
+        raise InvalidInput(f"{where} holds particles at t = {state.t:g}, which no smooth density represents. {go_on}")
     masses = rep.clusters(state.data)[0] if hasattr(rep, "clusters") else ()
     if len(masses):
-        raise ValueError(f"{where} holds a clustered state at t = {state.t:g}: {len(masses)} clusters of nodes narrower "
+        raise InvalidInput(f"{where} holds a clustered state at t = {state.t:g}: {len(masses)} clusters of nodes narrower "
                          f"than {rep.cluster_tol:g} rad carry {float(np.sum(masses)):.6g} of the mass, which no smooth "
                          f"density on a grid represents. {go_on}")
+    if getattr(rep, "positions", None) is not None:        # a layered (causal) state: ρ(σ, x)
+        return LayeredStateDensity(state, source=str(path))
     return StateDensity(state, source=str(path))
 
 
@@ -1158,5 +1176,5 @@ def saved_state(path, i=-1):
             rep, data = from_dataset(ds)
             t, model = time_values(ds), Model.from_attrs(ds.attrs)
     except (KeyError, ValueError, RuntimeError, OSError) as exc:
-        raise ValueError(f"`path` {str(path)!r} is a damaged meanfield Solution: {type(exc).__name__}: {exc}") from None
+        raise InvalidInput(f"`path` {str(path)!r} is a damaged meanfield Solution: {type(exc).__name__}: {exc}") from None
     return State(rep, data[i], t=float(t[i]), model=model)

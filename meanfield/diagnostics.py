@@ -26,6 +26,7 @@ from .model import Model
 from .quadrature import fibonacci
 from .serialization import jsonable
 from .wasserstein import w1_to_dirac
+from .errors import InvalidInput
 
 _CHUNK = 2048
 LARGE = 4096       # clouds of more points are counted with a spatial index (no n² pairs)
@@ -35,11 +36,11 @@ def _as_positions(positions, name="positions"):
     try:
         x = np.asarray(positions, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be an array of points of shape (..., n, d).") from None
+        raise InvalidInput(f"`{name}` must be an array of points of shape (..., n, d).") from None
     if x.ndim < 2 or x.shape[-2] < 1 or x.shape[-1] < 1:
-        raise ValueError(f"`{name}` must have shape (..., n, d) with n >= 1, got {x.shape}.")
+        raise InvalidInput(f"`{name}` must have shape (..., n, d) with n >= 1, got {x.shape}.")
     if not np.all(np.isfinite(x)):
-        raise ValueError(f"`{name}` contains NaN or inf.")
+        raise InvalidInput(f"`{name}` contains NaN or inf.")
     return x
 
 
@@ -379,14 +380,14 @@ def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05, gap=5.0):
     if not (isinstance(measure, (tuple, list)) and len(measure) == 2):
         measure = (_as_positions(measure, "measure"), None)
         if measure[0].ndim != 2:
-            raise ValueError(f"`measure` must be points (n, d) or a pair (points, weights), got {measure[0].shape}.")
+            raise InvalidInput(f"`measure` must be points (n, d) or a pair (points, weights), got {measure[0].shape}.")
         measure = (measure[0], np.full(measure[0].shape[0], 1.0 / measure[0].shape[0]))
     x, w = check_measure(measure, "measure", normalize=True)
     tol = check_real(tol, "tol", low=1e-12, high=np.pi / 4)
     min_mass = check_real(min_mass, "min_mass", low=0.0, low_open=True, high=1.0)
     stray = check_real(stray, "stray", low=0.0, high=0.5)
     if stray >= 0.5:
-        raise ValueError(f"`stray` must be in [0, 0.5), got {stray!r}.")
+        raise InvalidInput(f"`stray` must be in [0, 0.5), got {stray!r}.")
     gap = check_real(gap, "gap", low=1.0)
     lab = linked_components(x, tol)
     ncomp = int(lab.max()) + 1

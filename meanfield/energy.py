@@ -5,6 +5,7 @@ from .validation import check_beta, check_dim, check_measure
 from .kernels import kernel_multipliers, velocity_multipliers
 from .kernelsums import kernel_energy
 from .spectralsums import spectral_energy
+from .errors import InvalidInput
 
 _CHUNK = 1024      # block size of the double sums (benchmarks/bench_kernelsums.py: fastest of 1024/2048/4096)
 LARGE_CLOUD = 4096
@@ -79,9 +80,9 @@ def energy_from_spectrum(beta, dim, power):
     dim = check_dim(dim)
     power = np.asarray(power, dtype=float)
     if power.ndim < 1 or power.shape[-1] < 1:
-        raise ValueError(f"`power` must have a last axis over degrees 0..lmax, got shape {power.shape}.")
+        raise InvalidInput(f"`power` must have a last axis over degrees 0..lmax, got shape {power.shape}.")
     if not np.all(np.isfinite(power)) or np.any(power < 0):
-        raise ValueError("`power` must be finite and non-negative (sums of squared coefficients).")
+        raise InvalidInput("`power` must be finite and non-negative (sums of squared coefficients).")
     lmax = power.shape[-1] - 1
     if beta == 0.0:
         return power[..., 1] / (2 * dim) if lmax >= 1 else np.zeros(power.shape[:-1])

@@ -5,7 +5,14 @@ class NoCellMeans(AttributeError):
     """A representation without cell means (`Representation.cell_means`)."""
 
 
-class UnsupportedModel(ValueError):
+class InvalidInput(ValueError):
+    """Bad input: an argument, a configuration value or a file outside what is accepted. The message
+    names the argument (in backticks) and the accepted range. A ValueError, so callers that catch
+    ValueError keep working; the ``meanfield`` command exits with status 2 for this type only (any
+    other exception inside a run is a failure of the run, status 1)."""
+
+
+class UnsupportedModel(InvalidInput):
     """A solver cannot represent this model (for example a PDE solver given non-zonal Q, K, V).
 
     A `ValueError`: the message names the model's argument that the solver does not take and says

@@ -15,6 +15,7 @@ the value, the Jacobian and this divergence, used by the particles and by every 
 """
 import numpy as np
 from scipy.special import erf
+from .errors import InvalidInput
 
 _SQRT2 = np.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
@@ -49,19 +50,19 @@ def check_mlp(mlp, dim, name="mlp", batch=None):
     try:
         W, U, b = mlp
     except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be a triple (W, U, b) with W (d, w), U (w, d) and b (w,).") from None
+        raise InvalidInput(f"`{name}` must be a triple (W, U, b) with W (d, w), U (w, d) and b (w,).") from None
     try:
         W, U, b = (np.array(a, dtype=float) for a in (W, U, b))
     except (TypeError, ValueError):
-        raise ValueError(f"`{name}` = (W, U, b) must hold real arrays.") from None
+        raise InvalidInput(f"`{name}` = (W, U, b) must hold real arrays.") from None
     lead = W.shape[:1] if batch is not None and W.ndim == 3 else ()
     w = W.shape[-1] if W.ndim >= 2 else -1
     if W.shape != lead + (dim, w) or U.shape != lead + (w, dim) or b.shape != lead + (w,) or lead not in ((), (batch,)):
         many = "" if batch is None else f", or with a leading axis of {batch} realisations"
-        raise ValueError(f"`{name}` = (W, U, b) must have shapes (d, w), (w, d), (w,) with d = {dim}{many}, got "
+        raise InvalidInput(f"`{name}` = (W, U, b) must have shapes (d, w), (w, d), (w,) with d = {dim}{many}, got "
                          f"{W.shape}, {U.shape}, {b.shape}.")
     if not all(np.all(np.isfinite(a)) for a in (W, U, b)):
-        raise ValueError(f"`{name}` contains NaN or inf.")
+        raise InvalidInput(f"`{name}` contains NaN or inf.")
     for a in (W, U, b):
         a.flags.writeable = False
     return W, U, b

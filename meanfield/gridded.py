@@ -42,7 +42,7 @@ carry t as "seconds since 1970-01-01"; `time_values` reads both.
 """
 import numpy as np
 
-from .errors import NoCellMeans
+from .errors import InvalidInput, NoCellMeans
 from .version import __version__
 
 CONVENTIONS = "CF-1.11"      # the first CF version that includes UGRID
@@ -122,7 +122,7 @@ def grid_kind(grid):
         return "means"
     if isinstance(grid, str) and grid in CELL_KINDS:
         return grid
-    raise ValueError(f"`grid` must be True (cell means), False, 'means' or 'points', got {grid!r}.")
+    raise InvalidInput(f"`grid` must be True (cell means), False, 'means' or 'points', got {grid!r}.")
 
 
 def grid_variables(sol, n=None, kind="means"):
@@ -142,18 +142,18 @@ def grid_variables(sol, n=None, kind="means"):
     if kind == "means":
         return _cell_mean_variables(sol, n)
     if not rep.is_density:
-        raise ValueError("`grid`='points' writes density values; a particle Solution has none (grid=True writes the "
+        raise InvalidInput("`grid`='points' writes density values; a particle Solution has none (grid=True writes the "
                          "histogram of the particles' weights as cell means).")
     rows, first = [], None
     for i, (r, data) in enumerate(_slices(sol)):
         if not hasattr(r, "to_grid"):
-            raise ValueError(f"`grid`: representation {r.name!r} has no grid of density values.")
+            raise InvalidInput(f"`grid`: representation {r.name!r} has no grid of density values.")
         da = r.to_grid(data, n if first is None else first.shape[0])     # later slices: the first grid's size
         if first is None:
             first = da
         elif da.dims != first.dims or any(not np.array_equal(da[c].values, first[c].values) for c in first.dims):
             if first.dims[0] == "s":
-                raise ValueError("`grid`: the segments of this run have different zonal grids.")
+                raise InvalidInput("`grid`: the segments of this run have different zonal grids.")
             da = first.copy(data=np.asarray(sol.density(_points_of({c: first[c].values for c in first.dims}), i)))
         rows.append(np.asarray(da.values, dtype=float))
     dims = ("time",) + tuple(first.dims)
@@ -177,11 +177,11 @@ def _cell_mean_variables(sol, n=None):
         if grid is None:
             grid = g
         elif not g.same_as(grid):
-            raise ValueError("`grid`: the segments of this run have different cell grids.")
+            raise InvalidInput("`grid`: the segments of this run have different cell grids.")
         try:
             rows.append(np.asarray(r.cell_means(data, grid), dtype=float))
         except NoCellMeans:
-            raise ValueError(f"`grid`: representation {r.name!r} has no cell means.") from None
+            raise InvalidInput(f"`grid`: representation {r.name!r} has no cell means.") from None
     coords, bounds, (wname, weight) = grid.variables()
     attrs = dict(_MEAN_ATTRS, cell_methods="time: point " + grid.cell_methods)
     zonal = getattr(sol.representation, "axis", None)
@@ -397,7 +397,7 @@ def cell_grid_of(dim, n):
         return circle_cells(n)
     if dim == 3:
         return sphere_cells(n)
-    raise ValueError(f"cell grids are on S^1 and S^2; got dim = {dim}.")
+    raise InvalidInput(f"cell grids are on S^1 and S^2; got dim = {dim}.")
 
 
 def bin_masses(grid, points, masses):

@@ -20,7 +20,7 @@ import numpy as np
 from scipy import special
 
 from .validation import check_beta, check_dim, check_int, check_real
-from .errors import UnsupportedModel
+from .errors import InvalidInput, UnsupportedModel
 
 
 def parity(beta, degrees):
@@ -104,7 +104,7 @@ def kernel_multipliers(beta, dim, lmax, scaled=False):
     with np.errstate(under="ignore", divide="ignore"):
         ive = special.ive(orders, beta)
         if not np.all(np.isfinite(ive)):
-            raise ValueError(f"`beta`={beta:g} is beyond the range where the kernel multipliers a_l(β) can be "
+            raise InvalidInput(f"`beta`={beta:g} is beyond the range where the kernel multipliers a_l(β) can be "
                              f"evaluated (scipy.special.ive is finite up to about beta = 1e9).")
         log_a = _log_prefactor(beta, dim) + np.log(ive)
         low = ~(ive > 1e-280)
@@ -117,7 +117,7 @@ def kernel_multipliers(beta, dim, lmax, scaled=False):
             try:
                 a = a * np.exp(beta)
             except FloatingPointError:
-                raise ValueError(f"`beta`={beta:g} overflows a_l(β) in double precision; "
+                raise InvalidInput(f"`beta`={beta:g} overflows a_l(β) in double precision; "
                                  "use kernel_multipliers(..., scaled=True) (a_l·e^-β).") from None
     return a
 
@@ -133,7 +133,7 @@ def _log_scaled_multipliers_series(beta, dim, ls):
     q = 0.25 * beta * beta
     kmax = int(np.ceil(0.5 * beta + 12 * np.sqrt(0.5 * beta + 1) + 40))
     if kmax * ls.size > 2 ** 26:
-        raise ValueError(f"`beta`={beta:g}: the power series of a_l(β) for the {ls.size} degrees where I_ν(β) "
+        raise InvalidInput(f"`beta`={beta:g}: the power series of a_l(β) for the {ls.size} degrees where I_ν(β) "
                          "underflows would need more than 2^26 terms; use a smaller beta or degree.")
     k = np.arange(kmax + 1, dtype=float)[:, None]
     log_terms = special.xlogy(k, q) - special.gammaln(k + 1) - (special.gammaln(nu + k) - special.gammaln(nu))
@@ -342,7 +342,7 @@ def minimum_degree(beta, dim, tol=1e-14):
         a = kernel_multipliers(beta, dim, L, scaled=True)
         ratio = np.abs(a / a[0])
         if not np.all(np.isfinite(ratio)):
-            raise ValueError(f"`beta`={beta:g}: the kernel multipliers a_l(β) are not finite in dimension {dim}.")
+            raise InvalidInput(f"`beta`={beta:g}: the kernel multipliers a_l(β) are not finite in dimension {dim}.")
         above = np.nonzero(ratio >= tol)[0]
         if above.size and above[-1] < L:
             return max(int(above[-1]) + 1, 2)

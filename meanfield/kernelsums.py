@@ -57,6 +57,7 @@ from .validation import check_beta, check_int, check_real
 from .threads import blas_single_threaded, check_threads, share_out
 from . import compiled
 from .compiled import add_row_counts
+from .errors import InvalidInput
 
 NO_SHIFT_MAX = 300.0          # |β⟨x, M y⟩| below this: e^L is a normal float without a shift
 EXP_FLOOR = -700.0            # shifted exponents are clamped here when they can be lower (e^-700 ~ 1e-304)
@@ -119,7 +120,7 @@ def _shift(beta, x, y, M, shift, unit, bias=(0.0, 0.0)):
     """`shift_kind` and a bound on the largest shifted exponent; ``bias`` bounds (lo, hi) of the
     position bias b_j − a_i added to the exponents."""
     if shift not in SHIFTS:
-        raise ValueError(f"`shift` must be one of {SHIFTS}, got {shift!r}.")
+        raise InvalidInput(f"`shift` must be one of {SHIFTS}, got {shift!r}.")
     scale, deviation = _extent(beta, x, y, M, unit)
     lo, hi = bias
     kind = shift
@@ -135,10 +136,10 @@ def _check_pair(x, y, M):
     x = np.asarray(x, dtype=float)
     y = x if y is x else np.asarray(y, dtype=float)
     if x.ndim < 2 or y.ndim < 2:
-        raise ValueError(f"`x` and `y` must have shape (..., n, d), got {x.shape} and {y.shape}.")
+        raise InvalidInput(f"`x` and `y` must have shape (..., n, d), got {x.shape} and {y.shape}.")
     if M is None:
         if x.shape[-1] != y.shape[-1]:
-            raise ValueError(f"`x` and `y` must have the same last axis without `M`, got {x.shape} and {y.shape}.")
+            raise InvalidInput(f"`x` and `y` must have the same last axis without `M`, got {x.shape} and {y.shape}.")
     else:
         M = np.asarray(M, dtype=float)
         try:                                            # a stack of M: one per leading index of x
@@ -146,7 +147,7 @@ def _check_pair(x, y, M):
         except ValueError:
             lead = None
         if M.shape[-2:] != (x.shape[-1], y.shape[-1]) or M.ndim > max(x.ndim, 2) or lead != x.shape[:-2]:
-            raise ValueError(f"`M` must have shape ({x.shape[-1]}, {y.shape[-1]}), or (..., {x.shape[-1]}, "
+            raise InvalidInput(f"`M` must have shape ({x.shape[-1]}, {y.shape[-1]}), or (..., {x.shape[-1]}, "
                              f"{y.shape[-1]}) with the leading axes of `x`, got {M.shape}.")
     return x, y, M
 
@@ -195,7 +196,7 @@ def kernel_sums(x, y, values, beta, *, M=None, shift="auto", chunk=512, threads=
     """
     values = np.asarray(values, dtype=float)
     if values.ndim < 2 or values.shape[-2] != np.shape(y)[-2]:
-        raise ValueError(f"`values` must have shape (..., m, p) with m = {np.shape(y)[-2]} (the points y), got {values.shape}.")
+        raise InvalidInput(f"`values` must have shape (..., m, p) with m = {np.shape(y)[-2]} (the points y), got {values.shape}.")
     return _sums(x, y, values, None, beta, M, shift, chunk, threads, count_at, unit, ends, bias)
 
 
@@ -208,7 +209,7 @@ def attention_sums(x, y, w, beta, *, v=None, M=None, shift="auto", chunk=512, th
     `meanfield.compiled.weighted`, with the same bits."""
     w = np.ascontiguousarray(w, dtype=float)
     if w.ndim != 1 or w.shape[0] != np.shape(y)[-2]:
-        raise ValueError(f"`w` must have shape (m,) with m = {np.shape(y)[-2]} (the points y), got {w.shape}.")
+        raise InvalidInput(f"`w` must have shape (m,) with m = {np.shape(y)[-2]} (the points y), got {w.shape}.")
     return _sums(x, y, None, (w, v), beta, M, shift, chunk, threads, count_at, unit, ends, bias)
 
 
@@ -223,16 +224,16 @@ class Causal:
             e = np.asarray(ends)
             if (e.shape != (n,) or not np.issubdtype(e.dtype, np.integer) or (n and (e[0] < 0 or e[-1] > m))
                     or np.any(np.diff(e) < 0)):
-                raise ValueError(f"`ends` must be a non-decreasing integer array of shape ({n},) with values in "
+                raise InvalidInput(f"`ends` must be a non-decreasing integer array of shape ({n},) with values in "
                                  f"[0, {m}] (row i sums the columns j < ends[i]), got {_describe(e)}.")
             self.ends = np.ascontiguousarray(e, dtype=np.int64)
         if bias is not None:
             try:
                 a, b = (np.ascontiguousarray(v, dtype=float) for v in bias)
             except (TypeError, ValueError):
-                raise ValueError("`bias` must be a pair (a, b) of real arrays of shapes (n,) and (m,).") from None
+                raise InvalidInput("`bias` must be a pair (a, b) of real arrays of shapes (n,) and (m,).") from None
             if a.shape != (n,) or b.shape != (m,) or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
-                raise ValueError(f"`bias` must be a pair (a, b) of finite arrays of shapes ({n},) and ({m},), got "
+                raise InvalidInput(f"`bias` must be a pair (a, b) of finite arrays of shapes ({n},) and ({m},), got "
                                  f"{a.shape} and {b.shape}.")
             self.a, self.b = a, b
             if n and m:
@@ -270,7 +271,7 @@ def _sums(x, y, values, attention, beta, M, shift, chunk, threads, count_at, uni
     causal = Causal(ends, bias, x.shape[-2], y.shape[-2])
     if count_at is not None:
         if causal.ends is not None:
-            raise ValueError("`count_at` counts every column; with `ends` (a causal mask) count with `gram_counts`.")
+            raise InvalidInput("`count_at` counts every column; with `ends` (a causal mask) count with `gram_counts`.")
         count_at = check_real(count_at, "count_at")
     kind, clamp, highest = _shift(beta, x, y, M, shift, unit, (causal.lo, causal.hi))
     xq = x if M is None else x @ M                      # row i: (M^T x_i)^T, so xq_i · y_j = ⟨x_i, M y_j⟩

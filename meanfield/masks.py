@@ -25,6 +25,7 @@ import numpy as np
 
 from .model import MASKS
 from .validation import check_vector
+from .errors import InvalidInput
 
 _BLOCK_EXPONENT = 30.0        # λΔσ within one block of the prefix sums (e^{±30}: no overflow, ~1e-14 rounding)
 
@@ -37,11 +38,11 @@ def token_positions(n, positions=None, name="token_positions"):
         return np.arange(1, n + 1) / n
     s = check_vector(positions, n, name, f"an array of {n} token positions in (0, 1]", "one position per token")
     if n and (s.min() <= 0.0 or s.max() > 1.0):
-        raise ValueError(f"`{name}` must lie in (0, 1], got values from {s.min():g} to {s.max():g}.")
+        raise InvalidInput(f"`{name}` must lie in (0, 1], got values from {s.min():g} to {s.max():g}.")
     drop = np.flatnonzero(np.diff(s) < 0)
     if drop.size:
         k = int(drop[0])
-        raise ValueError(f"`{name}` must be in order (non-decreasing: x0[j] is token j + 1), but token {k + 2} is at "
+        raise InvalidInput(f"`{name}` must be in order (non-decreasing: x0[j] is token j + 1), but token {k + 2} is at "
                          f"{s[k + 1]:g}, after token {k + 1} at {s[k]:g}.")
     return s
 
@@ -49,7 +50,7 @@ def token_positions(n, positions=None, name="token_positions"):
 def mask_ends(positions, mask):
     """ends_j, the number of tokens in C(j): row j sums the columns k < ends_j (positions in order)."""
     if mask not in MASKS[1:]:
-        raise ValueError(f"`mask` must be one of {MASKS[1:]} for a masked sum, got {mask!r}.")
+        raise InvalidInput(f"`mask` must be one of {MASKS[1:]} for a masked sum, got {mask!r}.")
     side = "right" if mask == "causal" else "left"
     return np.searchsorted(positions, positions, side=side).astype(np.int64)
 
@@ -114,7 +115,7 @@ def model_mask(model, weights, token_positions=None):
     (a ValueError naming `token_positions` if they are given for one)."""
     if not model.is_causal:
         if token_positions is not None:
-            raise ValueError("`token_positions` apply to a masked model: pass mask='causal' or 'causal-strict' to "
+            raise InvalidInput("`token_positions` apply to a masked model: pass mask='causal' or 'causal-strict' to "
                              "the Model.")
         return None
     made = {}

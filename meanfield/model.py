@@ -13,6 +13,7 @@ import numpy as np
 from .feedforward import FeedForward, check_mlp
 from .schedule import Schedule
 from .validation import check_beta, check_dim, check_memory, check_real
+from .errors import InvalidInput
 
 _ZONAL_TOL = 1e-12
 MASKS = ("none", "causal", "causal-strict")
@@ -24,21 +25,21 @@ def _as_matrix(value, name, rows=None, cols=None):
     try:
         a = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be a real matrix.") from None
+        raise InvalidInput(f"`{name}` must be a real matrix.") from None
     if a.ndim != 2:
-        raise ValueError(f"`{name}` must be a 2-D matrix, got shape {a.shape}.")
+        raise InvalidInput(f"`{name}` must be a 2-D matrix, got shape {a.shape}.")
     if not np.all(np.isfinite(a)):
-        raise ValueError(f"`{name}` contains NaN or inf.")
+        raise InvalidInput(f"`{name}` contains NaN or inf.")
     if rows is not None and a.shape[0] != rows:
-        raise ValueError(f"`{name}` must have {rows} rows, got shape {a.shape}.")
+        raise InvalidInput(f"`{name}` must have {rows} rows, got shape {a.shape}.")
     if cols is not None and a.shape[1] != cols:
-        raise ValueError(f"`{name}` must have {cols} columns, got shape {a.shape}.")
+        raise InvalidInput(f"`{name}` must have {cols} columns, got shape {a.shape}.")
     return a
 
 
 def _choice(value, name, choices):
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"`{name}` must be one of {', '.join(repr(c) for c in choices)}, got {value!r}.")
+        raise InvalidInput(f"`{name}` must be one of {', '.join(repr(c) for c in choices)}, got {value!r}.")
     return value
 
 
@@ -46,18 +47,18 @@ def _check_slopes(position_bias, heads):
     """The ALiBi slopes λ_h >= 0, one per head: a number (the same for every head) or a sequence of
     ``heads`` numbers (ValueError naming `position_bias`; a string or a bool is not a number)."""
     if isinstance(position_bias, (str, bytes)):
-        raise ValueError("`position_bias` must be a real number >= 0 or one per head, got the string "
+        raise InvalidInput("`position_bias` must be a real number >= 0 or one per head, got the string "
                          f"{position_bias!r}.")
     if np.ndim(position_bias) == 0:
         return (check_real(position_bias, "position_bias", low=0.0),) * heads
     values = list(np.asarray(position_bias, dtype=object).ravel()) if np.ndim(position_bias) == 1 else None
     if values is None or len(values) != heads:
-        raise ValueError(f"`position_bias` must be one slope, or one per head ({heads} numbers >= 0), "
+        raise InvalidInput(f"`position_bias` must be one slope, or one per head ({heads} numbers >= 0), "
                          f"got {position_bias!r}.")
     out = []
     for h, value in enumerate(values):
         if isinstance(value, (str, bytes)):
-            raise ValueError(f"`position_bias[{h}]` must be a real number >= 0, got the string {value!r}.")
+            raise InvalidInput(f"`position_bias[{h}]` must be a real number >= 0, got the string {value!r}.")
         out.append(check_real(value, f"position_bias[{h}]", low=0.0))
     return tuple(out)
 
@@ -157,14 +158,14 @@ class Model:
         self.dim = check_dim(dim)
         check_memory(24 * self.dim ** 2, "dim", self.dim)      # the d×d matrices Q, K, V of a head
         if not isinstance(normalized, (bool, np.bool_)):
-            raise ValueError(f"`normalized` must be True (SA) or False (USA), got {normalized!r}.")
+            raise InvalidInput(f"`normalized` must be True (SA) or False (USA), got {normalized!r}.")
         self.normalized = bool(normalized)
         self.noise = check_real(noise, "noise", low=0.0)
         if heads is not None:
             if Q is not None or K is not None or not (np.isscalar(V) and float(V) == 1.0):
-                raise ValueError("`heads` cannot be combined with `Q`, `K` or `V`; put them in each head.")
+                raise InvalidInput("`heads` cannot be combined with `Q`, `K` or `V`; put them in each head.")
             if len(heads) < 1:
-                raise ValueError("`heads` must be a non-empty list of (Q, K, V) triples.")
+                raise InvalidInput("`heads` must be a non-empty list of (Q, K, V) triples.")
             self.heads = [self._head(h, i) for i, h in enumerate(heads)]
         else:
             self.heads = [self._head((Q, K, V), None)]
@@ -173,11 +174,18 @@ class Model:
         self.position_bias = (self.position_biases[0] if len(set(self.position_biases)) == 1
                               else self.position_biases)
         if any(self.position_biases) and self.mask == "none":
-            raise ValueError("`position_bias` (the ALiBi slope) applies to a masked model: pass mask='causal' or "
+            raise InvalidInput("`position_bias` (the ALiBi slope) applies to a masked model: pass mask='causal' or "
                              f"'causal-strict' with it, got mask='none' and position_bias={position_bias!r}.")
         self._set_normalization(normalization, mix_depth, ngpt_alpha)
         self.activation = _choice(activation, "activation", ACTIVATIONS)
         self.mlp = None if mlp is None else check_mlp(mlp, self.dim)
+        sets_mlp = schedule is not None and any("mlp" in p for p in (
+            schedule if isinstance(schedule, Schedule) else Schedule.from_dict(schedule)).pieces)
+        if self.mlp is None and self.activation != ACTIVATIONS[0] and not sets_mlp:
+            raise InvalidInput(f"`activation`={self.activation!r} is the activation of the feed-forward term, and the "
+                               "model has none (`mlp` is None; it would be dropped): give `mlp`=(W, U, b) with it. "
+                               f"A feed-forward term given to Particles.solve takes the model's activation, so for "
+                               f"another than {ACTIVATIONS[0]!r} give the model an `mlp` too.")
         self.feedforward = None if mlp is None else FeedForward(*self.mlp, self.activation)
         self.scheduled, self.piece_index = None, None     # a piece's model: the scheduled model and k
         self.schedule, self._pieces = None, ()
@@ -194,18 +202,20 @@ class Model:
         heads = piece.pop("heads", None)
         own = {name: piece.pop(name) for name in ("Q", "K", "V") if name in piece}
         if heads is not None and own:
-            raise ValueError(f"`schedule` piece {k} sets both `heads` and {sorted(own)}; put them in the heads.")
+            raise InvalidInput(f"`schedule` piece {k} sets both `heads` and {sorted(own)}; put them in the heads.")
         if heads is None and own and len(self.heads) > 1:
-            raise ValueError(f"`schedule` piece {k} sets {sorted(own)} of a model with {len(self.heads)} heads; "
+            raise InvalidInput(f"`schedule` piece {k} sets {sorted(own)} of a model with {len(self.heads)} heads; "
                              "set `heads` instead.")
         if heads is None:
             Q, K, V = self.heads[0]
             heads = [(own.get("Q", Q), own.get("K", K), own.get("V", V))] if own else self.heads
         kw.update(piece)
+        if kw["mlp"] is None:                    # no feed-forward term in this piece: no activation either
+            kw["activation"] = ACTIVATIONS[0]
         try:
             model = Model(heads=[tuple(h) for h in heads], **kw)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"`schedule` piece {k}: {exc}") from None
+            raise InvalidInput(f"`schedule` piece {k}: {exc}") from None
         model.scheduled, model.piece_index = self, k
         return model
 
@@ -221,12 +231,12 @@ class Model:
     def _set_normalization(self, normalization, mix_depth, ngpt_alpha):
         self.normalization = _choice(normalization, "normalization", NORMALIZATIONS)
         if mix_depth is not None and self.normalization != "mix":
-            raise ValueError(f"`mix_depth` applies to normalization='mix', got normalization={self.normalization!r}.")
+            raise InvalidInput(f"`mix_depth` applies to normalization='mix', got normalization={self.normalization!r}.")
         if ngpt_alpha is not None and self.normalization != "ngpt":
-            raise ValueError(f"`ngpt_alpha` applies to normalization='ngpt', got normalization={self.normalization!r}.")
+            raise InvalidInput(f"`ngpt_alpha` applies to normalization='ngpt', got normalization={self.normalization!r}.")
         if self.normalization == "mix":
             if mix_depth is None:
-                raise ValueError("`mix_depth` (τ: Post-LN for t <= τ, Pre-LN after) is required with normalization='mix'.")
+                raise InvalidInput("`mix_depth` (τ: Post-LN for t <= τ, Pre-LN after) is required with normalization='mix'.")
             mix_depth = check_real(mix_depth, "mix_depth", low=0.0, low_open=True)
         self.mix_depth = mix_depth
         if self.normalization == "ngpt":
@@ -242,14 +252,14 @@ class Model:
         try:
             Q, K, V = head
         except (TypeError, ValueError):
-            raise ValueError(f"`heads[{index}]` must be a triple (Q, K, V).") from None
+            raise InvalidInput(f"`heads[{index}]` must be a triple (Q, K, V).") from None
         if Q is None or K is None:                     # one read-only identity for both (d² doubles each)
             eye = np.eye(d)
             eye.flags.writeable = False
         Q = eye if Q is None else _as_matrix(Q, f"{where}Q", cols=d)
         K = eye if K is None else _as_matrix(K, f"{where}K", cols=d)
         if Q.shape[0] != K.shape[0]:
-            raise ValueError(f"`{where}Q` and `{where}K` must have the same number of rows (m x {d}), "
+            raise InvalidInput(f"`{where}Q` and `{where}K` must have the same number of rows (m x {d}), "
                              f"got {Q.shape} and {K.shape}.")
         if np.isscalar(V) or np.ndim(V) == 0:
             V = check_real(V, f"{where}V") * np.eye(d)
@@ -319,7 +329,7 @@ class Model:
         """The scalar v of V = v·I (the sign s = v of docs/mathematics.md §1); ValueError if V is not a multiple of I."""
         V = self.V
         if len(self.heads) != 1 or not _scaled_identity(V, V[0, 0]):
-            raise ValueError("`V` is not a scalar multiple of the identity, so the model has no scalar v.")
+            raise InvalidInput("`V` is not a scalar multiple of the identity, so the model has no scalar v.")
         return float(V[0, 0])
 
     @property
@@ -395,7 +405,7 @@ class Model:
     def from_dict(cls, d):
         d = dict(d)
         if d.get("ngpt_alpha") == "callable":
-            raise ValueError("`ngpt_alpha` was a function of t, which a file cannot hold; build the Model again with "
+            raise InvalidInput("`ngpt_alpha` was a function of t, which a file cannot hold; build the Model again with "
                              "it and continue the run from the saved Solution's state.")
         heads = d.pop("heads", None)
         if heads is not None:

@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from .plotting import model_label, pyplot, style
 from .representations import NoCellMeans
 from .representations.base import Representation
+from .errors import InvalidInput
 
 MAX_FRAMES = 200
 VIEW = np.array([np.cos(0.35) * np.cos(0.6), np.cos(0.35) * np.sin(0.6), np.sin(0.35)])   # direction of the eye
@@ -48,10 +49,10 @@ def frame_indices(n_saved, frames=None, max_frames=MAX_FRAMES):
     if frames is not None:
         idx = np.asarray(frames, dtype=int).ravel()
         if idx.size == 0 or np.any(idx < -n_saved) or np.any(idx >= n_saved):
-            raise ValueError(f"`frames` must be indices into the {n_saved} saved times, got {frames!r}.")
+            raise InvalidInput(f"`frames` must be indices into the {n_saved} saved times, got {frames!r}.")
         return idx % n_saved
     if not isinstance(max_frames, (int, np.integer)) or max_frames < 1:
-        raise ValueError(f"`max_frames` must be an integer >= 1, got {max_frames!r}.")
+        raise InvalidInput(f"`max_frames` must be an integer >= 1, got {max_frames!r}.")
     if n_saved <= max_frames:
         return np.arange(n_saved)
     return np.unique(np.round(np.linspace(0, n_saved - 1, max_frames)).astype(int))
@@ -210,7 +211,7 @@ def painter_for(sol):
     first = sol[0].representation
     dim = sol.model.dim
     if first.domain != "sphere" or dim not in (2, 3):
-        raise ValueError(f"`sol`: movies draw runs on S^1 and S^2, got a run in {first.domain} of dim {dim}.")
+        raise InvalidInput(f"`sol`: movies draw runs on S^1 and S^2, got a run in {first.domain} of dim {dim}.")
     if first.is_density:
         return CircleDensity if dim == 2 else GlobeDensity
     return CirclePoints if dim == 2 else GlobePoints
@@ -282,7 +283,7 @@ def ffmpeg_executable():
         system = shutil.which("ffmpeg")
         if system:
             return system, "system"
-    raise ValueError("`path`: an .mp4 movie needs ffmpeg: pip install 'meanfield[movies]' (imageio-ffmpeg ships one) "
+    raise InvalidInput("`path`: an .mp4 movie needs ffmpeg: pip install 'meanfield[movies]' (imageio-ffmpeg ships one) "
                      "or install the system's ffmpeg; or write a .gif.")
 
 
@@ -330,10 +331,10 @@ def animate(sol, path, *, compare=None, frames=None, max_frames=MAX_FRAMES, fps=
     path = os.fspath(path)
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in FORMATS:
-        raise ValueError(f"`path` must end in one of {FORMATS}, got {path!r}.")
+        raise InvalidInput(f"`path` must end in one of {FORMATS}, got {path!r}.")
     fps = float(fps)
     if not np.isfinite(fps) or fps <= 0:
-        raise ValueError(f"`fps` must be a positive number, got {fps!r}.")
+        raise InvalidInput(f"`fps` must be a positive number, got {fps!r}.")
     writer = "pillow" if suffix == ".gif" else f"ffmpeg ({ffmpeg_executable()[1]})"
     idx = frame_indices(len(sol.t), frames, max_frames)
     movie = Movie([sol] if compare is None else [sol, compare], trail, size, dpi)

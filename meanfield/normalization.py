@@ -20,6 +20,7 @@ are integrated in these coordinates; the others keep the directions on the spher
 radii fixed. A token with A = 0 (a silent token under a mask) does not move.
 """
 import numpy as np
+from .errors import InvalidInput
 
 RADIAL = ("pre", "mix", "peri")
 
@@ -97,7 +98,7 @@ def field_inverse_speed(model, t, tangent_sq, radial):
         return 1.0 / np.sqrt(t + 1.0)
     if scheme == "ngpt":
         return alpha(model, t) * _safe_inverse(np.sqrt(tangent_sq + np.square(radial)))
-    raise ValueError(f"`normalization`={scheme!r} has a speed that depends on the radius of each token; "
+    raise InvalidInput(f"`normalization`={scheme!r} has a speed that depends on the radius of each token; "
                      "a density on the sphere does not carry it (use solvers.Lagrangian, whose labels do, or "
                      "solvers.Particles).")
 
@@ -160,12 +161,12 @@ def check_radii(radii, shape):
     try:
         r = np.asarray(radii, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError("`radii` must be positive numbers, one per token.") from None
+        raise InvalidInput("`radii` must be positive numbers, one per token.") from None
     try:
         r = np.broadcast_to(r, shape).copy()
     except ValueError:
-        raise ValueError(f"`radii` must have the shape of the tokens {shape} (or broadcast to it), "
+        raise InvalidInput(f"`radii` must have the shape of the tokens {shape} (or broadcast to it), "
                          f"got shape {r.shape}.") from None
     if not np.all(np.isfinite(r)) or not np.all(r > 0):
-        raise ValueError("`radii` must be finite and > 0 (the token norms).")
+        raise InvalidInput("`radii` must be finite and > 0 (the token norms).")
     return r[..., None]

@@ -28,7 +28,7 @@ import numpy as np
 
 from .diagnostics import follow_clusters
 from .energy import dirac_energy, energy_bounds, uniform_energy
-from .errors import NoCellMeans
+from .errors import InvalidInput, NoCellMeans
 from .gridded import cell_grid_of
 from .kernels import fastest_mode
 from .model import Model
@@ -179,7 +179,7 @@ def check_scale(scale):
     if scale is None:
         return "auto"
     if scale not in SCALES:
-        raise ValueError(f"`scale` must be one of {', '.join(repr(s) for s in SCALES)}, got {scale!r}.")
+        raise InvalidInput(f"`scale` must be one of {', '.join(repr(s) for s in SCALES)}, got {scale!r}.")
     return scale
 
 
@@ -279,14 +279,14 @@ def select_times(t, times):
         return sorted({0, T // 2, T - 1})
     arr = np.atleast_1d(np.asarray(times))
     if arr.size == 0:
-        raise ValueError("`times` must select at least one saved time.")
+        raise InvalidInput("`times` must select at least one saved time.")
     if np.issubdtype(arr.dtype, np.integer):
         if np.any(arr < -T) or np.any(arr >= T):
-            raise ValueError(f"`times` as indices must lie in [-{T}, {T - 1}], got {arr.tolist()}.")
+            raise InvalidInput(f"`times` as indices must lie in [-{T}, {T - 1}], got {arr.tolist()}.")
         return [int(i) % T for i in arr]
     arr = arr.astype(float)
     if not np.all(np.isfinite(arr)):
-        raise ValueError("`times` must be finite.")
+        raise InvalidInput("`times` must be finite.")
     return [int(np.argmin(np.abs(t - s))) for s in arr]
 
 
@@ -634,7 +634,7 @@ def picture_kind(sol):
         return "space-time"
     if rep.dim == 3:
         return "maps"
-    raise ValueError(f"no picture for a density on S^{rep.dim - 1} in representation {rep.name!r}.")
+    raise InvalidInput(f"no picture for a density on S^{rep.dim - 1} in representation {rep.name!r}.")
 
 
 def plot_solution(sol, times=None, path=None, show_energy=True, scale="auto", t_end=None):

@@ -27,6 +27,7 @@ import inspect
 import numpy as np
 
 from .validation import check_int, check_real
+from .errors import InvalidInput
 
 PANEL_NODES = 8       # q: Gauss–Legendre nodes per panel (interpolation of degree 7 in σ)
 
@@ -113,13 +114,13 @@ class PositionRule:
         q = PANEL_NODES
         M = check_int(positions, "positions", low=q)
         if M % q:
-            raise ValueError(f"`positions` must be a multiple of {q} (panels of {q} Gauss–Legendre nodes), got {M}.")
+            raise InvalidInput(f"`positions` must be a multiple of {q} (panels of {q} Gauss–Legendre nodes), got {M}.")
         self.lam = check_real(position_bias, "position_bias", low=0.0)
         self.size, self.panels = M, M // q
         self.breaks = graded_breaks(self.panels) if breaks is None else np.asarray(breaks, dtype=float)
         b = self.breaks
         if b.shape != (self.panels + 1,) or b[0] != 0 or b[-1] != 1 or not np.all(np.diff(b) > 0):
-            raise ValueError(f"`breaks` must be {self.panels + 1} increasing panel ends from 0 to 1, got {b!r}.")
+            raise InvalidInput(f"`breaks` must be {self.panels + 1} increasing panel ends from 0 to 1, got {b!r}.")
         x, w = np.polynomial.legendre.leggauss(q)
         a, b = self.breaks[:-1, None], self.breaks[1:, None]
         self.nodes = (0.5 * (a + b) + 0.5 * (b - a) * x).ravel()

@@ -26,6 +26,7 @@ import numpy as np
 from scipy.linalg import eigvalsh_tridiagonal
 
 from .validation import check_dim, check_int, check_real
+from .errors import InvalidInput
 
 _GOLDEN = (1 + 5 ** 0.5) / 2
 
@@ -157,7 +158,7 @@ def sphere_quadrature(n, dim):
         return trapezoid(n)
     if dim == 3:
         return fibonacci(n)
-    raise ValueError(f"`dim` must be 2 or 3 for a deterministic quadrature, got {dim}.")
+    raise InvalidInput(f"`dim` must be 2 or 3 for a deterministic quadrature, got {dim}.")
 
 
 def jacobi_offdiagonal(n, lam):

@@ -21,6 +21,7 @@ from .masks import token_positions
 from .positions import takes_position
 from .densities import Uniform, VonMisesFisher, zonal_profile
 from .quadrature import circle_points, sphere_quadrature, trapezoid
+from .errors import InvalidInput
 
 
 def uniform_points(n, dim, rng=None):
@@ -33,11 +34,11 @@ def uniform_points(n, dim, rng=None):
 def _values(density, x):
     v = np.asarray(density(x), dtype=float)
     if v.shape != x.shape[:-1]:
-        raise ValueError(f"`density` must return one value per point (shape {x.shape[:-1]}), got shape {v.shape}.")
+        raise InvalidInput(f"`density` must return one value per point (shape {x.shape[:-1]}), got shape {v.shape}.")
     if not np.all(np.isfinite(v)):
-        raise ValueError("`density` returned NaN or inf values.")
+        raise InvalidInput("`density` returned NaN or inf values.")
     if np.any(v < 0):
-        raise ValueError(f"`density` must be non-negative; it returned {v.min():.3g}.")
+        raise InvalidInput(f"`density` must be non-negative; it returned {v.min():.3g}.")
     return v
 
 
@@ -50,7 +51,7 @@ def _iid(density, n, dim, rng):
     probe = uniform_points(max(20000, 4 * n) if n < 250000 else n, dim, rng)
     bound = 1.5 * float(_values(density, probe).max())
     if bound <= 0:
-        raise ValueError("`density` vanishes on every probe point; cannot sample it.")
+        raise InvalidInput("`density` vanishes on every probe point; cannot sample it.")
     out = []
     count = 0
     while count < n:
@@ -58,7 +59,7 @@ def _iid(density, n, dim, rng):
         y = uniform_points(m, dim, rng)
         v = _values(density, y)
         if v.max() > bound:
-            raise ValueError("`density` exceeds the rejection envelope estimated from 20000 probe points "
+            raise InvalidInput("`density` exceeds the rejection envelope estimated from 20000 probe points "
                              "(it is too peaked for iid rejection sampling); sample it yourself.")
         keep = y[rng.random(m) * bound < v]
         out.append(keep)
@@ -147,32 +148,32 @@ def sample(density, n, dim, rng=None, method="iid"):
     n = check_int(n, "n", low=1)
     dim = check_dim(dim)
     if getattr(density, "dim", None) not in (None, dim):
-        raise ValueError(f"`density` lives on S^{density.dim - 1} but `dim`={dim}.")
+        raise InvalidInput(f"`density` lives on S^{density.dim - 1} but `dim`={dim}.")
     if method == "stratified" or (dim >= 4 and method in ("iid", "quasi")):
         known = None if isinstance(density, (Uniform, VonMisesFisher)) and method == "iid" else \
             zonal_profile(density, dim)
         if known is not None:
             return sample_zonal(known[0], n, dim, known[1], rng, "iid" if method == "iid" else "stratified")
         if method == "stratified":
-            raise ValueError("`method`='stratified' needs a density known to be zonal (meanfield.densities.zonal, "
+            raise InvalidInput("`method`='stratified' needs a density known to be zonal (meanfield.densities.zonal, "
                              "von_mises_fisher or uniform).")
     if method == "iid":
         x = _iid(density, n, dim, np.random.default_rng(rng))
         return x, np.full(n, 1.0 / n)
     if method == "quasi":
         if dim not in (2, 3):
-            raise ValueError(f"`method`='quasi' supports dim 2 and 3, got dim={dim}; use method='iid'.")
+            raise InvalidInput(f"`method`='quasi' supports dim 2 and 3, got dim={dim}; use method='iid'.")
         x, q = sphere_quadrature(n, dim)
         v = _values(density, x) * q
         s = v.sum()
         if s <= 0:
-            raise ValueError("`density` is zero at every quadrature node.")
+            raise InvalidInput("`density` is zero at every quadrature node.")
         return x, v / s
     if method == "quantile":
         if dim != 2:
-            raise ValueError("`method`='quantile' is only defined on S^1 (dim=2).")
+            raise InvalidInput("`method`='quantile' is only defined on S^1 (dim=2).")
         return _quantiles(density, n), np.full(n, 1.0 / n)
-    raise ValueError(f"`method` must be 'iid', 'quasi', 'quantile' or 'stratified', got {method!r}.")
+    raise InvalidInput(f"`method` must be 'iid', 'quasi', 'quantile' or 'stratified', got {method!r}.")
 
 
 def zonal_quantiles(profile, dim, q, m=1 << 16):
@@ -185,12 +186,12 @@ def zonal_quantiles(profile, dim, q, m=1 << 16):
     theta = np.pi * (np.arange(m) + 0.5) / m
     vals = np.asarray(profile(np.cos(theta)), dtype=float)
     if vals.shape != theta.shape or not np.all(np.isfinite(vals)) or np.any(vals < 0):
-        raise ValueError("the zonal profile must return finite non-negative values, one per s.")
+        raise InvalidInput("the zonal profile must return finite non-negative values, one per s.")
     log_w = (dim - 2) * np.log(np.sin(theta))
     g = vals * np.exp(log_w - log_w.max())
     cdf = np.concatenate([[0.0], np.cumsum(g)])
     if cdf[-1] <= 0:
-        raise ValueError("the zonal profile has zero mass.")
+        raise InvalidInput("the zonal profile has zero mass.")
     edges = np.pi * np.arange(m + 1) / m
     return np.cos(np.interp(1.0 - np.asarray(q, dtype=float), cdf / cdf[-1], edges))
 
@@ -210,7 +211,7 @@ def sample_zonal(profile, n, dim, axis=None, rng=None, method="stratified"):
         axis = np.eye(dim)[-1]
     axis = np.asarray(axis, dtype=float)
     if method not in ("stratified", "iid"):
-        raise ValueError(f"`method` must be 'stratified' or 'iid', got {method!r}.")
+        raise InvalidInput(f"`method` must be 'stratified' or 'iid', got {method!r}.")
     rng = np.random.default_rng(0 if rng is None and method == "stratified" else rng)
     q = (np.arange(n) + 0.5) / n if method == "stratified" else rng.random(n)
     s = zonal_quantiles(profile, dim, q)
@@ -286,14 +287,14 @@ def sample_tokens(rho0, n, dim, positions=None, method="iid", rng=None):
     n = check_int(n, "n", low=1)
     dim = check_dim(dim)
     if method not in ("iid", "quasi"):
-        raise ValueError(f"`method` must be 'iid' or 'quasi', got {method!r}.")
+        raise InvalidInput(f"`method` must be 'iid' or 'quasi', got {method!r}.")
     sigma = token_positions(n, positions, "positions")
     rng = np.random.default_rng(rng)
     dependent = takes_position(rho0)
     if method == "iid" and not dependent:
         return sample(rho0, n, dim, rng, "iid")
     if dim not in _CELLS:
-        raise ValueError(f"`dim` must be 2 or 3 for method={method!r} with a density of the position, got {dim}.")
+        raise InvalidInput(f"`dim` must be 2 or 3 for method={method!r} with a density of the position, got {dim}.")
     if method == "iid":
         u = rng.random((n, dim - 1))
     else:
@@ -329,9 +330,9 @@ def _grid_values(rho0, grid, s, dim):
         values = np.asarray(rho0(np.broadcast_to(grid, (len(s),) + grid.shape).reshape(-1, dim),
                                  np.repeat(s, len(grid))), dtype=float)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"`rho0` could not be evaluated at points (k, {dim}) and positions (k,): {exc}") from None
+        raise InvalidInput(f"`rho0` could not be evaluated at points (k, {dim}) and positions (k,): {exc}") from None
     if values.shape != (len(s) * len(grid),) or not np.all(np.isfinite(values)) or np.any(values < 0):
-        raise ValueError(f"`rho0` must return one finite value >= 0 per point (called with points (k, {dim}) and "
+        raise InvalidInput(f"`rho0` must return one finite value >= 0 per point (called with points (k, {dim}) and "
                          f"positions (k,)), got shape {values.shape}.")
     return values.reshape(len(s), len(grid))
 
@@ -359,7 +360,7 @@ def _cell(weights, u):
     cdf = np.cumsum(weights, axis=-1)
     total = cdf[:, -1]
     if np.any(total <= 0):
-        raise ValueError("`rho0` vanishes at every grid point of some position; cannot sample it.")
+        raise InvalidInput("`rho0` vanishes at every grid point of some position; cannot sample it.")
     target = u * total
     cell = np.minimum((cdf < target[:, None]).sum(-1), weights.shape[-1] - 1)
     below = np.where(cell > 0, cdf[np.arange(len(cell)), cell - 1], 0.0)

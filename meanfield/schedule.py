@@ -16,6 +16,7 @@ model, its steps cut at the t_k.
 import numpy as np
 
 from .validation import check_real
+from .errors import InvalidInput
 
 PIECE_KEYS = ("beta", "Q", "K", "V", "heads", "mlp")
 _INDEX_TOL = 1e-9        # t within 1e-9·max(1, |t_k|) of t_k (a sum of steps) is in piece k
@@ -52,21 +53,21 @@ class Schedule:
         try:
             t = np.array(times, dtype=float).reshape(-1)
         except (TypeError, ValueError):
-            raise ValueError("`schedule` times must be a sequence of numbers.") from None
+            raise InvalidInput("`schedule` times must be a sequence of numbers.") from None
         if t.size == 0 or not np.all(np.isfinite(t)) or np.any(t < 0):
-            raise ValueError(f"`schedule` times must be finite numbers >= 0, at least one, got {[float(v) for v in t]}.")
+            raise InvalidInput(f"`schedule` times must be finite numbers >= 0, at least one, got {[float(v) for v in t]}.")
         if np.any(np.diff(t) <= 0):
-            raise ValueError(f"`schedule` times must increase strictly, got {[float(v) for v in t]}.")
+            raise InvalidInput(f"`schedule` times must increase strictly, got {[float(v) for v in t]}.")
         try:
             pieces = [dict(p) for p in pieces]
         except (TypeError, ValueError):
-            raise ValueError("`schedule` pieces must be a sequence of dicts of parameters.") from None
+            raise InvalidInput("`schedule` pieces must be a sequence of dicts of parameters.") from None
         if len(pieces) != t.size:
-            raise ValueError(f"`schedule` needs one piece per time: {t.size} times, {len(pieces)} pieces.")
+            raise InvalidInput(f"`schedule` needs one piece per time: {t.size} times, {len(pieces)} pieces.")
         for k, piece in enumerate(pieces):
             unknown = sorted(set(piece) - set(PIECE_KEYS))
             if unknown:
-                raise ValueError(f"`schedule` piece {k} sets {unknown}; a piece sets keys among {list(PIECE_KEYS)}.")
+                raise InvalidInput(f"`schedule` piece {k} sets {unknown}; a piece sets keys among {list(PIECE_KEYS)}.")
         t.flags.writeable = False
         self.times, self.pieces = t, pieces
 
@@ -97,7 +98,7 @@ class Schedule:
         try:
             return cls(d["times"], d["pieces"])
         except (KeyError, TypeError):
-            raise ValueError("`schedule` must be a Schedule or a table {times = [...], pieces = [{...}, ...]}.") from None
+            raise InvalidInput("`schedule` must be a Schedule or a table {times = [...], pieces = [{...}, ...]}.") from None
 
     def __eq__(self, other):
         return isinstance(other, Schedule) and self.to_dict() == other.to_dict()

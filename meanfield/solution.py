@@ -19,8 +19,12 @@ from .representations.segments import Segments
 from .serialization import jsonable
 from .version import __version__
 from .movies import animate
+from .errors import InvalidInput
 
 
+# arrays among a Solution's stats (the inputs of its run: `token_positions`, a solve-level MLP) are written as
+# variables input_<key>, read back into the stats; a continuation takes them up (docs/restart.md)
+INPUT_PREFIX = "input_"
 FLOW_MAPS = []      # the function that re-runs a Solution with tracers (`register_flow_map`)
 
 
@@ -102,12 +106,12 @@ class Solution:
                  solver="", tracers=None):
         self.t = np.asarray(t, dtype=float)
         if not isinstance(model, Model):
-            raise ValueError("`model` must be a meanfield.Model.")
+            raise InvalidInput("`model` must be a meanfield.Model.")
         self.model = model
         self.representation = representation
         self.data = np.asarray(data)
         if self.data.shape[0] != self.t.shape[0]:
-            raise ValueError(f"`data` must have one slice per saved time ({self.t.size}), got {self.data.shape[0]}.")
+            raise InvalidInput(f"`data` must have one slice per saved time ({self.t.size}), got {self.data.shape[0]}.")
         self.diagnostics = {k: np.asarray(v) for k, v in (diagnostics or {}).items()}
         self.stats = dict(stats or {})
         self.status = int(status)
@@ -116,7 +120,7 @@ class Solution:
         self._energy = self.diagnostics.pop("energy", None)
         self.tracers = None if tracers is None else np.asarray(tracers, dtype=float)
         if self.tracers is not None and (self.tracers.ndim != 3 or self.tracers.shape[0] != self.t.size):
-            raise ValueError(f"`tracers` must have shape (T, m, d) with T = {self.t.size} saved times, got "
+            raise InvalidInput(f"`tracers` must have shape (T, m, d) with T = {self.t.size} saved times, got "
                              f"{self.tracers.shape}.")
 
     # -- basic fields ----------------------------------------------------------------------------
@@ -126,7 +130,7 @@ class Solution:
     def _index(self, i):
         T = self.t.size
         if not isinstance(i, (int, np.integer)) or not -T <= i < T:
-            raise ValueError(f"`i` must be an integer index into the {T} saved times, got {i!r}.")
+            raise InvalidInput(f"`i` must be an integer index into the {T} saved times, got {i!r}.")
         return int(i) % T
 
     def __getitem__(self, i):
@@ -232,7 +236,7 @@ class Solution:
         else:
             x = np.asarray(x, dtype=float)
             if x.shape[-1:] != (self.model.dim,) or not np.all(np.isfinite(x)):
-                raise ValueError(f"`x` must be finite points of R^{self.model.dim}, shape (..., {self.model.dim}), "
+                raise InvalidInput(f"`x` must be finite points of R^{self.model.dim}, shape (..., {self.model.dim}), "
                                  f"got shape {x.shape}.")
         return self.representation.evaluate(self.data[self._index(i)], x, **self._at(position))
 
@@ -286,7 +290,7 @@ class Solution:
         if position is None:
             return {}
         if getattr(self.representation, "positions", None) is None or not self.representation.is_density:
-            raise ValueError(f"`position` applies to a run of a masked model with positions (a layered density); "
+            raise InvalidInput(f"`position` applies to a run of a masked model with positions (a layered density); "
                              f"this Solution is {self.representation.name!r}.")
         return {"position": position}
 
@@ -406,7 +410,7 @@ class Solution:
         (each starts at the last saved time of the one before, which is kept once)."""
         for prev, nxt in zip((self,) + others[:-1], others):
             if not nxt.t.size or abs(nxt.t[0] - prev.t[-1]) > 1e-12 * max(1.0, abs(prev.t[-1])):
-                raise ValueError(f"`others` must continue this run: a continuation starts at t={prev.t[-1]!r}, "
+                raise InvalidInput(f"`others` must continue this run: a continuation starts at t={prev.t[-1]!r}, "
                                  f"got one starting at t={nxt.t[0] if nxt.t.size else None!r}.")
         return concat(self, *others)
 
@@ -586,7 +590,9 @@ class Solution:
         """
         import xarray as xr  # deferred: xarray is heavy
 
-        data_vars, coords, attrs = self.representation.to_dataset(self.data)
+        rep = self.representation
+        data_vars, coords, attrs = (rep.to_dataset(self.data, times=self.t) if isinstance(rep, Segments)
+                                    else rep.to_dataset(self.data))
         data_vars = dict(data_vars)
         e = np.asarray(self.energy)
         data_vars["energy"] = (("time",) if e.ndim == 1 else ("time", "batch"), e)
@@ -597,16 +603,22 @@ class Solution:
                 data_vars[f"diag_{k}"] = (dims, v)
         if self.tracers is not None:
             data_vars["tracers"] = (("time", "tracer", "tracer_component"), self.tracers)
+        arrays = {k: v for k, v in self.stats.items() if isinstance(v, np.ndarray)}
+        for k, v in arrays.items():         # inputs of the run (token positions, an MLP): variables, exact
+            data_vars[f"{INPUT_PREFIX}{k}"] = (tuple(f"{INPUT_PREFIX}{k}_dim{j}" for j in range(v.ndim)), v)
         coords = dict(coords)
         coords["time"] = self.t
         ds = xr.Dataset(data_vars, coords=coords)
         if self.tracers is not None:
             ds["tracers"].attrs.update(long_name="positions of the passive tracers (the run's flow map applied to "
                                                  "their starts)", units="1")
+        for k in arrays:
+            ds[f"{INPUT_PREFIX}{k}"].attrs.update(long_name=f"{k} given to solve (read back into Solution.stats; a "
+                                                            "continuation of the run takes it up)", units="1")
         ds.attrs.update(attrs)
         ds.attrs.update(self.model.to_attrs())
         ds.attrs.update({"solver": self.solver, "status": self.status, "message": self.message,
-                         "stats_json": json.dumps(jsonable(self.stats)),
+                         "stats_json": json.dumps(jsonable({k: v for k, v in self.stats.items() if k not in arrays})),
                          "conventions": "densities relative to the uniform probability measure sigma (meanfield docs/mathematics.md section 2)",
                          "meanfield_version": __version__})
         for key in ("sums", "sums_error_bound"):          # the kernel sums of a particle or Lagrangian run
@@ -677,8 +689,9 @@ class Solution:
         rep, data = from_dataset(ds)
         diags = {k[5:]: ds[k].values for k in ds.data_vars if k.startswith("diag_")}
         diags["energy"] = ds["energy"].values
-        return cls(time_values(ds), Model.from_attrs(ds.attrs), rep, data, diags,
-                   json.loads(ds.attrs.get("stats_json", "{}")), int(ds.attrs.get("status", 0)),
+        stats = json.loads(ds.attrs.get("stats_json", "{}"))
+        stats.update({k[len(INPUT_PREFIX):]: ds[k].values for k in ds.data_vars if k.startswith(INPUT_PREFIX)})
+        return cls(time_values(ds), Model.from_attrs(ds.attrs), rep, data, diags, stats, int(ds.attrs.get("status", 0)),
                    ds.attrs.get("message", ""), ds.attrs.get("solver", ""),
                    ds["tracers"].values if "tracers" in ds.data_vars else None)
 
@@ -857,15 +870,15 @@ def load(path):
     try:
         ds = xr.open_dataset(path, engine="netcdf4", decode_times=False)     # t is a number (gridded.TIME_ATTRS)
     except (OSError, ValueError, RuntimeError) as exc:
-        raise ValueError(f"`path` {str(path)!r} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
+        raise InvalidInput(f"`path` {str(path)!r} is not a readable NetCDF file ({type(exc).__name__}: {exc}).") from None
     with ds:
         missing = [k for k in ("representation", "model_json") if k not in ds.attrs]
         if "time" not in ds.coords or "energy" not in ds.data_vars:
             missing.append("the time coordinate and the energy variable")
         if missing:
-            raise ValueError(f"`path` {str(path)!r} is not a meanfield Solution: it lacks {', '.join(missing)}.")
+            raise InvalidInput(f"`path` {str(path)!r} is not a meanfield Solution: it lacks {', '.join(missing)}.")
         try:
             ds.load()
             return Solution.from_xarray(ds)
         except (KeyError, ValueError, RuntimeError, OSError) as exc:
-            raise ValueError(f"`path` {str(path)!r} is a damaged meanfield Solution: {type(exc).__name__}: {exc}") from None
+            raise InvalidInput(f"`path` {str(path)!r} is a damaged meanfield Solution: {type(exc).__name__}: {exc}") from None

@@ -42,6 +42,7 @@ from .kernels import kernel_multipliers, velocity_multipliers
 from .kernelsums import attention_sums
 from .threads import blas_single_threaded, check_threads, share_out
 from .validation import check_beta, check_int, check_measure, check_real
+from .errors import InvalidInput
 
 EPSILON = 3e-13             # ducc0's transforms need epsilon > 2e-13 in double precision
 DIMENSIONS = (2, 3)
@@ -62,7 +63,7 @@ def truncation_degree(beta, dim, epsilon=EPSILON):
     beta = check_beta(beta)
     epsilon = check_real(epsilon, "epsilon", low=0.0, low_open=True)
     if dim not in DIMENSIONS:
-        raise ValueError(f"`dim` must be 2 or 3 for the spectral sums, got {dim}.")
+        raise InvalidInput(f"`dim` must be 2 or 3 for the spectral sums, got {dim}.")
     L = 32
     while True:
         ls = np.arange(L + 1)
@@ -155,7 +156,7 @@ class ZonalSums:
     def __init__(self, beta, dim, epsilon=EPSILON, threads=1):
         self.beta = check_beta(beta)
         if dim not in DIMENSIONS:
-            raise ValueError(f"`dim` must be 2 or 3 for the spectral sums, got {dim}.")
+            raise InvalidInput(f"`dim` must be 2 or 3 for the spectral sums, got {dim}.")
         self.dim = dim
         self.epsilon = check_real(epsilon, "epsilon", low=2.0001e-13, high=1e-1)
         self.threads = check_int(threads, "threads", low=1)
@@ -455,7 +456,7 @@ def kernel_distance(a, b, kappa=4.0, epsilon=EPSILON, threads=None):
     y, v = check_measure(b, "b", dim=x.shape[1])
     dim = x.shape[1]
     if dim not in DIMENSIONS:
-        raise ValueError(f"`a` must be a measure on S^1 or S^2 (points of dimension 2 or 3), got dimension {dim}.")
+        raise InvalidInput(f"`a` must be a measure on S^1 or S^2 (points of dimension 2 or 3), got dimension {dim}.")
     kappa = check_real(kappa, "kappa", low=0.0, low_open=True)
     L = truncation_degree(kappa, dim, epsilon)
     c = kernel_multipliers(kappa, dim, L, scaled=True)
@@ -487,11 +488,11 @@ def spectral_unavailable(model, domain="sphere", heads=False):
 def check_sums(sums, model, domain="sphere", heads=False):
     """``sums`` among SUMS, and "spectral" only where it applies (ValueError naming `sums` and the reason)."""
     if not isinstance(sums, str) or sums not in SUMS:
-        raise ValueError(f"`sums` must be one of {SUMS}, got {sums!r}.")
+        raise InvalidInput(f"`sums` must be one of {SUMS}, got {sums!r}.")
     if sums == "spectral":
         reason = spectral_unavailable(model, domain, heads)
         if reason:
-            raise ValueError(f"`sums`='spectral' {reason}.")
+            raise InvalidInput(f"`sums`='spectral' {reason}.")
     return sums
 
 

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from threadpoolctl import ThreadpoolController
 
 from .validation import check_int
+from .errors import InvalidInput
 
 _CHOSEN = contextvars.ContextVar("meanfield_threads", default=None)
 ENVIRONMENT = ("MEANFIELD_THREADS", "OMP_NUM_THREADS")
@@ -216,7 +217,7 @@ def renamed_threads(threads, nthreads):
     if nthreads is None:
         return threads
     if threads is not None:
-        raise ValueError(f"give `threads` only (`nthreads` is its older name), got threads={threads!r} and "
+        raise InvalidInput(f"give `threads` only (`nthreads` is its older name), got threads={threads!r} and "
                          f"nthreads={nthreads!r}.")
     warnings.warn("`nthreads` is now called `threads` (one thread control, docs/threads.md).", FutureWarning,
                   stacklevel=3)

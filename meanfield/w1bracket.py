@@ -27,6 +27,7 @@ from scipy.spatial import SphericalVoronoi
 from .geodesic import geodesic_distance, merge_on_grid
 from .threads import check_threads, share_out
 from .validation import check_callable, check_measure
+from .errors import InvalidInput
 
 MERGE = 1e-9                # atoms closer than this (radians) are merged before the Voronoi diagram
 LEAF_ATOMS = 8              # the quadtree's leaves hold about this many atoms
@@ -232,7 +233,7 @@ def bracket_to_density(measure, density, threads=None):
     mass, cost, err_mass, err_cost = _cell_integrals(x, fans, density, threads)
     total = float(mass.sum())
     if not abs(total - 1.0) < 1e-6 + 10 * err_mass:
-        raise ValueError(f"`density` must have mass 1 against σ within 1e-6, got {total:.9g} (by the cells' rule, "
+        raise InvalidInput(f"`density` must have mass 1 against σ within 1e-6, got {total:.9g} (by the cells' rule, "
                          f"error about {err_mass:.1g}).")
     lower = float(cost.sum())
     imbalance = mass - w

@@ -30,6 +30,7 @@ from .geodesic import geodesic_distance, merge_on_grid
 from .validation import check_int, check_measure, check_real
 from .quadrature import sphere_quadrature
 from .w1bracket import w1_bracket
+from .errors import InvalidInput
 
 EXACT_MAX_SIZE = 25_000_000
 SMALL_CIRCLE = 10_000       # circle_w1_to_density: up to this many atoms Φ(c) is also minimised exactly
@@ -285,7 +286,7 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
     """
     if method == "bracket":
         if check_real(p, "p", low=1.0) != 1.0:
-            raise ValueError(f"`method`='bracket' bounds W1: `p` must be 1, got {p!r}.")
+            raise InvalidInput(f"`method`='bracket' bounds W1: `p` must be 1, got {p!r}.")
         return w1_bracket(a, b, threads)
     xa, wa = check_measure(a, "a")
     xb, wb = check_measure(b, "b", dim=xa.shape[1])
@@ -298,7 +299,7 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
     size = xa.shape[0] * xb.shape[0]
     if method == "auto":
         if size > EXACT_MAX_SIZE:
-            raise ValueError(f"`a` and `b` are too large for the exact solver (n·m = {size:.3g} > {EXACT_MAX_SIZE:.3g}); "
+            raise InvalidInput(f"`a` and `b` are too large for the exact solver (n·m = {size:.3g} > {EXACT_MAX_SIZE:.3g}); "
                              "pass method='binned' (exact LP between binned measures, with an error bound), "
                              "method='sinkhorn' (entropic upper bound) or method='sliced'.")
         method = "exact"
@@ -308,27 +309,27 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
         return (val, 0.0) if return_bound else val
     if method == "merged":
         if p != 1:
-            raise ValueError("`method`='merged' is implemented for p = 1.")
+            raise InvalidInput("`method`='merged' is implemented for p = 1.")
         val, bound = _merged(xa, wa, xb, wb, p)
         return (val, bound) if return_bound else val
     if return_bound and method != "binned":
-        raise ValueError(f"`return_bound`=True needs method 'exact', 'merged' or 'binned', got {method!r}.")
+        raise InvalidInput(f"`return_bound`=True needs method 'exact', 'merged' or 'binned', got {method!r}.")
     if method == "sinkhorn":
         return _sinkhorn(xa, wa, xb, wb, p, reg)
     if method == "binned":
         if p != 1:
-            raise ValueError("`method`='binned' is implemented for p = 1.")
+            raise InvalidInput("`method`='binned' is implemented for p = 1.")
         if d != 3:
-            raise ValueError("`method`='binned' is implemented on S^2 only.")
+            raise InvalidInput("`method`='binned' is implemented on S^2 only.")
         n_bins = check_int(n_bins, "n_bins", low=2, high=6000)
         val, bound = _binned(xa, wa, xb, wb, p, n_bins)
         return (val, bound) if return_bound else val
     if method == "sliced":
         if d != 3:
-            raise ValueError("`method`='sliced' is implemented on S^2 only.")
+            raise InvalidInput("`method`='sliced' is implemented on S^2 only.")
         n_projections = check_int(n_projections, "n_projections", low=1)
         return float(ot.sliced_wasserstein_sphere(xa, xb, wa, wb, n_projections=n_projections, p=p, seed=seed))
-    raise ValueError(f"`method` must be 'auto', 'exact', 'merged', 'sinkhorn', 'binned' or 'sliced', got {method!r}.")
+    raise InvalidInput(f"`method` must be 'auto', 'exact', 'merged', 'sinkhorn', 'binned' or 'sliced', got {method!r}.")
 
 
 def _circle_wp(xa, wa, xb, wb, p):
@@ -488,7 +489,7 @@ def w1_marginal(a, b, axis=None, n_grid=4096):
         x, w = check_measure(m, name)
         e = np.eye(x.shape[1])[-1] if axis is None else np.asarray(axis, dtype=float)
         if e.shape != (x.shape[1],):
-            raise ValueError(f"`axis` must have length d={x.shape[1]}, got shape {e.shape}.")
+            raise InvalidInput(f"`axis` must have length d={x.shape[1]}, got shape {e.shape}.")
         s = np.clip(x @ (e / np.linalg.norm(e)), -1.0, 1.0)
         order = np.argsort(s, kind="stable")
         parts.append((s[order], np.cumsum(w[order])))

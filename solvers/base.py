@@ -101,7 +101,7 @@ import numpy as np
 
 from meanfield.validation import check_real, check_times
 from meanfield.densities import GridValues
-from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnsupportedModel
+from meanfield.errors import Interrupted, InvalidInput, NonFiniteState, SolverError, UnsupportedModel
 from meanfield.model import Model
 from meanfield.solution import Solution, concat, load
 from meanfield.threads import blas_single_threaded, check_threads
@@ -301,7 +301,7 @@ def _seed_of(rng):
         return int(rng.integers(2 ** 63))
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
         return int(rng)
-    raise ValueError(f"`rng` must be None, a non-negative integer seed or a numpy Generator, got {rng!r}.")
+    raise InvalidInput(f"`rng` must be None, a non-negative integer seed or a numpy Generator, got {rng!r}.")
 
 
 _OPTION_CHECKS = {
@@ -366,7 +366,7 @@ class Solver:
 
     def __init__(self, model, threads=None):
         if not isinstance(model, Model):
-            raise ValueError(f"`model` must be a meanfield.Model, got {type(model).__name__}.")
+            raise InvalidInput(f"`model` must be a meanfield.Model, got {type(model).__name__}.")
         self.model = model
         self.threads = check_threads(threads)
         self._require_capabilities()
@@ -439,13 +439,13 @@ class Solver:
         return None
 
     def _initial_from_callable(self, run, rho0, normalize):
-        raise ValueError(f"`initial`: {type(self).__name__} cannot start from a callable.")
+        raise InvalidInput(f"`initial`: {type(self).__name__} cannot start from a callable.")
 
     def _initial_from_data(self, run, data, normalize):
-        raise ValueError(f"`initial`: {type(self).__name__} cannot start from an array.")
+        raise InvalidInput(f"`initial`: {type(self).__name__} cannot start from an array.")
 
     def _initial_from_measure(self, run, points, weights, normalize):
-        raise ValueError(f"`initial`: {type(self).__name__} cannot start from a (points, weights) pair; "
+        raise InvalidInput(f"`initial`: {type(self).__name__} cannot start from a (points, weights) pair; "
                          "pass a density callable or an array of its own representation.")
 
     def _initial_from_grid(self, run, grid, normalize):
@@ -454,7 +454,7 @@ class Solver:
     def _initial_from_solution(self, run, sol):
         mine = self._representation(run)
         if type(sol.representation) is not type(mine):
-            raise ValueError(f"`initial` is a {sol.representation.name!r} Solution; {type(self).__name__} continues "
+            raise InvalidInput(f"`initial` is a {sol.representation.name!r} Solution; {type(self).__name__} continues "
                              f"{mine.name!r} Solutions (or evaluate its density and pass a callable).")
         return self._initial_from_data(run, sol.data[-1], False)
 
@@ -466,7 +466,7 @@ class Solver:
         """A solver of this class that continues ``segment`` (a one-representation Solution it made)
         exactly from any of its saved states: what `Solution.flow` re-runs (`solvers.tracers.flow_map`).
         A solver that carries tracers implements it."""
-        raise ValueError(f"`flow` re-runs a Solution of a solver that carries tracers (docs/tracers.md); this one "
+        raise InvalidInput(f"`flow` re-runs a Solution of a solver that carries tracers (docs/tracers.md); this one "
                          f"is from {cls.__name__}.")
 
     def _tracer_velocity(self, run, t, y, points):
@@ -477,19 +477,19 @@ class Solver:
         """Refuse a run whose tracers are not defined or not carried (ValueError naming `tracers`)."""
         name, model = type(self).__name__, self.model
         if type(self)._tracer_velocity is Solver._tracer_velocity:
-            raise ValueError(f"`tracers`: {name} does not carry tracers (it has no velocity at arbitrary points; "
+            raise InvalidInput(f"`tracers`: {name} does not carry tracers (it has no velocity at arbitrary points; "
                              "docs/tracers.md lists the solvers that do).")
         if model.noise > 0:
-            raise ValueError(f"`tracers` need noise = 0 (got noise={model.noise:g}): a tracer of a noisy run is not "
+            raise InvalidInput(f"`tracers` need noise = 0 (got noise={model.noise:g}): a tracer of a noisy run is not "
                              "defined pathwise.")
         schedule = model.source.schedule          # every piece of a schedule
         pieces = [model] if schedule is None else [model.source.piece(k) for k in range(len(schedule))]
         if model.is_causal or model.normalization != "post" or any(m.mlp is not None for m in pieces):
-            raise ValueError("`tracers` follow the paper's layer (no mask, normalization='post', no feed-forward "
+            raise InvalidInput("`tracers` follow the paper's layer (no mask, normalization='post', no feed-forward "
                              "term): a masked token needs a position, and the other schemes move tokens at their "
                              "own speeds.")
         if not run.stepper.carries_tracers:
-            raise ValueError(f"`tracers` are carried by the steppers that take the solver's right-hand side as "
+            raise InvalidInput(f"`tracers` are carried by the steppers that take the solver's right-hand side as "
                              f"it is, not by method={run.method!r}; use 'dopri5' or 'bs32'.")
 
     def _linear(self, run):
@@ -552,7 +552,7 @@ class Solver:
         options = dict(options)
         method = self._choose_method(method, options)
         if method not in self.steppers:
-            raise ValueError(f"`method` must be one of {list(self.steppers)} for {type(self).__name__}, "
+            raise InvalidInput(f"`method` must be one of {list(self.steppers)} for {type(self).__name__}, "
                              f"got {method!r}.")
         stepper = STEPPERS[method]
         stepper.check(self)
@@ -561,7 +561,7 @@ class Solver:
         accepted.update(self.solve_options)
         for key, value in options.items():
             if key not in accepted:
-                raise ValueError(f"`{key}` does not apply to {type(self).__name__} with method={method!r}; "
+                raise InvalidInput(f"`{key}` does not apply to {type(self).__name__} with method={method!r}; "
                                  f"its options are {sorted(accepted)}.")
             if key in _OPTION_CHECKS and value is not None:
                 options[key] = check_real(value, key, **_OPTION_CHECKS[key])
@@ -582,21 +582,21 @@ class Solver:
         given, asked = dict(options), method       # as given: a discretisation of this class continuing takes them
         method, opts = self._resolve_options(method, options)
         if not isinstance(normalize, (bool, np.bool_)):
-            raise ValueError(f"`normalize` must be True or False, got {normalize!r}.")
+            raise InvalidInput(f"`normalize` must be True or False, got {normalize!r}.")
         if isinstance(initial, (str, os.PathLike)):
             if not os.path.isfile(initial):
-                raise ValueError(f"`initial` (the initial density rho0) must be a density callable, a Solution or the "
+                raise InvalidInput(f"`initial` (the initial density rho0) must be a density callable, a Solution or the "
                                  f"path of a saved one; there is no file {str(initial)!r}.")
             initial = load(initial)
         if tracers is not None:
             tracers = check_tracers(tracers, self.model.dim)
         if isinstance(initial, Solution):
             if tracers is not None and initial.tracers is not None:
-                raise ValueError("`tracers`: the Solution carries tracers, which its continuation continues; pass "
+                raise InvalidInput("`tracers`: the Solution carries tracers, which its continuation continues; pass "
                                  "tracers=None (or start new tracers from a Solution without them).")
             initial = initial.segments[-1]          # a run in several representations continues its last one
             if initial.model.dim != self.model.dim:
-                raise ValueError(f"`initial` lives on S^{initial.model.dim - 1}, this solver on S^{self.model.dim - 1}.")
+                raise InvalidInput(f"`initial` lives on S^{initial.model.dim - 1}, this solver on S^{self.model.dim - 1}.")
             t_eval = check_times(t_eval, start=float(initial.t[-1]))
             seed = opts.get("rng", None)
             seed = initial.stats.get("noise_seed") if seed is None else seed
@@ -634,7 +634,7 @@ class Solver:
             except (TypeError, ValueError):
                 data = None
             if data is None or data.dtype == object or data.ndim == 0:
-                raise ValueError(f"`initial` must be a density callable, a Solution (or the path of a saved one) or "
+                raise InvalidInput(f"`initial` must be a density callable, a Solution (or the path of a saved one) or "
                                  f"an array of {type(self).__name__}'s representation, got {type(initial).__name__}.")
             y0 = self._initial_from_data(run, data, normalize)
         run.y0 = y0
@@ -711,14 +711,14 @@ class Solver:
         _take_positional(self, args, options)
         checkpoint_every = check_real(checkpoint_every, "checkpoint_every", low=0.0)
         if not isinstance(history, (bool, np.bool_)):
-            raise ValueError(f"`history` must be True or False, got {history!r}.")
+            raise InvalidInput(f"`history` must be True or False, got {history!r}.")
         if isinstance(initial, (str, os.PathLike)) and os.path.isfile(initial):
             initial = load(initial)
         if history and not isinstance(initial, Solution):
-            raise ValueError("`history=True` continues a run: `initial` must be a Solution or the path of a saved one, "
+            raise InvalidInput("`history=True` continues a run: `initial` must be a Solution or the path of a saved one, "
                              f"got {type(initial).__name__}.")
         if history and tracers is not None:
-            raise ValueError("`tracers` start at the last time of `initial`, so `history=True` cannot join them to the "
+            raise InvalidInput("`tracers` start at the last time of `initial`, so `history=True` cannot join them to the "
                              "run it continues; continue without history, or re-run from the start with tracers.")
         run = self.start(initial, t_eval, method=method, normalize=normalize, tracers=tracers, **options)
         prefix = [initial] if history else []      # the run it continues, kept in the result

@@ -42,6 +42,7 @@ from meanfield.validation import check_int, check_memory
 from .spectral import check_kernel_resolution
 from meanfield.representations.gegenbauer import gegenbauer_table
 from meanfield.representations.harmonics import SphericalHarmonicSeries, alm_degrees, alm_to_real, real_to_alm
+from meanfield.errors import InvalidInput
 
 
 def _readonly(a):
@@ -96,7 +97,7 @@ class ResolutionPolicy:
         """An integer in [low, high], or "auto" where the policy has a cap (ValueError naming ``name``)."""
         if isinstance(value, str) and self.automatic:
             if value != "auto":
-                raise ValueError(f"`{self.name}` must be an integer >= {self.low} or 'auto', got {value!r}.")
+                raise InvalidInput(f"`{self.name}` must be an integer >= {self.low} or 'auto', got {value!r}.")
             return value
         return check_int(value, self.name, low=self.low, high=self.high)
 
@@ -121,16 +122,19 @@ class ResolutionPolicy:
 
     def choose(self, value, cap, beta, dim):
         """(resolution, cap, automatic) for the solver's arguments ``value`` (an integer or "auto")
-        and ``cap`` (used with "auto"; a fixed resolution is its own cap)."""
+        and ``cap`` (used with "auto"; a fixed resolution is its own cap, but a cap given with it must
+        still be an integer >= low: a misspelt cap is refused, not ignored)."""
         if not isinstance(value, str):
             r = self.fixed(value, beta, dim)
+            if cap is not None and self.cap_name is not None:
+                check_int(cap, self.cap_name, low=self.low)
             return r, r, False
         if value != "auto":
-            raise ValueError(f"`{self.name}` must be an integer >= {self.low} or 'auto', got {value!r}.")
+            raise InvalidInput(f"`{self.name}` must be an integer >= {self.low} or 'auto', got {value!r}.")
         cap = check_int(cap, self.cap_name, low=self.low, high=self.high)
         r = self.start(beta, dim)
         if r > cap:
-            raise ValueError(f"`{self.cap_name}`={cap} is below the resolution {self.name}={r} needed to resolve "
+            raise InvalidInput(f"`{self.cap_name}`={cap} is below the resolution {self.name}={r} needed to resolve "
                              f"the kernel at beta={beta:g}.")
         return r, cap, True
 
@@ -459,7 +463,7 @@ class GegenbauerBasis:
         """p_l'(s) at any s (sector 0)."""
 
         if self.sector:
-            raise ValueError("`derivatives` is defined for sector 0 only.")
+            raise InvalidInput("`derivatives` is defined for sector 0 only.")
         return gegenbauer_table(self.lmax, self.dim, s, derivative=True)[1][..., self.degrees]
 
     def synthesis(self, c):

@@ -47,7 +47,7 @@ from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 from scipy.sparse import csr_matrix
 
 from meanfield.validation import check_callable, check_density_values, check_int, check_memory, check_real
-from meanfield.errors import UnderResolved, UnsupportedModel
+from meanfield.errors import InvalidInput, UnderResolved, UnsupportedModel
 from meanfield.representations.p1 import P1Field
 from .base import Solver
 from .bases import ResolutionPolicy
@@ -130,7 +130,7 @@ def _mesh(d, refinement, vertices):
         pts, cells = polygon(check_int(vertices, "vertices", low=8, high=2 ** 22))
         return refinement, pts, cells, "interval"
     if vertices is not None:
-        raise ValueError("`vertices` is for the circle (dim=2); on S^2 use `refinement`.")
+        raise InvalidInput("`vertices` is for the circle (dim=2); on S^2 use `refinement`.")
     refinement = check_int(refinement, "refinement", low=0)
     check_memory(memory_estimate(10 * 4 ** min(refinement, 64) + 2, d), "refinement", refinement)
     refinement = check_int(refinement, "refinement", low=0, high=8)
@@ -141,13 +141,13 @@ def _mesh(d, refinement, vertices):
 def _check_methods(potential, scheme, d):
     """The checked ``potential`` (how the kernel is summed) and ``scheme`` (the transport) on S^{d−1}."""
     if potential not in ("quadrature", "fft", "sht"):
-        raise ValueError(f"`potential` must be 'quadrature', 'fft' (circle) or 'sht' (sphere), got {potential!r}.")
+        raise InvalidInput(f"`potential` must be 'quadrature', 'fft' (circle) or 'sht' (sphere), got {potential!r}.")
     if potential == "fft" and d != 2:
-        raise ValueError("`potential`='fft' needs the regular polygon (dim=2); use 'quadrature' or 'sht' on S^2.")
+        raise InvalidInput("`potential`='fft' needs the regular polygon (dim=2); use 'quadrature' or 'sht' on S^2.")
     if potential == "sht" and d != 3:
-        raise ValueError("`potential`='sht' is for the sphere (dim=3); use 'quadrature' or 'fft' on S^1.")
+        raise InvalidInput("`potential`='sht' is for the sphere (dim=3); use 'quadrature' or 'fft' on S^1.")
     if scheme not in ("fct", "upwind"):
-        raise ValueError(f"`scheme` must be 'fct' (flux-corrected, default) or 'upwind' (first order), got {scheme!r}.")
+        raise InvalidInput(f"`scheme` must be 'fct' (flux-corrected, default) or 'upwind' (first order), got {scheme!r}.")
     return potential, scheme
 
 
@@ -231,12 +231,12 @@ class FiniteElements(Solver):
         beta = model.beta
         width = 1 / np.sqrt(abs(beta)) if beta else np.inf
         if self.kernel_cells * self.h > width:
-            raise ValueError(
+            raise InvalidInput(
                 f"the mesh is too coarse for `beta`={beta:g}: the kernel width 1/sqrt|beta| = {width:.3g} "
                 f"is below kernel_cells={self.kernel_cells:g} mesh sizes (h = {self.h:.3g}); increase `refinement` "
                 f"(need h <= {width / self.kernel_cells:.3g}).")
         if abs(beta) > 700 and not model.normalized:
-            raise ValueError(f"`beta`={beta:g}: e^beta overflows for (USA); use beta <= 700.")
+            raise InvalidInput(f"`beta`={beta:g}: e^beta overflows for (USA); use beta <= 700.")
 
         # -- dolfinx objects (the mesh lives on every rank: COMM_SELF) -----------------------------
         self.comm = MPI.COMM_WORLD if comm is None else comm
@@ -315,7 +315,7 @@ class FiniteElements(Solver):
         theta = np.mod(np.arctan2(self.x[:, 1], self.x[:, 0]), 2 * np.pi)
         j = np.rint(theta * self.N / (2 * np.pi)).astype(int) % self.N
         if np.unique(j).size != self.N or not np.allclose(self.w, 1.0 / self.N, rtol=1e-12, atol=0):
-            raise ValueError("`potential`='fft' needs a regular polygon.")
+            raise InvalidInput("`potential`='fft' needs a regular polygon.")
         self._fft_index = j
         delta = 2 * np.pi * np.arange(self.N) / self.N
         beta = self.model.beta
@@ -511,7 +511,7 @@ class FiniteElements(Solver):
         vals = np.array(vals, dtype=float).reshape(self.N)
         mass = float(self.w @ vals)
         if mass <= 0:
-            raise ValueError("`rho0` vanishes at every mesh vertex.")
+            raise InvalidInput("`rho0` vanishes at every mesh vertex.")
         # the nodal interpolant has an O(h²) quadrature defect: rescale to discrete mass exactly 1
         return vals / mass
 
@@ -519,7 +519,7 @@ class FiniteElements(Solver):
         """Nodal values ρ_i (N,) of a P1 density on this mesh (as ``sol.data[i]``)."""
         rho = np.asarray(data, dtype=float)
         if rho.shape != (self.N,):
-            raise ValueError(f"`initial` as nodal values must have shape ({self.N},) (the mesh vertices), got {rho.shape}.")
+            raise InvalidInput(f"`initial` as nodal values must have shape ({self.N},) (the mesh vertices), got {rho.shape}.")
         rho, _ = check_density_values(rho, "initial", quadrature_weights=self.w, normalize=normalize)
         return rho.copy()
 

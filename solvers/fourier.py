@@ -32,7 +32,7 @@ import numpy as np
 import scipy.fft as sfft
 
 from meanfield.validation import check_callable, check_density_values, check_real
-from meanfield.errors import SolverError, UnsupportedModel
+from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
 from meanfield.quadrature import trapezoid
 from meanfield.representations.fourier import FourierSeries
 from .base import Run, Solver
@@ -243,9 +243,9 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         try:
             vals = np.asarray(rho0(q.points), dtype=float)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"`rho0` could not be evaluated on points of shape {q.points.shape}: {exc}") from None
+            raise InvalidInput(f"`rho0` could not be evaluated on points of shape {q.points.shape}: {exc}") from None
         if vals.shape != (N,):
-            raise ValueError(f"`rho0` must return one value per point (shape ({N},)), got shape {vals.shape}.")
+            raise InvalidInput(f"`rho0` must return one value per point (shape ({N},)), got shape {vals.shape}.")
         vals, _ = check_density_values(vals, "rho0", quadrature_weights=q.weights, normalize=normalize)
         c = midpoint_coefficients(vals, K)
         run.mass0 = float(c[0].real)
@@ -266,7 +266,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         """Coefficients c_0..c_J (J <= K, complex, σ-relative): zero-padded to K modes."""
         c = np.asarray(data)
         if c.ndim != 1 or c.size < 2 or c.size > self.modes + 1 or not np.all(np.isfinite(c)):
-            raise ValueError(f"`initial` as coefficients must be a finite 1-D array c_0..c_J with 1 <= J <= "
+            raise InvalidInput(f"`initial` as coefficients must be a finite 1-D array c_0..c_J with 1 <= J <= "
                              f"modes={self.modes}, got shape {c.shape}.")
         c = np.asarray(c, dtype=complex)
         n = 4 * (2 * c.size - 1)
@@ -373,7 +373,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     def _check_c(self, c):
         c = np.asarray(c, dtype=complex)
         if c.shape != (self.modes + 1,):
-            raise ValueError(f"`c` must have shape ({self.modes + 1},), got {c.shape}.")
+            raise InvalidInput(f"`c` must have shape ({self.modes + 1},), got {c.shape}.")
         return c
 
     def velocity(self, c):

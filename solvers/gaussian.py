@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meanfield.errors import SolverError, UnsupportedModel
+from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
 from meanfield.representations.gaussian import GaussianMoments, join_moments, split_moments
 
 from .base import Run, Solver
@@ -132,7 +132,7 @@ class Gaussian(Solver):
     def __init__(self, model, *, domain="euclidean", threads=None):
         Solver.__init__(self, model, threads)
         if domain != "euclidean":
-            raise ValueError(f"`domain` must be 'euclidean' for the Gaussian continuum (Gaussians live in R^d; on the "
+            raise InvalidInput(f"`domain` must be 'euclidean' for the Gaussian continuum (Gaussians live in R^d; on the "
                              f"sphere no family of them is preserved), got {domain!r}.")
         if not model.normalized:
             raise UnsupportedModel("`normalized`=False ((USA)) does not keep Gaussians Gaussian: its field is the "
@@ -161,31 +161,35 @@ class Gaussian(Solver):
             return self._initial_from_data(run, join_moments(first, second), normalize)
         if first.ndim == 2 and first.shape[1] == d and second.shape == (first.shape[0],):
             if not np.all(np.isfinite(first)) or np.any(second < 0) or not second.sum() > 0:
-                raise ValueError("`initial` samples must be finite with non-negative weights of positive sum.")
+                raise InvalidInput("`initial` samples must be finite with non-negative weights of positive sum.")
             w = second / second.sum()
             m = w @ first
             z = first - m
             return self._initial_from_data(run, join_moments(m, (z * w[:, None]).T @ z), normalize)
-        raise ValueError(f"`initial` must be (mean (d,), covariance (d, d)) or (points (n, d), weights (n,)) with "
+        raise InvalidInput(f"`initial` must be (mean (d,), covariance (d, d)) or (points (n, d), weights (n,)) with "
                          f"d = {d}, got shapes {first.shape} and {second.shape}.")
 
     def _initial_from_data(self, run, data, normalize):
         d = self.model.dim
         data = np.asarray(data, dtype=float)
-        if data.shape != (d + d * d,) or not np.all(np.isfinite(data)):
-            raise ValueError(f"`initial` as data must be the finite vector [m, vec Σ] of length {d + d * d}, "
+        if data.shape != (d + d * d,):
+            raise InvalidInput(f"`initial` as data must be the finite vector [m, vec Σ] of length {d + d * d}, "
                              f"got shape {data.shape}.")
+        if not np.all(np.isfinite(data)):
+            bad = int(np.flatnonzero(~np.isfinite(data))[0])
+            where = f"the mean m[{bad}]" if bad < d else f"the covariance Σ[{(bad - d) // d}, {(bad - d) % d}]"
+            raise InvalidInput(f"`initial` must be finite: {where} is {data[bad]}.")
         m, S = split_moments(data, d)
         if not np.allclose(S, S.T, rtol=0, atol=1e-12 * max(1.0, np.abs(S).max())):
-            raise ValueError("`initial` covariance must be symmetric.")
+            raise InvalidInput("`initial` covariance must be symmetric.")
         eigenvalues = np.linalg.eigvalsh(S)
         if not eigenvalues[0] > 0:
-            raise ValueError("`initial` covariance must be positive definite (its smallest eigenvalue is <= 0).")
+            raise InvalidInput("`initial` covariance must be positive definite (its smallest eigenvalue is <= 0).")
         run.scale = float(eigenvalues[-1])
         return join_moments(m, 0.5 * (S + S.T))
 
     def _initial_from_callable(self, run, rho0, normalize):
-        raise ValueError("`initial`: the Gaussian continuum starts from (mean, covariance) or from samples "
+        raise InvalidInput("`initial`: the Gaussian continuum starts from (mean, covariance) or from samples "
                          "(points, weights), not from a density callable.")
 
     def _monitor(self, run, t, y):

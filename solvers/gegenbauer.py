@@ -34,7 +34,7 @@ Discretisation (Galerkin in the orthonormal basis p_l of `meanfield.representati
 import numpy as np
 
 from meanfield.validation import check_callable, check_density_values, check_real
-from meanfield.errors import SolverError, UnderResolved
+from meanfield.errors import InvalidInput, SolverError, UnderResolved
 from meanfield.representations.gegenbauer import GegenbauerSeries, axis_vector, lift, orthogonal_basis
 from .base import Solver
 from .bases import GegenbauerBasis, node_count
@@ -231,7 +231,7 @@ class Gegenbauer(AutoResolution, Solver):
             self._check_zonal(rho0)
             vals = _evaluate(rho0, lift(s, self.axis, orthogonal_basis(self.axis)[0]))
         if vals.shape != s.shape:
-            raise ValueError(f"`rho0` must return one value per point, got shape {vals.shape} for {s.size} points.")
+            raise InvalidInput(f"`rho0` must return one value per point, got shape {vals.shape} for {s.size} points.")
         vals, _ = check_density_values(vals, "rho0", quadrature_weights=w, normalize=normalize)
         return projection.analysis(vals)
 
@@ -246,12 +246,12 @@ class Gegenbauer(AutoResolution, Solver):
         u = g / np.linalg.norm(g, axis=-1, keepdims=True)
         a, b = _evaluate(rho0, lift(s, self.axis, u[0])), _evaluate(rho0, lift(s, self.axis, u[1]))
         if a.shape != s.shape or b.shape != s.shape:
-            raise ValueError(f"`rho0` must return one value per point, got shape {a.shape} for {s.size} points.")
+            raise InvalidInput(f"`rho0` must return one value per point, got shape {a.shape} for {s.size} points.")
         gap = np.abs(a - b)
         scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), 1.0)
         k = int(np.argmax(gap / scale))
         if not gap[k] <= ZONAL_RTOL * scale[k]:
-            raise ValueError(f"`rho0` is not zonal about the axis {np.round(self.axis, 6).tolist()}: it takes the "
+            raise InvalidInput(f"`rho0` is not zonal about the axis {np.round(self.axis, 6).tolist()}: it takes the "
                              f"values {a[k]:.6g} and {b[k]:.6g} at two points with <x, e> = {s[k]:.6g}. The "
                              "Gegenbauer solver needs rho0(x) = f(<x, e>); pass `axis` or use solvers.Particles.")
 
@@ -259,16 +259,16 @@ class Gegenbauer(AutoResolution, Solver):
         """Coefficients c_0..c_K (K <= lmax, zero-padded) of `GegenbauerSeries`; mass c_0 = 1 within 1e-6."""
         c = np.asarray(data, dtype=float)
         if c.ndim != 1 or not 1 <= c.size <= self.lmax + 1:
-            raise ValueError(f"`initial` as an array must hold the Gegenbauer coefficients c_0..c_K with K <= "
+            raise InvalidInput(f"`initial` as an array must hold the Gegenbauer coefficients c_0..c_K with K <= "
                              f"lmax={self.lmax}, got shape {c.shape}.")
         if not np.all(np.isfinite(c)):
-            raise ValueError("`initial` contains NaN or inf.")
+            raise InvalidInput("`initial` contains NaN or inf.")
         if not c[0] > 0:
-            raise ValueError(f"`initial` must have a positive mass c_0, got {c[0]!r}.")
+            raise InvalidInput(f"`initial` must have a positive mass c_0, got {c[0]!r}.")
         if normalize:
             c = c / c[0]
         elif abs(c[0] - 1.0) > 1e-6:
-            raise ValueError(f"`initial` must have mass c_0 = 1 within 1e-6, got {c[0]!r}. Pass normalize=True.")
+            raise InvalidInput(f"`initial` must have mass c_0 = 1 within 1e-6, got {c[0]!r}. Pass normalize=True.")
         out = np.zeros(self.lmax + 1)
         out[:c.size] = c
         return out
@@ -276,12 +276,12 @@ class Gegenbauer(AutoResolution, Solver):
     def _initial_from_solution(self, run, sol):
         rep = sol.representation
         if not rep.zonal or rep.dim != self.model.dim or not np.allclose(rep.axis, self.axis):
-            raise ValueError(f"`initial` is a {rep.name!r} Solution; Gegenbauer continues Gegenbauer Solutions "
+            raise InvalidInput(f"`initial` is a {rep.name!r} Solution; Gegenbauer continues Gegenbauer Solutions "
                              "with the same dim and axis (or pass a density callable).")
         c = np.asarray(sol.data[-1], dtype=float)
         if c.size > self.lmax + 1:
             if np.any(c[self.lmax + 1:] != 0):
-                raise ValueError(f"`initial` has degree {c.size - 1} > lmax={self.lmax}.")
+                raise InvalidInput(f"`initial` has degree {c.size - 1} > lmax={self.lmax}.")
             c = c[:self.lmax + 1]
         return self._initial_from_data(run, c, False)
 
@@ -297,7 +297,7 @@ class Gegenbauer(AutoResolution, Solver):
         """∂_t c_l, l = 0..L (transport plus noise; ∂_t c_0 = 0) for coefficients c_0..c_L."""
         c = np.asarray(c, dtype=float)
         if c.shape != (self.lmax + 1,):
-            raise ValueError(f"`c` must have shape ({self.lmax + 1},), got {c.shape}.")
+            raise InvalidInput(f"`c` must have shape ({self.lmax + 1},), got {c.shape}.")
         dc = self._rhs(None, 0.0, c)
         lin = self._linear(None)
         return dc if lin is None else dc + lin * c
@@ -307,7 +307,7 @@ def _evaluate(rho0, x):
     try:
         return np.asarray(rho0(x), dtype=float)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"`rho0` could not be evaluated on points of shape {x.shape}: {exc}") from None
+        raise InvalidInput(f"`rho0` could not be evaluated on points of shape {x.shape}: {exc}") from None
 
 
 __all__ = ["Gegenbauer", "node_count"]

@@ -14,7 +14,7 @@ start from a run that has already handed over, by the `Lagrangian` that continue
 """
 import warnings
 
-from meanfield.errors import UnderResolved
+from meanfield.errors import InvalidInput, UnderResolved
 from meanfield.solution import Solution
 
 from .lagrangian import Lagrangian, continuation_solver
@@ -37,21 +37,21 @@ def handover_target(model, value, default="raise"):
     if isinstance(value, dict):
         unknown = sorted(set(value) - set(LAGRANGIAN_OPTIONS))
         if unknown:
-            raise ValueError(f"`on_underresolved` as a dict holds options of solvers.Lagrangian; "
+            raise InvalidInput(f"`on_underresolved` as a dict holds options of solvers.Lagrangian; "
                              f"{unknown[0]!r} is not one.")
         if model.is_causal and model.noise == 0:        # built at the hand-over, on the run's position rule
             return dict(value)
         value = "lagrangian" if model.noise > 0 else Lagrangian(model, **value)     # noise: refused below
     if isinstance(value, Lagrangian):
         if value.model != model:
-            raise ValueError(f"`on_underresolved` is a Lagrangian solver of {value.model!r}, this run solves "
+            raise InvalidInput(f"`on_underresolved` is a Lagrangian solver of {value.model!r}, this run solves "
                              f"{model!r}; build it with the same model.")
         return value
     if not isinstance(value, str) or value not in ("raise", "lagrangian"):
-        raise ValueError(f"`on_underresolved` must be 'auto', 'raise', 'lagrangian' or a solvers.Lagrangian, got "
+        raise InvalidInput(f"`on_underresolved` must be 'auto', 'raise', 'lagrangian' or a solvers.Lagrangian, got "
                          f"{value!r}.")
     if value == "lagrangian" and model.noise > 0:
-        raise ValueError(f"`on_underresolved`='lagrangian' needs noise = 0 (got noise={model.noise:g}): with "
+        raise InvalidInput(f"`on_underresolved`='lagrangian' needs noise = 0 (got noise={model.noise:g}): with "
                          "diffusion the density is not carried by characteristics.")
     return value
 

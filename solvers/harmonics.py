@@ -32,7 +32,7 @@ import numpy as np
 from ducc0.sht import analysis_2d
 
 from meanfield.validation import check_callable, check_density_values, check_int
-from meanfield.errors import UnsupportedModel
+from meanfield.errors import InvalidInput, UnsupportedModel
 from meanfield.threads import renamed_threads
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_power, alm_to_real,
                                                  real_to_alm)
@@ -224,9 +224,9 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         try:
             vals = np.asarray(rho0(pts), dtype=float)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"`rho0` could not be evaluated on points of shape {pts.shape}: {exc}") from None
+            raise InvalidInput(f"`rho0` could not be evaluated on points of shape {pts.shape}: {exc}") from None
         if vals.shape != pts.shape[:-1]:
-            raise ValueError(f"`rho0` must return one value per point (shape {pts.shape[:-1]}), got shape {vals.shape}.")
+            raise InvalidInput(f"`rho0` must return one value per point (shape {pts.shape[:-1]}), got shape {vals.shape}.")
         vals, _ = check_density_values(vals, "rho0", quadrature_weights=w, normalize=normalize)
         return self.fine.analysis(vals[None])[0]
 
@@ -247,7 +247,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         c = np.asarray(data)
         if (c.ndim != 3 or c.shape[0] != 2 or c.shape[1] != c.shape[2] or c.shape[1] > self.lmax + 1
                 or not np.isrealobj(c) or not np.all(np.isfinite(c))):
-            raise ValueError(f"`initial` as coefficients must be a finite real array clm of shape (2, J+1, J+1) with "
+            raise InvalidInput(f"`initial` as coefficients must be a finite real array clm of shape (2, J+1, J+1) with "
                              f"J <= lmax={self.lmax}, got shape {c.shape}.")
         given = SphericalHarmonicSeries(c.shape[1] - 1)
         n = 2 * c.shape[1] + 2

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from meanfield.validation import check_callable, check_density_values, check_int, check_memory, check_real
-from meanfield.errors import UnsupportedModel
+from meanfield.errors import InvalidInput, UnsupportedModel
 from meanfield.kernels import minimum_degree
 from meanfield.kernelsums import kernel_sums
 from meanfield.geodesic import tangent_frame
@@ -140,7 +140,7 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, heads=No
     d = x.shape[1]
     if heads is not None:
         if sums != "direct" or partition:
-            raise ValueError("`heads`: general attention has direct sums only and no single partition function "
+            raise InvalidInput("`heads`: general attention has direct sums only and no single partition function "
                              "(`sums` must be 'direct', `partition` False).")
         return _velocity_divergence_heads(z, x, w, beta, normalized, heads, chunk)
     if sums == "spectral":
@@ -361,9 +361,9 @@ def radius_field(r0, points, step=1e-3):
         try:
             out = np.asarray(r0(x), dtype=float)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"`radii` could not be evaluated on points of shape {x.shape}: {exc}") from None
+            raise InvalidInput(f"`radii` could not be evaluated on points of shape {x.shape}: {exc}") from None
         if out.shape != (n,) or not np.all(np.isfinite(out)) or not np.all(out > 0):
-            raise ValueError(f"`radii` must return one finite radius > 0 per point (shape ({n},)).")
+            raise InvalidInput(f"`radii` must return one finite radius > 0 per point (shape ({n},)).")
         return out
 
     grad = np.zeros((n, d))
@@ -510,7 +510,7 @@ class Lagrangian(Solver):
                 n = check_int(1024 if nodes is None else nodes, "nodes", low=1)
                 check_memory(BYTES_PER_NODE * n, "nodes", n)
                 if n - 1 < need:
-                    raise ValueError(f"`nodes`={n} is too few for beta={model.beta:g}: the trapezoid rule must "
+                    raise InvalidInput(f"`nodes`={n} is too few for beta={model.beta:g}: the trapezoid rule must "
                                      f"integrate the kernel's moments (degree {need}); use nodes >= {need + 1}.")
                 rule = trapezoid(n)
                 self.labels, self.q = rule.points, rule.weights
@@ -520,10 +520,10 @@ class Lagrangian(Solver):
             else:
                 P = len(self.panels) - 1
                 if nodes is not None and check_int(nodes, "nodes", low=1) != P * self.order:
-                    raise ValueError(f"`nodes`={nodes} does not match panels × order = {P} × {self.order}; "
+                    raise InvalidInput(f"`nodes`={nodes} does not match panels × order = {P} × {self.order}; "
                                      "omit `nodes` when giving `panels`.")
                 if P * self.order - 1 < need:
-                    raise ValueError(f"`panels` × `order` = {P * self.order} nodes are too few for beta={model.beta:g} "
+                    raise InvalidInput(f"`panels` × `order` = {P * self.order} nodes are too few for beta={model.beta:g} "
                                      f"(the kernel's moments need degree {need}); use more panels.")
                 theta, self.q = circle_panels(self.panels, self.order)
                 self.labels = circle_points(theta)
@@ -533,12 +533,12 @@ class Lagrangian(Solver):
                 self.coarse = (circle_points(ct), cq)
         else:
             if panels is not None:
-                raise ValueError("`panels` applies on S^1 only (dim 2).")
+                raise InvalidInput("`panels` applies on S^1 only (dim 2).")
             n = check_int(2048 if nodes is None else nodes, "nodes", low=8)
             check_memory(BYTES_PER_NODE * n, "nodes", n)
             nt = max(2, int(round(np.sqrt(n / 2))))
             if 2 * nt - 1 < need:
-                raise ValueError(f"`nodes`={n} is too few for beta={model.beta:g}: Gauss–Legendre × trapezoid with "
+                raise InvalidInput(f"`nodes`={n} is too few for beta={model.beta:g}: Gauss–Legendre × trapezoid with "
                                  f"{nt} rings integrates degree {2 * nt - 1}, the kernel's moments need {need}; use "
                                  f"nodes >= {2 * ((need + 2) // 2) ** 2}.")
             rule = gauss_legendre(nt, 2 * nt)
@@ -553,7 +553,7 @@ class Lagrangian(Solver):
         """``sums`` checked (`meanfield.spectralsums.check_sums`); direct for labels that carry their radius."""
         sums = check_sums(sums, self.model)
         if self.radial and sums == "spectral":
-            raise ValueError(f"`sums`='spectral' cannot give the Jacobian of A that normalization="
+            raise InvalidInput(f"`sums`='spectral' cannot give the Jacobian of A that normalization="
                              f"{self.model.normalization!r} needs; use 'auto' or 'direct'.")
         return "direct" if self.radial else sums
 
@@ -572,7 +572,7 @@ class Lagrangian(Solver):
         the labels still integrating its kernel's moments (ValueError naming `nodes` otherwise)."""
         need = minimum_degree(self._set_attention(), self.model.dim, LABEL_TOL) + 2
         if self.label_degree < need:
-            raise ValueError(f"`nodes`={self.nodes} is too few for the schedule's piece with beta={self.model.beta:g}: "
+            raise InvalidInput(f"`nodes`={self.nodes} is too few for the schedule's piece with beta={self.model.beta:g}: "
                              f"the labels integrate degree {self.label_degree}, its kernel's moments need {need}.")
         self.diagnostics = self._check_diagnostics("full" if self.diagnostics == frozenset(self.diagnostic_names)
                                                    else tuple(self.diagnostics))
@@ -590,17 +590,17 @@ class Lagrangian(Solver):
             diagnostics = {"full": self.diagnostic_names, "none": ()}.get(diagnostics, (diagnostics,))
         unknown = sorted(set(diagnostics) - set(self.diagnostic_names))
         if unknown:
-            raise ValueError(f"`diagnostics` must be 'full', 'none' or names among {self.diagnostic_names}, got "
+            raise InvalidInput(f"`diagnostics` must be 'full', 'none' or names among {self.diagnostic_names}, got "
                              f"{unknown}.")
         if self.heads is not None:
             if full:                                   # "full": every diagnostic that the model has
                 diagnostics = [k for k in diagnostics if k not in ZONAL_DIAGNOSTICS]
             elif ZONAL_DIAGNOSTICS & set(diagnostics):
-                raise ValueError(f"`diagnostics` {sorted(ZONAL_DIAGNOSTICS & set(diagnostics))} need a zonal model: "
+                raise InvalidInput(f"`diagnostics` {sorted(ZONAL_DIAGNOSTICS & set(diagnostics))} need a zonal model: "
                                  "for general Q, K, V the flow is not the gradient flow of E_β (3.5).")
         if self.radial and "energy_rate_identity" in diagnostics:
             if not full:
-                raise ValueError("`diagnostics` 'energy_rate_identity' holds for speeds of t and of the field; under "
+                raise InvalidInput("`diagnostics` 'energy_rate_identity' holds for speeds of t and of the field; under "
                                  f"normalization={self.model.normalization!r} each label has its own.")
             diagnostics = [k for k in diagnostics if k != "energy_rate_identity"]
         return frozenset(diagnostics)
@@ -612,9 +612,9 @@ class Lagrangian(Solver):
             return np.linspace(0.0, 2 * np.pi, P + 1)
         edges = np.asarray(panels, dtype=float)
         if edges.ndim != 1 or edges.size < 2 or not np.all(np.isfinite(edges)) or np.any(np.diff(edges) <= 0):
-            raise ValueError("`panels` must be a panel count or strictly increasing finite panel edges.")
+            raise InvalidInput("`panels` must be a panel count or strictly increasing finite panel edges.")
         if abs(edges[-1] - edges[0] - 2 * np.pi) > 1e-12:
-            raise ValueError(f"`panels` edges must span one turn (edges[-1] − edges[0] = 2π), got "
+            raise InvalidInput(f"`panels` edges must span one turn (edges[-1] − edges[0] = 2π), got "
                              f"{edges[-1] - edges[0]!r}.")
         return edges
 
@@ -677,7 +677,7 @@ class Lagrangian(Solver):
 
     def _configure(self, run):
         if run.options.get("radii") is not None and not self.radial:
-            raise ValueError(f"`radii` (the initial token norms) apply to the schemes whose radius moves ('pre', "
+            raise InvalidInput(f"`radii` (the initial token norms) apply to the schemes whose radius moves ('pre', "
                              f"'mix', 'peri'), not to normalization={self.model.normalization!r}.")
         return super()._configure(run)
 
@@ -734,9 +734,9 @@ class Lagrangian(Solver):
         try:
             vals = np.asarray(f(pts), dtype=float)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"`{name}` could not be evaluated on points of shape {pts.shape}: {exc}") from None
+            raise InvalidInput(f"`{name}` could not be evaluated on points of shape {pts.shape}: {exc}") from None
         if vals.shape != (len(pts),):
-            raise ValueError(f"`{name}` must return one value per point (shape ({len(pts)},)), got {vals.shape}.")
+            raise InvalidInput(f"`{name}` must return one value per point (shape ({len(pts)},)), got {vals.shape}.")
         return vals
 
     def _initial_from_callable(self, run, rho0, normalize):
@@ -765,7 +765,7 @@ class Lagrangian(Solver):
                 data = np.concatenate([data, self._radius_columns(run, data[:, :d])], axis=1)
             return data if self.radial else data[:, :d + 1]
         if not rep.is_density:
-            raise ValueError("`initial`: Lagrangian continues density Solutions (spectral, finite elements or "
+            raise InvalidInput("`initial`: Lagrangian continues density Solutions (spectral, finite elements or "
                              "Lagrangian); for particles pass a density callable.")
         vals = self._density_values(sol, self.labels)
         coarse = self._density_values(sol, self.coarse[0]) if self.estimate else None
@@ -776,10 +776,10 @@ class Lagrangian(Solver):
         """The Solution's last density at the labels; round-off negatives (|ρ| <= 1e-8 max ρ) become 0."""
         vals = np.asarray(sol.density(pts, -1), dtype=float)
         if not np.all(np.isfinite(vals)):
-            raise ValueError("`initial`: the Solution's density is not finite at the labels.")
+            raise InvalidInput("`initial`: the Solution's density is not finite at the labels.")
         top = float(vals.max())
         if vals.min() < -1e-8 * top:
-            raise ValueError(f"`initial`: the Solution's density is negative at the labels (min {vals.min():.3g}, "
+            raise InvalidInput(f"`initial`: the Solution's density is negative at the labels (min {vals.min():.3g}, "
                              f"max {top:.3g}); continue from an earlier, resolved time.")
         return np.clip(vals, 0.0, None)
 
@@ -795,7 +795,7 @@ class Lagrangian(Solver):
         return self._start_run(run, g.values.ravel(), coarse)
 
     def _initial_from_data(self, run, data, normalize):
-        raise ValueError("`initial`: a Lagrangian state needs its labels and weights; pass the Solution "
+        raise InvalidInput("`initial`: a Lagrangian state needs its labels and weights; pass the Solution "
                          "(or its path), not its data array.")
 
     # -- protocol -------------------------------------------------------------------------------------
@@ -869,7 +869,7 @@ class Lagrangian(Solver):
         """
 
         if self.panels is None:
-            raise ValueError("`solve_adaptive` refines composite Gauss–Legendre panels: build the solver with "
+            raise InvalidInput("`solve_adaptive` refines composite Gauss–Legendre panels: build the solver with "
                              "`panels` (S^1).")
         tol = check_real(tol, "tol", low=0.0, low_open=True)
         gap = check_real(gap, "gap", low=0.0, low_open=True, high=np.pi)
@@ -918,16 +918,16 @@ class LayeredLagrangian(Lagrangian):
 
     def __init__(self, model, nodes=None, *, positions=None, **options):
         if isinstance(positions, str):
-            raise ValueError("`positions` of a Lagrangian run is a number M (a multiple of 8) or a PositionRule "
+            raise InvalidInput("`positions` of a Lagrangian run is a number M (a multiple of 8) or a PositionRule "
                              f"(the labels carry every position exactly: no 'auto'); got {positions!r}.")
         if options.get("sums", "auto") == "spectral":
-            raise ValueError("`sums` of a layered Lagrangian run is 'auto' or 'direct': the own panel's prefix "
+            raise InvalidInput("`sums` of a layered Lagrangian run is 'auto' or 'direct': the own panel's prefix "
                              "weights do not factorise into the spectral sums' blocks.")
         Lagrangian.__init__(self, model, nodes, positions=positions, **options)
         lam = model.position_biases[0]
         self.layers = positions if isinstance(positions, PositionRule) else PositionRule(positions, lam)
         if self.layers.lam != lam:
-            raise ValueError(f"`positions`: the rule has position_bias {self.layers.lam:g}, the model's first head "
+            raise InvalidInput(f"`positions`: the rule has position_bias {self.layers.lam:g}, the model's first head "
                              f"{lam:g}.")
         self.head_rules = [self.layers if slope == lam else PositionRule(self.layers.size, slope, self.layers.breaks)
                            for slope in model.position_biases]
@@ -981,7 +981,7 @@ class LayeredLagrangian(Lagrangian):
             try:
                 rows.append(values_at(s))
             except ValueError as exc:
-                raise ValueError(f"{exc} (at the position s={s:.6g}, node {i} of {self.positions})") from None
+                raise InvalidInput(f"{exc} (at the position s={s:.6g}, node {i} of {self.positions})") from None
         return np.stack(rows)
 
     def _initial_from_callable(self, run, rho0, normalize):
@@ -1014,7 +1014,7 @@ class LayeredLagrangian(Lagrangian):
             self._choose_sums(run)
             return data
         if not (rep.is_density and rep.layered):
-            raise ValueError("`initial`: a layered Lagrangian run continues layered density Solutions (a masked "
+            raise InvalidInput("`initial`: a layered Lagrangian run continues layered density Solutions (a masked "
                              "FourierCircle / SphericalHarmonics run with positions) or a density callable ρ0(x, s).")
         values = (lambda pts: self._per_position(lambda s: self._clipped(sol.density(pts, -1, position=s))))
         return self._start_run(run, values(self.labels), values(self.coarse[0]) if self.estimate else None)
@@ -1025,7 +1025,7 @@ class LayeredLagrangian(Lagrangian):
         vals = np.asarray(vals, dtype=float)
         top = float(vals.max())
         if not np.all(np.isfinite(vals)) or vals.min() < -1e-8 * top:
-            raise ValueError(f"`initial`: the Solution's density is not finite or negative at the labels (min "
+            raise InvalidInput(f"`initial`: the Solution's density is not finite or negative at the labels (min "
                              f"{vals.min():.3g}, max {top:.3g}); continue from an earlier, resolved time.")
         return np.clip(vals, 0.0, None)
 
@@ -1053,7 +1053,7 @@ class LayeredLagrangian(Lagrangian):
         return {**Lagrangian._stats(self, run), "positions": self.positions}
 
     def solve_adaptive(self, initial, t_eval, **options):
-        raise ValueError("`solve_adaptive` refines the labels of one density; a layered run (`positions`) has "
+        raise InvalidInput("`solve_adaptive` refines the labels of one density; a layered run (`positions`) has "
                          "fixed labels: pass `nodes` or `panels`.")
 
 

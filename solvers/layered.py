@@ -29,7 +29,7 @@ import inspect
 
 import numpy as np
 
-from meanfield.errors import SolverError, UnderResolved
+from meanfield.errors import InvalidInput, SolverError, UnderResolved
 from meanfield.positions import PositionRule, takes_position
 from meanfield.representations.layered import LayeredDensity
 
@@ -59,10 +59,10 @@ def check_positions_model(model, positions):
     """The rule between a model and the ``positions`` argument: a masked model needs it, an unmasked one
     refuses it (ValueError naming `positions`)."""
     if model.is_causal and positions is None:
-        raise ValueError(f"`positions` is required for a masked model (mask={model.mask!r}): the density depends on "
+        raise InvalidInput(f"`positions` is required for a masked model (mask={model.mask!r}): the density depends on "
                          "the token position σ ∈ (0, 1]; pass positions=M (a multiple of 8) or positions='auto'.")
     if not model.is_causal and positions is not None:
-        raise ValueError(f"`positions` applies to a masked model (mask='causal' or 'causal-strict'), got mask='none' "
+        raise InvalidInput(f"`positions` applies to a masked model (mask='causal' or 'causal-strict'), got mask='none' "
                          f"and positions={positions!r}.")
 
 
@@ -164,7 +164,7 @@ class Layered:
             try:
                 rows.append(self._layer_state(run, make(s)))
             except ValueError as exc:
-                raise ValueError(f"{exc} (at the position s={s:.6g}, node {i} of {self.positions})") from None
+                raise InvalidInput(f"{exc} (at the position s={s:.6g}, node {i} of {self.positions})") from None
         return np.stack(rows)
 
     def _layer_state(self, run, y):
@@ -190,7 +190,7 @@ class Layered:
         if data.ndim != self.density_ndim + 1:
             return self._per_position(run, lambda s: one(run, data, normalize))
         if data.shape[0] != self.positions:
-            raise ValueError(f"`initial` holds {data.shape[0]} positions, this solver has positions={self.positions}.")
+            raise InvalidInput(f"`initial` holds {data.shape[0]} positions, this solver has positions={self.positions}.")
         rows = iter(data)
         return self._per_position(run, lambda s: one(run, next(rows), normalize))
 

@@ -37,7 +37,7 @@ from meanfield.validation import (NORMALIZE_POINTS, NORMALIZE_WEIGHTS, check_int
 from meanfield.diagnostics import (cluster_sizes, clustered_pair_fraction, count_clusters, span_dimension,
                                    w1_to_nearest_dirac)
 from meanfield.energy import discrete_energy, energy_from_scaled_sum
-from meanfield.errors import UnsupportedModel
+from meanfield.errors import InvalidInput, UnsupportedModel
 from meanfield.feedforward import FeedForward, check_mlp
 from meanfield.kernelsums import attention_sums, gram_counts, kernel_sums
 from meanfield.threads import check_threads
@@ -57,6 +57,7 @@ _EYE_TOL = 1e-14
 FULL = ("energy", "clustered_fraction", "clusters", "w1_to_dirac")
 DIAGNOSTICS = FULL + ("span_dimension", "cluster_sizes")      # the last two only when named
 SAVE = ("auto", "positions", "ends", "diagnostics")
+RUN_MLP = ("mlp_W", "mlp_U", "mlp_b")    # Solution.stats keys of the feed-forward term given to solve
 AUTO_SAVE_BYTES = 1 << 28  # save="auto" keeps every position up to 256 MB of them, else the first and last
 
 
@@ -76,7 +77,7 @@ class Layers(Schedule):
     def __init__(self, layers, period):
         self.layers = list(layers)
         if not self.layers:
-            raise ValueError("`layers` must hold at least one list of (Q, K, V) heads.")
+            raise InvalidInput("`layers` must hold at least one list of (Q, K, V) heads.")
         self.period = check_real(period, "period", low=0.0, low_open=True)
         super().__init__(self.period * np.arange(len(self.layers)), [{"heads": heads} for heads in self.layers])
 
@@ -278,15 +279,15 @@ class Particles(Solver):
         try:
             heads = list(heads)
         except TypeError:
-            raise ValueError("`parameters` must be a list of (Q, K, V) heads or a callable t -> such a list, "
+            raise InvalidInput("`parameters` must be a list of (Q, K, V) heads or a callable t -> such a list, "
                              f"got {type(heads).__name__}.") from None
         if not heads:
-            raise ValueError("`parameters` must hold at least one (Q, K, V) head.")
+            raise InvalidInput("`parameters` must hold at least one (Q, K, V) head.")
         for k, head in enumerate(heads):
             try:
                 Q, K, V = (None if a is None else np.asarray(a, dtype=float) for a in head)
             except (TypeError, ValueError):
-                raise ValueError(f"`parameters[{k}]` must be a triple (Q, K, V) of real arrays "
+                raise InvalidInput(f"`parameters[{k}]` must be a triple (Q, K, V) of real arrays "
                                  "(None: identity).") from None
             if V is None:
                 V = np.float64(1.0)
@@ -296,13 +297,13 @@ class Particles(Solver):
                 lead = a.shape[:-2]
                 if (a.ndim not in (2, 3) or a.shape[-1] != d or (name == "V" and a.shape[-2] != d)
                         or (lead and (batch is None or lead[0] != batch)) or not np.all(np.isfinite(a))):
-                    raise ValueError(f"`parameters[{k}]`: {name} must be a finite ({'d' if name == 'V' else 'm'}, "
+                    raise InvalidInput(f"`parameters[{k}]`: {name} must be a finite ({'d' if name == 'V' else 'm'}, "
                                      f"{d}) array, or ({batch}, ..., {d}) with one per realisation of `x0`, "
                                      f"got shape {a.shape}.")
             if V.ndim == 0:
                 V = float(V) * np.eye(d)
             if Q is not None and K is not None and Q.shape[-2] != K.shape[-2]:
-                raise ValueError(f"`parameters[{k}]`: Q and K must have the same number of rows m, got "
+                raise InvalidInput(f"`parameters[{k}]`: Q and K must have the same number of rows m, got "
                                  f"{Q.shape} and {K.shape}.")
             if Q is None and K is None:
                 M = None
@@ -339,10 +340,10 @@ class Particles(Solver):
     def _checked_parameters(self, run, heads):
         prepared = self._prepare_heads(heads, run.batch)
         if isinstance(self.model.position_bias, tuple) and len(prepared) != len(self.model.heads):
-            raise ValueError(f"`parameters` must hold {len(self.model.heads)} heads, one per ALiBi slope of the model "
+            raise InvalidInput(f"`parameters` must hold {len(self.model.heads)} heads, one per ALiBi slope of the model "
                              f"(position_bias={list(self.model.position_bias)}), got {len(prepared)}.")
         if self._usa_overflows(prepared, run.domain, run.log_time_factor):
-            raise ValueError("`parameters`: (USA) velocities of size e^(beta |QᵀK|) beyond float64; pass "
+            raise InvalidInput("`parameters`: (USA) velocities of size e^(beta |QᵀK|) beyond float64; pass "
                              "rescale_time=True.")
         return prepared
 
@@ -531,9 +532,9 @@ class Particles(Solver):
         scheme = options.pop("scheme", None)
         if scheme is not None:
             if scheme not in ("adaptive", "euler-normalize"):
-                raise ValueError(f"`scheme` must be 'adaptive' or 'euler-normalize', got {scheme!r}.")
+                raise InvalidInput(f"`scheme` must be 'adaptive' or 'euler-normalize', got {scheme!r}.")
             if method is not None:
-                raise ValueError("pass either `method` or `scheme`, not both.")
+                raise InvalidInput("pass either `method` or `scheme`, not both.")
             if scheme == "euler-normalize":
                 return scheme
         if method is None:
@@ -544,28 +545,28 @@ class Particles(Solver):
         o = run.options
         domain, rescaled = o["domain"], o["rescaled"]
         if domain not in ("sphere", "euclidean"):
-            raise ValueError(f"`domain` must be 'sphere' or 'euclidean', got {domain!r}.")
+            raise InvalidInput(f"`domain` must be 'sphere' or 'euclidean', got {domain!r}.")
         if not isinstance(rescaled, (bool, np.bool_)):
-            raise ValueError(f"`rescaled` must be True or False, got {rescaled!r}.")
+            raise InvalidInput(f"`rescaled` must be True or False, got {rescaled!r}.")
         if rescaled and domain != "euclidean":
-            raise ValueError("`rescaled=True` (z = e^{-tV} x, (9.2)-(9.3)) needs domain='euclidean'.")
+            raise InvalidInput("`rescaled=True` (z = e^{-tV} x, (9.2)-(9.3)) needs domain='euclidean'.")
         if rescaled and len(self.model.heads) != 1:
             raise UnsupportedModel("`rescaled=True` needs a single head (one value matrix V).")
         adaptive = run.method in ("dopri5", "bs32")
         if rescaled and not adaptive:
-            raise ValueError("`rescaled=True` is only available with the adaptive methods (and without noise).")
+            raise InvalidInput("`rescaled=True` is only available with the adaptive methods (and without noise).")
         if self.model.noise > 0 and adaptive:
-            raise ValueError(f"`method`={run.method!r} is deterministic; particles with noise > 0 use "
+            raise InvalidInput(f"`method`={run.method!r} is deterministic; particles with noise > 0 use "
                              "method='euler-maruyama' (default) or 'euler-normalize'.")
         beta = self.model.beta
         if o["rescale_time"]:
             if self.model.normalized:
-                raise ValueError("`rescale_time=True` is for (USA) only (normalized=False); (SA) velocities are bounded.")
+                raise InvalidInput("`rescale_time=True` is for (USA) only (normalized=False); (SA) velocities are bounded.")
             run.log_time_factor = beta
         else:
             run.log_time_factor = 0.0
             if self._usa_overflows(self._heads, domain, 0.0):
-                raise ValueError(f"(USA) with `beta`={beta:g}: the velocity is of size e^beta, beyond float64 for "
+                raise InvalidInput(f"(USA) with `beta`={beta:g}: the velocity is of size e^beta, beyond float64 for "
                                  f"beta > {_EXP_MAX:g}. Pass rescale_time=True to integrate in tau = e^beta t.")
         check_sums(self.sums, self.model, domain, heads=True)
         run.domain, run.rescaled = domain, bool(rescaled)
@@ -581,10 +582,10 @@ class Particles(Solver):
             model_mask(self.model, None, o["token_positions"])    # the ValueError naming `token_positions`
         self._configure_normalization(run)
         if isinstance(run.parameters, Schedule) and any(set(p) != {"heads"} for p in run.parameters.pieces):
-            raise ValueError("`parameters` as a Schedule sets the heads of each piece only; put β and the MLP in "
+            raise InvalidInput("`parameters` as a Schedule sets the heads of each piece only; put β and the MLP in "
                              "Model(schedule=...).")
         if run.parameters is not None and (rescaled or self.sums == "spectral"):
-            raise ValueError("`parameters` (per-realisation or time-dependent heads) need the direct sums "
+            raise InvalidInput("`parameters` (per-realisation or time-dependent heads) need the direct sums "
                              "(sums='auto' or 'direct') and rescaled=False.")
 
     def _configure_normalization(self, run):
@@ -592,7 +593,7 @@ class Particles(Solver):
         if scheme == "post":
             return
         if run.domain != "sphere" or self.model.noise > 0:
-            raise ValueError(f"`normalization`={scheme!r} moves tokens on the sphere without noise: it needs "
+            raise InvalidInput(f"`normalization`={scheme!r} moves tokens on the sphere without noise: it needs "
                              f"domain='sphere' and noise 0, got domain={run.domain!r}, noise={self.model.noise:g}.")
         run.radial = carries_radius(self.model)
         run.retracts = not run.radial
@@ -601,7 +602,7 @@ class Particles(Solver):
     def _check_diagnostics(diagnostics):
         if isinstance(diagnostics, str):
             if diagnostics not in ("auto", "full", "none"):
-                raise ValueError(f"`diagnostics` must be 'auto', 'full', 'none' or a sequence of names among "
+                raise InvalidInput(f"`diagnostics` must be 'auto', 'full', 'none' or a sequence of names among "
                                  f"{DIAGNOSTICS}, got {diagnostics!r}.")
             return diagnostics
         try:
@@ -610,7 +611,7 @@ class Particles(Solver):
             names = (diagnostics,)
         bad = [k for k in names if k not in DIAGNOSTICS]
         if bad:
-            raise ValueError(f"`diagnostics` must be 'auto', 'full', 'none' or names among {DIAGNOSTICS}, got {bad}.")
+            raise InvalidInput(f"`diagnostics` must be 'auto', 'full', 'none' or names among {DIAGNOSTICS}, got {bad}.")
         return frozenset(names)
 
     @staticmethod
@@ -618,18 +619,18 @@ class Particles(Solver):
         """One of SAVE, or a boolean mask over t_eval for a list of saved times."""
         if isinstance(save, str):
             if save not in SAVE:
-                raise ValueError(f"`save` must be one of {SAVE} or a list of saved times, got {save!r}.")
+                raise InvalidInput(f"`save` must be one of {SAVE} or a list of saved times, got {save!r}.")
             return save
         try:
             times = np.atleast_1d(np.asarray(save, dtype=float))
         except (TypeError, ValueError):
-            raise ValueError(f"`save` must be one of {SAVE} or a list of saved times, got {save!r}.") from None
+            raise InvalidInput(f"`save` must be one of {SAVE} or a list of saved times, got {save!r}.") from None
         t_eval = np.asarray(t_eval, dtype=float)
         mask = np.zeros(t_eval.size, dtype=bool)
         for t in times.ravel():
             hit = np.flatnonzero(np.abs(t_eval - t) <= 1e-12 * max(1.0, abs(t)))
             if hit.size == 0:
-                raise ValueError(f"`save` lists t={t:g}, which is not one of the saved times `t_eval`.")
+                raise InvalidInput(f"`save` lists t={t:g}, which is not one of the saved times `t_eval`.")
             mask[hit] = True
         return mask
 
@@ -683,7 +684,7 @@ class Particles(Solver):
     def _check_tracers(self, run):
         super()._check_tracers(run)
         if run.domain != "sphere" or run.batch is not None or run.options["radii"] is not None:
-            raise ValueError("`tracers` move on the sphere with one realisation of the particles: they need "
+            raise InvalidInput("`tracers` move on the sphere with one realisation of the particles: they need "
                              "domain='sphere', positions of shape (n, d) and no `radii`.")
 
     def _euler_velocity(self, run, t, y):
@@ -700,7 +701,18 @@ class Particles(Solver):
         return hit["out"]
 
     def _stats(self, run):
-        return {"sums": run.sums, "sums_error_bound": float(run.sums_error_bound)}
+        """The sums, and the inputs of ``solve`` a continuation needs: ``token_positions`` (n,) and the
+        run's own feed-forward term (``mlp_W``, ``mlp_U``, ``mlp_b``) as arrays (written to files as
+        variables ``input_*``), ``parameters`` as a note (a file cannot hold them)."""
+        out = {"sums": run.sums, "sums_error_bound": float(run.sums_error_bound)}
+        if run.options["token_positions"] is not None:
+            out["token_positions"] = np.array(run.options["token_positions"], dtype=float)
+        if run.feedforward is not None and run.options["mlp"] is not None:
+            out.update(zip(RUN_MLP, (np.array(a) for a in check_mlp(run.options["mlp"], self.model.dim, "mlp",
+                                                                     run.batch))))
+        if run.parameters is not None:
+            out["parameters"] = "given to solve (per-realisation or time-dependent heads)"
+        return out
 
     def _tangent_noise(self, run, y, xi):
         if run.domain == "sphere":
@@ -721,7 +733,7 @@ class Particles(Solver):
         x = self._check_x(x0, normalize, run.domain)
         w = run.options["weights"] if weights is None else weights
         if weights is not None and run.options["weights"] is not None:
-            raise ValueError("`weights` given twice: in the (points, weights) pair and as `weights`.")
+            raise InvalidInput("`weights` given twice: in the (points, weights) pair and as `weights`.")
         run.weights = check_weights(w, x.shape[-2], normalize=normalize, hint=NORMALIZE_WEIGHTS)
         run.batch = x.shape[0] if x.ndim == 3 else None
         run.causal = model_mask(self.model, run.weights, run.options["token_positions"])
@@ -745,7 +757,7 @@ class Particles(Solver):
                                           self.model.activation)
         given = run.options["radii"]
         if given is not None and run.domain != "sphere":
-            raise ValueError("`radii` (the token norms) apply to domain='sphere'.")
+            raise InvalidInput("`radii` (the token norms) apply to domain='sphere'.")
         run.radii = check_radii(radii if given is None else given, x.shape[:-1])
         return x * run.radii if run.radial else x
 
@@ -785,17 +797,33 @@ class Particles(Solver):
         return self._initial_from_data(run, points, False, weights=weights)
 
     def _initial_from_callable(self, run, rho0, normalize):
-        raise ValueError("`x0` must be particle positions (n, d) or (B, n, d), a (points, weights) pair or a particle "
+        raise InvalidInput("`x0` must be particle positions (n, d) or (B, n, d), a (points, weights) pair or a particle "
                          "Solution; to start from a density, draw particles with meanfield.sample(density, n, dim).")
 
     def _initial_from_solution(self, run, sol):
         if not sol.representation.point_cloud:
-            raise ValueError(f"`x0` is a {sol.representation.name!r} Solution; continue it with its own solver, or "
+            raise InvalidInput(f"`x0` is a {sol.representation.name!r} Solution; continue it with its own solver, or "
                              "sample its last measure: meanfield.sample / sol.measure(-1).")
         w = sol.weights if run.options["weights"] is None else None
         radii = sol.diagnostics.get("radii")
+        self._inputs_of(run, sol)
         return self._initial_from_data(run, sol.measure(-1, batch=slice(None))[0], False, weights=w,
                                        radii=None if radii is None else radii[-1])
+
+    @staticmethod
+    def _inputs_of(run, sol):
+        """The inputs of ``solve`` the run ``sol`` depended on (`_stats`), taken up by its continuation
+        unless given again: its token positions and its own MLP. Per-realisation or time-dependent heads
+        (``parameters``) cannot travel in a file: without them the continuation is refused."""
+        stats = sol.stats
+        if run.options["token_positions"] is None and stats.get("token_positions") is not None:
+            run.options["token_positions"] = np.asarray(stats["token_positions"], dtype=float)
+        if run.options["mlp"] is None and all(stats.get(k) is not None for k in RUN_MLP):
+            run.options["mlp"] = tuple(np.asarray(stats[k], dtype=float) for k in RUN_MLP)
+        if run.parameters is None and stats.get("parameters") is not None:
+            raise InvalidInput("`parameters`: the run being continued had per-realisation or time-dependent heads "
+                               "(`parameters` given to solve), which its Solution cannot hold; pass the same "
+                               "`parameters` again to continue it.")
 
     def _representation(self, run):
         if run.kept is None:
@@ -908,11 +936,11 @@ class Particles(Solver):
             try:
                 x = np.asarray(x0, dtype=float)
             except (TypeError, ValueError):
-                raise ValueError(f"`{name}` must be an array of shape (n, d) or (B, n, d).") from None
+                raise InvalidInput(f"`{name}` must be an array of shape (n, d) or (B, n, d).") from None
             if x.ndim < 2 or x.shape[-1] != d:
-                raise ValueError(f"`{name}` must have shape (n, {d}) or (B, n, {d}), got {x.shape}.")
+                raise InvalidInput(f"`{name}` must have shape (n, {d}) or (B, n, {d}), got {x.shape}.")
             if not np.all(np.isfinite(x)):
-                raise ValueError(f"`{name}` contains NaN or inf.")
+                raise InvalidInput(f"`{name}` contains NaN or inf.")
         if x.ndim not in (2, 3) or x.shape[-2] < 1:
-            raise ValueError(f"`{name}` must have shape (n, {d}) or (B, n, {d}) with n >= 1, got {x.shape}.")
+            raise InvalidInput(f"`{name}` must have shape (n, {d}) or (B, n, {d}) with n >= 1, got {x.shape}.")
         return x

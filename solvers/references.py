@@ -20,6 +20,7 @@ from scipy.special import ive
 
 from meanfield.validation import check_callable, check_int, check_real
 from meanfield.quadrature import gauss_gegenbauer
+from meanfield.errors import InvalidInput
 
 
 def legendre_zonal(beta, rho_of_z, t_end, *, v=1.0, normalized=True, L=48, tail_tol=1e-8):
@@ -63,7 +64,7 @@ def legendre_zonal(beta, rho_of_z, t_end, *, v=1.0, normalized=True, L=48, tail_
                   rtol=1e-12, atol=1e-13).y[:, -1]
     tail = float(np.abs(c[-4:]).max())
     if tail > tail_tol:
-        raise ValueError(f"`L`={L} does not resolve the zonal reference at t_end={t_end:g} (top coefficients "
+        raise InvalidInput(f"`L`={L} does not resolve the zonal reference at t_end={t_end:g} (top coefficients "
                          f"{tail:.1e} > {tail_tol:.0e}); raise `L`.")
     return lambda zz: leg.legval(zz, c)
 

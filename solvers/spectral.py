@@ -17,7 +17,7 @@ import numpy as np
 from meanfield.feedforward import tangent_components
 from meanfield.normalization import field_inverse_speed
 from meanfield.validation import check_real
-from meanfield.errors import SolverError, UnderResolved
+from meanfield.errors import InvalidInput, SolverError, UnderResolved
 from meanfield.kernels import (kernel_multipliers, laplacian_eigenvalues, minimum_degree, radial_multipliers,
                                velocity_multipliers)
 from meanfield.solution import Solution
@@ -39,7 +39,7 @@ def check_kernel_resolution(beta, dim, lmax, name, tol=1e-14):
     """Raise ValueError if degree ``lmax`` does not resolve the kernel e^{β⟨x,y⟩} (a_l/a_0 >= tol)."""
     need = minimum_degree(beta, dim, tol)
     if lmax < need:
-        raise ValueError(f"`{name}`={lmax} is too coarse for beta={beta:g}: the kernel multipliers a_l(β)/a_0(β) "
+        raise InvalidInput(f"`{name}`={lmax} is too coarse for beta={beta:g}: the kernel multipliers a_l(β)/a_0(β) "
                          f"only drop below {tol:g} at degree {need}; use {name} >= {need}.")
     return need
 
@@ -199,13 +199,13 @@ def check_coefficients(mass, minimum, *, normalize, tail_tol, name="initial"):
 
     mass = float(mass)
     if not mass > 0:
-        raise ValueError(f"`{name}`: the mass (coefficient of degree 0) must be positive, got {mass!r}.")
+        raise InvalidInput(f"`{name}`: the mass (coefficient of degree 0) must be positive, got {mass!r}.")
     if not normalize and abs(mass - 1.0) > 1e-6:
-        raise ValueError(f"`{name}`: the mass (coefficient of degree 0) must be 1 within 1e-6, got {mass!r}; "
+        raise InvalidInput(f"`{name}`: the mass (coefficient of degree 0) must be 1 within 1e-6, got {mass!r}; "
                          "pass normalize=True.")
     low = float(minimum) / mass
     if low < -tail_tol:
-        raise ValueError(f"`{name}`: the density of these coefficients has minimum {float(minimum):.3g} < 0, "
+        raise InvalidInput(f"`{name}`: the density of these coefficients has minimum {float(minimum):.3g} < 0, "
                          f"below the accepted undershoot -tail_tol = {-tail_tol:g}.")
     if low < 0:
         warnings.warn(f"`{name}`: the density of these coefficients dips to {float(minimum):.3g} (a Gibbs "

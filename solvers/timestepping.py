@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm.auto import tqdm
 
-from meanfield.errors import SolverError
+from meanfield.errors import InvalidInput, SolverError
 from meanfield.threads import share_out, stop_event
 
 SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
@@ -475,7 +475,7 @@ class FixedStep(Integrator):
     def __init__(self, step, t0, y0, dt):
         dt = float(dt)
         if not np.isfinite(dt) or dt <= 0:
-            raise ValueError(f"`dt` must be a positive finite step, got {dt}.")
+            raise InvalidInput(f"`dt` must be a positive finite step, got {dt}.")
         super().__init__(t0, y0)
         self.fun, self.dt = step, dt
 
@@ -624,7 +624,7 @@ class Stepper:
     def check(self, solver):
         missing = [h for h in self.needs if not callable(getattr(solver, h, None))]
         if missing:
-            raise ValueError(f"`method`={self.name!r} needs {', '.join(missing)}, which {type(solver).__name__} "
+            raise InvalidInput(f"`method`={self.name!r} needs {', '.join(missing)}, which {type(solver).__name__} "
                              "does not implement.")
 
     def integrate(self, run, y0, t_eval, *, callback=None, progress=None, desc=None):
@@ -649,7 +649,7 @@ class AdaptiveRK(Stepper):
     def integrate(self, run, y0, t_eval, *, callback=None, progress=None, desc=None):
         o = run.options
         if not isinstance(o["dense_output"], (bool, np.bool_)):
-            raise ValueError(f"`dense_output` must be True or False, got {o['dense_output']!r}.")
+            raise InvalidInput(f"`dense_output` must be True or False, got {o['dense_output']!r}.")
         return integrate(run.rhs, y0, t_eval, method=self.name, rtol=o["rtol"], atol=o["atol"], linear=run.linear(),
                          retract=run.retract if run.retracts else None, monitor=run.monitor,
                          callback=callback, first_step=o["first_step"], max_step=o["max_step"], progress=progress,
@@ -668,7 +668,7 @@ class _Fixed(Stepper):
                                progress=progress, desc=desc, breaks=run.breaks(t_eval), on_break=run.enter_piece)
 
     def default_dt(self, run, y0):
-        raise ValueError(f"`dt` is required with method={self.name!r}.")
+        raise InvalidInput(f"`dt` is required with method={self.name!r}.")
 
     def step_function(self, run):
         raise NotImplementedError

@@ -15,13 +15,14 @@ import numpy as np
 
 from meanfield.validation import check_points
 from .timestepping import rms_norm
+from meanfield.errors import InvalidInput
 
 
 def check_tracers(points, dim):
     """Tracer starts as a float array (m, d) of finite points on S^{d−1}; ValueError naming `tracers`."""
     z = check_points(points, "tracers", dim=dim, min_ndim=2)
     if z.ndim != 2 or z.shape[0] == 0:
-        raise ValueError(f"`tracers` must be points of shape (m, {dim}) with m >= 1, got shape {z.shape}.")
+        raise InvalidInput(f"`tracers` must be points of shape (m, {dim}) with m >= 1, got shape {z.shape}.")
     return z
 
 
@@ -69,7 +70,7 @@ def rebuild(segment, classes):
     try:
         cls = classes(segment.solver or "")
     except AttributeError:
-        raise ValueError(f"`flow` re-runs a Solution of a solver that carries tracers (docs/tracers.md); this one is "
+        raise InvalidInput(f"`flow` re-runs a Solution of a solver that carries tracers (docs/tracers.md); this one is "
                          f"from {segment.solver or segment.representation.name!r}.") from None
     return cls.from_segment(segment)
 

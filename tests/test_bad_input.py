@@ -64,3 +64,38 @@ def test_spectrum_and_solution_shapes():
 def test_linear_growth_rates_needs_zonal_model():
     with pytest.raises(mf.UnsupportedModel):
         mf.linear_growth_rates(mf.Model(beta=1.0, dim=3, V=np.diag([1.0, 2.0, 3.0])), 4)
+
+
+def test_silently_accepted_inputs_are_refused():
+    """Each refused with one line naming the argument."""
+    import solvers
+    with pytest.raises(ValueError, match="`schedule` piece 1: `beta` must be a real number, got '2'"):
+        mf.Model(beta=1.0, dim=2, schedule=mf.Schedule([0.0, 1.0], [{}, {"beta": "2"}]))
+    with pytest.raises(ValueError, match="`max_positions` must be an integer"):
+        solvers.FourierCircle(mf.Model(beta=1.0, dim=2, mask="causal"), 16, positions=8, max_positions="many")
+    with pytest.raises(ValueError, match="`activation`='relu' .* the model has none"):
+        mf.Model(beta=1.0, dim=2, activation="relu")
+    m = np.zeros(12)
+    m[3] = np.nan
+    with pytest.raises(ValueError, match=r"`initial` must be finite: the mean m\[3\] is nan"):
+        solvers.Gaussian(mf.Model(1.0, 12)).solve((m, np.eye(12)), [0.0, 1.0])
+
+
+def test_a_toml_cap_with_fixed_positions_is_refused(tmp_path):
+    from meanfield.cli import main
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[solver]\nname = "fourier"\nmodes = 24\npositions = 8\nmax_positions = "many"\n'
+                   '[model]\nbeta = 1.0\ndim = 2\nmask = "causal"\n[initial]\ndensity = "uniform"\n[times]\nt_end = 1.0\n')
+    assert main(["run", str(cfg), "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+
+
+def test_argument_checks_raise_invalid_input():
+    """The CLI's exit status 2 is for `InvalidInput` only (any other error inside a run is exit 1), so the
+    package raises no plain ValueError: a check written with one would report bad input as a failure."""
+    import pathlib
+    import re
+    root = pathlib.Path(mf.__file__).resolve().parents[1]
+    plain = [f"{p.relative_to(root)}:{n + 1}" for d in ("meanfield", "solvers") for p in (root / d).rglob("*.py")
+             for n, line in enumerate(p.read_text().splitlines()) if re.search(r"\braise ValueError\(", line)]
+    assert plain == []
+    assert issubclass(mf.InvalidInput, ValueError) and issubclass(mf.UnsupportedModel, mf.InvalidInput)

@@ -367,3 +367,25 @@ def test_every_file_history_names_the_version(circle, tmp_path):
         with xr.open_dataset(tmp_path / name) as ds:
             assert ds.attrs["history"] == f"written by meanfield {mf.__version__} ({what})"
     assert describe_file(xr.Dataset(), "t").attrs["history"] == f"written by meanfield {mf.__version__}"
+
+
+def test_a_causal_hand_over_file_keeps_its_position_and_time_coordinates(tmp_path):
+    """Each segment of a layered run handed over to the labels has its σ as a coordinate (CF
+    `position`) and the model times t of its saved states (floats, units 1), in plain xarray."""
+    model = mf.Model(beta=4.0, dim=2, mask="causal", position_bias=1.0)
+    law = lambda x: 1 + 0.6 * x[..., 0] + 0.3 * np.sin(2 * np.arctan2(x[..., 1], x[..., 0]))
+    t = [0.0, 0.5, 1.0, 1.5]
+    sol = solvers.FourierCircle(model, 24, positions=8).solve(law, t, on_underresolved={"nodes": 32}, progress=False)
+    assert [s.representation.name for s in sol.segments] == ["layered", "layered-lagrangian"]
+    with xr.open_dataset(sol.save(tmp_path / "causal.nc")) as ds:
+        times = np.concatenate([ds[f"segment{k}__time"].values for k in (0, 1)])
+        np.testing.assert_array_equal(times, t)
+        for k in (0, 1):
+            assert f"segment{k}__position" in ds.coords
+            np.testing.assert_array_equal(ds[f"segment{k}__position"].values, sol.segments[k].representation.positions)
+            assert ds[f"segment{k}__time"].dtype.kind == "f" and ds[f"segment{k}__time"].attrs["units"] == "1"
+            assert ds[f"segment{k}__position"].attrs["units"] == "1"
+        assert ds["segment1__positions"].dims[:2] == ("segment1__time", "segment1__position")
+    back = mf.load(tmp_path / "causal.nc")
+    x = mf.sphere_quadrature(16, 2).points
+    np.testing.assert_array_equal(back.density(x, -1, position=0.6), sol.density(x, -1, position=0.6))

@@ -133,6 +133,44 @@ def test_history_carries_the_whole_run(tmp_path):
         solver.solve(first, T, history=True, dt=0.05)
 
 
+def _causal_inputs(n, d, seed):
+    """Token positions (n,) in (0, 1] and an MLP (W, U, b) of width 4, both different from the defaults."""
+    rng = np.random.default_rng(seed)
+    mlp = (0.5 * rng.standard_normal((d, 4)), 0.5 * rng.standard_normal((4, d)), 0.1 * rng.standard_normal(4))
+    return np.sort(rng.uniform(0.05, 1.0, n)), mlp
+
+
+def test_a_continuation_keeps_the_token_positions_and_the_mlp_given_to_solve(tmp_path):
+    """The token positions and the MLP given to solve travel with the Solution and its file (variables
+    input_*), and the continued run equals the uninterrupted one within 10·rtol; without them the
+    continuation would fall back to j/n and drop the MLP (differences of order 0.1)."""
+    n, d, rtol = 40, 3, 1e-11
+    solver = solvers.Particles(mf.Model(beta=2.0, dim=d, mask="causal", position_bias=1.0))
+    x0 = _sphere_points(n, d, 3)
+    positions, mlp = _causal_inputs(n, d, 4)
+    opts = dict(token_positions=positions, mlp=mlp, rtol=rtol, atol=1e-13, progress=False)
+    full = solver.solve(x0, T, **opts)
+    solver.solve(x0, T[:SPLIT + 1], checkpoint=tmp_path / "a.nc", **opts)
+    import xarray as xr
+    with xr.open_dataset(tmp_path / "a.nc", decode_times=False) as ds:
+        np.testing.assert_array_equal(ds["input_token_positions"].values, positions)
+        np.testing.assert_array_equal(ds["input_mlp_U"].values, mlp[1])
+    whole = solver.solve(tmp_path / "a.nc", T[SPLIT:], history=True, rtol=rtol, atol=1e-13, progress=False)
+    assert _relative(whole.positions[-1], full.positions[-1]) <= 10 * rtol
+    forgotten = solver.solve(x0, T, rtol=rtol, atol=1e-13, progress=False)      # what a restart used to give
+    assert _relative(forgotten.positions[-1], full.positions[-1]) > 1e-3
+
+
+def test_a_continuation_without_the_heads_given_to_solve_is_refused():
+    solver = solvers.Particles(mf.Model(beta=1.0, dim=2), sums="direct")
+    heads = [(np.eye(2), np.eye(2), np.eye(2))]
+    first = solver.solve(_sphere_points(10, 2, 1), T[:2], parameters=heads, progress=False)
+    with pytest.raises(ValueError, match="`parameters`"):
+        solver.solve(first, T[1:], progress=False)
+    again = solver.solve(first, T[1:], parameters=heads, progress=False)
+    assert again.t[-1] == T[-1]
+
+
 def test_spectral_history_across_an_automatic_refinement():
     """An automatic-resolution run continued with history: one Solution, times in order, the data of
     the first part carried into the finer representation."""

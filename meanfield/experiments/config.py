@@ -77,6 +77,7 @@ from ..plotting import SCALES
 from ..quadrature import sphere_quadrature
 from ..sampling import uniform_points
 from ..validation import check_int, check_memory, check_real, check_times
+from ..errors import InvalidInput
 
 _SECTIONS = {"solver", "model", "initial", "times", "output"}
 _TIMES_KEYS = {"values", "t_end", "n_saves"}
@@ -102,19 +103,19 @@ _DENSITIES = {
 def refuse_unknown(keys, allowed, where):
     extra = sorted(set(keys) - set(allowed))
     if extra:
-        raise ValueError(f"unknown key `{where}.{extra[0]}` in the configuration; accepted keys in [{where}]: "
+        raise InvalidInput(f"unknown key `{where}.{extra[0]}` in the configuration; accepted keys in [{where}]: "
                          f"{', '.join(sorted(allowed))}.")
 
 
 def _require(table, key, where):
     if key not in table:
-        raise ValueError(f"missing key `{where}.{key}` in the configuration.")
+        raise InvalidInput(f"missing key `{where}.{key}` in the configuration.")
     return table[key]
 
 
 def _bool(value, name):
     if not isinstance(value, bool):
-        raise ValueError(f"`{name}` must be true or false, got {value!r}.")
+        raise InvalidInput(f"`{name}` must be true or false, got {value!r}.")
     return value
 
 
@@ -123,8 +124,8 @@ def _rename(exc, name):
     msg = str(exc)
     if msg.startswith("`"):
         msg = msg.split("`", 2)[2] if msg.count("`") >= 2 else msg
-        return ValueError(f"`{name}`{msg}")
-    return ValueError(f"`{name}`: {msg}")
+        return InvalidInput(f"`{name}`{msg}")
+    return InvalidInput(f"`{name}`: {msg}")
 
 
 def _named(exc):
@@ -136,7 +137,7 @@ def _named(exc):
 def _checked(fn, value, name, **kw):
     try:
         return fn(value, name, **kw)
-    except ValueError as exc:
+    except InvalidInput as exc:
         raise _rename(exc, name) from None
 
 
@@ -158,7 +159,7 @@ def solver_class(name):
     for cls in classes.values():
         if key in (cls.config_name, cls.__name__.lower(), *cls.config_aliases):
             return cls
-    raise ValueError(f"`solver.name`={name!r} is not a solver; accepted: {', '.join(classes)}.")
+    raise InvalidInput(f"`solver.name`={name!r} is not a solver; accepted: {', '.join(classes)}.")
 
 
 @dataclass(frozen=True)
@@ -272,7 +273,7 @@ def _check_signature(fn, kwargs, where):
     allowed = [k for k in params if k not in ("self", "model")]
     for k in kwargs:
         if k not in params:
-            raise ValueError(f"unknown key `{where}.{k}`; accepted: {', '.join(allowed)}.")
+            raise InvalidInput(f"unknown key `{where}.{k}`; accepted: {', '.join(allowed)}.")
 
 
 def build_solver(cls, model, resolution, init, solve, sample):
@@ -287,10 +288,10 @@ def build_solver(cls, model, resolution, init, solve, sample):
         if keys.samples and hasattr(solver, "memory_estimate"):
             check_memory(solver.memory_estimate(resolution), keys.resolution, resolution)
         solver.check_options(**solve)
-    except ValueError as exc:
+    except ValueError as exc:       # a solver's own argument checks (a plain ValueError from a registered one too)
         key = keys.config_key(_named(exc), extra=set(init) - set(keys.init))
         if key is None:
-            raise ValueError(f"`solver.name`={cls.config_name!r}: {exc}") from None
+            raise InvalidInput(f"`solver.name`={cls.config_name!r}: {exc}") from None
         raise _rename(exc, key) from None
     return solver
 
@@ -298,10 +299,10 @@ def build_solver(cls, model, resolution, init, solve, sample):
 def build_density(spec, dim, where="initial"):
     """A density callable from a config table ``{density = name, <parameters>}`` (mixtures nest)."""
     if not isinstance(spec, dict):
-        raise ValueError(f"`{where}` must be a table with a `density` key, got {spec!r}.")
+        raise InvalidInput(f"`{where}` must be a table with a `density` key, got {spec!r}.")
     name = _require(spec, "density", where)
     if not isinstance(name, str) or name not in _DENSITIES:
-        raise ValueError(f"`{where}.density`={name!r} is not a known density; accepted: "
+        raise InvalidInput(f"`{where}.density`={name!r} is not a known density; accepted: "
                          f"{', '.join(sorted(_DENSITIES))}.")
     params = {k: v for k, v in spec.items() if k != "density"}
     fn = _DENSITIES[name]
@@ -309,11 +310,11 @@ def build_density(spec, dim, where="initial"):
         refuse_unknown(params, {"components", "weights"}, where)
         comps = _require(params, "components", where)
         if not isinstance(comps, list) or not comps:
-            raise ValueError(f"`{where}.components` must be a non-empty array of density tables.")
+            raise InvalidInput(f"`{where}.components` must be a non-empty array of density tables.")
         built = [build_density(c, dim, f"{where}.components[{i}]") for i, c in enumerate(comps)]
         try:
             return fn(built, params.get("weights"))
-        except ValueError as exc:
+        except InvalidInput as exc:
             raise _rename(exc, f"{where}.weights") from None
     sig = inspect.signature(fn).parameters
     allowed = {k for k in sig if k != "rng"} | ({"seed"} if "rng" in sig else set())
@@ -324,7 +325,7 @@ def build_density(spec, dim, where="initial"):
     for key in ("mean", "axis"):                     # "pole": e_d, the default axis of the zonal solvers
         if isinstance(params.get(key), str):
             if params[key] != "pole":
-                raise ValueError(f"`{where}.{key}` must be a vector of {dim} numbers or \"pole\" (e_{dim}), "
+                raise InvalidInput(f"`{where}.{key}` must be a vector of {dim} numbers or \"pole\" (e_{dim}), "
                                  f"got {params[key]!r}.")
             params[key] = np.eye(dim)[-1]
     if "dim" in sig:
@@ -335,10 +336,10 @@ def build_density(spec, dim, where="initial"):
         msg = str(exc)
         key = msg.split("`")[1] if msg.startswith("`") and msg.count("`") >= 2 else ""
         if key.split("[")[0] in params:              # the message names a key of the table: `initial.coefficients[2]`
-            raise ValueError(f"`{where}.{key}`{msg.split('`', 2)[2]}") from None
-        raise ValueError(f"`{where}` ({name}): {exc}") from None
+            raise InvalidInput(f"`{where}.{key}`{msg.split('`', 2)[2]}") from None
+        raise InvalidInput(f"`{where}` ({name}): {exc}") from None
     if getattr(rho, "dim", None) not in (None, dim):
-        raise ValueError(f"`{where}` ({name}) lives on S^{rho.dim - 1} but `model.dim`={dim}.")
+        raise InvalidInput(f"`{where}` ({name}) lives on S^{rho.dim - 1} but `model.dim`={dim}.")
     return rho
 
 
@@ -352,9 +353,9 @@ def _model_table(m):
             _require(m, k, "model")
     try:
         return Model(**m)
-    except ValueError as exc:
+    except InvalidInput as exc:
         arg = _named(exc)
-        raise (_rename(exc, f"model.{arg}") if arg in m else ValueError(f"`model`: {exc}")) from None
+        raise (_rename(exc, f"model.{arg}") if arg in m else InvalidInput(f"`model`: {exc}")) from None
 
 
 def _solver_table(table, model):
@@ -370,11 +371,11 @@ def _solver_table(table, model):
         resolution = _resolution(cls.policy, resolution)
     cap = cls.policy.cap_name
     if cap in s and resolution != "auto":
-        raise ValueError(f"`solver.{cap}` caps `solver.{keys.resolution}` = \"auto\"; got {keys.resolution} = "
+        raise InvalidInput(f"`solver.{cap}` caps `solver.{keys.resolution}` = \"auto\"; got {keys.resolution} = "
                          f"{resolution!r}.")
     extra = s.pop("options", {})
     if not isinstance(extra, dict):
-        raise ValueError("`solver.options` must be a table of extra keyword arguments for the solver.")
+        raise InvalidInput("`solver.options` must be a table of extra keyword arguments for the solver.")
     _check_signature(cls.__init__, extra, "solver.options")
     init = {k: s.pop(k) for k in keys.init if k in s}
     sample = _sample_table(s, model.dim) if keys.samples else {}
@@ -385,7 +386,7 @@ def _solver_table(table, model):
 def _resolution(policy, value):
     try:
         return policy.check(value)
-    except ValueError as exc:
+    except InvalidInput as exc:
         raise _rename(exc, f"solver.{policy.name}") from None
 
 
@@ -395,9 +396,9 @@ def _handover(s, handover, keys):
     if handover is None:
         return s
     if not isinstance(handover, dict):
-        raise ValueError(f"`solver.handover` must be a table of the hand-over's options, got {handover!r}.")
+        raise InvalidInput(f"`solver.handover` must be a table of the hand-over's options, got {handover!r}.")
     if s.get("on_underresolved") != "lagrangian":
-        raise ValueError("`solver.handover` configures the hand-over: set `solver.on_underresolved` = \"lagrangian\".")
+        raise InvalidInput("`solver.handover` configures the hand-over: set `solver.on_underresolved` = \"lagrangian\".")
     refuse_unknown(handover, keys.handover, "solver.handover")
     return dict(s, on_underresolved=dict(handover) or "lagrangian")
 
@@ -406,11 +407,11 @@ def _sample_table(s, dim):
     """How an initial sample is drawn (`meanfield.sampling.sample`): ``sampling`` and ``seed``."""
     sampling = s.pop("sampling", SAMPLE_KEYS["sampling"])
     if sampling not in SAMPLINGS:
-        raise ValueError(f"`solver.sampling` must be one of {', '.join(map(repr, SAMPLINGS))}, got {sampling!r}.")
+        raise InvalidInput(f"`solver.sampling` must be one of {', '.join(map(repr, SAMPLINGS))}, got {sampling!r}.")
     if sampling != "iid" and dim not in (2, 3):
-        raise ValueError(f"`solver.sampling`={sampling!r} needs `model.dim` 2 or 3; use 'iid'.")
+        raise InvalidInput(f"`solver.sampling`={sampling!r} needs `model.dim` 2 or 3; use 'iid'.")
     if sampling == "quantile" and dim != 2:
-        raise ValueError("`solver.sampling`='quantile' is defined on S^1 only (model.dim = 2).")
+        raise InvalidInput("`solver.sampling`='quantile' is defined on S^1 only (model.dim = 2).")
     return {"sampling": sampling, "seed": _checked(check_int, s.pop("seed", SAMPLE_KEYS["seed"]), "solver.seed", low=0)}
 
 
@@ -423,9 +424,9 @@ def _initial_table(table, dim):
     probe = sphere_quadrature(512, dim)[0] if dim in (2, 3) else uniform_points(512, dim, 0)
     vals = np.asarray(rho(probe), dtype=float)
     if not np.all(np.isfinite(vals)):
-        raise ValueError("`initial`: the density must be finite; it has NaN or inf values.")
+        raise InvalidInput("`initial`: the density must be finite; it has NaN or inf values.")
     if np.any(vals < 0):
-        raise ValueError(f"`initial`: the density must be non-negative; its minimum on {len(vals)} probe points is "
+        raise InvalidInput(f"`initial`: the density must be non-negative; its minimum on {len(vals)} probe points is "
                          f"{float(vals.min()):.3g}.")
     return init, normalize
 
@@ -435,7 +436,7 @@ def _times_table(t):
     refuse_unknown(t, _TIMES_KEYS, "times")
     if "values" in t:
         if "t_end" in t or "n_saves" in t:
-            raise ValueError("`times`: give either `values` or `t_end` (with `n_saves`), not both.")
+            raise InvalidInput("`times`: give either `values` or `t_end` (with `n_saves`), not both.")
         return _checked(check_times, t["values"], "times.values")
     t_end = _checked(check_real, _require(t, "t_end", "times"), "times.t_end", low=0.0, low_open=True)
     n_saves = _checked(check_int, t.get("n_saves", 21), "times.n_saves", low=2, high=100000)
@@ -445,26 +446,26 @@ def _times_table(t):
 def _output_table(o, t_end, name, samples):
     """[output]: the RunConfig fields it sets (checked)."""
     if not isinstance(o, dict):
-        raise ValueError("`output` must be a table.")
+        raise InvalidInput("`output` must be a table.")
     refuse_unknown(o, _OUTPUT_KEYS, "output")
     out_name = str(o.get("name", name or "run"))
     if not out_name or any(c in out_name for c in "/\\"):
-        raise ValueError(f"`output.name` must be a plain file stem, got {out_name!r}.")
+        raise InvalidInput(f"`output.name` must be a plain file stem, got {out_name!r}.")
     plot_times = o.get("plot_times")
     if plot_times is not None:
         if not isinstance(plot_times, list) or not plot_times:
-            raise ValueError("`output.plot_times` must be a non-empty array of times.")
+            raise InvalidInput("`output.plot_times` must be a non-empty array of times.")
         plot_times = [_checked(check_real, v, "output.plot_times", low=0.0, high=t_end) for v in plot_times]
     grid = _bool(o.get("grid", False), "output.grid")
     if grid and samples:
-        raise ValueError("`output.grid` = true writes a density on a grid; particles have none (their positions "
+        raise InvalidInput("`output.grid` = true writes a density on a grid; particles have none (their positions "
                          "are in the file).")
     scale = o.get("scale", "auto")
     if scale not in SCALES:
-        raise ValueError(f"`output.scale` must be one of {', '.join(repr(v) for v in SCALES)}, got {scale!r}.")
+        raise InvalidInput(f"`output.scale` must be one of {', '.join(repr(v) for v in SCALES)}, got {scale!r}.")
     out_dir = o.get("dir")
     if out_dir is not None and (not isinstance(out_dir, str) or not out_dir):
-        raise ValueError(f"`output.dir` must be a directory path (a string), got {out_dir!r}.")
+        raise InvalidInput(f"`output.dir` must be a directory path (a string), got {out_dir!r}.")
     progress = o.get("progress")
     return {"name": out_name, "plot": _bool(o.get("plot", True), "output.plot"), "plot_times": plot_times,
             "checkpoint": _bool(o.get("checkpoint", True), "output.checkpoint"),
@@ -479,16 +480,16 @@ def parse_config(raw, source="<dict>", name=None, build=True):
     solver built and its options checked (``build=False``: the keys and the resolution's range only, for
     a sweep, whose cells may fail on their own)."""
     if not isinstance(raw, dict):
-        raise ValueError("the configuration must be a table of tables ([solver], [model], ...).")
+        raise InvalidInput("the configuration must be a table of tables ([solver], [model], ...).")
     extra = sorted(set(raw) - _SECTIONS)
     if extra:
-        raise ValueError(f"unknown table `[{extra[0]}]` in the configuration; accepted tables: "
+        raise InvalidInput(f"unknown table `[{extra[0]}]` in the configuration; accepted tables: "
                          f"{', '.join('[' + s + ']' for s in sorted(_SECTIONS))}.")
     for section in ("solver", "model", "initial", "times"):
         if section not in raw:
-            raise ValueError(f"missing table `[{section}]` in the configuration.")
+            raise InvalidInput(f"missing table `[{section}]` in the configuration.")
         if not isinstance(raw[section], dict):
-            raise ValueError(f"`{section}` must be a table.")
+            raise InvalidInput(f"`{section}` must be a table.")
     model = _model_table(raw["model"])
     cls, resolution, init, solve, sample = _solver_table(raw["solver"], model)
     density, normalize = _initial_table(raw["initial"], model.dim)
@@ -509,11 +510,11 @@ def read_toml(path, name):
     missing or not valid TOML."""
     path = pathlib.Path(path)
     if not path.is_file():
-        raise ValueError(f"`{name}`: no such file {str(path)!r}.")
+        raise InvalidInput(f"`{name}`: no such file {str(path)!r}.")
     try:
         return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"`{name}` {str(path)!r} is not valid TOML: {exc}.") from None
+        raise InvalidInput(f"`{name}` {str(path)!r} is not valid TOML: {exc}.") from None
 
 
 def load_config(path):

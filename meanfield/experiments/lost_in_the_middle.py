@@ -27,6 +27,7 @@ from ..model import Model
 from .options import Options, experiment, option
 from .report import Report
 import solvers
+from ..errors import InvalidInput
 
 BUMP_WIDTH = 0.01                                     # h of φ_h in σ
 SLOPE_POSITIONS = np.linspace(0.8, 0.95, 7)          # where the end slope is fitted (degree 4)
@@ -66,7 +67,7 @@ class LostInTheMiddleOptions(Options):
     def __post_init__(self):
         super().__post_init__()
         if self.positions % 8:
-            raise ValueError(f"`positions` must be a multiple of 8 (panels of 8 nodes in σ), got {self.positions}.")
+            raise InvalidInput(f"`positions` must be a multiple of 8 (panels of 8 nodes in σ), got {self.positions}.")
         if self.heads is not None:
             parse_heads(self.heads)
 
@@ -78,10 +79,10 @@ def parse_heads(text):
         items = part.strip().split(":")
         try:
             if len(items) != 3:
-                raise ValueError
+                raise InvalidInput
             heads.append(tuple(float(v) for v in items))
         except ValueError:
-            raise ValueError(f"`heads` must be weight:beta:lambda triples separated by commas, e.g. 1:1:1,0.5:2:4; "
+            raise InvalidInput(f"`heads` must be weight:beta:lambda triples separated by commas, e.g. 1:1:1,0.5:2:4; "
                              f"head {k + 1} is {part.strip()!r}.") from None
     linear.response_profile(1.0, [0.5], heads=heads)          # the ranges, named `heads[k] ...`
     return heads

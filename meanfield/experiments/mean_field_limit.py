@@ -37,7 +37,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from .. import densities
-from ..errors import UnderResolved
+from ..errors import InvalidInput, UnderResolved
 from ..kernels import linear_growth_rates
 from ..model import Model
 from ..quadrature import sphere_quadrature
@@ -355,7 +355,7 @@ def mean_field_limit(out, o, *, quick, progress, workers, scheduler):
     """
     dims, beta, normalized, V, kappa, decay_t_end = o.dims, o.beta, o.normalized, o.V, o.kappa, o.decay_t_end
     if V == 0:
-        raise ValueError("`V` must be non-zero (+1 attractive, −1 repulsive).")
+        raise InvalidInput("`V` must be non-zero (+1 attractive, −1 repulsive).")
     workers, scheduler = check_parallel(workers, scheduler)
     times, seeds = np.asarray(o.times, dtype=float), o.seeds
     ns = {**{d: DECADES for d in (2, 3)}, **{int(d): list(v) for d, v in (o.ns or {}).items()}}   # TOML keys: strings

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..threads import use_threads
 from ..validation import check_int, check_real
+from ..errors import InvalidInput
 
 
 
@@ -152,18 +153,18 @@ class Field:
         if value is None:
             if self.optional:
                 return None
-            raise ValueError(f"`{self.name}` must be {self.accepted()}, got None.")
+            raise InvalidInput(f"`{self.name}` must be {self.accepted()}, got None.")
         if self.kind is dict:
             if not isinstance(value, dict):
-                raise ValueError(f"`{self.name}` must be a table, got {value!r}.")
+                raise InvalidInput(f"`{self.name}` must be a table, got {value!r}.")
             return value
         if not self.is_sequence:
             return self._one(value)
         if isinstance(value, (str, dict)):
-            raise ValueError(f"`{self.name}` must be {self.accepted()}, got {value!r}.")
+            raise InvalidInput(f"`{self.name}` must be {self.accepted()}, got {value!r}.")
         values = tuple(self._one(v) for v in np.atleast_1d(np.asarray(value, dtype=object)))
         if self.spec.nonempty and not values:
-            raise ValueError(f"`{self.name}` must be {self.accepted()}, got none.")
+            raise InvalidInput(f"`{self.name}` must be {self.accepted()}, got none.")
         return values
 
     def _one(self, value):
@@ -184,7 +185,7 @@ class Field:
             if s.choices is not None and value not in s.choices:
                 raise ValueError
         except ValueError:
-            raise ValueError(f"`{self.name}` must be {self.accepted()}, got {value!r}.") from None
+            raise InvalidInput(f"`{self.name}` must be {self.accepted()}, got {value!r}.") from None
         return value
 
     def help_text(self):
@@ -307,7 +308,7 @@ def experiment(name, options, *, help, writes=None, parallel=True):
             if chosen is None:
                 chosen = options(**given)
             elif not isinstance(chosen, options):
-                raise ValueError(f"`options` must be a {options.__name__}, got {type(chosen).__name__}.")
+                raise InvalidInput(f"`options` must be a {options.__name__}, got {type(chosen).__name__}.")
             elif given:
                 chosen = dataclasses.replace(chosen, **given)
             with use_threads(threads):
@@ -326,5 +327,5 @@ def experiment(name, options, *, help, writes=None, parallel=True):
 def lookup(name, where="experiment"):
     """The registered `Experiment` called ``name`` (a ``meanfield`` subcommand)."""
     if name not in EXPERIMENTS:
-        raise ValueError(f"`{where}`={name!r} is not an experiment; accepted: {', '.join(EXPERIMENTS)}.")
+        raise InvalidInput(f"`{where}`={name!r} is not an experiment; accepted: {', '.join(EXPERIMENTS)}.")
     return EXPERIMENTS[name]

@@ -30,7 +30,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ..errors import Interrupted
+from ..errors import Interrupted, InvalidInput
 from ..threads import check_threads, stop_on, use_threads
 from ..validation import check_int
 from .report import show_progress
@@ -57,12 +57,12 @@ def check_parallel(workers=None, scheduler=None):
     if scheduler is not None:
         if isinstance(scheduler, str):
             if not scheduler.strip():
-                raise ValueError("`scheduler` must be an address such as 'tcp://10.0.0.1:8786', got ''.")
+                raise InvalidInput("`scheduler` must be an address such as 'tcp://10.0.0.1:8786', got ''.")
         elif not hasattr(scheduler, "submit"):
-            raise ValueError(f"`scheduler` must be an address such as 'tcp://10.0.0.1:8786' or a "
+            raise InvalidInput(f"`scheduler` must be an address such as 'tcp://10.0.0.1:8786' or a "
                              f"distributed.Client, got {type(scheduler).__name__}.")
         if workers not in (None, "auto"):
-            raise ValueError("give either `workers` (a local cluster) or `scheduler` (an existing cluster), not both.")
+            raise InvalidInput("give either `workers` (a local cluster) or `scheduler` (an existing cluster), not both.")
     return workers, scheduler
 
 
@@ -134,7 +134,7 @@ def cluster(workers=None, scheduler=None, log=log_to_stderr):
         try:
             client = Client(scheduler, timeout="20s")
         except (OSError, TimeoutError) as exc:
-            raise ValueError(f"`scheduler`: cannot connect to {scheduler!r} ({exc}).") from None
+            raise InvalidInput(f"`scheduler`: cannot connect to {scheduler!r} ({exc}).") from None
         with client:
             n = len(client.scheduler_info().get("workers", {}))
             log(f"dask: connected to {scheduler} ({n} workers); dashboard {_dashboard(client)}")
@@ -332,10 +332,10 @@ def map_tasks(fn, tasks, *, workers=None, scheduler=None, shared=None, progress=
     except (TypeError, ValueError):                # not numbers
         priority = np.empty(0)
     if priority.shape != (len(tasks),) or not np.all(np.isfinite(priority)):
-        raise ValueError(f"`priority` must hold one finite number per task ({len(tasks)} tasks).")
+        raise InvalidInput(f"`priority` must hold one finite number per task ({len(tasks)} tasks).")
     shared = dict(shared or {})
     if errors not in ("raise", "return"):
-        raise ValueError(f"`errors` must be 'raise' or 'return', got {errors!r}.")
+        raise InvalidInput(f"`errors` must be 'raise' or 'return', got {errors!r}.")
     retries = check_int(retries, "retries", low=0)
     results = [None] * len(tasks)
     bar = None

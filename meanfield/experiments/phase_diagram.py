@@ -21,7 +21,7 @@ from scipy.integrate import solve_ivp
 from scipy.special import betainc
 from tqdm.auto import tqdm
 
-from ..errors import Interrupted
+from ..errors import Interrupted, InvalidInput
 from ..model import NORMALIZATIONS, Model
 from ..sampling import uniform_points
 from ..validation import check_memory
@@ -119,9 +119,9 @@ def random_parameters(qk, v, dim, rng, size=None):
     own (stacks (size, d, d)). Returns (B, V), None for an identity.
     """
     if qk not in QK:
-        raise ValueError(f"`qk` must be one of {', '.join(map(repr, QK))}, got {qk!r}.")
+        raise InvalidInput(f"`qk` must be one of {', '.join(map(repr, QK))}, got {qk!r}.")
     if v not in VALUES:
-        raise ValueError(f"`v` must be one of {', '.join(map(repr, VALUES))}, got {v!r}.")
+        raise InvalidInput(f"`v` must be one of {', '.join(map(repr, VALUES))}, got {v!r}.")
     shape = (dim, dim) if size is None else (size, dim, dim)
 
     def gaussian():

@@ -6,7 +6,9 @@ after each part), so that an interrupted run (Ctrl-C) leaves its partial results
 ``summary.json`` holds:
 
 * ``status``: "running", "finished", "stopped: <reason>" (a solver stopped early, e.g. an
-  under-resolved density) or "interrupted"; ``message`` the full reason;
+  under-resolved density), "interrupted", "refused" (bad input) or "failed" (an error inside the
+  experiment: ``message`` holds its type and text, the files written before it stay);
+  ``message`` the full reason;
 * ``checks``: every check with what it ``compared``, the ``tolerance`` it had to meet, whether it
   ``passed`` and a ``detail`` with the measured numbers;
 * ``results``: the numbers of the experiment; for a run, ``final_state`` (`final_state`): max and min
@@ -31,7 +33,7 @@ from scipy.spatial import cKDTree
 from ..serialization import jsonable
 from .. import diagnostics
 from ..energy import dirac_energy, uniform_energy
-from ..errors import Interrupted
+from ..errors import Interrupted, InvalidInput
 from ..gridded import describe_file
 from ..plotting import save, style
 from ..quadrature import sphere_quadrature
@@ -165,6 +167,8 @@ class Report:
 
         A solver's partial `Solution` is saved as ``interrupted.nc``; the summary gets status
         "interrupted". The exception leaves as KeyboardInterrupt (the CLI exits with status 130).
+        Bad input (`meanfield.errors.InvalidInput`) leaves status "refused"; any other exception
+        status "failed" with its type and message (the files written so far stay), and is re-raised.
         """
 
         try:
@@ -178,6 +182,12 @@ class Report:
                     pass
             self.write(status="interrupted", message=str(exc) or "interrupted (Ctrl-C)")
             raise KeyboardInterrupt(str(exc)) from None
+        except InvalidInput as exc:
+            self.write(status="refused", message=" ".join(str(exc).split()))
+            raise
+        except Exception as exc:
+            self.write(status="failed", message=f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+            raise
 
     def finish(self):
         return self.write(status="finished")
@@ -240,7 +250,7 @@ def density_extremes(rep, data):
     values = [np.asarray(rep.to_grid(data).values, dtype=float).ravel()]
     where = "on the grid of to_grid"
     if hasattr(rep, "node_density"):
-        values.append(np.asarray(rep.node_density(data), dtype=float))
+        values.append(np.asarray(rep.node_density(data), dtype=float).ravel())     # (M, n) when layered
         where += " and at the moving nodes"
     if rep.on_mesh:
         where = "at the mesh vertices (exact for a P1 field)"

@@ -19,7 +19,7 @@ import pathlib
 import numpy as np
 
 from ..energy import dirac_energy, uniform_energy
-from ..errors import Interrupted, SolverError
+from ..errors import Interrupted, InvalidInput, SolverError
 from .report import Report, final_state, show_progress
 from .config import RunConfig, load_config, parse_config
 from ..sampling import sample
@@ -74,7 +74,7 @@ def run(config, out=None, *, quick=False, progress=None, resume=None, clusters=T
         cfg = load_config(config)
     out = cfg.out_dir if out is None else out
     if movie not in (None, "gif", "mp4"):
-        raise ValueError(f"`movie` must be None, 'gif' or 'mp4', got {movie!r}.")
+        raise InvalidInput(f"`movie` must be None, 'gif' or 'mp4', got {movie!r}.")
     progress = cfg.progress if progress is None else progress
     if quick or cfg.quick_run:
         cfg = cfg.quick()
@@ -94,8 +94,8 @@ def run(config, out=None, *, quick=False, progress=None, resume=None, clusters=T
         try:
             try:
                 sol = simulate(cfg, solver=solver, progress=progress, checkpoint=partial, resume=resume)
-            except ValueError as exc:     # refused initial data: in the configuration's words
-                raise ValueError(str(exc).replace("`rho0`", "`initial`").replace(
+            except InvalidInput as exc:     # refused initial data: in the configuration's words
+                raise InvalidInput(str(exc).replace("`rho0`", "`initial`").replace(
                     "Pass normalize=True", "Set `initial.normalize = true`")) from None
             status, message = "finished", ""
         except Interrupted as exc:
@@ -165,18 +165,18 @@ def checkpoint_of(cfg, directory):
     d = pathlib.Path(directory)
     paths = [p for p in (d / f"{cfg.name}.partial.nc", d / f"{cfg.name}.nc") if p.is_file()]
     if not paths:
-        raise ValueError(f"`--resume`: {str(d)!r} holds no checkpoint of this configuration ({cfg.name}.partial.nc "
+        raise InvalidInput(f"`--resume`: {str(d)!r} holds no checkpoint of this configuration ({cfg.name}.partial.nc "
                          f"or {cfg.name}.nc).")
     try:
         sol = load(paths[0])
     except ValueError as exc:
-        raise ValueError(f"`--resume`: {exc}") from None
+        raise InvalidInput(f"`--resume`: {exc}") from None
     if sol.model.to_dict() != cfg.model.to_dict():
-        raise ValueError(f"`--resume`: {str(paths[0])!r} is a run of {sol.model!r}; the configuration asks for "
+        raise InvalidInput(f"`--resume`: {str(paths[0])!r} is a run of {sol.model!r}; the configuration asks for "
                          f"{cfg.model!r}.")
     n = sol.t.size
     if n > cfg.t_eval.size or not np.allclose(sol.t, cfg.t_eval[:n], rtol=1e-12, atol=0):
-        raise ValueError(f"`--resume`: the saved times of {str(paths[0])!r} (up to t = {sol.t[-1]:g}) are not the "
+        raise InvalidInput(f"`--resume`: the saved times of {str(paths[0])!r} (up to t = {sol.t[-1]:g}) are not the "
                          "configuration's first saved times.")
     return sol
 
@@ -192,7 +192,8 @@ def _check_solution(report, cfg, sol):
     res.update({"solver": sol.solver, "model": repr(cfg.model), "t_end": float(sol.t[-1]),
                 "t_requested": float(cfg.t_eval[-1]), "saved_times": int(sol.t.size),
                 "energy_initial": float(np.ravel(e[0])[0]), "energy_final": float(np.ravel(e[-1])[0]),
-                "mass_error": float(np.max(np.abs(mass - 1.0))), "stats": sol.stats})
+                "mass_error": float(np.max(np.abs(mass - 1.0))),
+                "stats": {k: v for k, v in sol.stats.items() if not isinstance(v, np.ndarray)}})    # not the inputs
     if "min_density" in sol.diagnostics:      # not final_state.density.min: other times, other points
         res["min_density_over_run"] = {
             "value": float(np.min(sol.diagnostics["min_density"])),

@@ -50,6 +50,7 @@ from .config import SolverKeys, parse_config, read_toml, refuse_unknown, solver_
 from .options import lookup
 from .parallel import TaskError, check_parallel, log_to_stderr, map_tasks
 from .run import run
+from ..errors import InvalidInput
 
 _SWEEP_KEYS = {"base", "experiment", "seed", "seed_key", "replicas", "retries", "grid", "cells", "name"}
 _RUN_TABLES = {"solver", "model", "initial", "times", "output"}
@@ -104,7 +105,7 @@ def _set_dotted(table, key, value):
     for p in parts[:-1]:
         nxt = table.setdefault(p, {})
         if not isinstance(nxt, dict):
-            raise ValueError(f"`{key}`: `{p}` is not a table in the configuration.")
+            raise InvalidInput(f"`{key}`: `{p}` is not a table in the configuration.")
         table = nxt
     table[parts[-1]] = value
 
@@ -118,20 +119,20 @@ def _merge(base, over):
 
 def _values(table, where):
     if not isinstance(table, dict) or not table:
-        raise ValueError(f"`{where}` must be a table of `key = [values]`.")
+        raise InvalidInput(f"`{where}` must be a table of `key = [values]`.")
     for k, v in table.items():
         if not isinstance(v, list) or not v:
-            raise ValueError(f"`{where}.{k}` must be a non-empty array of values, got {v!r}.")
+            raise InvalidInput(f"`{where}.{k}` must be a non-empty array of values, got {v!r}.")
         texts = [json.dumps(x, sort_keys=True) for x in v]
         if len(set(texts)) != len(texts):
-            raise ValueError(f"`{where}.{k}` repeats a value: {v!r}.")
+            raise InvalidInput(f"`{where}.{k}` repeats a value: {v!r}.")
     return {k: list(v) for k, v in table.items()}
 
 
 def parse_sweep(raw, source="<dict>", name=None, base_dir="."):
     """Validate a sweep given as a dict (as read from TOML) and expand its cells; returns a `Sweep`."""
     if not isinstance(raw, dict) or not isinstance(raw.get("sweep"), dict):
-        raise ValueError("missing table `[sweep]` in the sweep file.")
+        raise InvalidInput("missing table `[sweep]` in the sweep file.")
     s = raw["sweep"]
     refuse_unknown(s, _SWEEP_KEYS, "sweep")
     experiment = s.get("experiment")
@@ -162,9 +163,9 @@ def parse_sweep(raw, source="<dict>", name=None, base_dir="."):
                     parse_config(cfg, source=f"{source} cell {i}", name=name, build=False)
                 else:
                     exp.options(**cfg)
-            except ValueError as exc:
+            except InvalidInput as exc:
                 shown = ", ".join(f"{k} = {v!r}" for k, v in params.items())
-                raise ValueError(f"{exc} (sweep cell {i}: {shown or 'the base configuration'})") from None
+                raise InvalidInput(f"{exc} (sweep cell {i}: {shown or 'the base configuration'})") from None
             checked[text] = True
         ident = json.dumps({"kind": sweep.kind, "experiment": experiment, "config": cfg}, sort_keys=True, default=str)
         key = hashlib.sha256(ident.encode()).hexdigest()[:20]
@@ -176,11 +177,11 @@ def _sweep_base(raw, s, experiment, base_dir):
     """(the registered experiment or None, the base configuration or [parameters] every cell starts from)."""
     if experiment is not None:
         if "base" in s:
-            raise ValueError("`sweep.base` is a run configuration; an experiment sweep takes its arguments in "
+            raise InvalidInput("`sweep.base` is a run configuration; an experiment sweep takes its arguments in "
                              "[parameters].")
         extra = sorted(set(raw) - {"sweep", "parameters"})
         if extra:
-            raise ValueError(f"unknown table `[{extra[0]}]` in an experiment sweep; accepted tables: [sweep], "
+            raise InvalidInput(f"unknown table `[{extra[0]}]` in an experiment sweep; accepted tables: [sweep], "
                              f"[parameters].")
         base = dict(raw.get("parameters", {}))
         exp = lookup(experiment, "sweep.experiment")
@@ -188,7 +189,7 @@ def _sweep_base(raw, s, experiment, base_dir):
         return exp, base
     extra = sorted(set(raw) - _RUN_TABLES - {"sweep"})
     if extra:
-        raise ValueError(f"unknown table `[{extra[0]}]` in the sweep file; accepted tables: [sweep], "
+        raise InvalidInput(f"unknown table `[{extra[0]}]` in the sweep file; accepted tables: [sweep], "
                          f"{', '.join('[' + t + ']' for t in sorted(_RUN_TABLES))} (or [parameters] with "
                          f"`sweep.experiment`).")
     base = read_toml(pathlib.Path(base_dir) / str(s["base"]), "sweep.base") if "base" in s else {}
@@ -207,7 +208,7 @@ def _seed_key(seed_key, allowed, base):
             samples = False
         return "solver.seed" if samples else None
     if not isinstance(seed_key, str) or not seed_key:
-        raise ValueError(f"`sweep.seed_key` must be a key such as 'solver.seed', got {seed_key!r}.")
+        raise InvalidInput(f"`sweep.seed_key` must be a key such as 'solver.seed', got {seed_key!r}.")
     return seed_key
 
 
@@ -215,16 +216,16 @@ def _combinations(s, allowed, replicas):
     """(keys, the values of each cell, the grid or None) of ``sweep.grid`` or ``sweep.cells``, times the
     replicas."""
     if "grid" in s and "cells" in s:
-        raise ValueError("give either `sweep.grid` or `sweep.cells`, not both.")
+        raise InvalidInput("give either `sweep.grid` or `sweep.cells`, not both.")
     if "cells" in s:
         cells = s["cells"]
         if not isinstance(cells, list) or not cells or not all(isinstance(c, dict) for c in cells):
-            raise ValueError("`sweep.cells` must be a non-empty array of tables ([[sweep.cells]]).")
+            raise InvalidInput("`sweep.cells` must be a non-empty array of tables ([[sweep.cells]]).")
         keys = list(cells[0])
         for i, c in enumerate(cells):
             if set(c) != set(keys):
                 odd = sorted(set(c) ^ set(keys))[0]
-                raise ValueError(f"`sweep.cells[{i}]` differs from the first cell in key `{odd}`; every cell "
+                raise InvalidInput(f"`sweep.cells[{i}]` differs from the first cell in key `{odd}`; every cell "
                                  f"sets the same keys.")
         combos, grid = [[c[k] for k in keys] for c in cells], None
     else:

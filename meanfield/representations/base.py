@@ -3,7 +3,7 @@ import importlib
 
 import numpy as np
 
-from ..errors import NoCellMeans
+from ..errors import InvalidInput, NoCellMeans
 from ..gridded import cell_grid_of
 from ..validation import check_int
 
@@ -30,7 +30,7 @@ def register(name, target):
 def lookup_representation(name):
     target = _REGISTRY.get(name)
     if target is None:
-        raise ValueError(f"unknown representation {name!r}; known: {sorted(_REGISTRY)}")
+        raise InvalidInput(f"unknown representation {name!r}; known: {sorted(_REGISTRY)}")
     if isinstance(target, str):
         mod, cls = target.split(":")
         target = getattr(importlib.import_module(mod), cls)
@@ -118,7 +118,7 @@ class Representation:
         in this representation's layout; the default accepts only identical layouts."""
         data_all = np.asarray(data_all)
         if source.name != self.name or data_all.shape[1:] != self._slice_shape(data_all):
-            raise ValueError(f"cannot carry {source.name!r} data of shape {data_all.shape[1:]} into {self.name!r}.")
+            raise InvalidInput(f"cannot carry {source.name!r} data of shape {data_all.shape[1:]} into {self.name!r}.")
         return data_all
 
     def _slice_shape(self, data_all):
@@ -316,7 +316,7 @@ class State:
         elif kind == "points":
             da = self.representation.to_grid(self.data, n)
         else:
-            raise ValueError(f"`kind` must be 'points' or 'means', got {kind!r}.")
+            raise InvalidInput(f"`kind` must be 'points' or 'means', got {kind!r}.")
         if self.t is not None:
             da = da.assign_coords(time=self.t)
         return da

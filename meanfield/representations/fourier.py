@@ -5,6 +5,7 @@ from ..energy import energy_from_spectrum
 from ..gridded import THETA_ATTRS
 from ..quadrature import trapezoid
 from .base import Representation
+from ..errors import InvalidInput
 
 
 class FourierSeries(Representation):
@@ -64,7 +65,7 @@ class FourierSeries(Representation):
         """Coefficients of a lower (or equal) number of modes, zero-padded to this K."""
         c = np.asarray(data_all)
         if source.name != self.name or c.shape[-1] > self.modes + 1:
-            raise ValueError(f"cannot carry {source.name!r} data with {c.shape[-1] - 1} modes into {self.modes} modes.")
+            raise InvalidInput(f"cannot carry {source.name!r} data with {c.shape[-1] - 1} modes into {self.modes} modes.")
         out = np.zeros(c.shape[:-1] + (self.modes + 1,), dtype=complex)
         out[..., :c.shape[-1]] = c
         return out

@@ -31,6 +31,7 @@ from ..quadrature import gauss_gegenbauer, jacobi_offdiagonal
 from .base import Representation
 from ..gridded import zonal_cells
 from ..validation import check_int
+from ..errors import InvalidInput
 
 CROSS_POLYTOPE_MAX = 32   # measure(): at most ±b_k, k < 32, as directions on the orthogonal sphere
 
@@ -103,11 +104,13 @@ def axis_vector(axis, dim, name="axis"):
         e[-1] = 1.0
         return e
     e = np.asarray(axis, dtype=float)
-    if e.shape != (dim,) or not np.all(np.isfinite(e)):
-        raise ValueError(f"`{name}` must be a vector of length dim={dim}, got shape {e.shape}.")
+    if e.shape != (dim,):
+        raise InvalidInput(f"`{name}` must be a vector of length dim={dim}, got shape {e.shape}.")
+    if not np.all(np.isfinite(e)):
+        raise InvalidInput(f"`{name}` must be finite, got NaN or inf at index {int(np.flatnonzero(~np.isfinite(e))[0])}.")
     r = float(np.linalg.norm(e))
     if r == 0.0:
-        raise ValueError(f"`{name}` must be non-zero.")
+        raise InvalidInput(f"`{name}` must be non-zero.")
     return e / r
 
 
@@ -171,7 +174,7 @@ class GegenbauerSeries(Representation):
     def _coefficients(self, data):
         c = np.asarray(data, dtype=float)
         if c.shape[-1] != self.lmax + 1:
-            raise ValueError(f"`data` must have lmax + 1 = {self.lmax + 1} coefficients, got shape {c.shape}.")
+            raise InvalidInput(f"`data` must have lmax + 1 = {self.lmax + 1} coefficients, got shape {c.shape}.")
         return c
 
     # -- the contract ------------------------------------------------------------------------------
@@ -233,12 +236,12 @@ class GegenbauerSeries(Representation):
             ns = 2 * (self.lmax + 1)
         else:
             if int(n) < 2:
-                raise ValueError(f"`n` must be >= 2 (number of points), got {n}.")
+                raise InvalidInput(f"`n` must be >= 2 (number of points), got {n}.")
             ns = max(1, int(round(int(n) / len(u))))
         s, w = gauss_gegenbauer(ns, self.dim)
         wt = np.clip(self.profile(data, s), 0.0, None) * w
         if wt.sum() <= 0:
-            raise ValueError("the density is non-positive at every quadrature node.")
+            raise InvalidInput("the density is non-positive at every quadrature node.")
         pts = lift(s[:, None], self.axis, u[None, :, :]).reshape(-1, self.dim)
         wt = np.repeat(wt / (wt.sum() * len(u)), len(u))
         return pts, wt
@@ -248,7 +251,7 @@ class GegenbauerSeries(Representation):
         c = np.asarray(data_all, dtype=float)
         if (source.name != self.name or c.shape[-1] > self.lmax + 1 or source.dim != self.dim
                 or not np.allclose(source.axis, self.axis)):
-            raise ValueError(f"cannot carry {source!r} data into {self!r}.")
+            raise InvalidInput(f"cannot carry {source!r} data into {self!r}.")
         out = np.zeros(c.shape[:-1] + (self.lmax + 1,))
         out[..., :c.shape[-1]] = c
         return out

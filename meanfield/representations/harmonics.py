@@ -32,6 +32,7 @@ from ..gridded import LAT_ATTRS, LON_ATTRS
 from ..threads import transform_threads
 from ..quadrature import gauss_legendre_grid   # also re-exported: the ducc0 "GL" grid
 from .base import Representation
+from ..errors import InvalidInput
 
 EVAL_EPSILON = 1e-13   # accuracy of ducc0's synthesis_general (relative to the coefficient norm)
 PYSHTOOLS_NORMALIZATION = "4pi"    # real harmonics orthonormal for σ = dΩ/4π (see the module docstring)
@@ -163,7 +164,7 @@ class SphericalHarmonicSeries(Representation):
         c = np.asarray(data_all, dtype=float)
         L = c.shape[-1] - 1
         if source.name != self.name or L > self.lmax:
-            raise ValueError(f"cannot carry {source.name!r} data of degree {L} into lmax={self.lmax}.")
+            raise InvalidInput(f"cannot carry {source.name!r} data of degree {L} into lmax={self.lmax}.")
         out = np.zeros(c.shape[:-3] + (2, self.lmax + 1, self.lmax + 1))
         out[..., :L + 1, :L + 1] = c
         return out
@@ -232,7 +233,7 @@ class SphericalHarmonicSeries(Representation):
             ntheta = self.lmax + 1
         else:
             if int(n) < 8:
-                raise ValueError(f"`n` must be >= 8 (number of quadrature points), got {n}.")
+                raise InvalidInput(f"`n` must be >= 8 (number of quadrature points), got {n}.")
             ntheta = max(2, int(round(np.sqrt(int(n) / 2))))
         nphi = 2 * ntheta
         _, _, pts, w = gauss_legendre_grid(ntheta, nphi)

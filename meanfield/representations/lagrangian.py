@@ -23,11 +23,17 @@ Densities between the nodes:
   push-forward of ρ_0 under the interpolated map, so ∫ρ_t dσ between two nodes equals the mass
   between their labels (up to the linear interpolation of ρ_0). Error O(h³) in Θ where the map is
   smooth (h the label spacing); across a gap between clusters it is a monotone bridge of tiny density.
-* **S^2.** Exact at the moving nodes. Elsewhere log ρ is fitted by weighted least squares with a
-  quadratic in tangent-plane coordinates through the 20 nearest nodes (Gaussian weights on the
-  scale of the 10th neighbour distance), i.e. moving least squares, error O(h³) in log ρ where the
-  density is smooth. Measured against `SphericalHarmonics` for a smooth state (docs/lagrangian.md):
-  relative error 2e-6 with 2048 nodes. Near sharp clusters it only interpolates between nodes.
+* **S^2.** Exact at the moving nodes. Where the nodes resolve the density (log ρ of the 30 nearest
+  nodes spans less than 1), log ρ is fitted by weighted least squares with a cubic in tangent-plane
+  coordinates through the 30 nearest nodes (Gaussian weights on the scale of the 10th neighbour
+  distance), i.e. moving least squares, error O(h⁴) in log ρ, limited to the nodes' range widened by a
+  quarter of its span (so at most e^{1/4} times the largest ρ of those nodes). Measured
+  against `SphericalHarmonics` for a smooth state (docs/lagrangian.md): relative error 2e-6 with 2048
+  nodes. Elsewhere (across and between clusters, where a local fit would extrapolate without bound)
+  it is the kernel density of the labels: each label spreads its mass w_j by a Gaussian shaped like
+  the flow's image of its quadrature cell (σ-measure w_j/ρ_t(x_j)), normalised on the sphere, so the
+  mass there is exact and the density falls off in the regions the flow has emptied (capped at the
+  largest ρ at the nodes). So ρ never exceeds e^{1/4} times the largest ρ at the nodes.
 
 Clusters (`LagrangianNodes.clusters`): single-linkage components of the nodes at geodesic distance
 ``cluster_tol`` (on S^1: runs of consecutive nodes separated by angular gaps <= ``cluster_tol``),
@@ -42,9 +48,12 @@ from ..gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, bin_masses
 from .base import Representation
 from ..diagnostics import linked_components
 from ..wasserstein import EXACT_MAX_SIZE, w1_to_dirac, wasserstein
+from ..errors import InvalidInput
 
 _SWAP_TOL = 1e-9     # S^1: consecutive nodes closer than this (in angle) may swap by round-off
 _NODE_TOL = 4e-15    # S^1: a query angle this close to a node's is that node
+_FIT_MARGIN = 0.25   # S^2: the fit of log ρ may leave its nodes' range by this fraction of its span
+_SMOOTH = 1.0        # S^2: log ρ of the nearest nodes spans less than this: they resolve the density
 
 
 def _angles(x):
@@ -118,7 +127,12 @@ def _lagrange_weights(nodes, x):
 def _mls_log_fit(pos, logr, tree, q, k, degree=3):
     """Weighted least-squares fit of log ρ through the k nearest nodes of each query point q (m, 3),
     in tangent-plane coordinates with Gaussian weights on the scale of the (k/3)-th neighbour distance.
-    Returns (log ρ(q), ok) where ok marks the fits that are well conditioned (cond < 1e10)."""
+    Returns (log ρ(q), ok) where ok marks the fits that are well conditioned (cond < 1e10).
+
+    The fit is limited to the range of its k nodes' log ρ widened by `_FIT_MARGIN` of its span on each
+    side: where the nodes are clustered and q lies away from them the polynomial extrapolates, and
+    without a limit grows without bound (e^{100} and beyond); for a smooth density it interpolates and
+    the limit does not bind (the margin leaves room for a maximum between nodes)."""
     dist, idx = tree.query(q, k=k)
     dist, idx = dist.reshape(len(q), k), idx.reshape(len(q), k)
     e1, e2 = tangent_frame(q)
@@ -133,7 +147,24 @@ def _mls_log_fit(pos, logr, tree, q, k, degree=3):
     rhs = np.swapaxes(W, 1, 2) @ logr[idx][..., None]
     ok = np.linalg.cond(G) < 1e10
     G[~ok] += 1e-12 * np.eye(A.shape[-1])
-    return np.linalg.solve(G, rhs)[:, 0, 0], ok
+    low, high = logr[idx].min(axis=1), logr[idx].max(axis=1)
+    margin = _FIT_MARGIN * (high - low)
+    return np.clip(np.linalg.solve(G, rhs)[:, 0, 0], low - margin, high + margin), ok
+
+
+def _kernel_masses(M, radial=32, angular=32):
+    """N_j = ∫ exp(−|M_j^{-1} v|²) dσ over the sphere, v the logarithm map at the kernel's centre: with
+    v = M_j u, dσ = |det M_j| sinc(|v|) du / 4π for |v| < π (sinc(r) = sin r / r), integrated by
+    Gauss–Legendre in |u| ∈ [0, 6] (the Gaussian's tail beyond is below 1e-15) and the trapezoid in angle."""
+    r, wr = np.polynomial.legendre.leggauss(radial)
+    r, wr = 3.0 * (r + 1.0), 3.0 * wr
+    phi = 2 * np.pi * np.arange(angular) / angular
+    u = (r[:, None, None] * np.stack([np.cos(phi), np.sin(phi)], -1)[None]).reshape(-1, 2)        # (R·A, 2)
+    weight = (np.repeat(wr * r * np.exp(-r ** 2), angular) * 2 * np.pi / angular)
+    length = np.linalg.norm(np.einsum("nab,pb->npa", M, u), axis=-1)                              # |v| (n, R·A)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sinc = np.where(length < np.pi, np.where(length > 0, np.sin(length) / length, 1.0), 0.0)
+    return np.abs(np.linalg.det(M)) * (sinc @ weight) / (4 * np.pi)
 
 
 def _disk_points(m):
@@ -246,7 +277,10 @@ class LagrangianNodes(Representation):
         return rho.reshape(phi.shape)
 
     def _evaluate_sphere(self, data, x):
-        """ρ_t at points x (..., 3): exact at nodes, quadratic moving least squares of log ρ elsewhere."""
+        """ρ_t at points x (..., 3): exact at the nodes; between them moving least squares of log ρ where
+        the nodes resolve the density (the log ρ of the 30 nearest nodes spans less than `_SMOOTH`), else
+        the kernel density of the labels' cells (`_kernel_density`: between and across clusters, where a
+        local fit extrapolates). Never above e^{1/4} times the largest ρ at the nodes."""
 
         pos, _ = self.nodes(data)
         rho = self.node_density(data)
@@ -266,11 +300,43 @@ class LagrangianNodes(Representation):
                 break
         if todo.size:
             out[todo] = _mls_log_fit(pos, logr, tree, q[todo], min(30, self.n), degree=1)[0]
+        out = np.exp(out)
+        near = logr[tree.query(q, k=min(30, self.n))[1].reshape(len(q), -1)]
+        rough = np.flatnonzero(np.ptp(near, axis=1) > _SMOOTH)
+        if rough.size:
+            out[rough] = np.minimum(self._kernel_density(data, q[rough]), rho.max())
         dist, idx = tree.query(q)
         exact = dist < 1e-13
-        out = np.exp(out)
         out[exact] = rho[idx[exact]]
         return out.reshape(x.shape[:-1])
+
+    def _kernel_density(self, data, q):
+        """S^2: Σ_j w_j K_j(q), the labels' measure smoothed on the scale of their own cells: K_j(q) =
+        exp(−|M_j^{-1} v_j(q)|²)/N_j, v_j(q) the offset of q in the tangent plane at x_j (the logarithm map),
+        {M_j u : |u| <= 1} the flow's image of label j's quadrature cell (`_cell_maps`: σ-measure w_j/ρ_t(x_j),
+        the shape of the flow's derivative) and N_j = ∫ exp(−|M_j^{-1} v|²) dσ, so that each label spreads
+        exactly its mass w_j over the sphere. About ρ_t(x_j) at an isolated label, falling off between
+        clusters, where no cell reaches (the region the flow has emptied). A kernel is summed where
+        |M_j^{-1} v| < 6 (a factor e^{-36} beyond)."""
+        pos, ell = self.nodes(data)
+        frame = tangent_frame(pos)
+        M = self._cell_maps(pos, ell, frame)
+        Minv = np.linalg.pinv(M)
+        norms = _kernel_masses(M)
+        k = self.weights / np.where(norms > 0, norms, np.inf)
+        reach = np.minimum(6.0 * np.linalg.norm(M, ord=2, axis=(1, 2)), np.pi)          # geodesic radius
+        near = cKDTree(q).query_ball_point(pos, 2 * np.sin(reach / 2) + 1e-12)
+        j = np.repeat(np.arange(len(pos)), [len(i) for i in near])
+        i = np.concatenate([np.asarray(i, dtype=int) for i in near]) if j.size else np.zeros(0, dtype=int)
+        c = np.clip(np.einsum("pd,pd->p", q[i], pos[j]), -1.0, 1.0)
+        perp = q[i] - c[:, None] * pos[j]
+        norm = np.linalg.norm(perp, axis=-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            v = perp * np.where(norm > 0, np.arccos(c) / norm, 0.0)[:, None]
+        t = np.stack([np.einsum("pd,pd->p", v, frame[0][j]), np.einsum("pd,pd->p", v, frame[1][j])], -1)
+        u = np.einsum("pab,pb->pa", Minv[j], t)
+        g = np.exp(-np.einsum("pa,pa->p", u, u)) * k[j]
+        return np.bincount(i, weights=g, minlength=len(q))
 
     def mass(self, data):
         """Σ_j w_j: exact and constant in time (the masses ride on the labels)."""
@@ -503,7 +569,7 @@ class LagrangianNodes(Representation):
         lands in the one cell holding it (clusters narrower than a cell keep their mass, and the
         same state gives the same cells); where the density is smooth the arcs tile the circle."""
         if self.dim != 2:
-            raise ValueError("`cell_averages` is defined on S^1 (dim 2) only.")
+            raise InvalidInput("`cell_averages` is defined on S^1 (dim 2) only.")
         pos, _ = self.nodes(data)
         w = self.weights
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -19,6 +19,7 @@ from ..gridded import POSITION_ATTRS
 from ..positions import PositionRule
 from .base import Representation, lookup_representation
 from .lagrangian import LagrangianNodes
+from ..errors import InvalidInput
 
 
 class JointMeasure(tuple):
@@ -124,7 +125,7 @@ class LayeredDensity(Representation):
         """Layered data of another resolution (positions resampled, the base's modes padded)."""
         data_all = np.asarray(data_all)
         if source.name != self.name:
-            raise ValueError(f"cannot carry {source.name!r} data into a layered representation.")
+            raise InvalidInput(f"cannot carry {source.name!r} data into a layered representation.")
         if source.rule.size != self.rule.size:
             data_all = np.stack([source.rule.resample(d, self.rule) for d in data_all])
         T, M = data_all.shape[:2]
@@ -285,7 +286,7 @@ class LayeredNodes(LayeredDensity):
 
     def embed(self, data_all, source):
         if source is not self:
-            raise ValueError("labelled layered data continue on their own labels; they are not embedded.")
+            raise InvalidInput("labelled layered data continue on their own labels; they are not embedded.")
         return data_all
 
     def to_dataset(self, data_all):

@@ -16,6 +16,7 @@ from ..energy import discrete_energy
 from ..quadrature import gauss_gegenbauer
 from .base import Representation
 from ..gridded import ugrid_variables
+from ..errors import InvalidInput
 
 
 def lumped_weights(vertices, cells):
@@ -46,7 +47,7 @@ class P1Field(Representation):
         self.cells = np.ascontiguousarray(cells, dtype=np.int64)
         self.dim = self.vertices.shape[1]
         if self.dim not in (2, 3) or self.cells.shape[1] != self.dim:
-            raise ValueError(f"`cells` must be segments on S^1 or triangles on S^2, got cells of shape "
+            raise InvalidInput(f"`cells` must be segments on S^1 or triangles on S^2, got cells of shape "
                              f"{self.cells.shape} with vertices of shape {self.vertices.shape}.")
         m = lumped_weights(self.vertices, self.cells)
         self.area = float(m.sum())
@@ -133,7 +134,7 @@ class P1Field(Representation):
             return self.vertices.copy(), w / w.sum()
         n = int(n)
         if n < 1:
-            raise ValueError(f"`n` must be a positive number of points per cell, got {n}.")
+            raise InvalidInput(f"`n` must be a positive number of points per cell, got {n}.")
         p = self.vertices[self.cells]
         if self.dim == 2:
             g, gw = gauss_gegenbauer(n, 3)                            # Gauss–Legendre, weights summing to 1

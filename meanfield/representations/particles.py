@@ -4,6 +4,7 @@ import numpy as np
 from ..energy import discrete_energy
 from .base import Representation
 from ..gridded import bin_masses
+from ..errors import InvalidInput
 
 
 class ParticleCloud(Representation):
@@ -40,7 +41,7 @@ class ParticleCloud(Representation):
         x = np.asarray(data)
         if x.ndim == 3:
             if batch is None:
-                raise ValueError("this Solution holds a batch of realisations; pass `batch=b` to pick one.")
+                raise InvalidInput("this Solution holds a batch of realisations; pass `batch=b` to pick one.")
             x = x[batch]
         return x, self.weights
 
@@ -51,7 +52,7 @@ class ParticleCloud(Representation):
 
         x = np.asarray(data)
         if self.domain != "sphere":
-            raise ValueError("`grid`: particles in R^d have no grid on the sphere.")
+            raise InvalidInput("`grid`: particles in R^d have no grid on the sphere.")
         reps = 1 if x.ndim == 2 else x.shape[0]
         w = np.broadcast_to(self.weights / reps, x.shape[:-1])
         return bin_masses(grid, x, w) / grid.weights

@@ -16,6 +16,7 @@ and the attributes of `ParticleCloud` plus ``batch`` (B, or −1 for one cloud).
 import numpy as np
 
 from .particles import ParticleCloud
+from ..errors import InvalidInput
 
 
 def saved_slice(positions):
@@ -60,7 +61,7 @@ class SampledParticleCloud(ParticleCloud):
 
     def _require(self, data):
         if data is None:
-            raise ValueError("the positions of this saved time were not kept (solve with save='positions', or list "
+            raise InvalidInput("the positions of this saved time were not kept (solve with save='positions', or list "
                              "this time in `save`).")
         return data
 

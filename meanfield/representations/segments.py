@@ -20,7 +20,9 @@ of segment k are those of its own representation prefixed with ``segment<k>__``;
 """
 import numpy as np
 
+from ..gridded import TIME_ATTRS
 from .base import Representation, lookup_representation
+from ..errors import InvalidInput
 
 _SEP = "__"
 
@@ -59,14 +61,14 @@ class Segments(Representation):
     def __init__(self, representations, solvers=None):
         self.representations = tuple(representations)
         if len(self.representations) < 2:
-            raise ValueError("`representations` must hold at least two segments.")
+            raise InvalidInput("`representations` must hold at least two segments.")
         dims = {r.dim for r in self.representations}
         if len(dims) != 1:
-            raise ValueError(f"`representations` must live on one sphere, got dims {sorted(dims)}.")
+            raise InvalidInput(f"`representations` must live on one sphere, got dims {sorted(dims)}.")
         self.dim = dims.pop()
         self.solvers = tuple(str(s) for s in (solvers or [""] * len(self.representations)))
         if len(self.solvers) != len(self.representations):
-            raise ValueError("`solvers` must name one solver per segment.")
+            raise InvalidInput("`solvers` must name one solver per segment.")
         self.is_density = all(r.is_density for r in self.representations)
         self.layered = all(r.layered for r in self.representations)
         if self.layered:                # a masked run's segments: the last one's position nodes
@@ -92,7 +94,7 @@ class Segments(Representation):
 
     def _piece(self, data):
         if not isinstance(data, Piece):
-            raise ValueError(f"a segmented Solution's slice is a Piece (segment, data), got {type(data).__name__}.")
+            raise InvalidInput(f"a segmented Solution's slice is a Piece (segment, data), got {type(data).__name__}.")
         return self.representations[data.segment], data.data
 
     def evaluate(self, data, x, **kwargs):
@@ -134,7 +136,7 @@ class Segments(Representation):
 
     def embed(self, data_all, source):
         if source is not self:
-            raise ValueError("segmented data are joined by meanfield.solution.concat, not embedded.")
+            raise InvalidInput("segmented data are joined by meanfield.solution.concat, not embedded.")
         return data_all
 
     def split(self, sol):
@@ -153,7 +155,11 @@ class Segments(Representation):
         return out
 
     # -- I/O ------------------------------------------------------------------------------------------
-    def to_dataset(self, data_all):
+    def to_dataset(self, data_all, times=None):
+        """Each segment's variables, coordinates and attributes with the prefix ``segmentK__`` (the
+        segment's own dimensions prefixed too, so a coordinate such as ``segment0__position`` stays a
+        coordinate); ``segmentK__time`` the model times t of its saved states (``times`` (T,), the
+        run's; without them the indices) and ``segmentK__time_index`` their indices among the run's."""
         seg = self.segment_of(data_all)
         data_vars, coords, attrs = {}, {}, {"representation": self.name, "segments": len(self.representations),
                                             "dim": self.dim}
@@ -163,8 +169,16 @@ class Segments(Representation):
             for name, (dims, values) in dv.items():
                 data_vars[pre + name] = (tuple(pre + d for d in dims), values)
             for name, values in co.items():
+                if isinstance(values, tuple):          # (dims, values[, attrs]): on the segment's own dimension
+                    dims = (values[0],) if isinstance(values[0], str) else tuple(values[0])
+                    values = (tuple(pre + d for d in dims),) + tuple(values[1:])
                 coords[pre + name] = values
-            coords[pre + "time"] = np.nonzero(seg == k)[0]
+            index = np.nonzero(seg == k)[0]
+            data_vars[pre + "time_index"] = ((pre + "time",), index, {
+                "long_name": f"index among the run's saved times of the saved states of segment {k}", "units": "1"})
+            coords[pre + "time"] = (pre + "time", index if times is None else np.asarray(times, dtype=float)[index],
+                                    dict(TIME_ATTRS, long_name=f"{TIME_ATTRS['long_name']} of the saved states of "
+                                                               f"segment {k}"))
             attrs.update({pre + key: value for key, value in at.items()})
             attrs[pre + "solver"] = self.solvers[k]
         return data_vars, coords, attrs
@@ -181,7 +195,7 @@ class Segments(Representation):
             def strip(name):
                 return name[len(pre):]
 
-            names = [v for v in ds.data_vars if v.startswith(pre)]
+            names = [v for v in ds.data_vars if v.startswith(pre) and v != pre + "time_index"]
             sub = xr.Dataset({strip(v): (tuple(strip(d) for d in ds[v].dims), ds[v].values) for v in names},
                              coords={strip(c): ds[c].values for c in ds.coords
                                      if c.startswith(pre) and c != pre + "time"})
@@ -189,7 +203,8 @@ class Segments(Representation):
             rep, data = lookup_representation(sub.attrs["representation"]).from_dataset(sub)
             reps.append(rep)
             solvers.append(str(sub.attrs.get("solver", "")))
-            for i, a in zip(np.asarray(ds[pre + "time"].values, dtype=int), data):
+            index = ds[pre + "time_index"] if pre + "time_index" in ds else ds[pre + "time"]    # older files: indices
+            for i, a in zip(np.asarray(index.values, dtype=int), data):
                 pieces[int(i)] = Piece(k, a)
         out = np.empty(len(pieces), dtype=object)
         out[:] = [pieces[i] for i in range(len(pieces))]

@@ -16,6 +16,7 @@ from meanfield.validation import check_beta, check_dim, check_int, check_real
 from .anchors import beta_star, critical_noise, landau_coefficient
 from .state import StationaryState, zonal_part, zonal_state
 from .zonal import DEFAULT_RESOLUTION, ZonalSelfConsistency
+from meanfield.errors import InvalidInput
 
 Fold = namedtuple("Fold", ["nu", "order"])
 
@@ -180,7 +181,7 @@ def branch(beta, dim, normalized=False, resolution=None, nu_min=None, nu_max=Non
     ds_max = check_real(ds_max, "ds_max", low=ds)
     max_points = check_int(max_points, "max_points", low=3)
     if direction not in (-1, 1):
-        raise ValueError(f"`direction` must be -1 (decreasing nu) or +1, got {direction!r}.")
+        raise InvalidInput(f"`direction` must be -1 (decreasing nu) or +1, got {direction!r}.")
     problem = ZonalSelfConsistency(beta, dim, L, normalized)
     nu_c = problem.nu_c
     nu_min = 0.25 * nu_c if nu_min is None else check_real(nu_min, "nu_min", low=0.0, low_open=True)
@@ -231,9 +232,9 @@ def _trace(problem, start, direction, ds, c, tol, opts):
         points, tangents, reason = _continue(problem, X0, tau, ds=ds, first=first, **opts)
         return points[1:], tangents[1:], reason        # the bifurcation point itself is the uniform state
     if not isinstance(start, StationaryState):
-        raise ValueError("`start` must be a StationaryState (e.g. from `self_consistent`).")
+        raise InvalidInput("`start` must be a StationaryState (e.g. from `self_consistent`).")
     if start.model.beta != beta or start.model.dim != dim or start.model.normalized != bool(normalized):
-        raise ValueError("`start` must be a state of the same beta, dim and kind as the branch.")
+        raise InvalidInput("`start` must be a state of the same beta, dim and kind as the branch.")
     axis, u = start.zonal if start.zonal is not None else zonal_part(start)
     u = np.concatenate([u[1:L + 1], np.zeros(max(0, L + 1 - u.size))])
     u, _ = problem.newton(u, start.nu / nu_c, tol)
@@ -311,7 +312,7 @@ def branch_state(ds, nu, *, stable=True, tol=1e-12):
     cands = [i for i in range(nus.size - 1) if (nus[i] - nu) * (nus[i + 1] - nu) <= 0
              and (stable is None or (st[i] == stable and st[i + 1] == stable))]
     if not cands:
-        raise ValueError(f"`nu`={nu:g} is not on the {'' if stable is None else ('stable ' if stable else 'unstable ')}"
+        raise InvalidInput(f"`nu`={nu:g} is not on the {'' if stable is None else ('stable ' if stable else 'unstable ')}"
                          f"part of the branch (nu from {nus.min():.6g} to {nus.max():.6g}).")
     i = max(cands, key=lambda k: order[k])
     a = 0.0 if nus[i + 1] == nus[i] else (nu - nus[i]) / (nus[i + 1] - nus[i])

@@ -7,7 +7,7 @@ S^2 solve `FullSelfConsistency`, the same map in the Fourier or spherical-harmon
 import numpy as np
 from scipy import linalg, optimize
 
-from meanfield.errors import SolverError, UnsupportedModel
+from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
 from meanfield.model import Model
 from meanfield.representations.gegenbauer import axis_vector
 from meanfield.validation import check_int, check_points
@@ -122,13 +122,13 @@ class FullSelfConsistency:
 
 def _check_model(model):
     if not isinstance(model, Model):
-        raise ValueError(f"`model` must be a meanfield.Model, got {type(model).__name__}.")
+        raise InvalidInput(f"`model` must be a meanfield.Model, got {type(model).__name__}.")
     if not model.is_zonal:
         raise UnsupportedModel("stationary states need a zonal model (one head, Q^T K = I, V = v·I).")
     if not model.noise > 0:
-        raise ValueError(f"`model.noise` must be > 0 for a stationary state of the noisy dynamics, got {model.noise}.")
+        raise InvalidInput(f"`model.noise` must be > 0 for a stationary state of the noisy dynamics, got {model.noise}.")
     if model.v == 0:
-        raise ValueError("`model.V` must be nonzero (V = v·I with v != 0).")
+        raise InvalidInput("`model.V` must be nonzero (V = v·I with v != 0).")
 
 
 def self_consistent(model, resolution=None, guess=None, *, zonal=None, axis=None, tol=1e-11, maxiter=200,
@@ -193,7 +193,7 @@ def self_consistent(model, resolution=None, guess=None, *, zonal=None, axis=None
     L = DEFAULT_RESOLUTION if resolution is None else check_int(resolution, "resolution", low=4)
     zonal = (d >= 4) if zonal is None else bool(zonal)
     if d >= 4 and not zonal:
-        raise ValueError(f"`zonal` must be True for dim={d}: non-zonal states are solved on S^1 and S^2 only.")
+        raise InvalidInput(f"`zonal` must be True for dim={d}: non-zonal states are solved on S^1 and S^2 only.")
     e = axis_vector(None, d) if axis is None else check_points(np.asarray(axis, dtype=float), "axis", dim=d,
                                                                 normalize=True)
     ratio = nu / critical_noise(model.beta, d, model.normalized)
@@ -237,7 +237,7 @@ def _zonal_guess(problem, guess, e):
     if not callable(guess):
         u = np.asarray(guess, dtype=float)
         if u.ndim != 1 or u.size < 2:
-            raise ValueError(f"`guess` as zonal coefficients must be (u_0, ..., u_L), got shape {u.shape}.")
+            raise InvalidInput(f"`guess` as zonal coefficients must be (u_0, ..., u_L), got shape {u.shape}.")
         out = np.zeros(L)
         out[:min(L, u.size - 1)] = u[1:L + 1] / u[0]
         return out
@@ -245,26 +245,26 @@ def _zonal_guess(problem, guess, e):
     s = problem.s
     vals = np.asarray(guess(s[:, None] * e + np.sqrt(1 - s * s)[:, None] * perp), dtype=float)
     if vals.shape != s.shape or not np.all(np.isfinite(vals)):
-        raise ValueError("`guess` must return one finite value per point.")
+        raise InvalidInput("`guess` must return one finite value per point.")
     return problem.basis.analysis(vals / (problem.w @ vals))
 
 
 def _full_guess(problem, guess, d, L):
     if isinstance(guess, StationaryState):
         if guess.model.dim != d:
-            raise ValueError(f"`guess` is a state on S^{guess.model.dim - 1}, not on S^{d - 1}.")
+            raise InvalidInput(f"`guess` is a state on S^{guess.model.dim - 1}, not on S^{d - 1}.")
         guess = guess.density
     if callable(guess):
         return problem.project(guess)
     c = np.asarray(guess)
     if d == 2:
         if c.ndim != 1 or c.size < 2:
-            raise ValueError(f"`guess` as Fourier coefficients must be c_0..c_K, got shape {c.shape}.")
+            raise InvalidInput(f"`guess` as Fourier coefficients must be c_0..c_K, got shape {c.shape}.")
         out = np.zeros(L + 1, dtype=complex)
         out[:min(c.size, L + 1)] = c[:L + 1]
         return out / out[0].real
     if c.ndim != 3 or c.shape[0] != 2 or c.shape[1] != c.shape[2]:
-        raise ValueError(f"`guess` as spherical-harmonic coefficients must have shape (2, L+1, L+1), got {c.shape}.")
+        raise InvalidInput(f"`guess` as spherical-harmonic coefficients must have shape (2, L+1, L+1), got {c.shape}.")
     out = np.zeros((2, L + 1, L + 1))
     k = min(c.shape[1], L + 1)
     out[:, :k, :k] = c[:, :k, :k]

@@ -7,7 +7,7 @@ parameter, free energy, residual and, for a zonal state, its stability (docs/noi
 import numpy as np
 from scipy import linalg
 
-from meanfield.errors import UnderResolved
+from meanfield.errors import InvalidInput, UnderResolved
 from meanfield.kernels import velocity_multipliers
 from meanfield.representations import State
 from meanfield.representations.gegenbauer import GegenbauerSeries
@@ -121,7 +121,7 @@ def zonal_part(state, tol=1e-7):
     mean = state.mean
     r = float(np.linalg.norm(mean))
     if r < 1e-12:
-        raise ValueError("the state has no mean direction (order parameter 0), so no axis to linearise about; "
+        raise InvalidInput("the state has no mean direction (order parameter 0), so no axis to linearise about; "
                          "its stability is that of the uniform state.")
     e = mean / r
     basis = GegenbauerBasis(L, d, 2 * L + 8)
@@ -138,7 +138,7 @@ def zonal_part(state, tol=1e-7):
     ring = vals.mean(axis=1)
     spread = float(np.max(np.abs(vals - ring[:, None])))
     if spread > tol * float(np.max(np.abs(vals))):
-        raise ValueError(f"the state is not zonal about its mean direction (deviation {spread:.2e}); "
+        raise InvalidInput(f"the state is not zonal about its mean direction (deviation {spread:.2e}); "
                          "the stability analysis needs a zonal state.")
     return e, basis.analysis(ring)
 
