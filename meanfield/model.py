@@ -148,7 +148,7 @@ class Model:
     >>> mf.Model(beta=1.0, dim=1)
     Traceback (most recent call last):
     ...
-    ValueError: `dim` must be >= 2, got 1.
+    meanfield.errors.InvalidInput: `dim` must be >= 2, got 1.
     """
 
     def __init__(self, beta, dim, normalized=True, V=1.0, Q=None, K=None, heads=None, noise=0.0, *, mask="none",

@@ -148,7 +148,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     >>> solvers.FourierCircle(model, modes=16).solve(lambda x: 2.0 * rho0(x), [0.0, 1.0], progress=False)
     Traceback (most recent call last):
     ...
-    ValueError: `rho0` must have mass ∫ρ dσ = 1 ... it has 2.0. Pass normalize=True to rescale.
+    meanfield.errors.InvalidInput: `rho0` must have mass ∫ρ dσ = 1 ... it has 2.0. Pass normalize=True to rescale.
     """
 
     normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
