@@ -375,3 +375,24 @@ def test_the_command_freezes_its_objects_before_the_process_ends(monkeypatch, ca
     assert main() == 2
     assert frozen == [True]
     assert "`threads` must be >= 1" in capsys.readouterr().err
+
+
+def test_phase_diagram_refuses_mix_depth_without_mix(tmp_path, capsys):
+    """`--mix-depth` belongs to `--normalization mix`, as `Model` says: another scheme with it exits 2 in
+    one line naming the option; under mix it is taken (and defaults to τ = 1)."""
+    assert main(["phase-diagram", "--normalization", "pre", "--mix-depth", "2", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "`mix_depth`" in err and "'pre'" in err and len(err.strip().splitlines()) == 1
+    from meanfield.experiments.phase_diagram import PhaseDiagramOptions, _layer
+
+    assert _layer(PhaseDiagramOptions(normalization="mix")) == {"normalization": "mix", "mix_depth": 1.0}
+    assert _layer(PhaseDiagramOptions(normalization="mix", mix_depth=2.0))["mix_depth"] == 2.0
+
+
+def test_phase_diagram_quick_under_mix_passes_its_checks(tmp_path):
+    """Clustering by t_end at the smallest β is Figure 3's Post-LN expectation: under "mix" the quick run
+    reports p_d(t_end, β_min) without that verdict, and its other checks pass (exit 0)."""
+    assert main(["phase-diagram", "--quick", "--normalization", "mix", "--no-progress", "--out", str(tmp_path / "m")]) == 0
+    s = _summary(tmp_path / "m")
+    assert s["passed"] and len(s["checks"]) == 3 and not any("clusters by" in c["name"] for c in s["checks"])
+    assert 0.0 <= s["results"]["p_final"][0] <= 1.0
