@@ -70,8 +70,8 @@ def _cases():
                      [(np.zeros(3), 0.1 * np.eye(3)), (np.array([0.5, 0.0, -0.2]), np.diag([0.1, 0.2, 0.3]))], {}),
         "Gegenbauer-auto": (lambda: solvers.Gegenbauer(mf.Model(beta=4.0, dim=4), lmax="auto", tail_tol=1e-10),
                             [mf.densities.von_mises_fisher(np.eye(4)[-1], 4.0), mf.densities.uniform()], {}),
-        "Gaussian": (lambda: solvers.Gaussian(mf.Model(beta=1.0, dim=3, Q=np.diag([1.0, 0.5, 0.2]))),
-                     [(np.zeros(3), 0.1 * np.eye(3)), (np.ones(3), np.diag([0.1, 0.2, 0.05]))], {}),
+        "Gaussian-Q": (lambda: solvers.Gaussian(mf.Model(beta=1.0, dim=3, Q=np.diag([1.0, 0.5, 0.2]))),
+                       [(np.zeros(3), 0.1 * np.eye(3)), (np.ones(3), np.diag([0.1, 0.2, 0.05]))], {}),
     }
 
 
