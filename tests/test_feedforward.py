@@ -13,6 +13,7 @@ import solvers
 from meanfield.experiments.phase_diagram import random_mlp as phase_diagram_mlp
 from meanfield.feedforward import FeedForward
 from meanfield.quadrature import gauss_legendre, trapezoid
+from tolerances import assert_rounding_close, rounding
 
 
 def mlp_of(dim, width, seed, scale=0.25):
@@ -48,7 +49,7 @@ def test_the_closed_form_divergence_matches_finite_differences(dim, width, activ
     tangent = lambda y: ff.value(y[None])[0] - (y @ ff.value(y[None])[0]) * y      # P_y F(y), extended off the sphere
     np.testing.assert_allclose(ff.divergence(x[None])[0], surface_divergence_by_differences(tangent, x), rtol=0, atol=1e-8)
     F, _ = ff.tangent_divergence(x[None])
-    np.testing.assert_allclose(F[0], tangent(x), rtol=0, atol=1e-15)
+    assert_rounding_close(F[0], tangent(x), scale=np.linalg.norm(ff.value(x[None])[0]), terms=dim)
     jac = np.array([(ff.value((x + 1e-6 * e)[None]) - ff.value((x - 1e-6 * e)[None]))[0] / 2e-6 for e in np.eye(dim)]).T
     if activation != "relu":
         np.testing.assert_allclose(ff.jacobian(x[None])[0], jac, rtol=0, atol=1e-7)
@@ -82,7 +83,9 @@ def test_the_mlp_adds_to_the_attention_output_before_the_speed(normalization):
     s_inv = {"post": np.ones(n), "ngpt": 1.0 / np.linalg.norm(total, axis=1),
              "peri": 1.0 / (radii * np.linalg.norm(total, axis=1))}[normalization]
     expected = s_inv[:, None] * (total - np.einsum("nd,nd->n", x, total)[:, None] * x)
-    np.testing.assert_allclose(with_mlp.velocity(x, radii=radii), expected, rtol=0, atol=1e-14)
+    # n-term attention sums (weights up to e^β) plus the MLP's, divided by the speed
+    assert_rounding_close(with_mlp.velocity(x, radii=radii), expected, scale=np.max(np.abs(total)) * np.max(s_inv),
+                          terms=n * D, factor=16)
 
 
 def circle_density(x):

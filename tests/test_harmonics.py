@@ -162,7 +162,7 @@ def test_rotation_equivariance(normalized):
     for i in range(len(t)):
         err = np.max(np.abs(rot.density(x, i) - sol.density(x @ R, i)))
         assert err < 1e-10, (i, err)
-    assert np.max(np.abs(rot.energy - sol.energy)) < 1e-12
+    assert np.max(np.abs(rot.energy - sol.energy)) < 1e-12 * np.max(np.abs(sol.energy))      # E grows like e^β
 
 
 def test_zonal_data_stays_zonal():

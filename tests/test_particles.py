@@ -9,6 +9,7 @@ from scipy.special import logsumexp
 import meanfield as mf
 import solvers
 from meanfield.diagnostics import clustered_pair_fraction, count_clusters, w1_to_nearest_dirac
+from tolerances import assert_rounding_close, rounding
 
 Particles = solvers.Particles
 
@@ -64,8 +65,10 @@ def test_equal_weights_reproduce_SA_and_USA():
     G = np.exp(2.0 * x @ x.T)
     sa = _proj(x, (G / G.sum(1, keepdims=True)) @ x)
     usa = _proj(x, G @ x / 30)
-    assert np.allclose(Particles(mf.Model(beta=2.0, dim=3)).velocity(x), sa, rtol=0, atol=1e-15)
-    assert np.allclose(Particles(mf.Model(beta=2.0, dim=3, normalized=False)).velocity(x), usa, rtol=0, atol=1e-14)
+    # sums of 30 terms: up to |x_j| = 1 for (SA)'s quotient, up to e^β for (USA)'s
+    assert_rounding_close(Particles(mf.Model(beta=2.0, dim=3)).velocity(x), sa, scale=1.0, terms=30)
+    assert_rounding_close(Particles(mf.Model(beta=2.0, dim=3, normalized=False)).velocity(x), usa,
+                          scale=np.exp(2.0), terms=30)
 
 
 def test_large_beta_is_safe():
@@ -230,7 +233,7 @@ def test_euler_normalize_is_the_authors_step():
         S = S / S.sum(1, keepdims=True) if normalized else S / 20
         y = x0 + 0.1 * (S @ x0)
         y /= np.linalg.norm(y, axis=1, keepdims=True)
-        assert np.max(np.abs(sol.positions[-1] - y)) < 1e-15
+        assert_rounding_close(sol.positions[-1], y, scale=1.0, terms=20)      # one step: a 20-term sum, normalised
         assert sol.stats["nsteps"] == 1
 
 
