@@ -18,8 +18,8 @@ import sys
 import numpy as np
 
 from _timing import interleaved
-from meanfield import compiled
-from meanfield.diagnostics import clustered_pair_fraction, count_clusters
+from meanfield.sums import compiled
+from meanfield.observables.diagnostics import clustered_pair_fraction, count_clusters
 
 
 def _numpy_twin(x, delta):

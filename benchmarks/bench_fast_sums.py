@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 
 import meanfield as mf  # noqa: E402
 import solvers  # noqa: E402
-from meanfield.spectralsums import EPSILON, crossover, truncation_degree  # noqa: E402
+from meanfield.sums.spectralsums import EPSILON, crossover, truncation_degree  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _timing import interleaved  # noqa: E402

@@ -16,8 +16,8 @@ import sys
 
 import numpy as np
 
-from meanfield.diagnostics import find_clusters
-from meanfield.sampling import uniform_points
+from meanfield.observables.diagnostics import find_clusters
+from meanfield.measures.sampling import uniform_points
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _timing import interleaved  # noqa: E402

@@ -21,7 +21,7 @@ from scipy.integrate import solve_ivp
 
 import meanfield as mf
 import solvers
-from meanfield.wasserstein import w1_marginal
+from meanfield.observables.wasserstein import w1_marginal
 
 IMG = pathlib.Path(__file__).resolve().parent / "img"
 

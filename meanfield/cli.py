@@ -28,8 +28,8 @@ import importlib
 from .version import __version__
 from . import experiments
 from .experiments import EXPERIMENTS
-from .movies import animate
-from .solution import load
+from .results.movies import animate
+from .results.solution import load
 from .threads import blas_threads, use_threads
 from .errors import InvalidInput
 

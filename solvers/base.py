@@ -100,10 +100,10 @@ from dataclasses import dataclass, field, is_dataclass, replace
 import numpy as np
 
 from meanfield.validation import check_real, check_times
-from meanfield.densities import GridValues
+from meanfield.measures.densities import GridValues
 from meanfield.errors import Interrupted, InvalidInput, NonFiniteState, SolverError, UnsupportedModel
-from meanfield.model import Model
-from meanfield.solution import Solution, concat, load
+from meanfield.transformer.model import Model
+from meanfield.results.solution import Solution, concat, load
 from meanfield.threads import blas_single_threaded, check_threads
 from .timestepping import STEPPERS, keyed_normal
 from .tracers import TracerLayout, check_tracers

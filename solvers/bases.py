@@ -34,9 +34,9 @@ from ducc0.sht import adjoint_synthesis, analysis_2d, synthesis, synthesis_2d_de
 from ducc0.sht.experimental import synthesis_general
 from scipy.special import eval_jacobi
 
-from meanfield.kernels import minimum_degree
-from meanfield.spectralsums import EPSILON, circle_angles, sphere_angles, tangent_vectors
-from meanfield.quadrature import circle_points, gauss_gegenbauer, gauss_legendre_grid
+from meanfield.transformer.kernels import minimum_degree
+from meanfield.sums.spectralsums import EPSILON, circle_angles, sphere_angles, tangent_vectors
+from meanfield.spaces.quadrature import circle_points, gauss_gegenbauer, gauss_legendre_grid
 from meanfield.threads import blas_single_threaded, share_out, transform_threads
 from meanfield.validation import check_int, check_memory
 from .spectral import check_kernel_resolution

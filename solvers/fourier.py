@@ -33,7 +33,7 @@ import scipy.fft as sfft
 
 from meanfield.validation import check_callable, check_density_values, check_real
 from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
-from meanfield.quadrature import trapezoid
+from meanfield.spaces.quadrature import trapezoid
 from meanfield.representations.fourier import FourierSeries
 from .base import Run, Solver
 from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
@@ -41,7 +41,7 @@ from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, TailMonitor, check_coefficients, energy_diagnostics,
                        head_velocities, noise_dissipation, spectral_tail)
-from meanfield.wasserstein import w1_to_uniform
+from meanfield.observables.wasserstein import w1_to_uniform
 
 STABLE_CFL = 0.8         # |h·k·v| below the imaginary-axis stability limit of the adaptive pairs
 BYTES_PER_MODE = 800     # measured peak working memory of a run per mode (stages, padded grid, W1 measure)

@@ -40,7 +40,7 @@ from .base import Solver
 from .bases import GegenbauerBasis, node_count
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, energy_diagnostics,
                        noise_dissipation, spectral_tail)
-from meanfield.densities import zonal_profile
+from meanfield.measures.densities import zonal_profile
 
 ZONAL_RTOL = 1e-8        # tolerance of the zonality check of a callable initial density
 MAX_NORM = 1e12          # ‖ρ‖_{L²(σ)} beyond which the coefficients lose more than 12 digits

@@ -42,7 +42,7 @@ from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, TailMonitor, check_coefficients,
                        energy_diagnostics, head_velocities, noise_dissipation, spectral_tail)
-from meanfield.wasserstein import w1_to_dirac, w1_to_uniform
+from meanfield.observables.wasserstein import w1_to_dirac, w1_to_uniform
 
 BYTES_PER_DEGREE2 = 800  # measured peak working memory of a run per lmax² (grids, stages, fine diagnostics grid)
 

@@ -50,19 +50,19 @@ import numpy as np
 
 from meanfield.validation import check_callable, check_density_values, check_int, check_memory, check_real
 from meanfield.errors import InvalidInput, UnsupportedModel
-from meanfield.kernels import minimum_degree
-from meanfield.kernelsums import kernel_sums
-from meanfield.geodesic import tangent_frame
-from meanfield.normalization import alpha, carries_radius, label_rates
-from meanfield.quadrature import circle_points, gauss_legendre, trapezoid
-from meanfield.positions import PositionRule
+from meanfield.transformer.kernels import minimum_degree
+from meanfield.sums.kernelsums import kernel_sums
+from meanfield.spaces.geodesic import tangent_frame
+from meanfield.transformer.normalization import alpha, carries_radius, label_rates
+from meanfield.spaces.quadrature import circle_points, gauss_legendre, trapezoid
+from meanfield.transformer.positions import PositionRule
 from meanfield.representations.lagrangian import LagrangianNodes, monotone_lift
 from meanfield.representations.layered import LayeredNodes
-from meanfield.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
+from meanfield.sums.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
 from .base import Run, Solver
 from .bases import ResolutionPolicy
 from .layered import check_positions_model, signature_of_init, takes_position
-from meanfield.wasserstein import wasserstein
+from meanfield.observables.wasserstein import wasserstein
 
 _SPAN_TOL = 1e-12
 LABEL_TOL = 1e-8           # the labels integrate the kernel's moments at t = 0 to this, relative

@@ -30,7 +30,7 @@ import inspect
 import numpy as np
 
 from meanfield.errors import InvalidInput, SolverError, UnderResolved
-from meanfield.positions import PositionRule, takes_position
+from meanfield.transformer.positions import PositionRule, takes_position
 from meanfield.representations.layered import LayeredDensity
 
 from .bases import ResolutionPolicy

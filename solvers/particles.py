@@ -31,22 +31,22 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import expm
 
-from meanfield import compiled
+from meanfield.sums import compiled
 from meanfield.validation import (NORMALIZE_POINTS, NORMALIZE_WEIGHTS, check_int, check_memory, check_points, check_real,
                                check_weights)
-from meanfield.diagnostics import (cluster_sizes, clustered_pair_fraction, count_clusters, span_dimension,
+from meanfield.observables.diagnostics import (cluster_sizes, clustered_pair_fraction, count_clusters, span_dimension,
                                    w1_to_nearest_dirac)
-from meanfield.energy import discrete_energy, energy_from_scaled_sum
+from meanfield.observables.energy import discrete_energy, energy_from_scaled_sum
 from meanfield.errors import InvalidInput, UnsupportedModel
-from meanfield.feedforward import FeedForward, check_mlp
-from meanfield.kernelsums import attention_sums, gram_counts, kernel_sums
+from meanfield.transformer.feedforward import FeedForward, check_mlp
+from meanfield.sums.kernelsums import attention_sums, gram_counts, kernel_sums
 from meanfield.threads import check_threads
-from meanfield.masks import model_mask
-from meanfield.normalization import carries_radius, check_radii, direction_velocity, inverse_speed, position_velocity
+from meanfield.transformer.masks import model_mask
+from meanfield.transformer.normalization import carries_radius, check_radii, direction_velocity, inverse_speed, position_velocity
 from meanfield.representations.particles import ParticleCloud
-from meanfield.schedule import Schedule
+from meanfield.transformer.schedule import Schedule
 from meanfield.representations.sampled_particles import SampledParticleCloud, saved_slice
-from meanfield.spectralsums import EPSILON, causal_zonal_sums, check_sums, choose_sums, zonal_sums
+from meanfield.sums.spectralsums import EPSILON, causal_zonal_sums, check_sums, choose_sums, zonal_sums
 
 from .base import Run, Solver
 from .bases import ResolutionPolicy

@@ -14,14 +14,14 @@ import warnings
 
 import numpy as np
 
-from meanfield.feedforward import tangent_components
-from meanfield.normalization import field_inverse_speed
+from meanfield.transformer.feedforward import tangent_components
+from meanfield.transformer.normalization import field_inverse_speed
 from meanfield.validation import check_real
 from meanfield.errors import InvalidInput, SolverError, UnderResolved
-from meanfield.kernels import (kernel_multipliers, laplacian_eigenvalues, minimum_degree, radial_multipliers,
+from meanfield.transformer.kernels import (kernel_multipliers, laplacian_eigenvalues, minimum_degree, radial_multipliers,
                                velocity_multipliers)
-from meanfield.solution import Solution
-from meanfield.energy import energy_from_spectrum, energy_rate_from_spectrum
+from meanfield.results.solution import Solution
+from meanfield.observables.energy import energy_from_spectrum, energy_rate_from_spectrum
 
 DEFAULT_TAIL_TOL = 1e-6
 

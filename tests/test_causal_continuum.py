@@ -9,9 +9,9 @@ from scipy import integrate
 
 import meanfield as mf
 import solvers
-from meanfield.causal import green_function, linear_response, psi, rate
-from meanfield.kernels import minimum_degree
-from meanfield.positions import PositionRule, position_kernel
+from meanfield.transformer.causal import green_function, linear_response, psi, rate
+from meanfield.transformer.kernels import minimum_degree
+from meanfield.transformer.positions import PositionRule, position_kernel
 from tolerances import rounding
 
 EPS = 1e-6

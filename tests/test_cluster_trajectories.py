@@ -9,7 +9,7 @@ import xarray as xr
 
 import meanfield as mf
 import solvers
-from meanfield.diagnostics import cluster_trajectories
+from meanfield.observables.diagnostics import cluster_trajectories
 from meanfield.experiments.run import run as run_experiment
 
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from meanfield import compiled, kernelsums
-from meanfield.kernelsums import (_row_counts, attention_sums, gram_counts,
+from meanfield.sums import compiled, kernelsums
+from meanfield.sums.kernelsums import (_row_counts, attention_sums, gram_counts,
                                   kernel_energy, kernel_sums, shift_kind)
 
 

@@ -9,7 +9,7 @@ from PIL import Image, ImageSequence
 
 import meanfield as mf
 import solvers
-from meanfield import movies
+from meanfield.results import movies
 
 
 @pytest.fixture(scope="module")

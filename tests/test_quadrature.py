@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from scipy.special import eval_chebyt, eval_gegenbauer, gammaln
 
 import meanfield as mf
-from meanfield.densities import real_sh
-from meanfield.quadrature import (Quadrature, fibonacci, gauss_gegenbauer, gauss_legendre, gauss_legendre_grid,
+from meanfield.measures.densities import real_sh
+from meanfield.spaces.quadrature import (Quadrature, fibonacci, gauss_gegenbauer, gauss_legendre, gauss_legendre_grid,
                                   sphere_quadrature, trapezoid)
 
 EXACT = 1e-13

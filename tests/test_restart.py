@@ -20,7 +20,7 @@ import pytest
 
 import meanfield as mf
 import solvers
-from meanfield.quadrature import gauss_legendre, gauss_legendre_grid, trapezoid
+from meanfield.spaces.quadrature import gauss_legendre, gauss_legendre_grid, trapezoid
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 T = np.linspace(0.0, 0.6, 7)

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import meanfield as mf
-from meanfield.w1bracket import cube_cells, tree_bound
-from meanfield.wasserstein import geodesic_distance
+from meanfield.observables.w1bracket import cube_cells, tree_bound
+from meanfield.observables.wasserstein import geodesic_distance
 
 
 def cloud(rng, n):

@@ -71,11 +71,11 @@ import numpy as np
 import solvers
 from solvers.timestepping import STEPPERS
 
-from .. import densities as _densities
-from ..model import Model
-from ..plotting import SCALES
-from ..quadrature import sphere_quadrature
-from ..sampling import uniform_points
+from ..measures import densities as _densities
+from ..transformer.model import Model
+from ..results.plotting import SCALES
+from ..spaces.quadrature import sphere_quadrature
+from ..measures.sampling import uniform_points
 from ..validation import check_int, check_memory, check_real, check_times
 from ..errors import InvalidInput
 

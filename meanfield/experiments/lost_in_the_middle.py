@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import causal as linear
-from ..kernels import minimum_degree
-from ..model import Model
+from ..transformer import causal as linear
+from ..transformer.kernels import minimum_degree
+from ..transformer.model import Model
 from .options import Options, experiment, option
 from .report import Report
 import solvers

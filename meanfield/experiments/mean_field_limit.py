@@ -36,19 +36,19 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from .. import densities
+from ..measures import densities
 from ..errors import InvalidInput, UnderResolved
-from ..kernels import linear_growth_rates
-from ..model import Model
-from ..quadrature import sphere_quadrature
-from ..sampling import sample
-from ..spectralsums import kernel_distance
-from ..wasserstein import EXACT_MAX_SIZE, circle_w1_to_density, w1_to_dirac, w1_to_uniform, wasserstein
+from ..transformer.kernels import linear_growth_rates
+from ..transformer.model import Model
+from ..spaces.quadrature import sphere_quadrature
+from ..measures.sampling import sample
+from ..sums.spectralsums import kernel_distance
+from ..observables.wasserstein import EXACT_MAX_SIZE, circle_w1_to_density, w1_to_dirac, w1_to_uniform, wasserstein
 from .report import Report, fit_exponential, fit_power_law, pyplot, show_progress
 from .options import Options, experiment, option
 from .parallel import check_parallel, map_tasks
 import solvers
-from ..plotting import model_label, suptitle
+from ..results.plotting import model_label, suptitle
 
 
 def dobrushin_constant(beta):

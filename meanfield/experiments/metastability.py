@@ -32,10 +32,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.special import ive
 
-from ..diagnostics import compare_events, find_clusters, white_noise_prediction
-from ..kernels import fastest_mode, linear_growth_rates
-from ..model import Model
-from ..plotting import (plot_cluster_histories, plot_first_counts, plot_growth_rates, plot_mean_clusters,
+from ..observables.diagnostics import compare_events, find_clusters, white_noise_prediction
+from ..transformer.kernels import fastest_mode, linear_growth_rates
+from ..transformer.model import Model
+from ..results.plotting import (plot_cluster_histories, plot_first_counts, plot_growth_rates, plot_mean_clusters,
                         plot_staircase)
 from .metastability_runs import continuum_run, iid_run, particle_run, staircase_run
 from .report import Report, pyplot, show_progress

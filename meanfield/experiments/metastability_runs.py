@@ -14,12 +14,12 @@ The clusters are those of `meanfield.diagnostics.find_clusters`, counted along t
 """
 import numpy as np
 
-from ..densities import seeded_perturbation
-from ..diagnostics import cluster_history, harmonic_maxima, history_events, energy_plateaus
-from ..kernels import fastest_mode
-from ..model import Model
-from ..plotting import cell_rows
-from ..sampling import sample, uniform_points
+from ..measures.densities import seeded_perturbation
+from ..observables.diagnostics import cluster_history, harmonic_maxima, history_events, energy_plateaus
+from ..transformer.kernels import fastest_mode
+from ..transformer.model import Model
+from ..results.plotting import cell_rows
+from ..measures.sampling import sample, uniform_points
 import solvers
 
 

@@ -31,13 +31,13 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..serialization import jsonable
-from .. import diagnostics
-from ..energy import dirac_energy, uniform_energy
+from ..observables import diagnostics
+from ..observables.energy import dirac_energy, uniform_energy
 from ..errors import Interrupted, InvalidInput
-from ..gridded import describe_file
-from ..plotting import save, style
-from ..quadrature import sphere_quadrature
-from ..wasserstein import w1_to_dirac, w1_to_uniform
+from ..spaces.gridded import describe_file
+from ..results.plotting import save, style
+from ..spaces.quadrature import sphere_quadrature
+from ..observables.wasserstein import w1_to_dirac, w1_to_uniform
 
 DIGITS = 12            # significant digits of the numbers in summary.json
 
@@ -45,7 +45,7 @@ DIGITS = 12            # significant digits of the numbers in summary.json
 def pyplot():
     """matplotlib.pyplot with a non-interactive backend unless a display is configured
     (`meanfield.plotting.pyplot`, imported when first needed)."""
-    from ..plotting import pyplot as plt  # deferred: matplotlib is heavy
+    from ..results.plotting import pyplot as plt  # deferred: matplotlib is heavy
 
     return plt()
 

@@ -28,17 +28,17 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import eval_legendre
 
-from .. import densities
-from ..energy import dirac_energy, uniform_energy
-from ..kernels import kernel_multipliers, linear_growth_rates
-from ..model import Model
-from ..plotting import suptitle
-from ..sampling import sample, uniform_points
+from ..measures import densities
+from ..observables.energy import dirac_energy, uniform_energy
+from ..transformer.kernels import kernel_multipliers, linear_growth_rates
+from ..transformer.model import Model
+from ..results.plotting import suptitle
+from ..measures.sampling import sample, uniform_points
 from .options import Options, experiment, option
 from .report import Report, fit_exponential, show_progress
 import solvers
-from ..quadrature import gauss_legendre, sphere_quadrature, trapezoid
-from ..wasserstein import wasserstein
+from ..spaces.quadrature import gauss_legendre, sphere_quadrature, trapezoid
+from ..observables.wasserstein import wasserstein
 
 EPS = np.finfo(float).eps
 

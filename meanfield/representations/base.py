@@ -4,7 +4,7 @@ import importlib
 import numpy as np
 
 from ..errors import InvalidInput, NoCellMeans
-from ..gridded import cell_grid_of
+from ..spaces.gridded import cell_grid_of
 from ..validation import check_int
 
 _REGISTRY = {

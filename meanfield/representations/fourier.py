@@ -1,9 +1,9 @@
 """Trigonometric polynomials on S^1 with σ-relative coefficients (docs/mathematics.md §2)."""
 import numpy as np
 
-from ..energy import energy_from_spectrum
-from ..gridded import THETA_ATTRS
-from ..quadrature import trapezoid
+from ..observables.energy import energy_from_spectrum
+from ..spaces.gridded import THETA_ATTRS
+from ..spaces.quadrature import trapezoid
 from .base import Representation
 from ..errors import InvalidInput
 

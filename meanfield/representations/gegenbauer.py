@@ -26,10 +26,10 @@ pole (about 1e154 for d = 1024, l = 320: finite).
 import numpy as np
 from scipy import special
 
-from ..energy import energy_from_spectrum
-from ..quadrature import gauss_gegenbauer, jacobi_offdiagonal
+from ..observables.energy import energy_from_spectrum
+from ..spaces.quadrature import gauss_gegenbauer, jacobi_offdiagonal
 from .base import Representation
-from ..gridded import zonal_cells
+from ..spaces.gridded import zonal_cells
 from ..validation import check_int
 from ..errors import InvalidInput
 

@@ -27,10 +27,10 @@ scale every coefficient; `from_pyshtools` converts them with pyshtools' own ``co
 import numpy as np
 from ducc0.sht import synthesis, synthesis_2d, synthesis_general
 
-from ..energy import energy_from_spectrum
-from ..gridded import LAT_ATTRS, LON_ATTRS
+from ..observables.energy import energy_from_spectrum
+from ..spaces.gridded import LAT_ATTRS, LON_ATTRS
 from ..threads import transform_threads
-from ..quadrature import gauss_legendre_grid   # also re-exported: the ducc0 "GL" grid
+from ..spaces.quadrature import gauss_legendre_grid   # also re-exported: the ducc0 "GL" grid
 from .base import Representation
 from ..errors import InvalidInput
 

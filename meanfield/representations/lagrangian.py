@@ -42,12 +42,12 @@ kept when they hold at least two nodes and a mass of at least ``min_mass``.
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..energy import discrete_energy
-from ..geodesic import tangent_frame
-from ..gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, bin_masses
+from ..observables.energy import discrete_energy
+from ..spaces.geodesic import tangent_frame
+from ..spaces.gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, bin_masses
 from .base import Representation
-from ..diagnostics import linked_components
-from ..wasserstein import EXACT_MAX_SIZE, w1_to_dirac, wasserstein
+from ..observables.diagnostics import linked_components
+from ..observables.wasserstein import EXACT_MAX_SIZE, w1_to_dirac, wasserstein
 from ..errors import InvalidInput
 
 _SWAP_TOL = 1e-9     # S^1: consecutive nodes closer than this (in angle) may swap by round-off

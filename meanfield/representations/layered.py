@@ -15,8 +15,8 @@ series on S^1, spherical harmonics on S^2) at the nodes s_i of a `meanfield.posi
 """
 import numpy as np
 
-from ..gridded import POSITION_ATTRS
-from ..positions import PositionRule
+from ..spaces.gridded import POSITION_ATTRS
+from ..transformer.positions import PositionRule
 from .base import Representation, lookup_representation
 from .lagrangian import LagrangianNodes
 from ..errors import InvalidInput

@@ -12,10 +12,10 @@ i.e. σ_h is the normalised area (length) measure of the *discrete* surface (|Γ
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..energy import discrete_energy
-from ..quadrature import gauss_gegenbauer
+from ..observables.energy import discrete_energy
+from ..spaces.quadrature import gauss_gegenbauer
 from .base import Representation
-from ..gridded import ugrid_variables
+from ..spaces.gridded import ugrid_variables
 from ..errors import InvalidInput
 
 

@@ -20,7 +20,7 @@ of segment k are those of its own representation prefixed with ``segment<k>__``;
 """
 import numpy as np
 
-from ..gridded import TIME_ATTRS
+from ..spaces.gridded import TIME_ATTRS
 from .base import Representation, lookup_representation
 from ..errors import InvalidInput
 

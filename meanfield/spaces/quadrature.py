@@ -25,8 +25,8 @@ from operator import itemgetter
 import numpy as np
 from scipy.linalg import eigvalsh_tridiagonal
 
-from .validation import check_dim, check_int, check_real
-from .errors import InvalidInput
+from ..validation import check_dim, check_int, check_real
+from ..errors import InvalidInput
 
 _GOLDEN = (1 + 5 ** 0.5) / 2
 

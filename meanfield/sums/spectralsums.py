@@ -38,11 +38,11 @@ import numpy as np
 import ducc0.nufft as nufft
 from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 
-from .kernels import kernel_multipliers, velocity_multipliers
+from ..transformer.kernels import kernel_multipliers, velocity_multipliers
 from .kernelsums import attention_sums
-from .threads import blas_single_threaded, check_threads, share_out
-from .validation import check_beta, check_int, check_measure, check_real
-from .errors import InvalidInput
+from ..threads import blas_single_threaded, check_threads, share_out
+from ..validation import check_beta, check_int, check_measure, check_real
+from ..errors import InvalidInput
 
 EPSILON = 3e-13             # ducc0's transforms need epsilon > 2e-13 in double precision
 DIMENSIONS = (2, 3)

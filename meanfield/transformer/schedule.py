@@ -15,8 +15,8 @@ model, its steps cut at the t_k.
 """
 import numpy as np
 
-from .validation import check_real
-from .errors import InvalidInput
+from ..validation import check_real
+from ..errors import InvalidInput
 
 PIECE_KEYS = ("beta", "Q", "K", "V", "heads", "mlp")
 _INDEX_TOL = 1e-9        # t within 1e-9·max(1, |t_k|) of t_k (a sum of steps) is in piece k

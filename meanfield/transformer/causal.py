@@ -28,8 +28,8 @@ from scipy import integrate, special
 
 from .kernels import kernel_multipliers, laplacian_eigenvalues, linear_growth_rates
 from .positions import position_kernel
-from .validation import check_int, check_real
-from .errors import InvalidInput
+from ..validation import check_int, check_real
+from ..errors import InvalidInput
 
 SIGNAL_M = 8          # the kinetic paper's signal width M in ω_{n,M}
 SIGNAL_MODES = 20     # its n_max

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import MASKS
-from .validation import check_vector
-from .errors import InvalidInput
+from ..validation import check_vector
+from ..errors import InvalidInput
 
 _BLOCK_EXPONENT = 30.0        # λΔσ within one block of the prefix sums (e^{±30}: no overflow, ~1e-14 rounding)
 

@@ -26,11 +26,11 @@ import ducc0.nufft as nufft
 from scipy.optimize import minimize_scalar
 from scipy.spatial import cKDTree
 
-from .geodesic import geodesic_distance, merge_on_grid
-from .validation import check_int, check_measure, check_real
-from .quadrature import sphere_quadrature
+from ..spaces.geodesic import geodesic_distance, merge_on_grid
+from ..validation import check_int, check_measure, check_real
+from ..spaces.quadrature import sphere_quadrature
 from .w1bracket import w1_bracket
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 EXACT_MAX_SIZE = 25_000_000
 SMALL_CIRCLE = 10_000       # circle_w1_to_density: up to this many atoms Φ(c) is also minimised exactly

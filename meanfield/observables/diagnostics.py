@@ -18,15 +18,15 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial import ConvexHull, cKDTree
 from scipy.special import betainc
 
-from . import compiled
-from .validation import check_int, check_measure, check_real
-from .densities import real_sh
-from .kernels import linear_growth_rates
-from .model import Model
-from .quadrature import fibonacci
-from .serialization import jsonable
+from ..sums import compiled
+from ..validation import check_int, check_measure, check_real
+from ..measures.densities import real_sh
+from ..transformer.kernels import linear_growth_rates
+from ..transformer.model import Model
+from ..spaces.quadrature import fibonacci
+from ..serialization import jsonable
 from .wasserstein import w1_to_dirac
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 _CHUNK = 2048
 LARGE = 4096       # clouds of more points are counted with a spatial index (no n² pairs)

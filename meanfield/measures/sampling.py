@@ -16,12 +16,12 @@
 """
 import numpy as np
 
-from .validation import check_callable, check_dim, check_int
-from .masks import token_positions
-from .positions import takes_position
+from ..validation import check_callable, check_dim, check_int
+from ..transformer.masks import token_positions
+from ..transformer.positions import takes_position
 from .densities import Uniform, VonMisesFisher, zonal_profile
-from .quadrature import circle_points, sphere_quadrature, trapezoid
-from .errors import InvalidInput
+from ..spaces.quadrature import circle_points, sphere_quadrature, trapezoid
+from ..errors import InvalidInput
 
 
 def uniform_points(n, dim, rng=None):

@@ -9,17 +9,17 @@ import os
 
 import numpy as np
 
-from .gridded import add_grid, cf_time, describe, grid_kind, time_values
-from .validation import check_points
-from .model import Model
-from .representations import State, from_dataset
-from .diagnostics import add_cluster_variables, follow_clusters
+from ..spaces.gridded import add_grid, cf_time, describe, grid_kind, time_values
+from ..validation import check_points
+from ..transformer.model import Model
+from ..representations import State, from_dataset
+from ..observables.diagnostics import add_cluster_variables, follow_clusters
 from .plotting import plot_solution
-from .representations.segments import Segments
-from .serialization import jsonable
-from .version import __version__
+from ..representations.segments import Segments
+from ..serialization import jsonable
+from ..version import __version__
 from .movies import animate
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 
 # arrays among a Solution's stats (the inputs of its run: `token_positions`, a solve-level MLP) are written as

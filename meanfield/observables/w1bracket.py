@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial import SphericalVoronoi
 
-from .geodesic import geodesic_distance, merge_on_grid
-from .threads import check_threads, share_out
-from .validation import check_callable, check_measure
-from .errors import InvalidInput
+from ..spaces.geodesic import geodesic_distance, merge_on_grid
+from ..threads import check_threads, share_out
+from ..validation import check_callable, check_measure
+from ..errors import InvalidInput
 
 MERGE = 1e-9                # atoms closer than this (radians) are merged before the Voronoi diagram
 LEAF_ATOMS = 8              # the quadtree's leaves hold about this many atoms

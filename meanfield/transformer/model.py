@@ -12,8 +12,8 @@ import numpy as np
 
 from .feedforward import FeedForward, check_mlp
 from .schedule import Schedule
-from .validation import check_beta, check_dim, check_memory, check_real
-from .errors import InvalidInput
+from ..validation import check_beta, check_dim, check_memory, check_real
+from ..errors import InvalidInput
 
 _ZONAL_TOL = 1e-12
 MASKS = ("none", "causal", "causal-strict")

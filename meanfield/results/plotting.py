@@ -26,12 +26,12 @@ import os
 
 import numpy as np
 
-from .diagnostics import follow_clusters
-from .energy import dirac_energy, energy_bounds, uniform_energy
-from .errors import InvalidInput, NoCellMeans
-from .gridded import cell_grid_of
-from .kernels import fastest_mode
-from .model import Model
+from ..observables.diagnostics import follow_clusters
+from ..observables.energy import dirac_energy, energy_bounds, uniform_energy
+from ..errors import InvalidInput, NoCellMeans
+from ..spaces.gridded import cell_grid_of
+from ..transformer.kernels import fastest_mode
+from ..transformer.model import Model
 
 SCALES = ("auto", "linear", "log", "perturbation")
 

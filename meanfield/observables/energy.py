@@ -1,11 +1,11 @@
 """Interaction energy E_β (3.5) for discrete measures, harmonic spectra and solutions (docs/mathematics.md §4)."""
 import numpy as np
 
-from .validation import check_beta, check_dim, check_measure
-from .kernels import kernel_multipliers, velocity_multipliers
-from .kernelsums import kernel_energy
-from .spectralsums import spectral_energy
-from .errors import InvalidInput
+from ..validation import check_beta, check_dim, check_measure
+from ..transformer.kernels import kernel_multipliers, velocity_multipliers
+from ..sums.kernelsums import kernel_energy
+from ..sums.spectralsums import spectral_energy
+from ..errors import InvalidInput
 
 _CHUNK = 1024      # block size of the double sums (benchmarks/bench_kernelsums.py: fastest of 1024/2048/4096)
 LARGE_CLOUD = 4096

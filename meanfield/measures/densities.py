@@ -8,16 +8,16 @@ import pathlib
 import numpy as np
 from scipy.special import assoc_legendre_p, eval_chebyt, eval_gegenbauer, gammaln
 
-from .validation import (MASS_RTOL, NORMALIZE_POINTS, check_density_values, check_int, check_points, check_real,
+from ..validation import (MASS_RTOL, NORMALIZE_POINTS, check_density_values, check_int, check_points, check_real,
                          check_weights)
-from .kernels import harmonic_dimension, kernel_multipliers
-from .quadrature import fibonacci, gauss_legendre_grid, trapezoid
-from .gridded import circle_cells, sphere_cells, time_values
-from .model import Model
-from .representations import State, from_dataset
-from .representations.harmonics import (PYSHTOOLS_CSPHASE, PYSHTOOLS_NORMALIZATION, SphericalHarmonicSeries,
+from ..transformer.kernels import harmonic_dimension, kernel_multipliers
+from ..spaces.quadrature import fibonacci, gauss_legendre_grid, trapezoid
+from ..spaces.gridded import circle_cells, sphere_cells, time_values
+from ..transformer.model import Model
+from ..representations import State, from_dataset
+from ..representations.harmonics import (PYSHTOOLS_CSPHASE, PYSHTOOLS_NORMALIZATION, SphericalHarmonicSeries,
                                         pyshtools_ducc, real_to_alm, synthesis_points)
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 
 class Density:

@@ -53,11 +53,11 @@ import threading
 
 import numpy as np
 
-from .validation import check_beta, check_int, check_real
-from .threads import blas_single_threaded, check_threads, share_out
+from ..validation import check_beta, check_int, check_real
+from ..threads import blas_single_threaded, check_threads, share_out
 from . import compiled
 from .compiled import add_row_counts
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 NO_SHIFT_MAX = 300.0          # |β⟨x, M y⟩| below this: e^L is a normal float without a shift
 EXP_FLOOR = -700.0            # shifted exponents are clamped here when they can be lower (e^-700 ~ 1e-304)
