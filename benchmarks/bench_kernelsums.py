@@ -1,4 +1,4 @@
-"""meanfield.kernelsums: the blocked kernel sums against the exp floor.
+"""meanfield.sums.kernelsums: the blocked kernel sums against the exp floor.
 
     python benchmarks/bench_kernelsums.py [--quick] [--threads N]
 

@@ -3,7 +3,7 @@
 The model layer: parameters, kernels, energies, densities, measures, Wasserstein distances and
 the `Solution` type. It imports no solver; the numerical methods live in the `solvers` package.
 The modules are grouped into floors (transformer, spaces, sums, observables, representations,
-measures, results; docs/architecture.md); their old flat names (``meanfield.kernels``) stay valid.
+measures, results; docs/architecture.md); their old flat names (``meanfield.transformer.kernels``) stay valid.
 """
 from . import _aliases
 from .version import __version__

@@ -1,10 +1,10 @@
 """The module names from before the floor plan (docs/architecture.md, "The floor plan").
 
 Until issue 46 every module of the model layer sat directly in ``meanfield/``; user scripts, pickles
-and saved files name them so (``meanfield.positions``, ``meanfield.solution.Solution``). Each old name
+and saved files name them so (``meanfield.transformer.positions``, ``meanfield.results.solution.Solution``). Each old name
 is kept as an alias: importing it gives the very module object of its new place, so
-``import meanfield.positions``, ``from meanfield.solution import Solution``, ``mf.kernels`` and a pickle
-that names ``meanfield.solution`` all keep working, and ``meanfield.positions is
+``import meanfield.transformer.positions``, ``from meanfield.results.solution import Solution``, ``mf.kernels`` and a pickle
+that names ``meanfield.results.solution`` all keep working, and ``meanfield.transformer.positions is
 meanfield.transformer.positions``.
 """
 import importlib
@@ -51,7 +51,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 def install():
     """Register the old names of the modules already imported, and put the finder of the others on
     ``sys.meta_path`` (once). Registered names are not set as attributes of ``meanfield``, so an import
-    of ``meanfield.wasserstein`` leaves ``mf.wasserstein`` the function, as before."""
+    of ``meanfield.observables.wasserstein`` leaves ``mf.wasserstein`` the function, as before."""
     for old, new in MOVED.items():
         if new in sys.modules:
             sys.modules.setdefault(old, sys.modules[new])

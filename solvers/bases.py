@@ -59,7 +59,7 @@ class ResolutionPolicy:
     The refined quantity is the bandwidth n = resolution + ``offset`` (the number of Fourier modes
     K, or of degrees L + 1 with ``offset`` = 1 on S^2). Refinement doubles it, up to the cap:
     ``refine(r, cap) = min(2(r + offset) − offset, cap)``. The automatic start is the smallest
-    resolution that resolves the kernel (`meanfield.kernels.minimum_degree`: a_l(β)/a_0(β) < 1e-14
+    resolution that resolves the kernel (`meanfield.transformer.kernels.minimum_degree`: a_l(β)/a_0(β) < 1e-14
     beyond it), at least ``auto_start``; with ``round_start`` its bandwidth is rounded up to a power
     of two, so that the refinements stay on powers of two. Without it (spherical harmonics, whose
     transforms cost O(L³)) the start is the kernel's minimum itself.

@@ -128,10 +128,10 @@ class SpectralVelocity:
     Where the normalisation sits (docs/normalization.md): the field moves at X/s, s = √(t + 1)
     ("sqrt-depth") or s = ‖A‖/α(t) ("ngpt"), with ‖A‖² = |X|² + ⟨x, A⟩² and the radial part
     ⟨x, A⟩ = s ∂_β Z̃/Z̃ (SA), s e^{|β|} ∂_β Z̃ (USA), from the multipliers ``radial`` =
-    e^{−|β|}∂_β a_l (`meanfield.kernels.radial_multipliers`; a basis synthesises ∂_β Z̃ for "ngpt"
+    e^{−|β|}∂_β a_l (`meanfield.transformer.kernels.radial_multipliers`; a basis synthesises ∂_β Z̃ for "ngpt"
     only). `scaled` applies it; the continuity equation keeps its divergence form.
 
-    A feed-forward term (``Model(mlp=...)``, `meanfield.feedforward`) adds the local field P_x F to the
+    A feed-forward term (``Model(mlp=...)``, `meanfield.transformer.feedforward`) adds the local field P_x F to the
     attention's X before the speed: `feedforward` gives its components on a basis's grid along the
     basis's ``frame``, computed once per grid (F does not depend on ρ), and the flux ρ(X + P_x F)/s
     is differentiated spectrally like the attention's.

@@ -1,5 +1,5 @@
-"""The layered continuity equation of causal attention (solvers.layered, meanfield.positions,
-meanfield.causal, meanfield.representations.layered): against the exact Green's function, the
+"""The layered continuity equation of causal attention (solvers.layered, meanfield.transformer.positions,
+meanfield.transformer.causal, meanfield.representations.layered): against the exact Green's function, the
 conservation of the mass of every position, the two masks, files and bad input."""
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Causal attention for particles (meanfield.masks, the masked kernel sums, solvers.Particles with a mask):
+"""Causal attention for particles (meanfield.transformer.masks, the masked kernel sums, solvers.Particles with a mask):
 the kinetic paper's ALiBi particles, the first token, dense masked references, spectral bounds, Rényi
 centres (docs/causal.md)."""
 import math

@@ -1,4 +1,4 @@
-"""Clusters followed through time (`meanfield.diagnostics.cluster_trajectories`), in the files and in
+"""Clusters followed through time (`meanfield.observables.diagnostics.cluster_trajectories`), in the files and in
 the summary of `meanfield run`."""
 import json
 import pathlib

@@ -1,4 +1,4 @@
-"""meanfield.compiled: the compiled loops give the bits of their numpy twins (and of numpy's own forms)."""
+"""meanfield.sums.compiled: the compiled loops give the bits of their numpy twins (and of numpy's own forms)."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""meanfield.kernelsums against a direct evaluation (one full matrix, the exact row maximum as shift).
+"""meanfield.sums.kernelsums against a direct evaluation (one full matrix, the exact row maximum as shift).
 
 The reference forms L_ij = β⟨x_i, M y_j⟩ in one piece, m_i = max_j L_ij, and R_i = Σ_j e^{L_ij − m_i} F_j;
 the engine's (S, c) must satisfy e^{c_i − m_i} S_i = R_i, i.e. the same unshifted sums e^{c_i} S_i.

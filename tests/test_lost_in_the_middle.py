@@ -1,5 +1,5 @@
 """The lost-in-the-middle experiment (meanfield.experiments.lost_in_the_middle) and the closed form it
-rests on (meanfield.causal): S_τ(s), τ_crit(β), the measurement from the layered equation, the command."""
+rests on (meanfield.transformer.causal): S_τ(s), τ_crit(β), the measurement from the layered equation, the command."""
 import json
 
 import numpy as np

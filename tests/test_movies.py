@@ -1,4 +1,4 @@
-"""meanfield.movies: frame counts, frames equal to the still pictures, bounded memory, writers, bad input."""
+"""meanfield.results.movies: frame counts, frames equal to the still pictures, bounded memory, writers, bad input."""
 import subprocess
 import sys
 import tracemalloc

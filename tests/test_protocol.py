@@ -404,4 +404,4 @@ def test_the_layering_check_sees_a_circle_through_a_package_even_deferred(tmp_pa
     body = "\n\ndef _circle():\n    " + line if deferred else "\n" + line
     gridded.write_text(gridded.read_text() + body)
     cycle = import_cycle(tmp_path)
-    assert cycle is not None and "meanfield.gridded" in cycle and "meanfield.representations.base" in cycle
+    assert cycle is not None and "meanfield.spaces.gridded" in cycle and "meanfield.representations.base" in cycle

@@ -1,4 +1,4 @@
-"""Spectral kernel sums (meanfield.spectralsums) against the direct sums, and their use by the solvers."""
+"""Spectral kernel sums (meanfield.sums.spectralsums) against the direct sums, and their use by the solvers."""
 import numpy as np
 import pytest
 from hypothesis import given, settings

@@ -1,4 +1,4 @@
-"""The certified W1 bracket on S^2 (meanfield.w1bracket): it contains the exact value."""
+"""The certified W1 bracket on S^2 (meanfield.observables.w1bracket): it contains the exact value."""
 import numpy as np
 import ot
 import pytest

@@ -210,7 +210,7 @@ def _cell_integrals(x, fans, density, threads=1, chunk=1 << 16):
 
 
 def _voronoi_ready(x, w):
-    """The atoms with those closer than `MERGE` merged (`meanfield.geodesic.merge_on_grid`, the
+    """The atoms with those closer than `MERGE` merged (`meanfield.spaces.geodesic.merge_on_grid`, the
     spacing grown tenfold until the Voronoi diagram accepts them), and the cost of the moves."""
     spacing = MERGE
     while True:

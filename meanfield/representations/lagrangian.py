@@ -397,7 +397,7 @@ class LagrangianNodes(Representation):
 
         The companion solves the same equation on a coarser quadrature, so this is an estimate of
         the companion's discretisation error, which bounds the fine one's while the method converges.
-        Exact on S^1 (`meanfield.wasserstein`); on S^2 the exact linear program while n·m <= 2.5e7,
+        Exact on S^1 (`meanfield.observables.wasserstein`); on S^2 the exact linear program while n·m <= 2.5e7,
         else the one between the measures merged on a fine grid (`method="merged"`) plus the merging
         cost (tiny once the labels sit in clusters).
         """
@@ -490,7 +490,7 @@ class LagrangianNodes(Representation):
         return {2: 1024, 3: max(8, int(round(np.sqrt(self.n / 8))))}
 
     def cell_means(self, data, grid):
-        """The mean density μ_t(cell)/σ(cell) over each cell of ``grid`` (`meanfield.gridded.CellGrid`);
+        """The mean density μ_t(cell)/σ(cell) over each cell of ``grid`` (`meanfield.spaces.gridded.CellGrid`);
         the masses of the labels are exact, so the grid's mass Σ ρ̄ σ(cell) is Σ_j w_j to round-off.
 
         * S^1: `cell_averages` (each label's mass spread evenly over the image of its cell).

@@ -160,7 +160,7 @@ class P1Field(Representation):
     def to_grid(self, data, n=None):
         """The nodal values ρ_i as a DataArray over the vertices, with their coordinates (S^2: lat/lon
         in degrees; S^1: θ in radians): the P1 field is its values at the vertices (``n`` is unused).
-        `Solution.save(grid=True)` adds the cells as a UGRID mesh (`meanfield.gridded`)."""
+        `Solution.save(grid=True)` adds the cells as a UGRID mesh (`meanfield.spaces.gridded`)."""
         import xarray as xr  # deferred: xarray is heavy
 
 

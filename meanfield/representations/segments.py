@@ -136,7 +136,7 @@ class Segments(Representation):
 
     def embed(self, data_all, source):
         if source is not self:
-            raise InvalidInput("segmented data are joined by meanfield.solution.concat, not embedded.")
+            raise InvalidInput("segmented data are joined by meanfield.results.solution.concat, not embedded.")
         return data_all
 
     def split(self, sol):

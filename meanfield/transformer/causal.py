@@ -109,7 +109,7 @@ def psi(c, y):
 
 def rate(model, degree):
     """(a, μ): the interaction rate a = v·l(l+d−2)·a_l/β ((USA); divided by a_0 for (SA)) of a degree-l
-    perturbation (`meanfield.kernels.linear_growth_rates` without its noise), and μ = ν·l(l+d−2).
+    perturbation (`meanfield.transformer.kernels.linear_growth_rates` without its noise), and μ = ν·l(l+d−2).
 
     Parameters
     ----------
