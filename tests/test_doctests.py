@@ -8,7 +8,7 @@ import pytest
 MODULES = [
     "meanfield.transformer.model", "meanfield.transformer.kernels", "meanfield.observables.energy", "meanfield.measures.densities", "meanfield.measures.sampling",
     "meanfield.observables.wasserstein", "meanfield.errors", "meanfield.results.solution", "meanfield.transformer.causal", "meanfield.transformer.schedule",
-    "meanfield.spaces.quadrature", "meanfield.sums.spectralsums", "meanfield.observables.w1bracket", "meanfield.threads",
+    "meanfield.spaces.quadrature", "meanfield.spaces.harmonics", "meanfield.sums.spectralsums", "meanfield.observables.w1bracket", "meanfield.threads",
     "meanfield.representations.base",
     "solvers.base", "solvers.fourier", "solvers.harmonics", "solvers.gegenbauer", "solvers.lagrangian",
     "solvers.particles", "solvers.gaussian", "solvers.fem",

@@ -6,12 +6,13 @@ same signature works too. Every density here integrates to exactly 1 against σ.
 import pathlib
 
 import numpy as np
-from scipy.special import assoc_legendre_p, eval_chebyt, eval_gegenbauer, gammaln
+from scipy.special import eval_chebyt, eval_gegenbauer
 
 from ..validation import (MASS_RTOL, NORMALIZE_POINTS, check_density_values, check_int, check_points, check_real,
                          check_weights)
 from ..transformer.kernels import harmonic_dimension, kernel_multipliers
 from ..spaces.quadrature import fibonacci, gauss_legendre_grid, trapezoid
+from ..spaces.harmonics import real_sh   # re-exported: mf.densities.real_sh
 from ..spaces.gridded import circle_cells, sphere_cells, time_values
 from ..transformer.model import Model
 from ..representations import State, from_dataset
@@ -189,26 +190,6 @@ def mixture(components, weights=None):
     1.0
     """
     return Mixture(components, weights)
-
-
-def real_sh(l, m, x):
-    """Real spherical harmonic of degree l, order m on S^2, orthonormal in L²(σ) ('4π' normalisation).
-
-    m > 0: sqrt(2)·N P_l^m(cos θ) cos(mφ); m < 0: sqrt(2)·N P_l^|m|(cos θ) sin(|m|φ); m = 0: N P_l.
-    No Condon–Shortley phase (pyshtools csphase=1 convention).
-    """
-
-    z = np.clip(x[..., 2], -1.0, 1.0)
-    phi = np.arctan2(x[..., 1], x[..., 0])
-    am = abs(m)
-    p = np.asarray(assoc_legendre_p(l, am, z, norm=False))[0]
-    # remove the Condon-Shortley phase (-1)^m that scipy includes
-    p = p * (-1.0) ** am
-    norm = np.sqrt((2 * l + 1) * np.exp(gammaln(l - am + 1) - gammaln(l + am + 1)))
-    if m == 0:
-        return norm * p
-    trig = np.cos(am * phi) if m > 0 else np.sin(am * phi)
-    return np.sqrt(2.0) * norm * p * trig
 
 
 def _zonal_harmonic(l, dim, t):

@@ -20,7 +20,7 @@ from scipy.special import betainc
 
 from ..sums import compiled
 from ..validation import check_int, check_measure, check_real
-from ..measures.densities import real_sh
+from ..spaces.harmonics import real_sh
 from ..transformer.kernels import linear_growth_rates
 from ..transformer.model import Model
 from ..spaces.quadrature import fibonacci
