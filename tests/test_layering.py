@@ -2,6 +2,7 @@
 between folders, and only the top of `meanfield` (experiments, command line) imports `solvers`."""
 import ast
 import pathlib
+import re
 import shutil
 
 import pytest
@@ -147,3 +148,38 @@ def test_the_layering_check_sees_a_loop_between_folders_that_no_file_closes(tmp_
     assert import_cycle(tmp_path) is None
     loop = folder_cycle(tmp_path)
     assert loop is not None and {"meanfield.spaces", "meanfield.observables"} <= set(loop), loop
+
+
+def drawn_floors(text):
+    """The floors of the drawing in docs/architecture.md, top first: {folder or module: rank}."""
+    block = text.split("## The floor plan", 1)[1].split("```", 2)[1]
+    ranks = {}
+    for rank, line in enumerate(row for row in block.splitlines() if row.strip()):
+        head, rest = (re.split(r"\s{2,}", line.strip(), maxsplit=1) + [""])[:2]
+        if head == "meanfield/ (ground)":
+            names = re.split(r"\s{2,}", rest)[0].split(",")
+            ranks.update({f"meanfield.{n.strip()}": rank for n in names} | {"meanfield._aliases": rank})
+        else:
+            for path in head.split(","):
+                ranks[path.strip().rstrip("/").removesuffix(".py").replace("/", ".")] = rank
+    return ranks
+
+
+def _rank(ranks, name):
+    if name.startswith("solvers"):
+        return ranks["solvers"]
+    return ranks["meanfield.cli" if name == "meanfield.__main__" else name]
+
+
+def test_the_drawn_floor_plan_is_the_import_order():
+    """Every folder of meanfield is drawn in docs/architecture.md, and imports only its own floor or floors
+    drawn below it (the package's ``__init__`` re-exports every floor and is left out)."""
+    ranks = drawn_floors((ROOT / "docs" / "architecture.md").read_text())
+    graph = folder_graph(ROOT)
+    undrawn = {f for f in graph if f.startswith("meanfield.") and f != "meanfield.__main__"} - set(ranks)
+    assert not undrawn, f"{undrawn} are not drawn in docs/architecture.md"
+    for f, deps in graph.items():
+        if f == "meanfield":
+            continue
+        above = [d for d in deps if _rank(ranks, d) < _rank(ranks, f)]
+        assert not above, f"{f} imports {above}, drawn above it in docs/architecture.md"
