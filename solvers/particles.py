@@ -390,8 +390,13 @@ class Particles(Solver):
         causal = run.causal if run is not None else causal
         if run is not None and run.sums == "spectral":
             hit = self._evaluate_spectral(x, w, run.threads, log_time_factor, causal, targets)
-            hit["out"] = self._with_feedforward(run, x if targets is None else targets, hit["out"], log_time_factor)
-            return hit
+        else:
+            hit = self._evaluate_direct(run, x, w, domain, log_time_factor, count, heads, causal, targets)
+        hit["out"] = self._with_feedforward(run, x if targets is None else targets, hit["out"], log_time_factor)
+        return hit
+
+    def _evaluate_direct(self, run, x, w, domain, log_time_factor, count, heads, causal, targets):
+        """`_evaluate`'s attention output through the direct kernel sums (`meanfield.sums.kernelsums`)."""
         heads = self._heads if heads is None else heads
         out = den = c_den = counts = None
         d = x.shape[-1]
@@ -414,7 +419,6 @@ class Particles(Solver):
                 den, c_den, counts = acc[..., d], c, (res[2] if count else None)
         if count and counts is None:
             counts = gram_counts(x, x, 1.0 - self.delta, chunk=self.chunk, threads=threads)
-        out = self._with_feedforward(run, x if targets is None else targets, out, log_time_factor)
         return {"x": x, "out": out, "den": den, "c": c_den, "counts": counts, "heads": heads}
 
     def _with_feedforward(self, run, x, out, log_time_factor=0.0):
