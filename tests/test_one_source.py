@@ -44,3 +44,15 @@ def test_the_particles_add_the_feed_forward_term_once(sums):
         out[mlp is None] = solver._evaluate(solver.start((x, w), [0.0, 1.0]), x, w)["out"]
     F = solver.model.feedforward.value(x)
     assert_rounding_close(out[False] - out[True], F, scale=max(np.max(np.abs(out[True])), np.max(np.abs(F))), terms=2)
+
+
+def test_a_piece_model_knows_only_the_model_it_comes_from():
+    """A piece's model points to its scheduled model (``source``); which piece it is, is where the schedule
+    keeps it (``schedule.index``), not a second record on the piece."""
+    model = mf.Model(beta=1.0, dim=2, schedule={"times": [0.0, 1.0, 2.0], "pieces": [{}, {"beta": 2.0}, {"beta": 3.0}]})
+    for k in range(3):
+        piece = model.piece(k)
+        assert piece.source is model and piece.schedule is None and piece.source.piece(k) is piece
+        assert model.schedule.index(float(k)) == k and piece.beta == [1.0, 2.0, 3.0][k]
+        assert not hasattr(piece, "piece_index")
+    assert mf.Model(beta=1.0, dim=2).source.schedule is None

@@ -187,7 +187,7 @@ class Model:
                                f"A feed-forward term given to Particles.solve takes the model's activation, so for "
                                f"another than {ACTIVATIONS[0]!r} give the model an `mlp` too.")
         self.feedforward = None if mlp is None else FeedForward(*self.mlp, self.activation)
-        self.scheduled, self.piece_index = None, None     # a piece's model: the scheduled model and k
+        self.scheduled = None                  # a piece's model: the scheduled model it belongs to
         self.schedule, self._pieces = None, ()
         if schedule is not None:
             self.schedule = schedule if isinstance(schedule, Schedule) else Schedule.from_dict(schedule)
@@ -216,7 +216,7 @@ class Model:
             model = Model(heads=[tuple(h) for h in heads], **kw)
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"`schedule` piece {k}: {exc}") from None
-        model.scheduled, model.piece_index = self, k
+        model.scheduled = self
         return model
 
     def piece(self, k):
