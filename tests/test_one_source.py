@@ -56,3 +56,14 @@ def test_a_piece_model_knows_only_the_model_it_comes_from():
         assert model.schedule.index(float(k)) == k and piece.beta == [1.0, 2.0, 3.0][k]
         assert not hasattr(piece, "piece_index")
     assert mf.Model(beta=1.0, dim=2).source.schedule is None
+
+
+def test_the_activations_a_model_accepts_are_those_the_feed_forward_term_defines():
+    import inspect
+
+    from meanfield.transformer import feedforward, model
+
+    assert model.ACTIVATIONS == tuple(feedforward.ACTIVATIONS) == ("gelu", "tanh", "relu")
+    assert inspect.signature(mf.Model).parameters["activation"].default == model.ACTIVATIONS[0]
+    with pytest.raises(mf.InvalidInput, match="`activation` must be one of 'gelu', 'tanh', 'relu', got 'swish'"):
+        mf.Model(beta=1.0, dim=2, activation="swish")

@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 
+from . import feedforward
 from .feedforward import FeedForward, check_mlp
 from .schedule import Schedule
 from ..validation import check_beta, check_dim, check_memory, check_real
@@ -18,7 +19,7 @@ from ..errors import InvalidInput
 _ZONAL_TOL = 1e-12
 MASKS = ("none", "causal", "causal-strict")
 NORMALIZATIONS = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")
-ACTIVATIONS = ("gelu", "tanh", "relu")
+ACTIVATIONS = tuple(feedforward.ACTIVATIONS)     # the names of feedforward.ACTIVATIONS, the default first
 
 
 def _as_matrix(value, name, rows=None, cols=None):
