@@ -67,3 +67,33 @@ def test_the_activations_a_model_accepts_are_those_the_feed_forward_term_defines
     assert inspect.signature(mf.Model).parameters["activation"].default == model.ACTIVATIONS[0]
     with pytest.raises(mf.InvalidInput, match="`activation` must be one of 'gelu', 'tanh', 'relu', got 'swish'"):
         mf.Model(beta=1.0, dim=2, activation="swish")
+
+
+def _grid_of(name):
+    import solvers
+
+    dim = 2 if name in ("fourier", "lagrangian2") else 3
+    rho0 = mf.densities.von_mises_fisher([0.6, 0.8] if dim == 2 else [0.0, 0.6, 0.8], 2.0)
+    solver = {"fourier": lambda m: solvers.FourierCircle(m, modes=16),
+              "harmonics": lambda m: solvers.SphericalHarmonics(m, lmax=16),
+              "lagrangian2": lambda m: solvers.Lagrangian(m, nodes=64),
+              "lagrangian3": lambda m: solvers.Lagrangian(m, nodes=72)}[name](mf.Model(beta=1.0, dim=dim))
+    sol = solver.solve(rho0, [0.0, 0.1], progress=False)
+    return sol, sol.state().to_grid(None, kind="points")
+
+
+@pytest.mark.parametrize("name", ["fourier", "harmonics", "lagrangian2", "lagrangian3"])
+def test_point_values_on_a_grid_are_one_dataarray_layout(name):
+    """Every representation's ``to_grid`` is `gridded.point_dataarray`: ρ named "rho", the CF attributes
+    of θ (S^1) or lat/lon (S^2), and the values of the solution's density at the grid's points."""
+    from meanfield.spaces.gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, grid_points
+
+    sol, da = _grid_of(name)
+    coords = {"theta": THETA_ATTRS} if da.ndim == 1 else {"lat": LAT_ATTRS, "lon": LON_ATTRS}
+    assert da.name == "rho" and da.dims == tuple(coords) and float(da.time) == 0.1
+    assert da.attrs == {"long_name": "density relative to the uniform probability measure", "units": "1"}
+    assert all(da[c].attrs == attrs for c, attrs in coords.items())
+    x = grid_points(da.to_dataset())
+    values = sol.density(x.reshape(-1, x.shape[-1])).reshape(da.shape)
+    # two evaluations of the same sum: at most (lmax + 1)² = 289 terms (S^2 series), fewer elsewhere
+    assert_rounding_close(da.values, values, terms=289)
