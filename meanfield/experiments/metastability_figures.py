@@ -5,7 +5,7 @@ first counts and the energy staircase. The figure machinery is `meanfield.result
 import numpy as np
 
 from ..observables.energy import dirac_energy, uniform_energy
-from ..results.plotting import pyplot
+from ..results.figures import pyplot
 from ..transformer.kernels import fastest_mode
 from ..transformer.model import Model
 
