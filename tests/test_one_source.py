@@ -97,3 +97,46 @@ def test_point_values_on_a_grid_are_one_dataarray_layout(name):
     values = sol.density(x.reshape(-1, x.shape[-1])).reshape(da.shape)
     # two evaluations of the same sum: at most (lmax + 1)² = 289 terms (S^2 series), fewer elsewhere
     assert_rounding_close(da.values, values, terms=289)
+
+
+# the names of the files written so far and the classes that read them (the table the registry replaced)
+SAVED_NAMES = {
+    "fourier": "fourier:FourierSeries", "harmonics": "harmonics:SphericalHarmonicSeries", "p1": "p1:P1Field",
+    "particles": "particles:ParticleCloud", "sampled-particles": "sampled_particles:SampledParticleCloud",
+    "lagrangian": "lagrangian:LagrangianNodes", "gegenbauer": "gegenbauer:GegenbauerSeries",
+    "segments": "segments:Segments", "gaussian": "gaussian:GaussianMoments", "layered": "layered:LayeredDensity",
+    "layered-lagrangian": "layered:LayeredNodes",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAVED_NAMES))
+def test_each_representation_registers_itself_under_the_name_its_files_carry(name):
+    import importlib
+
+    from meanfield.representations.base import lookup_representation
+
+    module, cls = SAVED_NAMES[name].split(":")
+    assert lookup_representation(name) is getattr(importlib.import_module(f"meanfield.representations.{module}"), cls)
+    assert lookup_representation(name).name == name
+
+
+def test_a_new_representation_is_registered_by_its_definition_alone():
+    from meanfield.representations import from_dataset
+    from meanfield.representations.base import lookup_representation
+    from meanfield.representations.fourier import FourierSeries
+
+    class Toy(FourierSeries):
+        name = "toy-fourier-46"
+
+    class Impostor(FourierSeries):      # a later class of a known name does not take it over
+        name = "fourier"
+
+    c = np.zeros((2, 5), dtype=complex)
+    c[:, 0] = 1.0
+    import xarray as xr
+
+    rep, data = from_dataset(xr.Dataset(*Toy(4).to_dataset(c)))
+    assert type(rep) is Toy and rep.modes == 4 and np.array_equal(data, c)
+    assert lookup_representation("fourier") is FourierSeries
+    with pytest.raises(mf.InvalidInput, match="unknown representation 'nothing'"):
+        lookup_representation("nothing")
