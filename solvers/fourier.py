@@ -158,6 +158,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     auto_resolution = (policy.name, policy.cap_name)
     config_name, config_aliases = "fourier", ("spectral-circle",)
     run_type = FourierRun
+    mass_by_construction = True     # c_0 is not evolved: a report notes the mass
     takes_mask = True           # with `positions`: the layered equation (`LayeredFourierCircle`)
 
     def __new__(cls, *args, positions=None, **options):

@@ -121,6 +121,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     """
 
     default_handover = "lagrangian"
+    mass_by_construction = True     # ρ_00 is not evolved: a report notes the mass
 
     normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
     takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F in the flux (docs/feedforward.md)

@@ -140,3 +140,21 @@ def test_a_new_representation_is_registered_by_its_definition_alone():
     assert lookup_representation("fourier") is FourierSeries
     with pytest.raises(mf.InvalidInput, match="unknown representation 'nothing'"):
         lookup_representation("nothing")
+
+
+@pytest.mark.parametrize("name, noted", [
+    ("FourierCircle", True), ("SphericalHarmonics", True), ("Gegenbauer", True), ("Particles", True),
+    ("Lagrangian", True), ("Gaussian", True), ("LayeredFourierCircle", True), ("LayeredLagrangian", True),
+    ("SphericalHarmonics+Lagrangian", True), ("FiniteElements", False), ("SphericalHarmonics+FiniteElements", False),
+    ("NotASolver", False)])
+def test_a_report_notes_the_mass_of_the_solvers_that_hold_it_by_construction(name, noted):
+    """The solver class declares ``mass_by_construction``; a run's report reads it for every segment."""
+    import types
+
+    import solvers  # noqa: F401  (the solver classes)
+    from meanfield.experiments.run import _mass_by_construction
+    from solvers.fourier import LayeredFourierCircle
+    from solvers.lagrangian import LayeredLagrangian
+
+    assert LayeredFourierCircle.mass_by_construction and LayeredLagrangian.mass_by_construction
+    assert _mass_by_construction(types.SimpleNamespace(solver=name)) is noted
