@@ -158,3 +158,21 @@ def test_a_report_notes_the_mass_of_the_solvers_that_hold_it_by_construction(nam
 
     assert LayeredFourierCircle.mass_by_construction and LayeredLagrangian.mass_by_construction
     assert _mass_by_construction(types.SimpleNamespace(solver=name)) is noted
+
+
+def test_the_hand_over_takes_the_keywords_of_the_lagrangian_solver_itself():
+    """``on_underresolved`` as a dict: every keyword of `solvers.Lagrangian` but the run's own ``positions``
+    and ``threads``, read from its signature (the seven of before among them), each built into the solver."""
+    import inspect
+
+    import solvers
+    from solvers.handover import LAGRANGIAN_OPTIONS, handover_target
+
+    keywords = set(inspect.signature(solvers.Lagrangian).parameters) - {"model", "positions", "threads"}
+    assert set(LAGRANGIAN_OPTIONS) == keywords
+    assert {"nodes", "panels", "order", "estimate", "cluster_tol", "min_mass", "chunk"} < keywords
+    model = mf.Model(beta=1.0, dim=2)
+    built = handover_target(model, {"nodes": 64, "cluster_tol": 2e-3, "sums": "direct"})
+    assert isinstance(built, solvers.Lagrangian) and built.cluster_tol == 2e-3 and built.sums == "direct"
+    with pytest.raises(mf.InvalidInput, match="'threads' is not one"):
+        handover_target(model, {"threads": 2})
