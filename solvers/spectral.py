@@ -253,7 +253,12 @@ class AutoResolution:
         self._require_zonal()
         resolution = getattr(self, self.policy.name)
         check_kernel_resolution(self.model.beta, self.model.dim, resolution, self.policy.name)
-        self._setup(resolution)
+        self._setup_model()
+
+    def _setup_model(self):
+        """What of ``_setup`` depends on the model (the multipliers): a solver whose bases depend on the
+        resolution only sets them here, so that a piece of a schedule keeps its bases."""
+        self._setup(getattr(self, self.policy.name))
 
     def _next(self, run, t, y, reason):
         """The refined solver and the padded state on a `Refine`; at the start from a Solution ``y``

@@ -176,3 +176,29 @@ def test_the_hand_over_takes_the_keywords_of_the_lagrangian_solver_itself():
     assert isinstance(built, solvers.Lagrangian) and built.cluster_tol == 2e-3 and built.sums == "direct"
     with pytest.raises(mf.InvalidInput, match="'threads' is not one"):
         handover_target(model, {"threads": 2})
+
+
+@pytest.mark.parametrize("name", ["FourierCircle", "SphericalHarmonics"])
+def test_a_breakpoint_of_a_schedule_builds_no_basis(name, monkeypatch):
+    """The bases depend on the resolution only: the pieces of a schedule take the model's multipliers and
+    keep the bases (one dealiasing basis, and on S^2 at most one finer basis, for the whole run)."""
+    import solvers
+    from solvers import fourier, harmonics
+
+    module, basis = (fourier, "FourierBasis") if name == "FourierCircle" else (harmonics, "SphericalHarmonicBasis")
+    built = []
+
+    class Counted(getattr(module, basis)):
+        def __init__(self, *args, **kwargs):
+            built.append(args)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(module, basis, Counted)
+    dim = 2 if name == "FourierCircle" else 3
+    schedule = {"times": [0.0, 0.2, 0.4], "pieces": [{"beta": 1.0}, {"beta": 2.0}, {"beta": 3.0}]}
+    model = mf.Model(beta=1.0, dim=dim, schedule=schedule)
+    solver = solvers.FourierCircle(model, modes=32) if dim == 2 else solvers.SphericalHarmonics(model, lmax=24)
+    rho0 = mf.densities.perturbed_uniform(0.1, 2, dim=dim)
+    sol = solver.solve(rho0, [0.0, 0.1, 0.3, 0.5], on_underresolved="raise")
+    assert sol.status == 0 and sol.t[-1] == 0.5
+    assert len(built) == (1 if dim == 2 else 2), built       # S^2: the dealiasing basis and the finer one
