@@ -202,3 +202,16 @@ def test_a_breakpoint_of_a_schedule_builds_no_basis(name, monkeypatch):
     sol = solver.solve(rho0, [0.0, 0.1, 0.3, 0.5], on_underresolved="raise")
     assert sol.status == 0 and sol.t[-1] == 0.5
     assert len(built) == (1 if dim == 2 else 2), built       # S^2: the dealiasing basis and the finer one
+
+
+def test_the_sphere_basis_frame_is_computed_once_on_its_own_longitudes():
+    """e_θ, e_φ at the Gauss–Legendre grid, from the basis's own φ (that of the grid's points): one
+    read-only array however often it is read."""
+    from solvers.bases import SphericalHarmonicBasis
+
+    basis = SphericalHarmonicBasis(12)
+    frame = basis.frame
+    assert frame is basis.frame and not frame.flags.writeable and frame.shape == (2, basis.ntheta, basis.nphi, 3)
+    assert_rounding_close(np.einsum("a...d,...d->a...", frame, basis.points), np.zeros(frame.shape[:-1]), terms=3)
+    assert_rounding_close(np.linalg.norm(frame, axis=-1), np.ones(frame.shape[:-1]), terms=3)
+    np.testing.assert_array_equal(basis.phi, 2 * np.pi * np.arange(basis.nphi) / basis.nphi)
