@@ -253,7 +253,7 @@ def test_failing_cell_is_recorded_and_counted(client, tmp_path, capsys):
 
 
 def test_sigint_then_resume_computes_only_the_missing_cells(client, tmp_path):
-    spec = _write(tmp_path / "ctrlc.toml", CIRCLE.format(t_end=20.0)
+    spec = _write(tmp_path / "ctrlc.toml", CIRCLE.format(t_end=2.0)
                   + '\n[sweep.grid]\n"model.beta" = [0.5, 1.0, 2.0, 3.0, 4.0, 5.0]\n'
                   + '"initial.amplitude" = [0.05, 0.1]\n')
     out = tmp_path / "out"
