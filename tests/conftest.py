@@ -80,9 +80,9 @@ def pytest_collection_modifyitems(config, items):
 def cf_failures():
     """``cf_failures(path, weight=3)``: the messages of the failed cf:1.11 checks of that weight
     (3: high priority) of the IOOS compliance checker on the file ``path``, less the one failure the
-    files accept (`meanfield.gridded.CF_ACCEPTED_FAILURE`: t is a plain number, docs/output.md)."""
+    files accept (`meanfield.spaces.gridded.CF_ACCEPTED_FAILURE`: t is a plain number, docs/output.md)."""
     runner = pytest.importorskip("compliance_checker.runner")
-    from meanfield.gridded import CF_ACCEPTED_FAILURE
+    from meanfield.spaces.gridded import CF_ACCEPTED_FAILURE
 
     def failures(path, weight=3):
         suite = runner.CheckSuite()

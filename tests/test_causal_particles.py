@@ -1,4 +1,4 @@
-"""Causal attention for particles (meanfield.masks, the masked kernel sums, solvers.Particles with a mask):
+"""Causal attention for particles (meanfield.transformer.masks, the masked kernel sums, solvers.Particles with a mask):
 the kinetic paper's ALiBi particles, the first token, dense masked references, spectral bounds, Rényi
 centres (docs/causal.md)."""
 import math
@@ -11,11 +11,11 @@ from scipy.integrate import solve_ivp
 
 import meanfield as mf
 import solvers
-from meanfield.diagnostics import count_clusters, expected_renyi_centres, renyi_centres
-from meanfield.energy import discrete_energy
-from meanfield.kernelsums import attention_sums, kernel_sums
-from meanfield.masks import decayed_prefix, dense_mask, token_mask
-from meanfield.spectralsums import EPSILON, causal_zonal_sums, masked_error_bound, zonal_sums
+from meanfield.observables.diagnostics import count_clusters, expected_renyi_centres, renyi_centres
+from meanfield.observables.energy import discrete_energy
+from meanfield.sums.kernelsums import attention_sums, kernel_sums
+from meanfield.transformer.masks import decayed_prefix, dense_mask, token_mask
+from meanfield.sums.spectralsums import EPSILON, causal_zonal_sums, masked_error_bound, zonal_sums
 from tolerances import assert_rounding_close, rounding
 
 Particles = solvers.Particles

@@ -1,4 +1,4 @@
-"""meanfield.kernelsums against a direct evaluation (one full matrix, the exact row maximum as shift).
+"""meanfield.sums.kernelsums against a direct evaluation (one full matrix, the exact row maximum as shift).
 
 The reference forms L_ij = β⟨x_i, M y_j⟩ in one piece, m_i = max_j L_ij, and R_i = Σ_j e^{L_ij − m_i} F_j;
 the engine's (S, c) must satisfy e^{c_i − m_i} S_i = R_i, i.e. the same unshifted sums e^{c_i} S_i.
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from meanfield import compiled, kernelsums
-from meanfield.kernelsums import (_row_counts, attention_sums, gram_counts,
+from meanfield.sums import compiled, kernelsums
+from meanfield.sums.kernelsums import (_row_counts, attention_sums, gram_counts,
                                   kernel_energy, kernel_sums, shift_kind)
 
 

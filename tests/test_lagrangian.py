@@ -14,7 +14,7 @@ from scipy.integrate import simpson
 import meanfield as mf
 import solvers
 from meanfield.errors import UnsupportedModel
-from meanfield.quadrature import circle_points
+from meanfield.spaces.quadrature import circle_points
 from meanfield.representations.lagrangian import LagrangianNodes, rational_quadratic_inverse
 from solvers.lagrangian import Lagrangian, circle_panels, lagrangian_continuation, refine_panels, velocity_divergence
 from tolerances import assert_rounding_close, rounding

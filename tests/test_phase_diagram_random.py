@@ -9,7 +9,7 @@ import pytest
 import meanfield as mf
 import solvers
 from meanfield.cli import main
-from meanfield.diagnostics import cluster_sizes, count_clusters, span_dimension
+from meanfield.observables.diagnostics import cluster_sizes, count_clusters, span_dimension
 from solvers.particles import Layers
 
 pd = importlib.import_module("meanfield.experiments.phase_diagram")
@@ -91,7 +91,7 @@ def test_per_realisation_parameters_are_separate_runs():
 @pytest.mark.parametrize("beta, shift", [(2.0, "none"), (400.0, "running")])
 def test_kernel_sums_with_a_stack_of_matrices(beta, shift):
     """kernel_sums with M of shape (B, d, d): each problem's sums with its own M, in both shifts."""
-    from meanfield.kernelsums import kernel_sums
+    from meanfield.sums.kernelsums import kernel_sums
 
     rng = np.random.default_rng(3)
     x = _cloud(5, 7, 3, 4)
@@ -186,7 +186,7 @@ def test_step_times_give_the_authors_300_steps():
 def test_saved_times_cost_no_extra_kernel_sum(monkeypatch):
     """On the step grid the energy and the clustered pairs of a saved time come from the sums of the
     step that starts there: 300 steps and 201 saved times make 301 kernel sums (the last state's own)."""
-    from meanfield import compiled
+    from meanfield.sums import compiled
 
     calls = []
     original = compiled.exp_sums4

@@ -42,12 +42,12 @@ kept when they hold at least two nodes and a mass of at least ``min_mass``.
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..energy import discrete_energy
-from ..geodesic import tangent_frame
-from ..gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, bin_masses
+from ..observables.energy import discrete_energy
+from ..spaces.geodesic import tangent_frame
+from ..spaces.gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, bin_masses
 from .base import Representation
-from ..diagnostics import linked_components
-from ..wasserstein import EXACT_MAX_SIZE, w1_to_dirac, wasserstein
+from ..observables.diagnostics import linked_components
+from ..observables.wasserstein import EXACT_MAX_SIZE, w1_to_dirac, wasserstein
 from ..errors import InvalidInput
 
 _SWAP_TOL = 1e-9     # S^1: consecutive nodes closer than this (in angle) may swap by round-off
@@ -397,7 +397,7 @@ class LagrangianNodes(Representation):
 
         The companion solves the same equation on a coarser quadrature, so this is an estimate of
         the companion's discretisation error, which bounds the fine one's while the method converges.
-        Exact on S^1 (`meanfield.wasserstein`); on S^2 the exact linear program while n·m <= 2.5e7,
+        Exact on S^1 (`meanfield.observables.wasserstein`); on S^2 the exact linear program while n·m <= 2.5e7,
         else the one between the measures merged on a fine grid (`method="merged"`) plus the merging
         cost (tiny once the labels sit in clusters).
         """
@@ -490,7 +490,7 @@ class LagrangianNodes(Representation):
         return {2: 1024, 3: max(8, int(round(np.sqrt(self.n / 8))))}
 
     def cell_means(self, data, grid):
-        """The mean density μ_t(cell)/σ(cell) over each cell of ``grid`` (`meanfield.gridded.CellGrid`);
+        """The mean density μ_t(cell)/σ(cell) over each cell of ``grid`` (`meanfield.spaces.gridded.CellGrid`);
         the masses of the labels are exact, so the grid's mass Σ ρ̄ σ(cell) is Σ_j w_j to round-off.
 
         * S^1: `cell_averages` (each label's mass spread evenly over the image of its cell).
