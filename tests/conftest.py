@@ -2,6 +2,7 @@
 minute) and "slow" (many random examples), which ``pytest -m slow`` selects together with every
 property test. ``MEANFIELD_HYPOTHESIS_PROFILE`` or hypothesis' own ``--hypothesis-profile`` choose
 a profile explicitly."""
+import importlib.util
 import os
 
 import pytest
@@ -56,6 +57,18 @@ SLOW_CASES = frozenset({
 })
 
 
+# the fem extra (dolfinx) may be missing: `.ci/setup` then installs requirements/lock-nofem.txt
+HAVE_FEM = importlib.util.find_spec("dolfinx") is not None
+FEM_MISSING = "dolfinx (the fem extra) missing"
+
+
+def uses_fem(example):
+    """Whether an example configuration (a TOML path) runs the finite elements, which need dolfinx."""
+    import tomllib
+
+    return tomllib.loads(example.read_text()).get("solver", {}).get("name") == "fem"
+
+
 def _slow_selected(config):
     expr = config.getoption("markexpr", "") or ""
     return "slow" in expr and "not slow" not in expr
@@ -68,10 +81,12 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """The cases of `SLOW_CASES` are slow; under ``-m slow`` the property tests run too (with the slow
+    """Tests marked ``fem`` skip without dolfinx; the cases of `SLOW_CASES` are slow; under ``-m slow`` the property tests run too (with the slow
     profile). This runs before pytest deselects by marker."""
     slow = _slow_selected(config)
     for item in items:
+        if not HAVE_FEM and item.get_closest_marker("fem"):
+            item.add_marker(pytest.mark.skip(reason=FEM_MISSING))
         if item.nodeid in SLOW_CASES or (slow and getattr(getattr(item, "obj", None), "is_hypothesis_test", False)):
             item.add_marker(pytest.mark.slow)
 
