@@ -512,7 +512,8 @@ def _tile(xq, yt, values, kind, clamp, cols, threshold, S, c, counts, ends=None)
             L -= c[..., None]
         if clamp:
             np.maximum(L, EXP_FLOOR, out=L)
-        np.exp(L, out=L)
+        with np.errstate(over="ignore"):      # only columns a row does not see (b_j > a_i) overflow: set to 0 below
+            np.exp(L, out=L)
         if cut is not None:
             np.copyto(Lcut, 0.0, where=cut)
         if a == 0:
