@@ -23,24 +23,25 @@ Densities between the nodes:
   push-forward of ρ_0 under the interpolated map, so ∫ρ_t dσ between two nodes equals the mass
   between their labels (up to the linear interpolation of ρ_0). Error O(h³) in Θ where the map is
   smooth (h the label spacing); across a gap between clusters it is a monotone bridge of tiny density.
-* **S^2.** Exact at the moving nodes. While the labels resolve the density (at every label, log ρ of
-  its 30 nearest labels spans less than 1), log ρ is fitted by weighted least squares with a cubic in
-  tangent-plane coordinates through the 30 nearest nodes (Gaussian weights on the scale of the 10th
-  neighbour distance), i.e. moving least squares, error O(h⁴) in log ρ, limited to the nodes' range
-  widened by a quarter of its span (so at most e^{1/4} times the largest ρ of those nodes). Measured
-  against `SphericalHarmonics` for a smooth state (docs/lagrangian.md): relative error 2e-6 with 2048
-  nodes. Once they do not (clusters: a local fit would extrapolate without bound across them, and no
-  fixed quadrature resolves them), it is the band-limited kernel density of the labels' measure,
+* **S^2.** While the labels resolve the density (at every label, log ρ of its 30 nearest labels spans
+  less than 1), exact at the moving nodes, and between them log ρ is fitted by weighted least squares
+  with a cubic in tangent-plane coordinates through the 30 nearest nodes (Gaussian weights on the scale
+  of the 10th neighbour distance), i.e. moving least squares, error O(h⁴) in log ρ, limited to the
+  nodes' range widened by a quarter of its span (so at most e^{1/4} times the largest ρ of those
+  nodes). Measured against `SphericalHarmonics` for a smooth state (docs/lagrangian.md): relative error
+  2e-6 with 2048 nodes. Once they do not (clusters: a local fit would extrapolate without bound across
+  them, and no fixed quadrature resolves them), it is the band-limited kernel density of the labels'
+  measure, everywhere (continuous, so that a quadrature through a label integrates it too; the exact
+  values at the labels remain `LagrangianNodes.node_density`),
 
       ρ_L(x) = Σ_j w_j K_L(⟨x, x_j⟩),   K_L(t) = (L + 1) ((1 + t)/2)^L,
 
   a polynomial of degree L on the sphere with ∫ K_L(⟨x, y⟩) dσ(x) = 1 for every y (σ the uniform
   probability measure, dσ = dt dφ/4π: ∫_{−1}^{1} ((1 + t)/2)^L dt/2 = 1/(L + 1)), so its mass is Σ_j w_j
-  exactly,
-  and any quadrature exact to degree L (`meanfield.quadrature.gauss_legendre` with L/2 + 1 rings and
-  L + 1 meridians) integrates it to round-off. It is positive; K_L(cos θ) ≈ (L + 1) e^{−Lθ²/4} is a
-  Gaussian of variance 2/L per axis, and L = ⌊n/(2π)⌋ (n labels) sets that variance to the area 4π/n
-  of a label's initial cell, so the kernels of neighbouring labels overlap where the flow has not
+  exactly, and any quadrature exact to degree L (`meanfield.quadrature.gauss_legendre` with L/2 + 1
+  rings and L + 1 meridians) integrates it to round-off. It is positive; K_L(cos θ) ≈ (L + 1) e^{−Lθ²/4}
+  is a Gaussian of variance 2/L per axis, and L = ⌊n/(2π)⌋ (n labels) sets that variance to the area
+  4π/n of a label's initial cell, so the kernels of neighbouring labels overlap where the flow has not
   moved them together. It is capped at e^{1/4} times the largest ρ at the nodes only if it would pass
   it (a cluster of mass m reads about m(L + 1), far below its labels' ρ).
 
@@ -302,10 +303,11 @@ class LagrangianNodes(Representation):
         return rho.reshape(phi.shape)
 
     def _evaluate_sphere(self, data, x):
-        """ρ_t at points x (..., 3): exact at the nodes; between them moving least squares of log ρ while the
-        labels resolve the density (at every label, log ρ of its 30 nearest labels spans less than
-        `_SMOOTH`), else the band-limited kernel density of the labels (`band_limited_density`, degree
-        `kernel_degree`: mass exact). Never above e^{1/4} times the largest ρ at the nodes."""
+        """ρ_t at points x (..., 3): while the labels resolve the density (at every label, log ρ of its 30
+        nearest labels spans less than `_SMOOTH`) exact at the nodes and moving least squares of log ρ
+        between them, else the band-limited kernel density of the labels everywhere (`band_limited_density`,
+        degree `kernel_degree`: mass exact; the exact values at the labels are `node_density`). Never
+        above e^{1/4} times the largest ρ at the nodes."""
 
         pos, _ = self.nodes(data)
         rho = self.node_density(data)
@@ -327,12 +329,12 @@ class LagrangianNodes(Representation):
             if todo.size:
                 out[todo] = _mls_log_fit(pos, logr, tree, q[todo], min(30, self.n), degree=1)[0]
             out = np.exp(out)
-        else:
+            dist, idx = tree.query(q)
+            exact = dist < 1e-13
+            out[exact] = rho[idx[exact]]
+        else:               # continuous, also at the labels: a quadrature through a label integrates it
             out = np.minimum(band_limited_density(pos, self.weights, q, kernel_degree(self.n)),
                              np.exp(_FIT_MARGIN) * rho.max())
-        dist, idx = tree.query(q)
-        exact = dist < 1e-13
-        out[exact] = rho[idx[exact]]
         return out.reshape(x.shape[:-1])
 
     def resolves(self, data, tree=None):
