@@ -129,8 +129,8 @@ def _shift(beta, x, y, M, shift, unit, bias=(0.0, 0.0)):
     if shift == "auto":
         fits = M is None and beta > 0 and beta * deviation <= 1.0    # β < 0: rows far from e^{|β|}: running
         kind = "none" if scale + max(hi, 0.0) <= NO_SHIFT_MAX else "fixed" if fits else "running"
-        if top - scale - (abs(beta) if kind == "fixed" else 0.0) < -NO_SHIFT_MAX:
-            kind = "running"        # a row's largest term may lie below the floor: each row its own shift
+        if top < -NO_SHIFT_MAX:     # some row's every term carries a tiny bias: each row its own shift
+            kind = "running"
     lowest = {"none": -scale + lo, "fixed": -scale - abs(beta) + lo, "running": -2 * scale + lo - hi}[kind]
     highest = {"none": scale + hi, "fixed": scale - abs(beta) + hi, "running": 0.0}[kind]
     return kind, lowest < EXP_FLOOR, highest

@@ -369,7 +369,7 @@ class Particles(Solver):
                        count_at=count_at, unit=domain == "sphere")
         if causal is not None:
             options.update(ends=causal.ends, bias=causal.bias)
-            if causal.depth - abs(self.model.beta) * head["norm"] < -_NO_SHIFT_MAX:
+            if causal.depth < -_NO_SHIFT_MAX:
                 options["shift"] = "running"    # rows whose every term is tiny (a steep slope): each its own shift
         if v is None:                           # x_j ↦ V x_j, per realisation when V is (B, d, d)
             return kernel_sums(z, x, compiled.weighted(x @ head["Vt"], w), self.model.beta, **options)
