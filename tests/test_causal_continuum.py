@@ -1,5 +1,5 @@
-"""The layered continuity equation of causal attention (solvers.layered, meanfield.positions,
-meanfield.causal, meanfield.representations.layered): against the exact Green's function, the
+"""The layered continuity equation of causal attention (solvers.layered, meanfield.transformer.positions,
+meanfield.transformer.causal, meanfield.representations.layered): against the exact Green's function, the
 conservation of the mass of every position, the two masks, files and bad input."""
 import numpy as np
 import pytest
@@ -9,10 +9,10 @@ from scipy import integrate
 
 import meanfield as mf
 import solvers
-from meanfield.causal import green_function, linear_response, psi, rate
-from meanfield.kernels import minimum_degree
-from meanfield.positions import (MOMENT_SWITCH, PANEL_NODES, PositionRule, _lagrange, exponential_moments,
-                                 position_kernel)
+from meanfield.transformer.causal import green_function, linear_response, psi, rate
+from meanfield.transformer.kernels import minimum_degree
+from meanfield.transformer.positions import (MOMENT_SWITCH, PANEL_NODES, PositionRule, _lagrange,
+                                             exponential_moments, position_kernel)
 from tolerances import rounding
 
 EPS = 1e-6

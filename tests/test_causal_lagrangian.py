@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import meanfield as mf
 import solvers
-from meanfield.positions import PositionRule
+from meanfield.transformer.positions import PositionRule
 from solvers.handover import HandOver
 from solvers.lagrangian import layered_velocity_divergence, velocity_divergence
 from test_causal_continuum import quasi_tokens, signal

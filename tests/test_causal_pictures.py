@@ -9,7 +9,7 @@ import numpy as np  # noqa: E402
 
 import meanfield as mf  # noqa: E402
 import solvers  # noqa: E402
-from meanfield import movies, plotting  # noqa: E402
+from meanfield.results import movies, plotting  # noqa: E402
 from meanfield.representations.layered import principal_plane  # noqa: E402
 from test_cluster_pictures import particle_solution  # noqa: E402
 

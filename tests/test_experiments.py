@@ -33,7 +33,7 @@ def test_examples_validate(path):
     if d <= 3:
         x, w = mf.sphere_quadrature(4000, d)
     else:                                               # a zonal density about e_d: Gauss–Gegenbauer in s
-        from meanfield.quadrature import gauss_gegenbauer
+        from meanfield.spaces.quadrature import gauss_gegenbauer
 
         rule = gauss_gegenbauer(200, d)
         s, w = np.asarray(rule[0]), np.asarray(rule[1])

@@ -171,7 +171,7 @@ def check_density_between_labels(sol, positions=(None,)):
     e^{1/4} times the labels' largest ρ, exact at the labels while they resolve the density, and once
     they do not its mass on a Gauss–Legendre rule exact to the kernel's degree is 1 to 1e-12 (the
     band-limited kernel density: mass Σ_j w_j by construction). Returns the largest ρ at the labels."""
-    from meanfield.quadrature import gauss_legendre
+    from meanfield.spaces.quadrature import gauss_legendre
     from meanfield.representations.lagrangian import kernel_degree
     first, labels = sol.segments
     L = kernel_degree(labels.representation.n)

@@ -14,7 +14,7 @@ from scipy.integrate import simpson
 import meanfield as mf
 import solvers
 from meanfield.errors import UnsupportedModel
-from meanfield.quadrature import circle_points
+from meanfield.spaces.quadrature import circle_points
 from meanfield.representations.lagrangian import LagrangianNodes, rational_quadratic_inverse
 from solvers.lagrangian import Lagrangian, circle_panels, lagrangian_continuation, refine_panels, velocity_divergence
 from tolerances import assert_rounding_close, rounding
@@ -365,7 +365,7 @@ def test_sphere_density_between_clusters_stays_bounded():
     largest ρ at the labels at every saved time (a local fit of log ρ extrapolated to e^{300} there), is
     falls off where the flow has emptied the sphere, and its mass on a Gauss–Legendre
     rule exact to degree L is 1 to round-off however narrow the clusters (ρ = 900 at the labels at t = 5)."""
-    from meanfield.quadrature import gauss_legendre
+    from meanfield.spaces.quadrature import gauss_legendre
     from meanfield.representations.lagrangian import kernel_degree
     model = mf.Model(4.0, 3)
     sol = Lagrangian(model, nodes=162, estimate=False).solve(mf.densities.perturbed_uniform(0.3, 2),

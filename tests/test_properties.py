@@ -35,7 +35,7 @@ from scipy.spatial.transform import Rotation
 
 import meanfield as mf
 import solvers
-from meanfield.kernels import minimum_degree
+from meanfield.transformer.kernels import minimum_degree
 from meanfield.representations.fourier import FourierSeries
 from meanfield.representations.particles import ParticleCloud
 
@@ -131,8 +131,8 @@ def test_cluster_counts_are_the_connected_components(seed, dim, n, centres, delt
     components of i ~ j ⟺ ⟨x_i, x_j⟩ >= 1 − δ, for points spread around a few centres."""
     from scipy.sparse.csgraph import connected_components
 
-    from meanfield import compiled
-    from meanfield.diagnostics import count_clusters
+    from meanfield.sums import compiled
+    from meanfield.observables.diagnostics import count_clusters
 
     rng = np.random.default_rng(seed)
     c = _sphere_points(rng, centres, dim)

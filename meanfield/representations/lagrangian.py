@@ -38,7 +38,7 @@ Densities between the nodes:
 
   a polynomial of degree L on the sphere with ∫ K_L(⟨x, y⟩) dσ(x) = 1 for every y (σ the uniform
   probability measure, dσ = dt dφ/4π: ∫_{−1}^{1} ((1 + t)/2)^L dt/2 = 1/(L + 1)), so its mass is Σ_j w_j
-  exactly, and any quadrature exact to degree L (`meanfield.quadrature.gauss_legendre` with L/2 + 1
+  exactly, and any quadrature exact to degree L (`meanfield.spaces.quadrature.gauss_legendre` with L/2 + 1
   rings and L + 1 meridians) integrates it to round-off. It is positive; K_L(cos θ) ≈ (L + 1) e^{−Lθ²/4}
   is a Gaussian of variance 2/L per axis, and L = ⌊n/(2π)⌋ (n labels) sets that variance to the area
   4π/n of a label's initial cell, so the kernels of neighbouring labels overlap where the flow has not
@@ -52,12 +52,12 @@ kept when they hold at least two nodes and a mass of at least ``min_mass``.
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..energy import discrete_energy
-from ..geodesic import tangent_frame
-from ..gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, bin_masses
+from ..observables.energy import discrete_energy
+from ..spaces.geodesic import tangent_frame
+from ..spaces.gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, bin_masses
 from .base import Representation
-from ..diagnostics import linked_components
-from ..wasserstein import EXACT_MAX_SIZE, w1_to_dirac, wasserstein
+from ..observables.diagnostics import linked_components
+from ..observables.wasserstein import EXACT_MAX_SIZE, w1_to_dirac, wasserstein
 from ..errors import InvalidInput
 
 _SWAP_TOL = 1e-9     # S^1: consecutive nodes closer than this (in angle) may swap by round-off
@@ -406,7 +406,7 @@ class LagrangianNodes(Representation):
 
         The companion solves the same equation on a coarser quadrature, so this is an estimate of
         the companion's discretisation error, which bounds the fine one's while the method converges.
-        Exact on S^1 (`meanfield.wasserstein`); on S^2 the exact linear program while n·m <= 2.5e7,
+        Exact on S^1 (`meanfield.observables.wasserstein`); on S^2 the exact linear program while n·m <= 2.5e7,
         else the one between the measures merged on a fine grid (`method="merged"`) plus the merging
         cost (tiny once the labels sit in clusters).
         """
@@ -499,7 +499,7 @@ class LagrangianNodes(Representation):
         return {2: 1024, 3: max(8, int(round(np.sqrt(self.n / 8))))}
 
     def cell_means(self, data, grid):
-        """The mean density μ_t(cell)/σ(cell) over each cell of ``grid`` (`meanfield.gridded.CellGrid`);
+        """The mean density μ_t(cell)/σ(cell) over each cell of ``grid`` (`meanfield.spaces.gridded.CellGrid`);
         the masses of the labels are exact, so the grid's mass Σ ρ̄ σ(cell) is Σ_j w_j to round-off.
 
         * S^1: `cell_averages` (each label's mass spread evenly over the image of its cell).

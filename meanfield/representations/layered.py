@@ -1,7 +1,7 @@
 """Densities layered in the token position σ ∈ (0, 1]: the state of a causal (masked) run (docs/causal.md).
 
 One time slice is the data of M densities (each in a one-density representation ``base``: Fourier
-series on S^1, spherical harmonics on S^2) at the nodes s_i of a `meanfield.positions.PositionRule`
+series on S^1, spherical harmonics on S^2) at the nodes s_i of a `meanfield.transformer.positions.PositionRule`
 (axis 0). Between nodes a density is the degree-7 interpolant of its panel in σ (linear in the data).
 
 * ``evaluate(data, x, position=s)``, ``measure(data, position=s)``, ``mass``, ``energy``, ``power``: one
@@ -15,8 +15,8 @@ series on S^1, spherical harmonics on S^2) at the nodes s_i of a `meanfield.posi
 """
 import numpy as np
 
-from ..gridded import POSITION_ATTRS
-from ..positions import PositionRule
+from ..spaces.gridded import POSITION_ATTRS
+from ..transformer.positions import PositionRule
 from .base import Representation, lookup_representation
 from .lagrangian import LagrangianNodes
 from ..errors import InvalidInput
@@ -183,7 +183,7 @@ class LayeredDensity(Representation):
         attrs = {f"base_{k}" if k == "representation" else k: v for k, v in base_attrs.items()}
         attrs.update({"representation": self.name, "positions": M, "position_bias": self.rule.lam,
                       "position_rule": "composite Gauss-Legendre in sigma, 8 nodes per panel, panels graded "
-                                       "towards sigma = 0 (meanfield.positions.PositionRule)"})
+                                       "towards sigma = 0 (meanfield.transformer.positions.PositionRule)"})
         return data_vars, coords, attrs
 
     @classmethod
@@ -214,7 +214,7 @@ class LayeredNodes(LayeredDensity):
 
     Parameters
     ----------
-    rule : `meanfield.positions.PositionRule`; labels (n, d), label_weights (n,) the quadrature q_j.
+    rule : `meanfield.transformer.positions.PositionRule`; labels (n, d), label_weights (n,) the quadrature q_j.
     rho0 : (M, n) ρ_0(s_i, y_j); companion : None or (labels (m, d), weights (m,), rho0 (M, m)).
     panels, cluster_tol, min_mass : as `LagrangianNodes`.
     """

@@ -20,7 +20,7 @@ of segment k are those of its own representation prefixed with ``segment<k>__``;
 """
 import numpy as np
 
-from ..gridded import TIME_ATTRS
+from ..spaces.gridded import TIME_ATTRS
 from .base import Representation, lookup_representation
 from ..errors import InvalidInput
 
@@ -136,7 +136,7 @@ class Segments(Representation):
 
     def embed(self, data_all, source):
         if source is not self:
-            raise InvalidInput("segmented data are joined by meanfield.solution.concat, not embedded.")
+            raise InvalidInput("segmented data are joined by meanfield.results.solution.concat, not embedded.")
         return data_all
 
     def split(self, sol):

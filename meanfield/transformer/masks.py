@@ -16,7 +16,7 @@ With no mask and λ = 0, D_j = Σ_k w_k = 1 and (USA) is the paper's (USA). A to
 no weight (D_j = 0: the first token under "causal-strict") does not move.
 
 The row factor e^{−λσ_j} cancels in both quotients, and the weight factorises into a row and a column
-term: the kernel sums (`meanfield.kernelsums`) take C(j) as ``ends`` (row j sums the columns
+term: the kernel sums (`meanfield.sums.kernelsums`) take C(j) as ``ends`` (row j sums the columns
 k < ends_j; positions in order make C(j) a prefix) and λ(σ_k − σ_j) as the ``bias`` of the exponent.
 """
 from dataclasses import dataclass
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import MASKS
-from .validation import check_vector
-from .errors import InvalidInput
+from ..validation import check_vector
+from ..errors import InvalidInput
 
 _BLOCK_EXPONENT = 30.0        # λΔσ within one block of the prefix sums (e^{±30}: no overflow, ~1e-14 rounding)
 

@@ -28,10 +28,10 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from .plotting import model_label, pyplot, style
-from .representations import NoCellMeans
-from .representations.base import Representation
-from .representations.layered import principal_plane
-from .errors import InvalidInput
+from ..representations import NoCellMeans
+from ..representations.base import Representation
+from ..representations.layered import principal_plane
+from ..errors import InvalidInput
 
 MAX_FRAMES = 200
 VIEW = np.array([np.cos(0.35) * np.cos(0.6), np.cos(0.35) * np.sin(0.6), np.sin(0.35)])   # direction of the eye

@@ -28,7 +28,7 @@ The shift c keeps e^{β⟨x_i, M y_j⟩ − c_i} a normal float (docs/mathematic
   1/β), else running.
 
 Many small problems in d <= 3 (n <= ``FUSED_ROWS`` rows, shifts "none" and "fixed", at most 4 values:
-the particle steps of Figure 3) take instead one compiled pass, `meanfield._fused.exp_sums4`, when
+the particle steps of Figure 3) take instead one compiled pass, `meanfield.sums._fused.exp_sums4`, when
 numba is present: for each column it forms the inner products of a block of rows, their
 exponentials (a vectorised polynomial within 1 ulp of np.exp) and the sums, so that nothing of size
 n·m is stored, and the problems are shared among numba's (OpenMP) threads inside that one call,
@@ -53,11 +53,11 @@ import threading
 
 import numpy as np
 
-from .validation import check_beta, check_int, check_real
-from .threads import blas_single_threaded, check_threads, share_out
+from ..validation import check_beta, check_int, check_real
+from ..threads import blas_single_threaded, check_threads, share_out
 from . import compiled
 from .compiled import add_row_counts
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 NO_SHIFT_MAX = 300.0          # |β⟨x, M y⟩| below this: e^L is a normal float without a shift
 EXP_FLOOR = -700.0            # shifted exponents are clamped here when they can be lower (e^-700 ~ 1e-304)
@@ -210,7 +210,7 @@ def attention_sums(x, y, w, beta, *, v=None, M=None, shift="auto", chunk=512, th
     the denominators Σ_j w_j e^{β⟨x_i, M y_j⟩ − c_i} [v y_j, 1] of (2.3) for V = v·I (docs/mathematics.md
     §2), ``v`` None for 1. ``w`` (m,) weights of the columns. Same returns as `kernel_sums`; the
     values are formed inside the fused pass when it applies (d <= 3), else by
-    `meanfield.compiled.weighted`, with the same bits."""
+    `meanfield.sums.compiled.weighted`, with the same bits."""
     w = np.ascontiguousarray(w, dtype=float)
     if w.ndim != 1 or w.shape[0] != np.shape(y)[-2]:
         raise InvalidInput(f"`w` must have shape (m,) with m = {np.shape(y)[-2]} (the points y), got {w.shape}.")
@@ -437,7 +437,7 @@ def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=Non
     """The sums (S, None, counts or None) of `kernel_sums` for the shifts "none" and "fixed" (exponents
     ⟨x̃_i, ỹ_j⟩ with x̃_i = [scale·xq_i, last[0]], ỹ_j = [y_j, last[1]]), or, with ``values`` None, the
     counts (None, None, counts) of `gram_counts`, by the fused compiled pass
-    (`meanfield.compiled.exp_sums4`): one call, its problems shared among numba's threads, forms
+    (`meanfield.sums.compiled.exp_sums4`): one call, its problems shared among numba's threads, forms
     the inner products, the counts, the exponentials (a vectorised polynomial within 1 ulp of
     np.exp) and the sums together, column by column; with ``attention`` = (w, v) the values
     [v w_j y_j, w_j] are formed there too, and ``causal`` (a `Causal`) limits the rows of each

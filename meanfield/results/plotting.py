@@ -27,13 +27,13 @@ import textwrap
 
 import numpy as np
 
-from .diagnostics import follow_clusters
-from .energy import dirac_energy, energy_bounds, uniform_energy
-from .errors import InvalidInput, NoCellMeans
-from .gridded import cell_grid_of
-from .kernels import fastest_mode
-from .model import Model
-from .representations.layered import principal_plane
+from ..observables.diagnostics import follow_clusters
+from ..observables.energy import dirac_energy, energy_bounds, uniform_energy
+from ..errors import InvalidInput, NoCellMeans
+from ..spaces.gridded import cell_grid_of
+from ..transformer.kernels import fastest_mode
+from ..transformer.model import Model
+from ..representations.layered import principal_plane
 
 SCALES = ("auto", "linear", "log", "perturbation")
 
@@ -407,7 +407,7 @@ def _zonal_law_panel(ax, sol, scale="auto", t_end=None, fig=None):
 
 def cluster_marks(sol, i):
     """(masses (k,), centres (k, d)) of the clusters at saved index ``i``, heaviest first: the cluster
-    tracking of `meanfield.diagnostics.follow_clusters` at that time (masses as fractions of the
+    tracking of `meanfield.observables.diagnostics.follow_clusters` at that time (masses as fractions of the
     total). Empty when the state is not separated into clusters or has more than MAX_MARKED."""
     traj = follow_clusters(sol[i])
     none = np.empty(0), np.empty((0, sol.model.dim))
@@ -658,7 +658,7 @@ def energy_references(beta, dim):
     """[(value, colour, line style, name)] of the reference energies drawn beside E_β(t)
     (docs/mathematics.md §4, docs/negative-beta.md): β > 0, the uniform minimum a_0/2β and the Dirac
     maximum e^β/2β (Proposition 3.4); β < 0, the uniform state a_0/2β (a saddle there), the minimum
-    cosh β/2β of a balanced antipodal pair and the Dirac maximum e^β/2β (`meanfield.energy.energy_bounds`)."""
+    cosh β/2β of a balanced antipodal pair and the Dirac maximum e^β/2β (`meanfield.observables.energy.energy_bounds`)."""
     if beta == 0:           # E_0 = ½‖∫x dμ‖²
         return [(0.0, "C2", "--", "uniform minimum"), (0.5, "C3", ":", "Dirac maximum")]
     dirac = (dirac_energy(beta), "C3", ":", "Dirac maximum $e^\\beta/2\\beta$")
@@ -845,7 +845,7 @@ def plot_staircase(stairs):
     """E_β (3.5) against log t for n = 5 particles at β = 4 on S^1, one line per seed, the plateaus of
     the first shaded and labelled with their cluster counts (Geshkovski, Koubbi, Polyanskiy, Rigollet
     (2024)). ``stairs``: dicts with ``t``, ``energy``, ``seed`` and ``plateaus`` [{start, end, energy,
-    clusters}] (`meanfield.diagnostics.energy_plateaus`)."""
+    clusters}] (`meanfield.observables.diagnostics.energy_plateaus`)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     for j, r in enumerate(stairs):

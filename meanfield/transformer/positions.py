@@ -27,8 +27,8 @@ import inspect
 import numpy as np
 from scipy import special
 
-from .validation import check_int, check_real
-from .errors import InvalidInput
+from ..validation import check_int, check_real
+from ..errors import InvalidInput
 
 PANEL_NODES = 8       # q: Gauss–Legendre nodes per panel (interpolation of degree 7 in σ)
 
