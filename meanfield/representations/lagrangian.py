@@ -64,7 +64,7 @@ _SWAP_TOL = 1e-9     # S^1: consecutive nodes closer than this (in angle) may sw
 _NODE_TOL = 4e-15    # S^1: a query angle this close to a node's is that node
 _FIT_MARGIN = 0.25   # S^2: the fit of log ρ may leave its nodes' range by this fraction of its span
 _SMOOTH = 1.0        # S^2: log ρ of the nearest nodes spans less than this: they resolve the density
-_KDE_CHUNK = 2048    # S^2: query points per block of the kernel density (a block holds chunk × n values)
+_KDE_BLOCK = 1 << 20  # S^2: values per block of the kernel density (query points × labels; 8 MB)
 
 
 def _angles(x):
@@ -186,10 +186,11 @@ def band_limited_density(points, weights, x, degree):
     x = np.asarray(x, dtype=float)
     out = np.empty(len(x))
     scale = (degree + 1) * np.asarray(weights, dtype=float)
-    for a in range(0, len(x), _KDE_CHUNK):
-        half = np.clip(0.5 * (1.0 + x[a:a + _KDE_CHUNK] @ points.T), 0.0, 1.0)
+    rows = max(1, _KDE_BLOCK // max(len(points), 1))
+    for a in range(0, len(x), rows):
+        half = np.clip(0.5 * (1.0 + x[a:a + rows] @ points.T), 0.0, 1.0)
         with np.errstate(under="ignore"):                     # far labels: ((1 + t)/2)^L below the smallest double
-            out[a:a + _KDE_CHUNK] = np.power(half, degree) @ scale
+            out[a:a + rows] = np.power(half, degree) @ scale
     return out
 
 
