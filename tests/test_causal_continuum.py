@@ -179,8 +179,8 @@ def test_the_infinite_slope_limit():
     """λ → ∞: k_λ(σ, ·) → δ(· − σ⁻), so ρ̄ = ρ (under either mask: for tokens, token i attends only to itself
     under "causal" and to token i − 1 under "causal-strict", both the density at σ in the continuum): every
     position moves as the unmasked equation from its own ρ0(·, σ). At λ = 1e300 the prefix means are the
-    identity to rounding and the layered Fourier run (both masks) equals unmasked runs per position to the
-    time-stepping tolerance; at λ = 1e6 it is within O(1/λ) of that."""
+    identity to rounding and the layered Fourier run (both masks) and SphericalHarmonics run equal unmasked
+    runs per position to the time-stepping tolerance; at λ = 1e6 the Fourier run is within O(1/λ) of that."""
     assert np.abs(PositionRule(32, 1e300).prefix_mean(np.eye(32)) - np.eye(32)).max() < 1e-13
     t = [0.0, 0.5, 1.0]
     runs = {(lam, mask): solvers.FourierCircle(causal(2.0, lam=lam, mask=mask), 48, positions=16).solve(
@@ -193,6 +193,15 @@ def test_the_infinite_slope_limit():
             np.testing.assert_allclose(runs[1e300, mask].data[:, i], alone.data, rtol=0, atol=1e-9)
             assert np.abs(runs[1e6, mask].data[:, i] - alone.data).max() < 1e-5
     assert np.abs(alone.data[-1] - alone.data[0]).max() > 0.05                       # it moves
+    gentle = lambda x, s: 1 + 0.4 * x[..., 2] * np.cos(2 * s) + 0.3 * x[..., 0] * x[..., 1] * s   # noqa: E731
+    sphere = solvers.SphericalHarmonics(causal(1.0, 3, lam=1e300), 16, positions=8).solve(
+        gentle, t, rtol=1e-11, atol=1e-13)
+    s = sphere.representation.positions[5]
+    alone = solvers.SphericalHarmonics(mf.Model(1.0, 3), 16).solve(lambda x: gentle(x, s), t, rtol=1e-11,
+                                                                    atol=1e-13)
+    x = mf.sphere_quadrature(50, 3).points
+    for i in range(len(t)):
+        np.testing.assert_allclose(sphere.density(x, i, position=s), alone.density(x, i), rtol=0, atol=1e-9)
 
 
 @pytest.mark.parametrize("dim", [2, 3])
