@@ -221,7 +221,8 @@ def test_the_labels_at_a_huge_slope(dim):
             ref = velocity_divergence(z[i], z[i], w[i], 1.5, normalized=normalized)
             scale = 1 + np.abs(ref[1]).max()
             assert np.abs(X[i] - ref[0]).max() < 1e-12 * scale and np.abs(div[i] - ref[1]).max() < 1e-12 * scale
-    sol = solvers.Lagrangian(causal(1.0, dim, lam=1e6), 32 if dim == 2 else 72, positions=8).solve(clustered, [0.0, 0.1])
+    labels = solvers.Lagrangian(causal(1.0, dim, lam=1e6), 32 if dim == 2 else 72, positions=8)
+    sol = labels.solve(clustered, [0.0, 0.1])
     assert np.all(np.isfinite(sol.data[-1])) and np.abs(sol.data[-1] - sol.data[0]).max() > 3e-4
 
 
