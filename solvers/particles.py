@@ -370,6 +370,8 @@ class Particles(Solver):
                        count_at=count_at, unit=domain == "sphere")
         if causal is not None:
             options.update(ends=causal.ends, bias=causal.bias)
+            if causal.depth < -_NO_SHIFT_MAX:
+                options["shift"] = "running"    # rows whose every term is tiny (a steep slope): each its own shift
         if v is None:                           # x_j ↦ V x_j, per realisation when V is (B, d, d)
             return kernel_sums(z, x, compiled.weighted(x @ head["Vt"], w), self.model.beta, **options)
         return attention_sums(z, x, w, self.model.beta, v=None if v == 1.0 else v, **options)
@@ -410,11 +412,13 @@ class Particles(Solver):
             acc, c = res[0], res[1]
             if self.model.normalized:
                 y = compiled.ratio(acc)
+            elif mask is not None:                  # e^{c_i}/D_i as one exponential: both may underflow
+                y = acc[..., :d] * self._masked_scale(c, mask, log_time_factor)[..., None]
             else:
                 scale = np.exp(np.asarray(c) - log_time_factor)
                 y = acc[..., :d] * (scale[..., None] if np.ndim(scale) else scale)
             if mask is not None:
-                y = self._masked_output(y, mask)
+                y = self._masked_output(y, mask, divided=True)
             out = y if out is None else out + y
             if free:
                 den, c_den, counts = acc[..., d], c, (res[2] if count else None)
@@ -468,10 +472,21 @@ class Particles(Solver):
             out *= v
         return out, Zs
 
-    def _masked_output(self, y, causal):
-        """A head's output under a mask: (USA) divided by the positional normaliser D_i, and zero for the
-        silent tokens (D_i = 0, whose sums are empty)."""
-        if not self.model.normalized:
+    @staticmethod
+    def _masked_scale(c, causal, log_time_factor):
+        """e^{c_i − log_time_factor}/D_i: the (USA) sums' shift over the positional normaliser, formed as one
+        exponential e^{c_i − log_time_factor − log D_i} where D_i underflows; 0 at the silent tokens."""
+        c = np.asarray(c, dtype=float)
+        normal = causal.normaliser >= np.finfo(float).tiny
+        with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+            scale = np.where(normal, np.exp(c - log_time_factor) / np.where(normal, causal.normaliser, 1.0),
+                             np.exp(c - log_time_factor - causal.log_normaliser))
+        return np.where(causal.silent, 0.0, scale)
+
+    def _masked_output(self, y, causal, divided=False):
+        """A head's output under a mask: (USA) divided by the positional normaliser D_i (unless ``divided``),
+        and zero for the silent tokens (an empty C(i) of no weight)."""
+        if not self.model.normalized and not divided:
             y = y / np.where(causal.silent, 1.0, causal.normaliser)[:, None]
         if causal.silent.any():
             y[..., causal.silent, :] = 0.0

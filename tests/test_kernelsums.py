@@ -235,9 +235,10 @@ def test_counts_come_with_the_sums(case):
 def test_gram_counts_and_beta_zero():
     x, y = _sphere((5, 40), 3, 26), _sphere((5, 60), 3, 27)
     g = np.einsum("bid,bjd->bij", x, y)
+    gm = np.einsum("bid,de,bje->bij", x, np.diag([1.0, -1.0, 2.0]), y)
+    assert min(np.abs(g - 0.25).min(), np.abs(gm - 0.25).min()) > 1e-9   # counts exact: τ far from rounding
     np.testing.assert_array_equal(gram_counts(x, y, 0.25, chunk=7), (g >= 0.25).sum(-1))
     M = np.diag([1.0, -1.0, 2.0])
-    gm = np.einsum("bid,de,bje->bij", x, M, y)
     np.testing.assert_array_equal(gram_counts(x, y, 0.25, M=M, threads=2), (gm >= 0.25).sum(-1))
     F = np.ones((5, 60, 1))
     S, c, counts = kernel_sums(x, y, F, 0.0, count_at=0.25)        # β = 0: e^0 = 1, counts from the inner products

@@ -56,7 +56,13 @@ class Segments(Representation):
     name = "segments"
 
     def resolution_label(self, data=None):
-        return " → ".join(r.resolution_label() for r in self.representations)
+        """The segments' labels joined by arrows, a last part that all share (", M = 16 positions") once."""
+        labels = [r.resolution_label() for r in self.representations]
+        cut = labels[0].rfind(", ")
+        tail = labels[0][cut:] if cut >= 0 else ""
+        if tail and all(label.endswith(tail) for label in labels):
+            return " → ".join(label[:-len(tail)] for label in labels) + tail
+        return " → ".join(labels)
 
     def __init__(self, representations, solvers=None):
         self.representations = tuple(representations)

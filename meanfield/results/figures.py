@@ -7,6 +7,7 @@ logarithmic scale, docs/mathematics.md §5) and the choice of saved times. The p
 import contextlib
 import math
 import os
+import textwrap
 
 import numpy as np
 
@@ -103,8 +104,32 @@ def run_title(sol, t_end=None):
 
 
 def suptitle(fig, text, stopped=False):
-    """The figure title in the library's style (red when the run stopped early)."""
-    return fig.suptitle(text, color=_STOP_COLOUR if stopped else "k", fontsize="large")
+    """The figure title in the library's style (red when the run stopped early), a line wider than the
+    figure wrapped at the words (`fit_to_width`), so that a long title is not clipped at both ends."""
+    return fit_to_width(fig.suptitle(text, color=_STOP_COLOUR if stopped else "k", fontsize="large"), fig)
+
+
+def fit_to_width(artist, fig, fill=0.96):
+    """Wrap each line of the Text ``artist`` that is wider than ``fill`` of the figure at the words, to as
+    many characters as fit (measured with the figure's renderer; 0.6 em a character where there is none).
+    Lines that fit are left as they are. Returns the artist."""
+    lines = artist.get_text().splitlines()
+    room = fill * fig.bbox.width
+    try:
+        renderer = fig.canvas.get_renderer()
+    except AttributeError:
+        renderer = None
+    out = []
+    for line in lines:
+        if renderer is not None:
+            artist.set_text(line)
+            width = artist.get_window_extent(renderer).width
+        else:
+            width = len(line) * 0.6 * artist.get_fontsize() * fig.dpi / 72
+        chars = max(20, int(len(line) * room / width)) if width > room else 0
+        out.append(textwrap.fill(line, chars, break_long_words=False, break_on_hyphens=False) if chars else line)
+    artist.set_text("\n".join(out))
+    return artist
 
 
 def requested_end(sol, t_end):

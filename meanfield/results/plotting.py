@@ -28,6 +28,7 @@ from ..observables.diagnostics import follow_clusters
 from ..observables.energy import dirac_energy, energy_bounds, uniform_energy
 from ..errors import InvalidInput, NoCellMeans
 from ..spaces.gridded import cell_grid_of
+from ..representations.layered import principal_plane
 from .figures import (WIDTH, check_scale, colour_scale, legend, mark_stop, pyplot, requested_end, run_title, save,
                       select_times, style, suptitle, time_limits)
 
@@ -156,9 +157,9 @@ def mark_clusters(ax, sol, i, place, colour="w"):
     near = np.triu(centres @ centres.T > np.cos(0.2), 1).sum(axis=0)
     if xy.shape[1] == 3:
         ax.scatter(*xy.T, marker="v", s=40, c=colour, edgecolors=outline, depthshade=False, label=label)
-        for m, p, k in zip(masses, xy, near):
-            ax.text(*(1.15 * p - [0.0, 0.0, 0.3 * k]), f"{m:.3g}", color=colour, fontsize="small", ha="center",
-                    path_effects=halo)
+        for m, p, k in zip(masses, xy, near):      # a white box over the trajectories, drawn last
+            ax.text(*(1.15 * p - [0.0, 0.0, 0.3 * k]), f"{m:.3g}", color="k", fontsize="small", ha="center",
+                    zorder=10, bbox=dict(facecolor="white", edgecolor=colour, alpha=0.9, pad=1.5))
         return masses
     ax.plot(*xy.T, ls="none", marker="v", ms=7, color=colour, mec=outline, label=label, clip_on=False)
     low, high = ax.get_xlim()
@@ -203,12 +204,20 @@ def sphere_maps(fig, specs, cbar_spec, sol, idx, scale="auto", nlat=90):
 
 def position_maps(fig, specs, cbar_spec, sol, idx, scale="auto"):
     """ρ over (angle, token position σ) of a layered (causal) run at the saved indices ``idx``
-    (`meanfield.representations.layered.LayeredDensity.position_map`: θ on S^1, on S^2 the angle along
-    the great circle x = (sin α, 0, cos α)), one colour scale for all, the colour bar in ``cbar_spec``."""
+    (`meanfield.representations.layered.LayeredDensity.position_map`: θ on S^1; on S^2 the angle α along
+    the great circle of the principal plane (e_1, e_2) of the joint measure at the last index shown, one
+    plane for all panels), one colour scale for all, the colour bar in ``cbar_spec``."""
     rep = sol.representation
-    maps = [rep.position_map(sol.data[i]) for i in idx]
+    plane = None
+    if rep.dim == 3:
+        plane = principal_plane(sol.measure(int(idx[-1])))
+    maps = [rep.position_map(sol.data[i], plane=plane) for i in idx]
     drawn, norm, cmap, label, ticks = colour_scale(np.array([m[2] for m in maps]), scale)
-    angle = r"$\theta$" if rep.dim == 2 else r"$\alpha$ on the great circle $x_2 = 0$"
+    angle = r"$\theta$"
+    if rep.dim == 3:
+        angle = r"$\alpha$ on the great circle of $(e_1, e_2)$"
+        label += (r"; $x = \cos\alpha\, e_1 + \sin\alpha\, e_2$ in the principal plane of the density, "
+                  f"e₁ = {_vector(plane[0])}, e₂ = {_vector(plane[1])}")
     axes = []
     for spec, i, (sigma, theta, _), r in zip(specs, idx, maps, drawn):
         ax = fig.add_subplot(spec)
@@ -219,6 +228,11 @@ def position_maps(fig, specs, cbar_spec, sol, idx, scale="auto"):
         axes.append(ax)
     fig.colorbar(mesh, cax=fig.add_subplot(cbar_spec), orientation="horizontal", label=label, ticks=ticks)
     return axes
+
+
+def _vector(e):
+    """A unit vector as "(0.71, -0.71, 0)" (two decimals, 0 for |e_k| < 0.005)."""
+    return "(" + ", ".join(f"{v:.2f}" if abs(v) >= 0.005 else "0" for v in e) + ")"
 
 
 def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
@@ -274,7 +288,15 @@ def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
         ax.set_ylim(*time_limits(sol))
         ax.set_title(f"particles on $S^1${which}")
         mark_stop(ax, sol, t_end, axis="y")
-        ax.legend(loc="upper right", fontsize="small", markerscale=6)
+        # below the panel, off the θ axis, each marker at its own size but the particles' dots (ms 1.5)
+        from matplotlib.transforms import offset_copy  # deferred: matplotlib is heavy
+
+        below = offset_copy(ax.transAxes, fig=ax.figure, y=-30, units="points")       # under the θ label
+        leg = ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, fontsize="small",
+                        frameon=False)
+        for handle in leg.legend_handles:
+            if getattr(handle, "get_marker", lambda: None)() == ".":
+                handle.set_markersize(6)
         return ax
     # d >= 4: the Gram entries i < j; the diagonal ⟨x_i, x_i⟩ = 1 is not drawn
     sub = x[:, :min(n, 400)]

@@ -518,6 +518,11 @@ def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=E
     models = model.head_models if heads else [model]
     masks = (None,) * len(models) if causal is None else (
         causal if isinstance(causal, tuple) else (causal,) * len(models))
+    if any(mask is not None and np.any(~mask.silent & (mask.normaliser < np.finfo(float).tiny)) for mask in masks):
+        if sums == "spectral":        # the blocked transforms carry D_i, which underflows (a slope λ/n >~ 700)
+            raise InvalidInput("`sums`='spectral' cannot sum a mask whose positional normaliser underflows (an ALiBi "
+                               "slope steeper than about 700 per token under 'causal-strict'); use sums='direct'.")
+        return "direct", 0.0
     bound = max(error_bound(weights, m.beta, epsilon) if mask is None else
                 masked_error_bound(weights, m.beta, mask.normaliser, mask.includes_self, epsilon)
                 for m, mask in zip(models, masks))
