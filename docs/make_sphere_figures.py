@@ -44,7 +44,7 @@ def run_figure(Particles):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from meanfield.results.plotting import save
+    from meanfield.results.figures import save
 
     rho0 = mf.densities.band_limited(3, 4, rng=3, floor=0.2)
     model = mf.Model(beta=4.0, dim=3)

@@ -29,6 +29,8 @@ the items marked (checked) when the class is defined and raises TypeError naming
    ``auto_resolution``: None, or (resolution attribute, cap attribute) of an automatic resolution
    (e.g. ("modes", "max_modes"), `solvers.spectral.AutoResolution`);
    ``run_type``: the `Run` of its runs (below);
+   ``mass_by_construction``: its state holds the mass as a constant (c_0, ρ_00, the weights), so a
+   report notes the mass rather than checking it (`meanfield.experiments.run`);
    ``policy``: its resolution, a `solvers.bases.ResolutionPolicy` (the argument's name, its range, and
    the cap of "auto" where it has one); ``method_options``: keywords of ``solve`` that
    ``_choose_method`` reads (another spelling of ``method``); ``config_name`` (and
@@ -354,6 +356,7 @@ class Solver:
     retracts = False
     retract_invariant = False
     run_type = Run
+    mass_by_construction = False
     takes_mask = False
     normalizations = ("post",)
     takes_mlp = False

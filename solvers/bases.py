@@ -23,6 +23,7 @@ How a solver uses a basis: build it in ``_setup(resolution)``; synthesise the fi
 ``basis.points`` (``synthesis``, ``gradient``), form the nonlinear products there, come back with
 ``analysis`` (or ``divergence`` on S^2); on refinement, ``basis.pad(state, finer_basis)``.
 """
+import functools
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
@@ -264,7 +265,7 @@ class SphericalHarmonicBasis:
     -----
     ``SphericalHarmonicBasis.policy``: 4 <= L <= 8191; "auto" starts at degree 31 and stops at 1023.
 
-    Attributes: ``lmax``, ``ntheta``, ``nphi``, ``theta`` (colatitudes of the rings), ``points``
+    Attributes: ``lmax``, ``ntheta``, ``nphi``, ``theta`` (colatitudes of the rings), ``phi`` (longitudes), ``points``
     (ntheta, nphi, 3), ``weights`` (summing to 1), ``degrees``/``orders`` l, m of each a_lm,
     ``laplacian`` l(l+1).
     """
@@ -279,7 +280,7 @@ class SphericalHarmonicBasis:
         self.threads = check_int(nthreads, "nthreads", low=1)
         self.nthreads = transform_threads(self.threads, L)
         self.ntheta, self.nphi = harmonic_grid_shape(self.degree)
-        self.theta, _, self.points, self.weights = gauss_legendre_grid(self.ntheta, self.nphi)
+        self.theta, self.phi, self.points, self.weights = gauss_legendre_grid(self.ntheta, self.nphi)
         self._geometry = dict(theta=self.theta, lmax=L, nphi=np.full(self.ntheta, self.nphi, dtype=np.uintp),
                               phi0=np.zeros(self.ntheta),
                               ringstart=(np.arange(self.ntheta) * self.nphi).astype(np.uintp))
@@ -290,16 +291,17 @@ class SphericalHarmonicBasis:
         self._divergence = _readonly(np.sqrt(self.laplacian))
         self._area_weights = _readonly(4 * np.pi * self.weights.reshape(self.ntheta, self.nphi))   # dΩ per node
 
-    @property
+    @functools.cached_property
     def frame(self):
         """The unit tangents (e_θ, e_φ) at the grid points, (2, ntheta, nphi, 3): the components of
-        ``gradient`` and ``divergence``, e_θ = (cos θ cos φ, cos θ sin φ, −sin θ), e_φ = (−sin φ, cos φ, 0)."""
-        phi = 2 * np.pi * np.arange(self.nphi) / self.nphi
+        ``gradient`` and ``divergence``, e_θ = (cos θ cos φ, cos θ sin φ, −sin θ), e_φ = (−sin φ, cos φ, 0);
+        computed on first use, read-only."""
+        phi = self.phi
         st, ct = np.sin(self.theta)[:, None], np.cos(self.theta)[:, None]
         cp, sp = np.broadcast_to(np.cos(phi), st.shape[:1] + phi.shape), np.broadcast_to(np.sin(phi), (st.size, phi.size))
         e_theta = np.stack([ct * cp, ct * sp, np.broadcast_to(-st, cp.shape)], axis=-1)
         e_phi = np.stack([-sp, cp, np.zeros_like(cp)], axis=-1)
-        return np.stack([e_theta, e_phi])
+        return _readonly(np.stack([e_theta, e_phi]))
 
     def synthesis(self, alm):
         """Grid values (..., ntheta, nphi) of coefficient vectors alm (..., nalm)."""

@@ -158,6 +158,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     auto_resolution = (policy.name, policy.cap_name)
     config_name, config_aliases = "fourier", ("spectral-circle",)
     run_type = FourierRun
+    mass_by_construction = True     # c_0 is not evolved: a report notes the mass
     takes_mask = True           # with `positions`: the layered equation (`LayeredFourierCircle`)
 
     def __new__(cls, *args, positions=None, **options):
@@ -185,7 +186,11 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         self.modes, self.M = K, self.basis.M
         self.k = self.basis.wavenumbers
         self._ik = 1j * self.k
-        self.head_fields = head_velocities(self.model, K)
+        self._setup_model()
+
+    def _setup_model(self):
+        """The multipliers of the model for the basis's K modes (a piece of a schedule keeps the basis)."""
+        self.head_fields = head_velocities(self.model, self.modes)
         self.field = self.head_fields[0]
         self._dphi = self._ik * self.field.potential
 

@@ -128,6 +128,7 @@ class Gaussian(Solver):
     steppers = ("dopri5", "bs32")
     stepper_defaults = {"rtol": 1e-10, "atol": 1e-12}
     run_type = GaussianRun
+    mass_by_construction = True     # a Gaussian law has mass 1: a report notes the mass
 
     def __init__(self, model, *, domain="euclidean", threads=None):
         Solver.__init__(self, model, threads)

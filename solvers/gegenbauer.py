@@ -117,6 +117,7 @@ class Gegenbauer(AutoResolution, Solver):
     steppers = ("dopri5", "bs32")
     stepper_defaults = {}
     policy = GegenbauerBasis.policy
+    mass_by_construction = True     # c_0 is not evolved: a report notes the mass
     auto_resolution = (policy.name, policy.cap_name)
     config_name = "gegenbauer"
 

@@ -12,6 +12,7 @@ This is a continuation strategy (`Solver._next`): `HandOverToCharacteristics` is
 solvers that offer it (`FourierCircle`, `SphericalHarmonics`) and answers their tail alarm, and the
 start from a run that has already handed over, by the `Lagrangian` that continues it.
 """
+import inspect
 import warnings
 
 from meanfield.errors import InvalidInput, UnderResolved
@@ -23,7 +24,10 @@ class HandOver(UserWarning):
     """A spectral run that stopped resolving its density went on along the characteristics."""
 
 
-LAGRANGIAN_OPTIONS = ("nodes", "panels", "order", "estimate", "cluster_tol", "min_mass", "chunk")
+# the keywords of `Lagrangian` a dict ``on_underresolved`` may set: all of its constructor's but ``positions``
+# (the continuation takes the run's own rule) and ``threads`` (the solver's own)
+LAGRANGIAN_OPTIONS = tuple(k for k in inspect.signature(Lagrangian.__init__).parameters
+                           if k not in ("self", "model", "positions", "threads"))
 
 
 def handover_target(model, value, default="raise"):

@@ -121,6 +121,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     """
 
     default_handover = "lagrangian"
+    mass_by_construction = True     # ρ_00 is not evolved: a report notes the mass
 
     normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
     takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F in the flux (docs/feedforward.md)
@@ -155,12 +156,16 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         the finer one of the projections and diagnostics (degree 4L + 3), and the multipliers."""
         self.lmax = L
         self.basis = basis = SphericalHarmonicBasis(L, 3 * L, self.threads)
-        self._fine = None
+        self._fine = {}           # the finer basis, built on first use and shared by the pieces of a schedule
         self.ntheta, self.nphi = basis.ntheta, basis.nphi
         self.theta, self.points, self.weights = basis.theta, basis.points, basis.weights
-        ls = basis.degrees
-        self._ls, self._m0 = ls, basis.zonal
-        self.head_fields = head_velocities(self.model, L)
+        self._ls, self._m0 = basis.degrees, basis.zonal
+        self._setup_model()
+
+    def _setup_model(self):
+        """The multipliers of the model at the basis's degrees (a piece of a schedule keeps the bases)."""
+        ls = self._ls
+        self.head_fields = head_velocities(self.model, self.lmax)
         self.field = self.head_fields[0]
         self._kern = None if self.field.kernel is None else self.field.kernel[ls]
         self._vel = self.field.potential[ls]
@@ -168,9 +173,9 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     @property
     def fine(self):
         """The basis of the projections and diagnostics (grid exact for degree 4L + 3), built on first use."""
-        if self._fine is None:
-            self._fine = SphericalHarmonicBasis(self.lmax, 4 * self.lmax + 3, self.threads)
-        return self._fine
+        if "basis" not in self._fine:
+            self._fine["basis"] = SphericalHarmonicBasis(self.lmax, 4 * self.lmax + 3, self.threads)
+        return self._fine["basis"]
 
     def _fields(self, alm, basis=None, field=None, t=0.0, feedforward=True):
         """ρ, Z̃ (= e^{-β}K*ρ for SA, None for USA), the velocity X = s∇Φ divided by the speed s of the

@@ -471,6 +471,7 @@ class Lagrangian(Solver):
     config_name = "lagrangian"
     stepper_defaults = {"rtol": 1e-10, "atol": 1e-12}
     run_type = LagrangianRun
+    mass_by_construction = True     # the labels' weights do not change: a report notes the mass
     normalizations = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")     # docs/normalization.md
     solve_options = {"radii": None}     # the initial radius of the labels (schemes whose radius moves)
     takes_mask = True          # with `positions`: labels in (σ, x) (`LayeredLagrangian`)

@@ -252,6 +252,7 @@ class Particles(Solver):
     retracts = True
     retract_invariant = True       # the adaptive field normalises its argument: the last stage is reused
     run_type = ParticlesRun
+    mass_by_construction = True     # the weights do not change: a report notes the mass
     takes_mask = True              # causal masks with the ALiBi bias (meanfield.transformer.masks)
     normalizations = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")
     takes_mlp = True               # the feed-forward term, added to the attention output (meanfield.transformer.feedforward)

@@ -226,7 +226,9 @@ class AutoResolution:
 
     The solver calls `_choose_resolution` in ``__init__`` and implements ``_setup(resolution)``,
     which builds ``self.basis`` (a basis of `solvers.bases`) and sets the resolution attribute
-    ``policy.name``; its ``auto_resolution`` is (policy.name, policy.cap_name). Its continuation
+    ``policy.name``, and, if it takes schedules, ``_setup_model()``, the part of ``_setup`` that depends
+    on the model (a piece of a schedule keeps the bases); its ``auto_resolution`` is (policy.name,
+    policy.cap_name). Its continuation
     (`_next`): on a tail alarm below the cap (`refinable`, the monitor raises `Refine`) the run
     continues from the current state on the refined basis (`_refine`: the state zero-padded by
     ``basis.pad``); a run that starts from a finer Solution of an automatic run starts at that
@@ -253,7 +255,12 @@ class AutoResolution:
         self._require_zonal()
         resolution = getattr(self, self.policy.name)
         check_kernel_resolution(self.model.beta, self.model.dim, resolution, self.policy.name)
-        self._setup(resolution)
+        self._setup_model()
+
+    def _setup_model(self):
+        """What of ``_setup`` depends on the model (the multipliers): a solver whose bases depend on the
+        resolution only sets them here, so that a piece of a schedule keeps its bases."""
+        self._setup(getattr(self, self.policy.name))
 
     def _next(self, run, t, y, reason):
         """The refined solver and the padded state on a `Refine`; at the start from a Solution ``y``

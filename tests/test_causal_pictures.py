@@ -9,13 +9,13 @@ import numpy as np  # noqa: E402
 
 import meanfield as mf  # noqa: E402
 import solvers  # noqa: E402
-from meanfield.results import movies, plotting  # noqa: E402
+from meanfield.results import figures, movies, plotting  # noqa: E402
 from meanfield.representations.layered import principal_plane  # noqa: E402
 from test_cluster_pictures import particle_solution  # noqa: E402
 
 
 def close(fig):
-    plotting.pyplot().close(fig)
+    figures.pyplot().close(fig)
 
 
 def inside(box, page):
@@ -42,11 +42,11 @@ def test_circle_particle_legend_sits_off_the_axis_at_the_markers_sizes():
 
 def test_long_titles_are_wrapped_inside_the_figure():
     """A title longer than the figure is wrapped at the words and fits (it was clipped at both ends)."""
-    plt = plotting.pyplot()
-    with plotting.style():
-        fig = plt.figure(figsize=(plotting.WIDTH, 4), layout="constrained")
+    plt = figures.pyplot()
+    with figures.style():
+        fig = plt.figure(figsize=(figures.WIDTH, 4), layout="constrained")
         head = "LayeredSphericalHarmonics+LayeredLagrangian: " + ", ".join(f"item {k} = {k ** 2}" for k in range(30))
-        title = plotting.suptitle(fig, head + "\nt from 0 to 10, 11 saved times")
+        title = figures.suptitle(fig, head + "\nt from 0 to 10, 11 saved times")
         fig.canvas.draw()
         assert inside(title.get_window_extent(fig.canvas.get_renderer()), fig.bbox)
         assert title.get_text().count("\n") >= 2 and title.get_text().replace("\n", " ").startswith(head[:60])

@@ -11,7 +11,7 @@ from matplotlib.collections import QuadMesh  # noqa: E402
 from scipy import ndimage  # noqa: E402
 
 import meanfield as mf  # noqa: E402
-from meanfield.results import plotting  # noqa: E402
+from meanfield.results import figures, plotting  # noqa: E402
 from meanfield.representations.base import State  # noqa: E402
 from meanfield.representations.lagrangian import LagrangianNodes  # noqa: E402
 from meanfield.representations.particles import ParticleCloud  # noqa: E402
@@ -102,7 +102,7 @@ def _sphere_peaks(image):
 @pytest.mark.parametrize("make", [lagrangian_solution, particle_solution], ids=["lagrangian", "particles"])
 def test_three_clusters_narrower_than_a_pixel_on_the_circle(make):
     sol = make(2)
-    fig = plotting.pyplot().figure()
+    fig = figures.pyplot().figure()
     plotting.space_time_panel(fig.add_subplot(), sol, scale="perturbation")
     mesh = _image(fig)
     drawn = np.asarray(mesh.get_array()).reshape(2, -1)
@@ -118,18 +118,18 @@ def test_three_clusters_narrower_than_a_pixel_on_the_circle(make):
     assert mesh.norm.vmin == -1.0
     assert mesh.norm.vmax == pytest.approx(rho.max() - 1.0)
     assert mesh.norm(0.0) == pytest.approx(0.5)
-    plotting.pyplot().close(fig)
+    figures.pyplot().close(fig)
 
 
 @pytest.mark.parametrize("make", [lagrangian_solution, particle_solution], ids=["lagrangian", "particles"])
 def test_three_clusters_narrower_than_a_pixel_on_the_sphere(make):
     sol = make(3)
-    fig = plotting.pyplot().figure()
+    fig = figures.pyplot().figure()
     gs = fig.add_gridspec(2, 1, height_ratios=[1, 0.1])
     plotting.sphere_maps(fig, [gs[0, 0]], gs[1, 0], sol, [1], scale="log")
     image = np.asarray(_image(fig).get_array()).reshape(90, 180)
     assert _sphere_peaks(image) == 3
-    plotting.pyplot().close(fig)
+    figures.pyplot().close(fig)
 
 
 @pytest.mark.parametrize("make", [lagrangian_solution, particle_solution], ids=["lagrangian", "particles"])
@@ -180,7 +180,7 @@ def test_clusters_narrower_than_a_pixel_are_marked_with_their_mass(make, dim):
     assert np.max(np.abs(centres - _centres(dim)[k])) <= 1e-5
     fig = plotting.plot_solution(sol)
     assert _mass_labels(fig) == [f"{m:.3g}" for m in masses]
-    plotting.pyplot().close(fig)
+    figures.pyplot().close(fig)
 
 
 def test_many_or_no_clusters_are_not_labelled():
@@ -192,7 +192,7 @@ def test_many_or_no_clusters_are_not_labelled():
     assert plotting.cluster_marks(many, 1)[0].size == 0
     fig = plotting.plot_solution(many)
     assert _mass_labels(fig) == []
-    plotting.pyplot().close(fig)
+    figures.pyplot().close(fig)
     sphere = particle_solution(3)
     assert plotting.cluster_marks(sphere, 0)[0].size == 0        # t = 0: Fibonacci points, not clustered
 
@@ -203,7 +203,7 @@ def test_energy_reference_lines_are_named_for_the_sign_of_beta(beta):
     the uniform state is the minimum a_0/2β (its value from the closed form on S^1, a_0 = I_0(β))."""
     x = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]])
     sol = mf.Solution([0.0, 1.0], mf.Model(beta=beta, dim=2), ParticleCloud(np.full(3, 1 / 3), 2), np.stack([x, x]))
-    fig = plotting.pyplot().figure()
+    fig = figures.pyplot().figure()
     ax = plotting.plot_energy(sol, fig.add_subplot())
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     uniform = float(np.i0(beta) / (2 * beta))
@@ -215,7 +215,7 @@ def test_energy_reference_lines_are_named_for_the_sign_of_beta(beta):
         assert any(f"uniform minimum $a_0/2\\beta$ = {uniform:.6g}" in s for s in labels)
         assert not any("antipodal" in s for s in labels)
     assert any(f"Dirac maximum $e^\\beta/2\\beta$ = {np.exp(beta) / (2 * beta):.6g}" in s for s in labels)
-    plotting.pyplot().close(fig)
+    figures.pyplot().close(fig)
 
 
 def test_the_legend_of_particles_on_the_sphere_is_off_the_sphere():
@@ -230,7 +230,7 @@ def test_the_legend_of_particles_on_the_sphere_is_off_the_sphere():
     box, page = leg.get_window_extent(renderer), fig.bbox
     assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1
     assert box.y1 <= drawn.y0 and box.y1 <= ax.get_window_extent(renderer).y0
-    plotting.pyplot().close(fig)
+    figures.pyplot().close(fig)
 
 
 def test_the_circle_picture_shows_three_clusters_at_every_time_after_they_form():
@@ -254,7 +254,7 @@ def test_the_circle_picture_shows_three_clusters_at_every_time_after_they_form()
             masses = np.sort(np.r_[masses[0] + masses[-1], masses[1:-1]])
         np.testing.assert_allclose(masses, masses.mean(), atol=2e-3)      # the start is 2π/3-symmetric
     np.testing.assert_allclose(masses, 1 / 3, atol=1e-3)                  # at t = 40 all mass is clustered
-    plotting.pyplot().close(fig)
+    figures.pyplot().close(fig)
 
 
 def test_figure5_says_that_gamma_belongs_to_the_identity_parameters():

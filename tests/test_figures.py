@@ -24,7 +24,7 @@ from matplotlib.testing.compare import compare_images  # noqa: E402
 
 import meanfield as mf  # noqa: E402
 from meanfield import experiments
-from meanfield.results import plotting  # noqa: E402
+from meanfield.results import figures, plotting  # noqa: E402
 from meanfield.cli import main  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -37,7 +37,7 @@ HAVE_DOLFINX = importlib.util.find_spec("dolfinx") is not None
 
 @pytest.fixture(autouse=True)
 def small_pictures(monkeypatch):
-    monkeypatch.setitem(plotting.STYLE, "savefig.dpi", DPI)
+    monkeypatch.setitem(figures.STYLE, "savefig.dpi", DPI)
 
 
 def assert_like_baseline(path, name):

@@ -73,7 +73,7 @@ from solvers.timestepping import STEPPERS
 
 from ..measures import densities as _densities
 from ..transformer.model import Model
-from ..results.plotting import SCALES
+from ..results.figures import SCALES
 from ..spaces.quadrature import sphere_quadrature
 from ..measures.sampling import uniform_points
 from ..validation import check_int, check_memory, check_real, check_times

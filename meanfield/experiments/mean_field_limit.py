@@ -48,7 +48,7 @@ from .report import Report, fit_exponential, fit_power_law, pyplot, show_progres
 from .options import Options, experiment, option
 from .parallel import check_parallel, map_tasks
 import solvers
-from ..results.plotting import model_label, suptitle
+from ..results.figures import model_label, suptitle
 
 
 def dobrushin_constant(beta):

@@ -35,8 +35,8 @@ from scipy.special import ive
 from ..observables.diagnostics import compare_events, find_clusters, white_noise_prediction
 from ..transformer.kernels import fastest_mode, linear_growth_rates
 from ..transformer.model import Model
-from ..results.plotting import (plot_cluster_histories, plot_first_counts, plot_growth_rates, plot_mean_clusters,
-                        plot_staircase)
+from .metastability_figures import (plot_cluster_histories, plot_first_counts, plot_growth_rates, plot_mean_clusters,
+                                   plot_staircase)
 from .metastability_runs import continuum_run, iid_run, particle_run, staircase_run
 from .report import Report, pyplot, show_progress
 from .options import FIRST, Options, Quick, experiment, option

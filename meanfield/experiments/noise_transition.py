@@ -38,7 +38,7 @@ from .options import Options, experiment, option
 from .parallel import check_parallel, cluster, map_tasks
 import solvers
 from ..transformer.kernels import minimum_degree
-from ..results.plotting import legend, suptitle
+from ..results.figures import legend, suptitle
 from ..measures.sampling import sample
 from solvers import stationary
 from solvers.spectral import spectral_tail

@@ -30,7 +30,7 @@ from .options import Options, at_most, experiment, option
 from .parallel import check_parallel, cluster, map_tasks
 import solvers
 from ..observables.diagnostics import clustered_pair_fraction
-from ..results.plotting import suptitle
+from ..results.figures import suptitle
 from solvers.particles import Layers
 
 

@@ -35,7 +35,7 @@ from ..observables import diagnostics
 from ..observables.energy import dirac_energy, uniform_energy
 from ..errors import Interrupted, InvalidInput
 from ..spaces.gridded import describe_file
-from ..results.plotting import save, style
+from ..results.figures import save, style
 from ..spaces.quadrature import sphere_quadrature
 from ..observables.wasserstein import w1_to_dirac, w1_to_uniform
 
@@ -44,8 +44,8 @@ DIGITS = 12            # significant digits of the numbers in summary.json
 
 def pyplot():
     """matplotlib.pyplot with a non-interactive backend unless a display is configured
-    (`meanfield.results.plotting.pyplot`, imported when first needed)."""
-    from ..results.plotting import pyplot as plt  # deferred: matplotlib is heavy
+    (`meanfield.results.figures.pyplot`, imported when first needed)."""
+    from ..results.figures import pyplot as plt  # deferred: matplotlib is heavy
 
     return plt()
 
@@ -111,14 +111,14 @@ class Report:
         return None if self.out is None else self.out / name
 
     def figure(self, **kwargs):
-        """A matplotlib Figure made in the library's style (`meanfield.results.plotting.STYLE`)."""
+        """A matplotlib Figure made in the library's style (`meanfield.results.figures.STYLE`)."""
 
         plt = pyplot()
         with style():
             return plt.figure(**kwargs)
 
     def subplots(self, *args, **kwargs):
-        """``plt.subplots`` in the library's style (`meanfield.results.plotting.STYLE`)."""
+        """``plt.subplots`` in the library's style (`meanfield.results.figures.STYLE`)."""
 
         plt = pyplot()
         with style():

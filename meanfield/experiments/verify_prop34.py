@@ -32,7 +32,7 @@ from ..measures import densities
 from ..observables.energy import dirac_energy, uniform_energy
 from ..transformer.kernels import kernel_multipliers, linear_growth_rates
 from ..transformer.model import Model
-from ..results.plotting import suptitle
+from ..results.figures import suptitle
 from ..measures.sampling import sample, uniform_points
 from .options import Options, experiment, option
 from .report import Report, fit_exponential, show_progress

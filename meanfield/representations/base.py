@@ -1,5 +1,7 @@
 """Representation base class and the registry used by `meanfield.load`."""
 import importlib
+import os
+import pkgutil
 
 import numpy as np
 
@@ -7,27 +9,24 @@ from ..errors import InvalidInput, NoCellMeans
 from ..spaces.gridded import cell_grid_of
 from ..validation import check_int
 
-_REGISTRY = {
-    "fourier": "meanfield.representations.fourier:FourierSeries",
-    "harmonics": "meanfield.representations.harmonics:SphericalHarmonicSeries",
-    "p1": "meanfield.representations.p1:P1Field",
-    "particles": "meanfield.representations.particles:ParticleCloud",
-    "sampled-particles": "meanfield.representations.sampled_particles:SampledParticleCloud",
-    "lagrangian": "meanfield.representations.lagrangian:LagrangianNodes",
-    "gegenbauer": "meanfield.representations.gegenbauer:GegenbauerSeries",
-    "segments": "meanfield.representations.segments:Segments",
-    "gaussian": "meanfield.representations.gaussian:GaussianMoments",
-    "layered": "meanfield.representations.layered:LayeredDensity",
-    "layered-lagrangian": "meanfield.representations.layered:LayeredNodes",
-}
+_REGISTRY = {}      # name -> class: each representation registers itself where it is defined
 
 
 def register(name, target):
-    """Register a representation class (``"module:Class"`` or the class itself) under ``name``."""
+    """Register a representation class (``"module:Class"`` or the class itself) under ``name``; a subclass
+    of `Representation` that sets ``name`` is registered when it is defined, without this call."""
     _REGISTRY[name] = target
 
 
+def _import_representations():
+    """Import every module of this package: each registers the representations it defines."""
+    for info in pkgutil.iter_modules([os.path.dirname(__file__)]):
+        importlib.import_module(f"{__package__}.{info.name}")
+
+
 def lookup_representation(name):
+    if name not in _REGISTRY:
+        _import_representations()
     target = _REGISTRY.get(name)
     if target is None:
         raise InvalidInput(f"unknown representation {name!r}; known: {sorted(_REGISTRY)}")
@@ -62,8 +61,8 @@ class Representation:
        the grid's mass Σ ρ̄·σ(cell) is the state's mass for any state, clustered or not.
 
     Densities are relative to σ, the uniform probability measure on S^{d-1} (docs/mathematics.md §2),
-    so the uniform density is 1. ``register(name, cls)`` adds a representation to the registry that
-    `meanfield.load` reads files with.
+    so the uniform density is 1. A subclass that sets ``name`` is registered under it when it is
+    defined: `meanfield.load` reads files with that registry (``register(name, cls)`` adds another name).
 
     Examples
     --------
@@ -88,6 +87,13 @@ class Representation:
     zonal = False            # a function of s = ⟨x, axis⟩ only (its picture: the law of s)
     point_cloud = False      # the data are the points themselves (``Solution.positions``)
     layered = False          # one state per token position (``positions``: the nodes s_i; causal runs)
+
+    def __init_subclass__(cls, **kwargs):
+        """A subclass that sets its own ``name`` is registered under it (the first class of a name keeps it)."""
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("name")
+        if isinstance(name, str):
+            _REGISTRY.setdefault(name, cls)
 
     def resolution_label(self, data=None):
         """The resolution in words (``K = 256 modes``, ``n = 500 particles``; default: the name)."""

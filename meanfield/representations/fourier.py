@@ -2,7 +2,7 @@
 import numpy as np
 
 from ..observables.energy import energy_from_spectrum
-from ..spaces.gridded import THETA_ATTRS
+from ..spaces.gridded import point_dataarray
 from ..spaces.quadrature import trapezoid
 from .base import Representation
 from ..errors import InvalidInput
@@ -72,14 +72,8 @@ class FourierSeries(Representation):
 
     def to_grid(self, data, n=None):
         """ρ at the midpoints θ_j = 2π(j + ½)/n (default n = max(4(2K + 1), 512)), as a DataArray."""
-        import xarray as xr  # deferred: xarray is heavy
-
         n = max(4 * (2 * self.modes + 1), 512) if n is None else int(n)
-        theta = trapezoid(n).angles
-        da = xr.DataArray(self.grid_values(data, n), coords={"theta": theta}, dims=("theta",), name="rho")
-        da["theta"].attrs.update(THETA_ATTRS)
-        da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
-        return da
+        return point_dataarray(self.grid_values(data, n), theta=trapezoid(n).angles)
 
     @property
     def default_cells(self):

@@ -28,7 +28,7 @@ import numpy as np
 from ducc0.sht import synthesis, synthesis_2d, synthesis_general
 
 from ..observables.energy import energy_from_spectrum
-from ..spaces.gridded import LAT_ATTRS, LON_ATTRS
+from ..spaces.gridded import point_dataarray
 from ..threads import transform_threads
 from ..spaces.quadrature import gauss_legendre_grid   # also re-exported: the ducc0 "GL" grid
 from .base import Representation
@@ -172,17 +172,9 @@ class SphericalHarmonicSeries(Representation):
     def to_grid(self, data, n=None):
         """ρ on a Gauss–Legendre grid of n latitudes (default lmax + 2) and 2n longitudes, as a DataArray
         with lat (degrees north, north to south) and lon (degrees east, from 0)."""
-        import xarray as xr  # deferred: xarray is heavy
-
         n = self.lmax + 2 if n is None else int(n)
         theta, phi = gauss_legendre_grid(n, 2 * n)[:2]
-        values = self.grid_values(data, n, 2 * n)
-        da = xr.DataArray(values, coords={"lat": 90 - np.degrees(theta), "lon": np.degrees(phi)}, dims=("lat", "lon"),
-                          name="rho")
-        da["lat"].attrs.update(LAT_ATTRS)
-        da["lon"].attrs.update(LON_ATTRS)
-        da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
-        return da
+        return point_dataarray(self.grid_values(data, n, 2 * n), lat=90 - np.degrees(theta), lon=np.degrees(phi))
 
     @property
     def default_cells(self):

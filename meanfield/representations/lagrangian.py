@@ -54,7 +54,7 @@ from scipy.spatial import cKDTree
 
 from ..observables.energy import discrete_energy
 from ..spaces.geodesic import tangent_frame
-from ..spaces.gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, bin_masses
+from ..spaces.gridded import bin_masses, point_dataarray
 from .base import Representation
 from ..observables.diagnostics import linked_components
 from ..observables.wasserstein import EXACT_MAX_SIZE, w1_to_dirac, wasserstein
@@ -474,25 +474,16 @@ class LagrangianNodes(Representation):
     def to_grid(self, data, n=None):
         """ρ on a grid as a DataArray: n midpoints in θ on S^1 (default 1024); on S^2 n latitudes
         (default 64, equal-angle cell centres) × 2n longitudes."""
-        import xarray as xr  # deferred: xarray is heavy
-
         if self.dim == 2:
             n = 1024 if n is None else int(n)
             theta = 2 * np.pi * (np.arange(n) + 0.5) / n
-            da = xr.DataArray(self._evaluate_circle(data, theta), coords={"theta": theta}, dims=("theta",), name="rho")
-            da["theta"].attrs.update(THETA_ATTRS)
-        else:
-            n = 64 if n is None else int(n)
-            lat = 90 - 180 * (np.arange(n) + 0.5) / n
-            lon = 360 * np.arange(2 * n) / (2 * n)
-            th, ph = np.meshgrid(np.radians(90 - lat), np.radians(lon), indexing="ij")
-            x = np.stack([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)], -1)
-            da = xr.DataArray(self._evaluate_sphere(data, x), coords={"lat": lat, "lon": lon}, dims=("lat", "lon"),
-                              name="rho")
-            da["lat"].attrs.update(LAT_ATTRS)
-            da["lon"].attrs.update(LON_ATTRS)
-        da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
-        return da
+            return point_dataarray(self._evaluate_circle(data, theta), theta=theta)
+        n = 64 if n is None else int(n)
+        lat = 90 - 180 * (np.arange(n) + 0.5) / n
+        lon = 360 * np.arange(2 * n) / (2 * n)
+        th, ph = np.meshgrid(np.radians(90 - lat), np.radians(lon), indexing="ij")
+        x = np.stack([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)], -1)
+        return point_dataarray(self._evaluate_sphere(data, x), lat=lat, lon=lon)
 
     @property
     def default_cells(self):

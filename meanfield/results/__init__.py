@@ -1,4 +1,5 @@
-"""What a run gives back: the `Solution` (saving, loading, continuing), its pictures and its movies.
+"""What a run gives back: the `Solution` (saving, loading, continuing), its pictures (plotting; the style,
+titles and colour scales every picture shares: figures) and its movies.
 
 Floor: above everything of the model layer except the experiments and the command line
 (docs/architecture.md, "The floor plan").

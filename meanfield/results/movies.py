@@ -27,7 +27,7 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
-from .plotting import model_label, pyplot, style
+from .figures import model_label, pyplot, style
 from ..representations import NoCellMeans
 from ..representations.base import Representation
 from ..representations.layered import principal_plane

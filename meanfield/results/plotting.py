@@ -1,8 +1,8 @@
 """Pictures of solutions in one style: the state of the run beside the energy E_β(t).
 
-Every picture carries the model and the resolution in its title (`run_title`), marks a run that
-stopped early on its time axes with the reason (`mark_stop`), and offers three colour scales for
-densities (`colour_scale`): ``"linear"`` in ρ, ``"log"`` in ρ, and ``"perturbation"``, ρ − 1 on a
+Every picture carries the model and the resolution in its title (`figures.run_title`), marks a run
+that stopped early on its time axes with the reason (`figures.mark_stop`), and offers three colour
+scales for densities (`figures.colour_scale`): ``"linear"`` in ρ, ``"log"`` in ρ, and ``"perturbation"``, ρ − 1 on a
 symmetric logarithmic scale, which shows the linear stage (ρ − 1 of size 1e-2, docs/mathematics.md
 §5) and the clusters in one picture. Densities are relative to the uniform probability measure σ
 (docs/mathematics.md §2), so the uniform state is ρ = 1.
@@ -20,10 +20,7 @@ The panels:
   saddle and the minimum is cosh β/2β) as lines when they are on the scale of the curve, as labelled
   arrows otherwise.
 """
-import contextlib
 import math
-import os
-import textwrap
 
 import numpy as np
 
@@ -31,289 +28,11 @@ from ..observables.diagnostics import follow_clusters
 from ..observables.energy import dirac_energy, energy_bounds, uniform_energy
 from ..errors import InvalidInput, NoCellMeans
 from ..spaces.gridded import cell_grid_of
-from ..transformer.kernels import fastest_mode
-from ..transformer.model import Model
 from ..representations.layered import principal_plane
+from .figures import (WIDTH, check_scale, colour_scale, legend, mark_stop, pyplot, requested_end, run_title, save,
+                      select_times, style, suptitle, time_limits)
 
-SCALES = ("auto", "linear", "log", "perturbation")
-
-# fonts, sizes and resolution of every picture the library writes (golden-image tests rely on them)
-STYLE = {
-    "font.family": ["DejaVu Sans"],
-    "font.size": 10.0,
-    "axes.titlesize": "medium",
-    "figure.titlesize": "large",
-    "legend.fontsize": "small",
-    "figure.dpi": 100.0,
-    "savefig.dpi": 110.0,
-    "image.cmap": "magma",
-    "svg.hashsalt": "meanfield",
-}
-WIDTH = 12.0          # inches, every run picture
 MAX_MARKED = 12       # clusters marked with their mass on a picture; more would not be legible
-
-_STOP_COLOUR = "C3"
-
-
-# -- style ------------------------------------------------------------------------------------------
-def pyplot():
-    """matplotlib.pyplot with a non-interactive backend unless a display is configured."""
-
-    import matplotlib  # deferred: matplotlib is heavy
-
-    chosen = getattr(matplotlib.rcParams, "_get_backend_or_none", lambda: None)()
-    if chosen is None and not (os.environ.get("DISPLAY") or os.environ.get("MPLBACKEND")):
-        matplotlib.use("Agg")           # headless and no backend chosen (a notebook has chosen its own)
-    import matplotlib.pyplot as plt  # deferred: matplotlib is heavy
-
-    return plt
-
-
-@contextlib.contextmanager
-def style():
-    """Context in which figures are made and saved in the library's style (`STYLE`)."""
-    import matplotlib  # deferred: matplotlib is heavy
-
-    with matplotlib.rc_context(STYLE):
-        yield
-
-
-def save(fig, path, dpi=None):
-    """Write ``fig`` (PNG/PDF/SVG by the suffix) in the library's style, ``dpi`` default `STYLE`."""
-    with style():
-        fig.savefig(path, dpi=STYLE["savefig.dpi"] if dpi is None else dpi, metadata=_metadata(path))
-
-
-def _metadata(path):
-    suffix = str(path).rsplit(".", 1)[-1].lower()
-    return {"Software": "meanfield"} if suffix == "png" else None
-
-
-# -- labels -----------------------------------------------------------------------------------------
-def model_label(model):
-    """``(SA) β = 4, V = I, d = 2, ν = 0``: the model (docs/mathematics.md §1) in one line."""
-    if model.is_zonal:
-        v = model.v
-        V = "I" if v == 1 else "−I" if v == -1 else f"{v:g} I"
-    else:
-        V = f"general Q, K, V ({len(model.heads)} head{'s' if len(model.heads) > 1 else ''})"
-    slopes = ", ".join(f"{lam:g}" for lam in dict.fromkeys(model.position_biases))
-    mask = f", {model.mask} mask, λ = {slopes}" if model.is_causal else ""
-    return f"({model.kind}) β = {model.beta:g}, V = {V}, d = {model.dim}, ν = {model.noise:g}{mask}"
-
-
-def resolution_label(rep, data=None):
-    """The resolution of a representation: ``K = 256 modes``, ``lmax = 63``, ``n = 500 particles``..."""
-    return rep.resolution_label(data)
-
-
-def stop_reason(sol, width=90):
-    """The first line of a stopped run's message, shortened to ``width`` characters."""
-    text = (sol.message or "stopped").strip().splitlines()[0]
-    return text if len(text) <= width else text[:width - 1] + "…"
-
-
-def run_title(sol, t_end=None):
-    """Two lines: solver, model and resolution; then whether the run reached its end."""
-    solver = sol.solver or sol.representation.name
-    head = f"{solver}: {model_label(sol.model)}; {resolution_label(sol.representation, sol.data)}"
-    if not sol.t.size:
-        return head
-    t_stop = float(sol.t[-1])
-    if sol.status != 0:
-        of = f" of {t_end:g}" if t_end is not None else ""
-        return f"{head}\nSTOPPED at t = {t_stop:.4g}{of}: {stop_reason(sol)}"
-    return f"{head}\nt from {float(sol.t[0]):g} to {t_stop:g}, {sol.t.size} saved times"
-
-
-def suptitle(fig, text, stopped=False):
-    """The figure title in the library's style (red when the run stopped early), a line wider than the
-    figure wrapped at the words (`fit_to_width`), so that a long title is not clipped at both ends."""
-    return fit_to_width(fig.suptitle(text, color=_STOP_COLOUR if stopped else "k", fontsize="large"), fig)
-
-
-def fit_to_width(artist, fig, fill=0.96):
-    """Wrap each line of the Text ``artist`` that is wider than ``fill`` of the figure at the words, to as
-    many characters as fit (measured with the figure's renderer; 0.6 em a character where there is none).
-    Lines that fit are left as they are. Returns the artist."""
-    lines = artist.get_text().splitlines()
-    room = fill * fig.bbox.width
-    try:
-        renderer = fig.canvas.get_renderer()
-    except AttributeError:
-        renderer = None
-    out = []
-    for line in lines:
-        if renderer is not None:
-            artist.set_text(line)
-            width = artist.get_window_extent(renderer).width
-        else:
-            width = len(line) * 0.6 * artist.get_fontsize() * fig.dpi / 72
-        chars = max(20, int(len(line) * room / width)) if width > room else 0
-        out.append(textwrap.fill(line, chars, break_long_words=False, break_on_hyphens=False) if chars else line)
-    artist.set_text("\n".join(out))
-    return artist
-
-
-def _requested_end(sol, t_end):
-    if t_end is None:
-        t_end = sol.stats.get("t_requested")
-    return None if t_end is None else float(t_end)
-
-
-def mark_stop(ax, sol, t_end=None, axis="x"):
-    """Mark on ``ax`` (time along ``axis``, "x" or "y") that ``sol`` stopped early: a red dashed line
-    at its last saved time with the reason, and the times it did not reach (up to ``t_end``, by
-    default the requested end in ``sol.stats``) hatched. Returns the line, or None for a finished run."""
-    if sol.status == 0 or not sol.t.size:
-        return None
-    t_stop = float(sol.t[-1])
-    t_end = _requested_end(sol, t_end)
-    horizontal = axis == "y"
-    line_fn = ax.axhline if horizontal else ax.axvline
-    line = line_fn(t_stop, color=_STOP_COLOUR, ls="--", lw=1.5, label=f"stopped at t = {t_stop:.4g}")
-    if t_end is not None and t_end > t_stop:
-        span = ax.axhspan if horizontal else ax.axvspan
-        span(t_stop, t_end, facecolor="0.9", edgecolor="0.6", hatch="//", lw=0, zorder=0.5,
-             label="not computed")
-        (ax.set_ylim if horizontal else ax.set_xlim)(*_time_limits(sol, t_end))
-    text = f"stopped at t = {t_stop:.4g}: {stop_reason(sol, 48)}"
-    if horizontal:
-        ax.annotate(text, xy=(0.02, t_stop), xycoords=("axes fraction", "data"), xytext=(0, 3),
-                    textcoords="offset points", color=_STOP_COLOUR, fontsize="small", va="bottom",
-                    bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1))
-    else:
-        lo, hi = ax.get_xlim()
-        wide = t_end is not None and (t_end - t_stop) >= 0.4 * (hi - lo)
-        text = text.replace(": ", ":\n", 1) if wide else text
-        ax.annotate(text, xy=(t_stop, 0.85 if wide else 0.5), xycoords=("data", "axes fraction"), xytext=(4 if wide else -3, 0),
-                    textcoords="offset points", color=_STOP_COLOUR, fontsize="small", rotation=0 if wide else 90,
-                    ha="left" if wide else "right", va="center",
-                    bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1))
-    return line
-
-
-def _time_limits(sol, t_end=None):
-    t0, t1 = float(sol.t[0]), float(sol.t[-1])
-    if t_end is not None:
-        t1 = max(t1, t_end)
-    return (t0, t1) if t1 > t0 else (t0 - 0.5, t0 + 0.5)
-
-
-# -- colour scales ----------------------------------------------------------------------------------
-def check_scale(scale):
-    if scale is None:
-        return "auto"
-    if scale not in SCALES:
-        raise InvalidInput(f"`scale` must be one of {', '.join(repr(s) for s in SCALES)}, got {scale!r}.")
-    return scale
-
-
-def auto_scale(values):
-    """"perturbation" when the first row (the initial state) is within 0.5 of the uniform ρ = 1;
-    else "log" when the largest value exceeds 20 times the median; else "linear"."""
-    v = np.asarray(values, dtype=float)
-    first = v[0] if v.ndim >= 2 else v
-    first = first[np.isfinite(first)]
-    if first.size and float(np.max(np.abs(first - 1.0))) <= 0.5:
-        return "perturbation"
-    finite = v[np.isfinite(v)]
-    positive = finite[finite > 0]
-    if positive.size and float(finite.max()) > 20.0 * float(np.median(positive)):
-        return "log"
-    return "linear"
-
-
-def colour_scale(values, scale="auto"):
-    """(values to draw, matplotlib norm, colour map, colour-bar label, colour-bar ticks or None) for
-    density values ``values``
-    (rows: saved times or maps). ``scale``: "linear" (ρ from min(0, min ρ)), "log" (ρ over at most six
-    decades below its maximum; empty cells a decade below the faintest occupied one), "perturbation" (ρ − 1 on a symmetric log scale whose linear part is
-    a third of the smallest row amplitude max|ρ − 1|, so the initial perturbation shows, from
-    max(−1, −max|ρ − 1|) to max|ρ − 1| with 0 at the centre of the colour map: `two_sided_symlog`),
-    or "auto" (`auto_scale`)."""
-    from matplotlib.colors import LogNorm, Normalize  # deferred: matplotlib is heavy
-
-    scale = check_scale(scale)
-    v = np.asarray(values, dtype=float)
-    finite = v[np.isfinite(v)]
-    if not finite.size:
-        finite = np.zeros(1)
-    if scale == "auto":
-        scale = auto_scale(v)
-    top = float(finite.max())
-    if scale == "linear":
-        low = min(0.0, float(finite.min()))
-        return v, Normalize(vmin=low, vmax=top if top > low else low + 1.0), "magma", r"$\rho$", None
-    if scale == "log":
-        top = top if top > 0 else 1.0
-        positive = finite[finite > 0]
-        floor = max(top * 1e-6, float(positive.min()) if positive.size else top * 1e-6)
-        if positive.size < finite.size:                 # empty cells: a decade below the faintest one
-            floor /= 10.0
-        floor = min(floor, top / 10.0)
-        return np.clip(v, floor, None), LogNorm(vmin=floor, vmax=top), "magma", r"$\rho$ (log scale)", None
-    delta = v - 1.0
-    a = float(np.nanmax(np.abs(delta))) if np.isfinite(delta).any() else 0.0
-    a = a if a > 0 else 1e-12
-    rows = np.abs(delta).reshape(delta.shape[0], -1) if delta.ndim >= 2 else np.abs(delta)[None]
-    amp = np.nanmax(rows, axis=1)
-    amp = amp[np.isfinite(amp) & (amp > 0)]
-    smallest = float(amp.min()) if amp.size else a
-    linthresh = float(np.clip(smallest / 3.0, a * 1e-6, a))
-    low = -min(a, 1.0)                                   # ρ >= 0, so ρ − 1 >= −1
-    norm = two_sided_symlog(linthresh, low, a)
-    decades = np.arange(math.ceil(np.log10(linthresh) - 1e-9), math.floor(np.log10(a) + 1e-9) + 1)
-    decades = decades[::max(1, math.ceil(decades.size / 4))]
-    ticks = np.concatenate([-10.0 ** decades[::-1], [0.0], 10.0 ** decades])
-    ticks = ticks[ticks >= low * (1 + 1e-12)]
-    label = r"$\rho - 1$ (symmetric log scale, linear for $|\rho - 1| <$" + f" {linthresh:.2g})"
-    return np.clip(delta, low, None), norm, "RdBu_r", label, ticks
-
-
-def two_sided_symlog(linthresh, low, high):
-    """A matplotlib norm for ρ − 1 in [low, high] (low < 0 < high): the symmetric log
-    g(x) = sign(x)·log10(1 + |x|/linthresh), scaled separately on each side so that 0 is the centre of a
-    diverging colour map and the colour bar runs from ``low`` to ``high`` only."""
-    from matplotlib.colors import FuncNorm  # deferred: matplotlib is heavy
-
-    def g(x):
-        return np.sign(x) * np.log10(1.0 + np.abs(x) / linthresh)
-
-    def g_inv(y):
-        return np.sign(y) * linthresh * (10.0 ** np.abs(y) - 1.0)
-
-    gl, gh = -float(g(low)), float(g(high))
-
-    def forward(x):
-        y = g(np.asarray(x, dtype=float))
-        return np.where(y < 0, y / gl, y / gh)
-
-    def inverse(y):
-        y = np.asarray(y, dtype=float)
-        return g_inv(np.where(y < 0, y * gl, y * gh))
-
-    return FuncNorm((forward, inverse), vmin=low, vmax=high)
-
-
-# -- selection of saved times -----------------------------------------------------------------------
-def select_times(t, times):
-    """Saved indices for ``times``: None -> first, middle, last; ints -> indices; floats -> nearest saved times."""
-    t = np.asarray(t, dtype=float)
-    T = t.size
-    if times is None:
-        return sorted({0, T // 2, T - 1})
-    arr = np.atleast_1d(np.asarray(times))
-    if arr.size == 0:
-        raise InvalidInput("`times` must select at least one saved time.")
-    if np.issubdtype(arr.dtype, np.integer):
-        if np.any(arr < -T) or np.any(arr >= T):
-            raise InvalidInput(f"`times` as indices must lie in [-{T}, {T - 1}], got {arr.tolist()}.")
-        return [int(i) % T for i in arr]
-    arr = arr.astype(float)
-    if not np.all(np.isfinite(arr)):
-        raise InvalidInput("`times` must be finite.")
-    return [int(np.argmin(np.abs(t - s))) for s in arr]
 
 
 # -- panels -----------------------------------------------------------------------------------------
@@ -381,7 +100,7 @@ def _time_mesh(ax, sol, x, drawn, norm, cmap, label, t_end=None, fig=None, ticks
         ax.axhline(tb, color="w", ls=":", lw=1.2)
         ax.annotate(f"hand-over to {name}", xy=(0.98, tb), xycoords=("axes fraction", "data"), xytext=(0, 2),
                     textcoords="offset points", ha="right", va="bottom", color="w", fontsize="small")
-    ax.set_ylim(*_time_limits(sol))
+    ax.set_ylim(*time_limits(sol))
     mark_stop(ax, sol, t_end, axis="y")
     return ax
 
@@ -455,15 +174,6 @@ def mark_clusters(ax, sol, i, place, colour="w"):
 def circle_angle(x):
     """θ ∈ [0, 2π) of points x (..., 2) of S^1."""
     return np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi)
-
-
-def legend(ax, **kwargs):
-    """``ax.legend`` with each label once (the first handle that carries it)."""
-    handles, labels = ax.get_legend_handles_labels()
-    seen = {}
-    for h, lab in zip(handles, labels):
-        seen.setdefault(lab, h)
-    return ax.legend(list(seen.values()), list(seen), **kwargs)
 
 
 def sphere_maps(fig, specs, cbar_spec, sol, idx, scale="auto", nlat=90):
@@ -575,7 +285,7 @@ def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
         ax.set_xticks(np.pi * np.arange(5) / 2, ["0", "π/2", "π", "3π/2", "2π"])
         ax.set_xlim(0.0, 2 * np.pi)
         ax.set_ylabel("t")
-        ax.set_ylim(*_time_limits(sol))
+        ax.set_ylim(*time_limits(sol))
         ax.set_title(f"particles on $S^1${which}")
         mark_stop(ax, sol, t_end, axis="y")
         # below the panel, off the θ axis, each marker at its own size but the particles' dots (ms 1.5)
@@ -604,7 +314,7 @@ def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
     ax.set_ylim(-1.05, 1.05)
     ax.set_xlabel("t")
     ax.set_ylabel(r"$\langle x_i(t), x_j(t)\rangle$, $i < j$")
-    ax.set_xlim(*_time_limits(sol))
+    ax.set_xlim(*time_limits(sol))
     ax.set_title(f"pairwise inner products of {n} particles in $S^{{{d - 1}}}${which}")
     mark_stop(ax, sol, t_end, axis="x")
     ax.legend(loc="lower right", fontsize="small")
@@ -644,7 +354,7 @@ def plot_energy(sol, ax, t_end=None):
             ax.plot([0.015 if rising else 0.985], [0.97 if above else 0.03], marker="$\\uparrow$" if above else "$\\downarrow$",
                     ms=12, color=colour, ls="none", transform=ax.transAxes, clip_on=False,
                     label=f"{name} = {value:.6g} ({'above' if above else 'below'}, off scale)")
-    ax.set_xlim(*_time_limits(sol))
+    ax.set_xlim(*time_limits(sol))
     mark_stop(ax, sol, t_end, axis="x")
     from matplotlib.transforms import offset_copy  # deferred: matplotlib is heavy
 
@@ -696,7 +406,7 @@ def plot_solution(sol, times=None, path=None, show_energy=True, scale="auto", t_
     """
     scale = check_scale(scale)
     kind = picture_kind(sol)
-    t_end = _requested_end(sol, t_end)
+    t_end = requested_end(sol, t_end)
     plt = pyplot()
     with style():
         if kind in ("maps", "positions"):
@@ -723,139 +433,4 @@ def plot_solution(sol, times=None, path=None, show_energy=True, scale="auto", t_
         suptitle(fig, run_title(sol, t_end), stopped=sol.status != 0)
         if path is not None:
             save(fig, path)
-    return fig
-
-
-# -- metastability (Section 6.3, Figure 4 of the paper; docs/mathematics.md §5, §9) -------------------
-def plot_growth_rates(pred, dims):
-    """The linear growth rates ς_l(β) of docs/mathematics.md §5 over (β, l) on each S^{d-1} of ``dims``,
-    with the fastest degree k*(β) drawn over them. ``pred["S1"]``, ``pred["S2"]``: dicts with ``beta``
-    (B,), ``rate`` (B, lmax + 1) and ``k_star`` (B,) (the metastability experiment's ``prediction``)."""
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(dims), figsize=(5.5 * len(dims), 4), squeeze=False)
-    for ax, d in zip(axes[0], dims):
-        p = pred[f"S{d - 1}"]
-        m = ax.pcolormesh(p["beta"], np.arange(p["rate"].shape[1]), p["rate"].T, shading="nearest", cmap="viridis")
-        fig.colorbar(m, ax=ax, label=r"$\varsigma_l(\beta)$")
-        ax.step(p["beta"], p["k_star"], "w-", where="mid", lw=2, label=r"$k^*(\beta)$")
-        ax.set(xlabel=r"$\beta$", ylabel="degree l", ylim=(0.5, 10.5), title=f"growth rates on $S^{{{d - 1}}}$ (SA)")
-        ax.legend(loc="upper left")
-    fig.tight_layout()
-    return fig
-
-
-def plot_cluster_histories(runs, cases, seeds, particles, quasi_ns):
-    """Space–time density of one S^1 continuum run through clustering and merging; the cluster counts
-    of every run (continuum solid, particles dashed; seeds offset by 0.04); the energy staircases,
-    (E_β − E_β[σ])/(E_β[δ] − E_β[σ]) between the uniform minimum and the Dirac maximum (Proposition 3.4).
-
-    ``runs[(dim, beta, seed)]`` and ``particles[(dim, beta, seed, n)]``: dicts with ``t``, ``count`` and
-    ``energy`` (and ``space_time`` = (θ, cell averages) for the S^1 continuum runs), for every
-    ``(dim, beta)`` of ``cases``, ``seeds`` seeds and the largest n of ``quasi_ns``."""
-    plt = pyplot()
-    from matplotlib.colors import LogNorm  # deferred: matplotlib is heavy
-
-
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
-    circle = [(d, b) for d, b in cases if d == 2]
-    if circle:
-        d, b = circle[len(circle) // 2]
-        r = runs[(d, b, 0)]
-        theta, cells = r["space_time"]
-        m = axes[0].pcolormesh(theta, r["t"], np.clip(cells, 1e-3, None), shading="auto", cmap="magma",
-                               norm=LogNorm(vmin=1e-3, vmax=max(float(cells.max()), 10.0)))
-        fig.colorbar(m, ax=axes[0], label="cell-averaged density")
-        axes[0].set(xlabel=r"$\theta$", ylabel="t", yscale="log", ylim=(5.0, r["t"][-1]),
-                    title=f"continuum on $S^1$, $\\beta = {b:g}$, seed 0")
-    nmax = max(quasi_ns)
-    for c, (d, b) in enumerate(cases):
-        e_min, e_max = uniform_energy(b, d), dirac_energy(b)
-        for s in range(seeds):
-            r, p = runs[(d, b, s)], particles[(d, b, s, nmax)]
-            lab = f"$S^{{{d - 1}}}$, $\\beta = {b:g}$" if s == 0 else None
-            axes[1].step(r["t"], r["count"] + 0.04 * s, "-", where="post", lw=1.2, label=lab, color=f"C{c}")
-            axes[1].step(p["t"], p["count"] + 0.04 * s, "--", where="post", lw=0.8, color=f"C{c}")
-            axes[2].plot(r["t"], (r["energy"] - e_min) / (e_max - e_min), "-", lw=1, color=f"C{c}", label=lab)
-    axes[1].set(xscale="log", xlabel="t", ylabel="clusters",
-                title=f"clusters: continuum (solid), particles n = {nmax} (dashed)")
-    axes[2].set(xscale="log", xlabel="t", ylabel=r"$(E_\beta - E_\beta[\sigma]) / (E_\beta[\delta] - E_\beta[\sigma])$",
-                title="energy staircase (continuum)")
-    axes[1].legend(fontsize=7)
-    axes[2].legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
-def plot_mean_clusters(f4):
-    """The mean number of clusters over (t, β) (white: no realisation separated yet), with k*(β)
-    overlaid: red dashed lines where k* changes, k* written between them; and the mean first count
-    (Figure 4 of the paper). ``f4``: a dict with ``t`` (T,), ``beta`` (B,), ``mean_clusters`` (B, T) and
-    ``first_count_mean`` (B,)."""
-
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.6))
-    t, betas = np.asarray(f4["t"], dtype=float), np.asarray(f4["beta"], dtype=float)
-    keep = t > 0
-    m = axes[0].pcolormesh(t[keep], betas, np.asarray(f4["mean_clusters"], dtype=float)[:, keep], shading="nearest",
-                           cmap="viridis")
-    fig.colorbar(m, ax=axes[0], label="mean number of clusters")
-    fine = np.linspace(betas.min() - 0.5, betas.max() + 0.5, 400)
-    kf = np.array([fastest_mode(Model(beta=b, dim=2))[0] for b in fine])
-    jumps = np.nonzero(np.diff(kf))[0]
-    for j in jumps:
-        axes[0].axhline(0.5 * (fine[j] + fine[j + 1]), color="r", ls="--", lw=1.2)
-    edges = np.concatenate([[fine[0]], 0.5 * (fine[jumps] + fine[jumps + 1]), [fine[-1]]])
-    for lo, hi, k in zip(edges[:-1], edges[1:], kf[np.concatenate([[0], jumps + 1])]):
-        mid = 0.5 * (max(lo, betas.min()) + min(hi, betas.max()))
-        if betas.min() <= mid <= betas.max():
-            axes[0].text(t[keep][0] * 1.1, mid, f"k* = {k}", color="k", va="center", fontsize=9)
-    axes[0].set(xscale="log", xlabel="t", ylabel=r"$\beta$", ylim=(betas.min() - 0.5, betas.max() + 0.5),
-                title="Figure 4 analogue: iid particles on $S^1$")
-    axes[1].step(fine, kf, "k-", where="mid", label=r"$k^*(\beta)$")
-    axes[1].plot(betas, np.asarray(f4["first_count_mean"], dtype=float), "o", label="mean first count (particles)")
-    axes[1].set(xlabel=r"$\beta$", ylabel="clusters", title="first cluster count against the linear theory")
-    axes[1].legend()
-    fig.tight_layout()
-    return fig
-
-
-def plot_first_counts(res):
-    """The distribution of the first cluster count of iid particles over seeds (bars) beside the linear
-    theory for white-noise initial data (crosses; docs/mathematics.md §5). ``res[label]``: dicts with
-    ``first_count_distribution`` {count: seeds} and ``white_noise_prediction`` {count: probability}."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for j, (key, r) in enumerate(res.items()):
-        dist = r["first_count_distribution"]
-        total = max(sum(dist.values()), 1)
-        ks = np.array(sorted(dist))
-        ax.bar(ks + 0.25 * (j - len(res) / 2), [dist[k] / total for k in ks], width=0.22, label=key, alpha=0.8,
-               color=f"C{j}")
-        pred = r["white_noise_prediction"]
-        pk = np.array(sorted(pred))
-        ax.plot(pk + 0.25 * (j - len(res) / 2), [pred[k] for k in pk], "x", color=f"C{j}", ms=8)
-    ax.set(xlabel="first cluster count", ylabel="fraction of seeds",
-           title="iid particles (bars) against the white-noise linear theory (x)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
-def plot_staircase(stairs):
-    """E_β (3.5) against log t for n = 5 particles at β = 4 on S^1, one line per seed, the plateaus of
-    the first shaded and labelled with their cluster counts (Geshkovski, Koubbi, Polyanskiy, Rigollet
-    (2024)). ``stairs``: dicts with ``t``, ``energy``, ``seed`` and ``plateaus`` [{start, end, energy,
-    clusters}] (`meanfield.observables.diagnostics.energy_plateaus`)."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    for j, r in enumerate(stairs):
-        main = j == 0
-        ax.plot(r["t"][1:], r["energy"][1:], "-", lw=2 if main else 0.8, alpha=1 if main else 0.5,
-                label=f"seed {r['seed']}" + (" (plateaus shaded)" if main else ""))
-    for p in stairs[0]["plateaus"]:
-        ax.axvspan(p["start"], p["end"], color="0.85", zorder=0)
-        ax.text(np.sqrt(p["start"] * p["end"]), p["energy"], f"{p['clusters']:.0f}", ha="center", va="bottom")
-    ax.set(xscale="log", xlabel="t", ylabel=r"$E_\beta$", title=r"$n = 5$ particles, $\beta = 4$ on $S^1$: the staircase")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
     return fig

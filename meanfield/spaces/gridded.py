@@ -92,6 +92,43 @@ LONG_NAMES = {
 }
 
 
+_POINT_COORD_ATTRS = {"theta": THETA_ATTRS, "lat": LAT_ATTRS, "lon": LON_ATTRS}
+
+
+def point_dataarray(values, **coords):
+    """ρ at the points of a grid (point values, not the cell means of `CellGrid.dataarray`) as an
+    `xarray.DataArray` named ``rho``: what a representation's ``to_grid`` returns.
+
+    Parameters
+    ----------
+    values : array
+        ρ at the points, one axis per coordinate, in the order of ``coords``.
+    **coords : arrays
+        The coordinates: ``theta`` (radians) on S^1, ``lat`` and ``lon`` (degrees north and east) on
+        S^2; each gets its CF attributes (`THETA_ATTRS`, `LAT_ATTRS`, `LON_ATTRS`).
+
+    Returns
+    -------
+    xarray.DataArray
+        Dims the names of ``coords``; attributes ``long_name`` and ``units``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.spaces.gridded import point_dataarray
+    >>> da = point_dataarray(np.ones((2, 4)), lat=[45.0, -45.0], lon=[0.0, 90.0, 180.0, 270.0])
+    >>> da.dims, da["lat"].attrs["units"], da.attrs["units"]
+    (('lat', 'lon'), 'degrees_north', '1')
+    """
+    import xarray as xr  # deferred: xarray is heavy
+
+    da = xr.DataArray(values, coords=coords, dims=tuple(coords), name="rho")
+    for d in coords:
+        da[d].attrs.update(_POINT_COORD_ATTRS[d])
+    da.attrs.update(long_name="density relative to the uniform probability measure", units="1")
+    return da
+
+
 def _points_of(coords):
     """Unit vectors at the points of a grid given by its coordinates (theta, or lat/lon in degrees)."""
     if "theta" in coords:

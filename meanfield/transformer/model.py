@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 
+from . import feedforward
 from .feedforward import FeedForward, check_mlp
 from .schedule import Schedule
 from ..validation import check_beta, check_dim, check_memory, check_real
@@ -18,7 +19,7 @@ from ..errors import InvalidInput
 _ZONAL_TOL = 1e-12
 MASKS = ("none", "causal", "causal-strict")
 NORMALIZATIONS = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")
-ACTIVATIONS = ("gelu", "tanh", "relu")
+ACTIVATIONS = tuple(feedforward.ACTIVATIONS)     # the names of feedforward.ACTIVATIONS, the default first
 
 
 def _as_matrix(value, name, rows=None, cols=None):
@@ -187,7 +188,7 @@ class Model:
                                f"A feed-forward term given to Particles.solve takes the model's activation, so for "
                                f"another than {ACTIVATIONS[0]!r} give the model an `mlp` too.")
         self.feedforward = None if mlp is None else FeedForward(*self.mlp, self.activation)
-        self.scheduled, self.piece_index = None, None     # a piece's model: the scheduled model and k
+        self.scheduled = None                  # a piece's model: the scheduled model it belongs to
         self.schedule, self._pieces = None, ()
         if schedule is not None:
             self.schedule = schedule if isinstance(schedule, Schedule) else Schedule.from_dict(schedule)
@@ -216,7 +217,7 @@ class Model:
             model = Model(heads=[tuple(h) for h in heads], **kw)
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"`schedule` piece {k}: {exc}") from None
-        model.scheduled, model.piece_index = self, k
+        model.scheduled = self
         return model
 
     def piece(self, k):
