@@ -1,0 +1,6 @@
+"""The energy landscape of n tokens (Problem 3 of the paper; docs/landscape.md, docs/mathematics.md §14)."""
+from .energy import Energy, ring_adjacency
+from .critical import CriticalPoint
+from .census import critical_points
+
+__all__ = ["Energy", "ring_adjacency", "CriticalPoint", "critical_points"]

@@ -1,0 +1,137 @@
+"""Certification on S^1: an interval Newton (Krawczyk) test proves that a unique critical point lies in a
+box, and interval bounds fix the sign of every Hessian eigenvalue (docs/mathematics.md §14.3).
+
+The rotation is removed by fixing the first token's angle θ_1; the unknowns are θ_2..θ_n and the map is
+F(θ) = (∂_{θ_2}E, ..., ∂_{θ_n}E) with Jacobian J = H[2:, 2:] (the Hessian without the first row and
+column). Since H·(1, ..., 1) = 0, the inertia of J is that of the Hessian on the complement of the
+rotation direction (Sylvester's law of inertia).
+
+* **Krawczyk.** For a box X = θ̃ + [−r, r]^{n−1}, Y ≈ J(θ̃)^{−1} and an interval enclosure J(X) of the
+  Jacobian over X, K(X) = θ̃ − Y F(θ̃) + (I − Y J(X))(X − θ̃). If K(X) lies in the interior of X, X holds
+  exactly one zero of F (Krawczyk 1969, Moore 1977); if K(X) ∩ X is empty, it holds none.
+* **Eigenvalue signs.** With V the eigenvectors of J(θ̃) (floating point), M = Vᵀ J(X) V is an interval
+  matrix congruent to every J in J(X). When every Gershgorin disc of M excludes 0, each matrix in J(X)
+  is non-singular and has as many negative eigenvalues as there are discs left of 0 (Gershgorin's
+  theorem for connected components); so the index is proved at the unique critical point in X.
+
+Interval arithmetic is mpmath's ``iv`` context (outward rounding, 53-bit endpoints).
+"""
+import numpy as np
+from mpmath import iv
+
+RADII = (1e-10, 1e-12, 1e-9, 1e-11, 1e-8)
+
+
+def _box(lo, hi):
+    return iv.mpf([float(lo), float(hi)])
+
+
+def interval_derivatives(energy, theta):
+    """(F, J) of the gauge-fixed problem over the box ``theta`` (list of n iv intervals; the first is
+    θ_1): F the gradient entries 2..n, J the Hessian block, as lists of iv intervals."""
+    n, beta, C = energy.n, iv.mpf(energy.beta), energy.C
+    grad = [iv.mpf(0) for _ in range(n)]
+    H = [[iv.mpf(0) for _ in range(n)] for _ in range(n)]
+    for i in range(n):
+        for j in range(i + 1, n):
+            if C[i, j] == 0.0:
+                continue
+            u = theta[i] - theta[j]
+            s, c = iv.sin(u), iv.cos(u)
+            e = iv.exp(beta * c) * iv.mpf(C[i, j])
+            g = -s * e
+            grad[i] += g
+            grad[j] -= g
+            h = (c - beta * s * s) * e                  # H_ij = c_ij (cos u − β sin² u) e^{β cos u}
+            H[i][j] = H[j][i] = h
+            H[i][i] -= h
+            H[j][j] -= h
+    return grad[1:], [row[1:] for row in H[1:]]
+
+
+def _matmul(Y, M):
+    """Y (float array) times M (iv matrix as lists)."""
+    m = len(M[0])
+    return [[sum((iv.mpf(float(Y[i, k])) * M[k][j] for k in range(Y.shape[1]) if Y[i, k] != 0.0), iv.mpf(0))
+             for j in range(m)] for i in range(Y.shape[0])]
+
+
+def krawczyk(energy, theta, radius, Y=None):
+    """The Krawczyk test on the box θ̃ ± radius (θ_1 fixed): "unique", "none" or "undecided", and J(X)."""
+    n = energy.n
+    theta = np.asarray(theta, float)
+    X = [iv.mpf(float(theta[0]))] + [_box(t - radius, t + radius) for t in theta[1:]]
+    return krawczyk_box(energy, X, Y)
+
+
+def krawczyk_box(energy, X, Y=None):
+    """The Krawczyk test on the box X (list of n iv intervals, X[0] a point): ("unique" | "none" |
+    "undecided", J(X) as lists)."""
+    m = energy.n - 1
+    mid = [iv.mpf(float(x.mid)) for x in X]
+    Fc, Jc = interval_derivatives(energy, mid)
+    _, JX = interval_derivatives(energy, X)
+    if Y is None:
+        Jmid = np.array([[float(v.mid) for v in row] for row in Jc])
+        try:
+            Y = np.linalg.inv(Jmid)
+        except np.linalg.LinAlgError:
+            return "undecided", JX
+        if not np.all(np.isfinite(Y)):
+            return "undecided", JX
+    YJ = _matmul(Y, JX)
+    YF = _matmul(Y, [[f] for f in Fc])
+    inside, disjoint = True, False
+    for i in range(m):
+        acc = mid[i + 1] - YF[i][0]
+        for k in range(m):
+            coef = (iv.mpf(1) if i == k else iv.mpf(0)) - YJ[i][k]
+            acc += coef * (X[k + 1] - mid[k + 1])
+        x = X[i + 1]
+        if not (float(acc.a) > float(x.a) and float(acc.b) < float(x.b)):
+            inside = False
+        if float(acc.b) < float(x.a) or float(acc.a) > float(x.b):
+            disjoint = True
+    if disjoint:
+        return "none", JX
+    return ("unique" if inside else "undecided"), JX
+
+
+def inertia(JX, V):
+    """(negative, positive) eigenvalue counts valid for every matrix in the interval matrix JX, proved by
+    Gershgorin discs of Vᵀ JX V; None when a disc contains 0."""
+    VJ = _matmul(V.T, JX)                                  # Vᵀ J, then (Vᵀ J) V = (Vᵀ (Vᵀ J)ᵀ)ᵀ
+    M = [list(col) for col in zip(*_matmul(V.T, [list(r) for r in zip(*VJ)]))]
+    neg = pos = 0
+    for i in range(len(M)):
+        rad = sum((abs(M[i][j]) for j in range(len(M)) if j != i), iv.mpf(0))
+        if float((M[i][i] + rad).b) < 0:
+            neg += 1
+        elif float((M[i][i] - rad).a) > 0:
+            pos += 1
+        else:
+            return None
+    return neg, pos
+
+
+def certify_point(energy, point, radii=RADII):
+    """Try to certify the `CriticalPoint` ``point`` of ``energy`` (d = 2) in place: a unique critical point
+    within ``radius`` (angles, max-norm, θ_1 fixed) and its Morse index. Returns ``point``."""
+    theta = np.arctan2(point.points[:, 1], point.points[:, 0])
+    theta = theta[0] + np.angle(np.exp(1j * (theta - theta[0])))     # unwrapped about θ_1
+    for r in radii:
+        result, JX = krawczyk(energy, theta, r)
+        if result != "unique":
+            continue
+        Jmid = np.array([[float(v.mid) for v in row] for row in JX])
+        _, V = np.linalg.eigh(0.5 * (Jmid + Jmid.T))
+        signs = inertia(JX, V)
+        if signs is None:
+            continue
+        neg, pos = signs
+        sync = point.kind == "synchronised"
+        if pos == point.morse_index and (sync or point.kind in ("local max", "saddle")) and neg + pos == energy.n - 1:
+            point.certified, point.radius = True, float(r)
+            return point
+    point.certified, point.radius = False, None
+    return point
