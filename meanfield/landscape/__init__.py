@@ -4,3 +4,8 @@ from .critical import CriticalPoint
 from .census import critical_points
 
 __all__ = ["Energy", "ring_adjacency", "CriticalPoint", "critical_points"]
+from .branches import (Branch, first_spurious_maximum, follow, polygon_eigenvalues, polygon_threshold,
+                       polygon_top_eigenvalue, stability_threshold)
+
+__all__ += ["Branch", "first_spurious_maximum", "follow", "polygon_eigenvalues", "polygon_threshold",
+            "polygon_top_eigenvalue", "stability_threshold"]
