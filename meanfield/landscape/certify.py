@@ -26,6 +26,20 @@ def _box(lo, hi):
     return iv.mpf([float(lo), float(hi)])
 
 
+def interval_gradient(energy, theta):
+    """The gradient entries 2..n over the box ``theta`` (list of n iv intervals), as a list."""
+    n, beta, C = energy.n, iv.mpf(energy.beta), energy.C
+    grad = [iv.mpf(0) for _ in range(n)]
+    for i in range(n):
+        for j in range(i + 1, n):
+            if C[i, j] != 0.0:
+                u = theta[i] - theta[j]
+                g = -iv.sin(u) * iv.exp(beta * iv.cos(u)) * iv.mpf(C[i, j])
+                grad[i] += g
+                grad[j] -= g
+    return grad[1:]
+
+
 def interval_derivatives(energy, theta):
     """(F, J) of the gauge-fixed problem over the box ``theta`` (list of n iv intervals; the first is
     θ_1): F the gradient entries 2..n, J the Hessian block, as lists of iv intervals."""
@@ -69,10 +83,10 @@ def krawczyk_box(energy, X, Y=None):
     "undecided", J(X) as lists)."""
     m = energy.n - 1
     mid = [iv.mpf(float(x.mid)) for x in X]
-    Fc, Jc = interval_derivatives(energy, mid)
+    Fc = interval_gradient(energy, mid)
     _, JX = interval_derivatives(energy, X)
     if Y is None:
-        Jmid = np.array([[float(v.mid) for v in row] for row in Jc])
+        Jmid = np.array([[float(v.mid) for v in row] for row in JX])
         try:
             Y = np.linalg.inv(Jmid)
         except np.linalg.LinAlgError:
