@@ -83,7 +83,7 @@ def census_over_beta(n, betas, dim=2, adjacency=None, random_starts=4, certify="
             if dim == 2 and (certify == "all" or (certify == "maxima" and p.kind in ("local max", "synchronised"))):
                 certify_point(e, p)
             rows.append({"n": n, "beta": float(b), "branch": bid, "kind": p.kind, "morse_index": p.morse_index,
-                         "energy": p.energy, "top": p.top_eigenvalue, "certified": p.certified,
+                         "energy": p.energy, "top": p.top_eigenvalue, "scale": e.scale(p.points), "certified": p.certified,
                          "tested": dim == 2 and (certify == "all" or (certify == "maxima" and p.kind in
                                                                       ("local max", "synchronised"))),
                          "radius": p.radius, "clusters": "-".join(map(str, p.clusters)), "point": p})
@@ -207,17 +207,18 @@ def _check_complete(report, ns):
 # -------------------------------------------------------------------------------------------------
 def _figures(report, all_rows, ns, dim):
     fig, axes = report.subplots(1, len(ns), figsize=(3.2 * len(ns), 3.4), squeeze=False)
-    suptitle(fig, "top non-trivial Hessian eigenvalue of each branch (< 0: strict local maximum)")
+    suptitle(fig, "top non-trivial Hessian eigenvalue λ_top of each branch (< 0: strict local maximum; red: a "
+                  "maximum somewhere), s = max_i Σ_j w_i w_j e^{β⟨x_i,x_j⟩}")
     for ax, n in zip(axes[0], ns):
         rows = [r for r in all_rows if r["n"] == n and r["kind"] != "synchronised"]
         for bid in sorted({r["branch"] for r in rows}):
             br = sorted((r for r in rows if r["branch"] == bid), key=lambda r: r["beta"])
             top = np.array([r["top"] for r in br])
-            scale = np.array([abs(r["energy"]) + 1e-300 for r in br])
-            ax.plot([r["beta"] for r in br], np.arcsinh(top / scale * 10), lw=0.8,
+            scale = np.array([r["scale"] for r in br])
+            ax.plot([r["beta"] for r in br], np.arcsinh(100 * top / scale), lw=0.8,
                     color="C3" if any(r["kind"] == "local max" for r in br) else "0.6")
         ax.axhline(0, color="k", lw=0.6)
-        ax.set(title=f"n = {n}", xlabel="β", ylabel="asinh(10 λ_top/|E|)" if n == ns[0] else None)
+        ax.set(title=f"n = {n}", xlabel="β", ylabel="asinh(100 λ_top/s)" if n == ns[0] else None)
     fig.tight_layout()
     report.save_figure(fig, "eigenvalues.png")
     maxima = [r for r in all_rows if r["kind"] == "local max"]
@@ -229,7 +230,7 @@ def _figures(report, all_rows, ns, dim):
         cols = min(6, len(shown))
         rows_ = -(-len(shown) // cols)
         fig = report.figure(figsize=(2.0 * cols, 2.2 * rows_))
-        suptitle(fig, "local maxima (non-synchronised), each where first met on the grid")
+        suptitle(fig, "local maxima (non-synchronised), each at the lowest grid β where it is one")
         for k, r in enumerate(shown):
             x = r["point"].points
             if dim == 2:

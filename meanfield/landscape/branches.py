@@ -64,7 +64,9 @@ def polygon_threshold(n, low=None, step=0.01):
     n = check_int(n, "n", low=2)
     low = -(20.0 + n * n / 4) if low is None else check_beta(low, "low")
     grid = np.arange(0.0, low - step / 2, -step)
-    top = np.array([polygon_top_eigenvalue(n, b) for b in grid])
+    u = 2 * np.pi * np.arange(1, n) / n
+    phi2 = (grid[:, None] * np.sin(u) ** 2 - np.cos(u)) * np.exp(grid[:, None] * np.cos(u))
+    top = np.max(phi2 @ (1 - np.cos(np.arange(1, n)[None, :] * u[:, None])), axis=1)
     below = np.nonzero(top < 0)[0]
     if below.size == 0:
         return None
@@ -237,7 +239,8 @@ def _check_betas(betas):
 
 def stability_threshold(points, betas=(-10.0, -0.01), *, beta=None, weights=None, adjacency=None, branch=False):
     """The β at which the branch through ``points`` gains or loses being a strict local maximum (its top
-    non-trivial Hessian eigenvalue through zero, or a fold where it is born), to about 1e-12.
+    non-trivial Hessian eigenvalue through zero, or a fold where it is born), to about 1e-12: of the
+    events on the branch in the range, the nearest to ``beta``.
 
     Parameters
     ----------
@@ -250,8 +253,8 @@ def stability_threshold(points, betas=(-10.0, -0.01), *, beta=None, weights=None
 
     Returns
     -------
-    float or None : the largest such β in the range (None when the branch never changes), and the
-    `Branch` when ``branch``.
+    float or None : that β (None when the branch never changes in the range), and the `Branch` when
+    ``branch`` (with every event).
 
     Examples
     --------
@@ -268,7 +271,7 @@ def stability_threshold(points, betas=(-10.0, -0.01), *, beta=None, weights=None
     theta = np.arctan2(x[:, 1], x[:, 0])
     b = follow(energy, theta, beta, (low, high))
     values = [e["beta"] for e in b.events if low <= e["beta"] <= high]
-    found = max(values) if values else None
+    found = min(values, key=lambda v: abs(v - beta)) if values else None
     return (found, b) if branch else found
 
 

@@ -165,7 +165,7 @@ def critical_points(n, beta, dim=2, weights=None, adjacency=None, *, random_star
     >>> from meanfield import landscape
     >>> pts = landscape.critical_points(3, -1.0)
     >>> [(p.kind, p.clusters, p.morse_index, p.certified) for p in pts]
-    [('synchronised', (3,), 0, True), ('local max', (1, 1, 1), 0, True), ('saddle', (2, 1), 1, True)]
+    [('synchronised', (3,), 0, True), ('local max', (1, 1, 1), 0, True), ('saddle', (1, 1, 1), 1, True), ('saddle', (2, 1), 2, True)]
     """
     energy = Energy(beta, check_int(n, "n", low=2), dim, weights, adjacency)
     found = census(energy, extra=extra, random_starts=random_starts, rng=rng)
