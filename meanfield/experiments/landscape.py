@@ -1,5 +1,5 @@
 """``meanfield landscape``: the critical points of the interaction energy of n tokens (Problem 3 of the
-paper; docs/landscape.md, docs/mathematics.md §14).
+paper; docs/landscape.md, docs/mathematics.md §17).
 
 For each n, on a grid of β:
 
@@ -13,7 +13,7 @@ For each n, on a grid of β:
   strict local maximum (first spurious maximum).
 * **Gallery.** The local maxima drawn on the circle (or the sphere).
 
-It checks the closed forms (docs/mathematics.md §14.5): the regular n-gon becomes a strict local
+It checks the closed forms (docs/mathematics.md §17.5): the regular n-gon becomes a strict local
 maximum at β = −2/3 for n = 3 and at the computed thresholds for odd n, never for even n <= 30; the
 threshold found by continuation agrees with the closed form to 1e-8; the first spurious maximum for
 n = 6 is at −2/3 (the triangle of pairs). On S^1 it also checks the theorem of Polyanskiy, Rigollet
@@ -137,7 +137,7 @@ def _check_closed_forms(report, max_n):
                  all(table[n] is None for n in even),
                  f"even n with a threshold: {[n for n in even if table[n] is not None]}",
                  compared="sign of max_m λ_m(β) on β in [−(20 + n²/4), 0] (step 0.01) and the proof for "
-                          "β >= 0 (docs/mathematics.md §14.5)", tolerance="no sign change")
+                          "β >= 0 (docs/mathematics.md §17.5)", tolerance="no sign change")
     odd = [n for n in range(3, min(max_n, 9) + 1, 2)]
     diffs = []
     for n in odd:

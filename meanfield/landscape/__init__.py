@@ -1,4 +1,4 @@
-"""The energy landscape of n tokens (Problem 3 of the paper; docs/landscape.md, docs/mathematics.md §14)."""
+"""The energy landscape of n tokens (Problem 3 of the paper; docs/landscape.md, docs/mathematics.md §17)."""
 from .energy import Energy, ring_adjacency
 from .critical import CriticalPoint
 from .census import critical_points

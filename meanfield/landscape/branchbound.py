@@ -1,5 +1,5 @@
 """Completeness on S^1 by interval branch-and-bound: every critical point of E_β, proved (docs/landscape.md,
-docs/mathematics.md §14.3).
+docs/mathematics.md §17.3).
 
 With θ_1 = 0 fixed (the rotation removed), the critical points are the zeros of F(θ_2..θ_n) on the torus
 T^{n−1}, taken as the box [c, c + 2π]^{n−1} with an offset c (so that the configurations where tokens

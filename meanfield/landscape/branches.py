@@ -1,5 +1,5 @@
 """Branches of critical points in β on S^1: pseudo-arclength continuation through folds, the events on a
-branch (folds, eigenvalues through zero) and the thresholds (docs/landscape.md, docs/mathematics.md §14.4).
+branch (folds, eigenvalues through zero) and the thresholds (docs/landscape.md, docs/mathematics.md §17.4).
 
 A branch is a curve y(s) = (θ_2..θ_n, β)(s) of zeros of F(θ, β) = (∂_{θ_2}E_β, ..., ∂_{θ_n}E_β) with θ_1 = 0
 (the rotation removed). Each step predicts along the unit tangent t (the null vector of the n−1 × n
@@ -9,7 +9,7 @@ critical points is born or dies there); a *stability change* is where the larges
 eigenvalue changes sign along the branch away from a fold (a bifurcation: another branch crosses).
 
 For the regular n-gon with equal weights the Hessian is circulant and its eigenvalues are explicit
-(`polygon_eigenvalues`, docs/mathematics.md §14.5).
+(`polygon_eigenvalues`, docs/mathematics.md §17.5).
 """
 from dataclasses import dataclass, field
 
@@ -53,7 +53,7 @@ def polygon_top_eigenvalue(n, beta):
 def polygon_threshold(n, low=None, step=0.01):
     """The β at which the regular n-gon becomes a strict local maximum: the largest β in [low, 0] at which
     its top non-trivial eigenvalue changes sign from negative (below) to positive (above), to 1e-12;
-    None when it stays >= 0 on [low, 0] (even n: never, docs/mathematics.md §14.5). The default ``low``
+    None when it stays >= 0 on [low, 0] (even n: never, docs/mathematics.md §17.5). The default ``low``
     is −(20 + n²/4), below every threshold for n <= 30.
 
     Examples

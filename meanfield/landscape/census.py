@@ -135,7 +135,7 @@ def critical_points(n, beta, dim=2, weights=None, adjacency=None, *, random_star
                     extra=()):
     """The critical points of E_β for n tokens that the census finds, modulo the symmetries.
 
-    E_β(x) = (1/2β) Σ_{i,j} w_i w_j A_ij e^{β⟨x_i, x_j⟩} (Problem 3 of the paper; docs/mathematics.md §14).
+    E_β(x) = (1/2β) Σ_{i,j} w_i w_j A_ij e^{β⟨x_i, x_j⟩} (Problem 3 of the paper; docs/mathematics.md §17).
 
     Parameters
     ----------

@@ -1,5 +1,5 @@
 """Certification on S^1: an interval Newton (Krawczyk) test proves that a unique critical point lies in a
-box, and interval bounds fix the sign of every Hessian eigenvalue (docs/mathematics.md §14.3).
+box, and interval bounds fix the sign of every Hessian eigenvalue (docs/mathematics.md §17.3).
 
 The rotation is removed by fixing the first token's angle θ_1; the unknowns are θ_2..θ_n and the map is
 F(θ) = (∂_{θ_2}E, ..., ∂_{θ_n}E) with Jacobian J = H[2:, 2:] (the Hessian without the first row and

@@ -1,5 +1,5 @@
 """Critical points of E_β: Newton on the Riemannian gradient with deflation, classification by the Morse
-index, and equivalence modulo the symmetries (docs/landscape.md, docs/mathematics.md §14.2).
+index, and equivalence modulo the symmetries (docs/landscape.md, docs/mathematics.md §17.2).
 
 The symmetries of E_β are the orthogonal group O(d) acting on every token at once, and the permutations
 of tokens that keep the weights and the adjacency. Every critical point comes with the rotation

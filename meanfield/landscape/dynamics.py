@@ -5,7 +5,7 @@ The flow is ẋ_i = (1/w_i) P_{x_i} ∂E/∂x_i = P_{x_i} Σ_j w_j A_ij e^{β⟨
 (USA) (`solvers.Particles` with ``Model(beta, dim, normalized=False)``), the gradient ascent of E_β for
 the metric Σ_i w_i|v_i|². (SA) divides the velocity of token i by Z_i = Σ_j w_j e^{β⟨x_i,x_j⟩} > 0: the
 ascent of the same E_β for the metric Σ_i w_i Z_i(x)|v_i|², so the two flows have the same critical points
-and, at each, the same number of unstable directions (docs/mathematics.md §14.1).
+and, at each, the same number of unstable directions (docs/mathematics.md §17.1).
 """
 import numpy as np
 from scipy.integrate import solve_ivp

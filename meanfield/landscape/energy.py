@@ -1,5 +1,5 @@
 """The interaction energy of n tokens, its Riemannian gradient and Hessian on (S^{d−1})^n
-(Problem 3 of the paper; docs/mathematics.md §14.1).
+(Problem 3 of the paper; docs/mathematics.md §17.1).
 
 E_β(x) = (1/2β) Σ_{i,j} w_i w_j A_ij e^{β⟨x_i, x_j⟩}, with weights w_i > 0 and a symmetric non-negative
 adjacency A (all ones: every token sees every other; a ring of k neighbours: Kuramoto on a graph).
@@ -154,7 +154,7 @@ class Energy:
         """The Riemannian Hessian in tangent coordinates, (n(d−1), n(d−1)), symmetric.
 
         Off the diagonal H_ij = c_ij e_ij (B_iᵀB_j + β (B_iᵀx_j)(x_iᵀB_j)); on it
-        H_ii = B_iᵀ(Σ_j β c_ij e_ij x_j x_jᵀ)B_i − ⟨x_i, ∂E/∂x_i⟩ I (docs/mathematics.md §14.1).
+        H_ii = B_iᵀ(Σ_j β c_ij e_ij x_j x_jᵀ)B_i − ⟨x_i, ∂E/∂x_i⟩ I (docs/mathematics.md §17.1).
         """
         n, d = x.shape
         B = tangent_basis(x)
