@@ -5,10 +5,12 @@ With θ_1 = 0 fixed (the rotation removed), the critical points are the zeros of
 T^{n−1}, taken as the box [c, c + 2π]^{n−1} with an offset c (so that the configurations where tokens
 coincide with the first or sit opposite to it lie inside boxes, not on their faces). Each box X is
 
-* discarded when some component of the interval gradient F(X) excludes 0, or when the Krawczyk
-  operator K(X) misses X (no zero);
-* kept as holding exactly one zero when K(X) lies inside X (`meanfield.landscape.certify.krawczyk_box`),
-  with that zero's Morse index proved by the interval Hessian J(X) (`certify.inertia`);
+* discarded when some component of the gradient's enclosure F(X) excludes 0, or when the Krawczyk
+  operator K(X) misses X (no zero) — `excluded`, on all the boxes of a level at once, in floating point
+  padded outward (rigorous when numpy's sin, cos and exp are within 64(1 + |β|)/4 ulps of the truth);
+* kept as holding exactly one zero when mpmath's interval K(X) lies inside X
+  (`meanfield.landscape.certify.krawczyk_box`, tried where Newton from the centre lands inside X), the
+  zero's Morse index proved on a box of radius <= 1e-8 about it (`certify.certify_point`);
 * split in two along its widest side otherwise, down to a width ``min_width``; the boxes that reach it
   undecided are reported.
 

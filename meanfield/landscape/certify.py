@@ -19,7 +19,7 @@ Interval arithmetic is mpmath's ``iv`` context (outward rounding, 53-bit endpoin
 import numpy as np
 from mpmath import iv
 
-RADII = (1e-10, 1e-12, 1e-9, 1e-11, 1e-8)
+RADII = (1e-10, 1e-12, 1e-9, 1e-11, 1e-8, 1e-7)
 
 
 def _box(lo, hi):
@@ -128,9 +128,24 @@ def inertia(JX, V):
     return neg, pos
 
 
+def polish(energy, x, steps=4):
+    """x after a few more Newton steps, the iterate with the smallest gradient (down to rounding: a point
+    accepted at ‖grad‖ <= 1e-12·scale can still be 1e-8 from the zero when the Hessian is ill-conditioned)."""
+    from .critical import newton
+
+    best, gbest = x, float(np.max(np.abs(energy.gradient(x))))
+    for _ in range(steps):
+        x, _ = newton(energy, x, maxiter=1, tol=0.0)
+        g = float(np.max(np.abs(energy.gradient(x))))
+        if g < gbest:
+            best, gbest = x, g
+    return best
+
+
 def certify_point(energy, point, radii=RADII):
     """Try to certify the `CriticalPoint` ``point`` of ``energy`` (d = 2) in place: a unique critical point
     within ``radius`` (angles, max-norm, θ_1 fixed) and its Morse index. Returns ``point``."""
+    point.points = polish(energy, point.points)
     theta = np.arctan2(point.points[:, 1], point.points[:, 0])
     theta = theta[0] + np.angle(np.exp(1j * (theta - theta[0])))     # unwrapped about θ_1
     for r in radii:
