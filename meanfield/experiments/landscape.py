@@ -60,14 +60,15 @@ def beta_grid(betas, count):
 # -------------------------------------------------------------------------------------------------
 # the census over β, with branches
 # -------------------------------------------------------------------------------------------------
-def census_over_beta(n, betas, dim=2, adjacency=None, random_starts=4, certify="maxima", progress=None):
+def census_over_beta(n, betas, dim=2, adjacency=None, random_starts=4, certify="maxima", progress=None, placements=1):
     """The census at every β of ``betas`` (descending continuation), as a list of rows (one per point and
-    β) with ``branch`` ids that follow a point from one β to the next."""
+    β) with ``branch`` ids that follow a point from one β to the next. Each β is seeded with the points
+    of the previous one, so one random placement of each composition (`census.scattered`) suffices."""
     energy = Energy(betas[-1], n, dim, None, adjacency)
     rows, previous, prev_ids, next_id = [], [], [], 0
     for b in betas[::-1]:
         e = energy.at(b)
-        found = census(e, extra=[p.points for p in previous], random_starts=random_starts)
+        found = census(e, extra=[p.points for p in previous], random_starts=random_starts, placements=placements)
         pts = found.points
         ids = []
         for p, sig in zip(pts, found.signatures):
