@@ -200,6 +200,22 @@ def test_bad_input_names_the_argument(kwargs, name):
         L.critical_points(**kwargs)
 
 
+def test_threshold_arguments_are_checked():
+    with pytest.raises(mf.InvalidInput, match="`betas`"):
+        L.stability_threshold([0.0, 2.0, 4.0], betas=(1.0, -1.0))
+    with pytest.raises(mf.InvalidInput, match="`points`"):
+        L.stability_threshold([0.0], betas=(-1.0, 1.0))
+    with pytest.raises(mf.InvalidInput, match="`n`"):
+        L.first_spurious_maximum(1)
+
+
+def test_the_command_reads_ranges():
+    from meanfield.cli import _join_negative_lists, build_parser
+
+    args = build_parser().parse_args(_join_negative_lists(["landscape", "--n", "3..6", "--betas", "-6:2"]))
+    assert args.n == [3, 4, 5, 6] and args.betas == [-6.0, 2.0]
+
+
 @pytest.mark.parametrize("args, shown", [
     (["--n", "1"], ["--n", "`n`", ">= 2"]),
     (["--graph", "ring:5"], ["`graph`", "ring:k"]),
