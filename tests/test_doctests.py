@@ -9,7 +9,7 @@ MODULES = [
     "meanfield.model", "meanfield.kernels", "meanfield.energy", "meanfield.densities", "meanfield.sampling",
     "meanfield.wasserstein", "meanfield.errors", "meanfield.solution", "meanfield.causal", "meanfield.schedule",
     "meanfield.quadrature", "meanfield.spectralsums", "meanfield.w1bracket", "meanfield.threads",
-    "meanfield.representations.base", "meanfield.landscape.energy", "meanfield.landscape.census",
+    "meanfield.representations.base", "meanfield.landscape.energy", "meanfield.landscape.census", "meanfield.landscape.critical",
     "meanfield.landscape.branches", "meanfield.landscape.branchbound",
     "solvers.base", "solvers.fourier", "solvers.harmonics", "solvers.gegenbauer", "solvers.lagrangian",
     "solvers.particles", "solvers.gaussian", "solvers.fem",

@@ -285,6 +285,15 @@ def first_spurious_maximum(n, betas=(-6.0, 0.0), *, step=0.05, dim=2, weights=No
     (`stability_threshold`, d = 2; on S^{d−1}, d >= 3, the grid value is returned). A maximum born and
     gone within one step is missed.
 
+    Parameters
+    ----------
+    n : int >= 2, the number of tokens.
+    betas : (low, high), the range searched (from high down).
+    step : the spacing of the β grid.
+    dim : int >= 2, tokens on S^{dim−1}.
+    weights, adjacency : as in `critical_points`.
+    random_starts : random starts of the census at each β.
+
     Returns
     -------
     (beta, CriticalPoint) or (None, None) when there is none in the range. ``beta`` is the supremum of the

@@ -23,9 +23,9 @@ SAME = 1e-6             # tokens closer than this are one cluster; signatures cl
 
 @dataclass
 class CriticalPoint:
-    """One critical point of E_β modulo the symmetries.
+    """One critical point of E_β modulo the symmetries (made by `critical_points`).
 
-    Attributes
+    Parameters
     ----------
     points : (n, d) the tokens.
     beta : float.
@@ -39,6 +39,13 @@ class CriticalPoint:
     radius : the certified radius (max-norm, in angles on S^1), or None.
     eigenvalues : the eigenvalues of the reduced Hessian, ascending.
     clusters : the sizes of the groups of coincident tokens, largest first.
+
+    Examples
+    --------
+    >>> from meanfield import landscape
+    >>> p = landscape.critical_points(3, -1.0)[1]
+    >>> p.kind, p.clusters, p.certified, p.top_eigenvalue < 0
+    ('local max', (1, 1, 1), True, True)
     """
 
     points: np.ndarray
