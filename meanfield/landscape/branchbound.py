@@ -197,7 +197,9 @@ def enclose(n, beta, weights=None, adjacency=None, *, min_width=1e-7, max_boxes=
 
     Parameters
     ----------
-    n : int >= 2; beta : float; weights, adjacency : as in `critical_points`.
+    n : int >= 2, the number of tokens.
+    beta : float, of either sign.
+    weights, adjacency : as in `critical_points`.
     min_width : boxes narrower than this that are still undecided are reported in ``undecided``.
     max_boxes : a bound on the work; the boxes left when it is reached are reported undecided.
 
