@@ -16,6 +16,7 @@ rotation direction (Sylvester's law of inertia).
 
 Interval arithmetic is mpmath's ``iv`` context (outward rounding, 53-bit endpoints).
 """
+import mpmath
 import numpy as np
 from mpmath import iv
 
@@ -64,17 +65,19 @@ def interval_derivatives(energy, theta):
 
 
 def _matmul(Y, M):
-    """Y (float array) times M (iv matrix as lists)."""
+    """Y (a float array, or an mpmath matrix) times M (iv matrix as lists)."""
+    rows, inner = (Y.rows, Y.cols) if isinstance(Y, mpmath.matrix) else Y.shape
+    Yi = [[iv.mpf(Y[i, k]) if isinstance(Y, mpmath.matrix) else iv.mpf(float(Y[i, k])) for k in range(inner)]
+          for i in range(rows)]
     m = len(M[0])
-    return [[sum((iv.mpf(float(Y[i, k])) * M[k][j] for k in range(Y.shape[1]) if Y[i, k] != 0.0), iv.mpf(0))
-             for j in range(m)] for i in range(Y.shape[0])]
+    return [[sum((Yi[i][k] * M[k][j] for k in range(inner)), iv.mpf(0)) for j in range(m)] for i in range(rows)]
 
 
 def krawczyk(energy, theta, radius, Y=None):
     """The Krawczyk test on the box θ̃ ± radius (θ_1 fixed): "unique", "none" or "undecided", and J(X)."""
     n = energy.n
-    theta = np.asarray(theta, float)
-    X = [iv.mpf(float(theta[0]))] + [_box(t - radius, t + radius) for t in theta[1:]]
+    r = iv.mpf(radius)
+    X = [iv.mpf(theta[0])] + [iv.mpf(t) + iv.mpf([-1, 1]) * r for t in theta[1:]]
     return krawczyk_box(energy, X, Y)
 
 
@@ -82,10 +85,16 @@ def krawczyk_box(energy, X, Y=None):
     """The Krawczyk test on the box X (list of n iv intervals, X[0] a point): ("unique" | "none" |
     "undecided", J(X) as lists)."""
     m = energy.n - 1
-    mid = [iv.mpf(float(x.mid)) for x in X]
+    mid = [x.mid for x in X]
     Fc = interval_gradient(energy, mid)
     _, JX = interval_derivatives(energy, X)
-    if Y is None:
+    if Y is None and iv.prec > 53:             # an inverse as accurate as the intervals (ill-conditioned J)
+        with mpmath.mp.workprec(iv.prec):
+            try:
+                Y = mpmath.inverse(mpmath.matrix([[mpmath.mpf(v.mid.a._mpi_[0]) for v in row] for row in JX]))
+            except ZeroDivisionError:
+                return "undecided", JX
+    elif Y is None:
         Jmid = np.array([[float(v.mid) for v in row] for row in JX])
         try:
             Y = np.linalg.inv(Jmid)
@@ -102,9 +111,9 @@ def krawczyk_box(energy, X, Y=None):
             coef = (iv.mpf(1) if i == k else iv.mpf(0)) - YJ[i][k]
             acc += coef * (X[k + 1] - mid[k + 1])
         x = X[i + 1]
-        if not (float(acc.a) > float(x.a) and float(acc.b) < float(x.b)):
+        if not (acc.a > x.a and acc.b < x.b):               # exact comparisons of endpoints
             inside = False
-        if float(acc.b) < float(x.a) or float(acc.a) > float(x.b):
+        if acc.b < x.a or acc.a > x.b:
             disjoint = True
     if disjoint:
         return "none", JX
@@ -144,10 +153,54 @@ def polish(energy, x, steps=4):
 
 def certify_point(energy, point, radii=RADII):
     """Try to certify the `CriticalPoint` ``point`` of ``energy`` (d = 2) in place: a unique critical point
-    within ``radius`` (angles, max-norm, θ_1 fixed) and its Morse index. Returns ``point``."""
+    within ``radius`` (angles, max-norm, θ_1 fixed) and its Morse index. Returns ``point``.
+
+    First in double precision about the polished point; when that fails (nearly degenerate points, for
+    example close to β = 0 where a continuum of critical points appears), again with 113-bit intervals
+    about the point refined by Newton in that precision, with radii 1e-14 to 1e-10 (the box's centre is
+    then within 1e-16 of ``point.points``, which are its rounding)."""
     point.points = polish(energy, point.points)
     theta = np.arctan2(point.points[:, 1], point.points[:, 0])
     theta = theta[0] + np.angle(np.exp(1j * (theta - theta[0])))     # unwrapped about θ_1
+    if _certify(energy, point, list(theta), radii):
+        return point
+    old = iv.prec
+    try:
+        iv.prec = HIGH
+        theta_hi = _newton_hi(energy, theta)
+        if theta_hi is not None and _certify(energy, point, theta_hi, HIGH_RADII):
+            t = np.array([float(v) for v in theta_hi])
+            point.points = np.stack([np.cos(t), np.sin(t)], axis=1)
+            return point
+    finally:
+        iv.prec = old
+    point.certified, point.radius = False, None
+    return point
+
+
+HIGH = 113                                     # bits of the second attempt
+HIGH_RADII = (1e-14, 1e-16, 1e-12, 1e-10)
+
+
+def _newton_hi(energy, theta, iters=8):
+    """θ refined by Newton in the current (high) interval precision, θ_1 fixed; None if it diverges."""
+    th = [mpmath.mpf(float(t)) for t in theta]
+    with mpmath.mp.workprec(iv.prec):
+        for _ in range(iters):
+            pts = [iv.mpf(t) for t in th]
+            F, J = interval_derivatives(energy, pts)
+            Fm = mpmath.matrix([mpmath.mpf(f.mid.a._mpi_[0]) for f in F])
+            Jm = mpmath.matrix([[mpmath.mpf(v.mid.a._mpi_[0]) for v in row] for row in J])
+            try:
+                step = mpmath.lu_solve(Jm, -Fm)
+            except ZeroDivisionError:
+                return None
+            th = [th[0]] + [th[k + 1] + step[k] for k in range(len(th) - 1)]
+        return th if all(mpmath.isfinite(t) for t in th) else None
+
+
+def _certify(energy, point, theta, radii):
+    """The Krawczyk test and the index about ``theta`` (floats or mpf) for each radius in turn."""
     for r in radii:
         result, JX = krawczyk(energy, theta, r)
         if result != "unique":
@@ -158,9 +211,12 @@ def certify_point(energy, point, radii=RADII):
         if signs is None:
             continue
         neg, pos = signs
-        sync = point.kind == "synchronised"
-        if pos == point.morse_index and (sync or point.kind in ("local max", "saddle")) and neg + pos == energy.n - 1:
+        if neg + pos == energy.n - 1:
+            # the proved inertia decides the index and the kind (floating point may misjudge an eigenvalue
+            # within rounding of 0)
+            point.morse_index = pos
+            if point.kind != "synchronised":
+                point.kind = "saddle" if pos > 0 else "local max"
             point.certified, point.radius = True, float(r)
-            return point
-    point.certified, point.radius = False, None
-    return point
+            return True
+    return False

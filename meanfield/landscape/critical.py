@@ -17,7 +17,7 @@ from .energy import reduced_hessian, retract, tangent_basis
 
 KINDS = ("synchronised", "local max", "saddle", "degenerate")
 GRAD_TOL = 1e-12        # ‖grad‖ <= GRAD_TOL·scale: converged
-EIG_TOL = 1e-9          # |λ| <= EIG_TOL·scale: a zero eigenvalue
+EIG_TOL = 1e-13         # |λ| <= EIG_TOL·scale: a zero eigenvalue (rounding: about n·eps·scale)
 SAME = 1e-6             # tokens closer than this are one cluster; signatures closer than this are one point
 
 
