@@ -44,10 +44,8 @@ def _place(sizes, directions):
 
 
 def _polygon(k, dim):
-    t = 2 * np.pi * np.arange(k) / k
-    x = np.zeros((k, dim))
-    x[:, 0], x[:, 1] = np.cos(t), np.sin(t)
-    return x
+    """The regular k-gon on the great circle of the first two axes."""
+    return _circle(2 * np.pi * np.arange(k) / k, dim)
 
 
 def _solids():
@@ -69,25 +67,36 @@ def _solids():
     return [s / np.linalg.norm(s, axis=1, keepdims=True) for s in out]
 
 
+def _plain(energy):
+    """Whether rotating or reversing the order of the clusters is a symmetry (equal weights, complete graph)."""
+    return bool(np.allclose(energy.w, energy.w[0]) and np.all(energy.A + np.eye(energy.n) > 0))
+
+
+def cluster_sizes(energy, smallest=1):
+    """Every composition of n into k >= ``smallest`` parts, modulo rotation and reversal when that is a
+    symmetry (`_plain`)."""
+    for k in range(smallest, energy.n + 1):
+        seen = set()
+        for sizes in compositions(energy.n, k):
+            key = _necklace(sizes) if _plain(energy) else sizes
+            if key not in seen:
+                seen.add(key)
+                yield key
+
+
+def _circle(t, dim):
+    """Points at the angles t on the great circle of the first two axes of R^dim."""
+    x = np.zeros((len(t), dim))
+    x[:, 0], x[:, 1] = np.cos(t), np.sin(t)
+    return x
+
+
 def seeds(energy, random_starts=8, rng=0):
     """The symmetric seeds (n, d) of the census and ``random_starts`` random ones (module docstring)."""
     n, dim = energy.n, energy.dim
-    plain = np.allclose(energy.w, energy.w[0]) and np.all(energy.A + np.eye(n) > 0)
-    out = []
-    for k in range(1, n + 1):
-        seen = set()
-        for sizes in compositions(n, k):
-            key = _necklace(sizes) if plain else sizes
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append(_place(key, _polygon(k, dim)))
-    if not plain:
-        for q in range(n):
-            t = 2 * np.pi * q * np.arange(n) / n
-            x = np.zeros((n, dim))
-            x[:, 0], x[:, 1] = np.cos(t), np.sin(t)
-            out.append(x)
+    out = [_place(sizes, _polygon(len(sizes), dim)) for sizes in cluster_sizes(energy)]
+    if not _plain(energy):
+        out += [_circle(2 * np.pi * q * np.arange(n) / n, dim) for q in range(n)]
     if dim >= 3:
         for solid in _solids():
             k = solid.shape[0]
@@ -107,23 +116,9 @@ def scattered(energy, placements=2, rng=0):
     """Every composition of n (modulo rotation and reversal when that is a symmetry) with its clusters at
     ``placements`` sets of random angles on a great circle: clustered critical points off the regular
     polygon (an asymmetric (3, 1, 1) for n = 5, say) are found from these."""
-    n, dim = energy.n, energy.dim
-    plain = np.allclose(energy.w, energy.w[0]) and np.all(energy.A + np.eye(n) > 0)
     gen = np.random.default_rng(rng)
-    out = []
-    for k in range(2, n + 1):
-        seen = set()
-        for sizes in compositions(n, k):
-            key = _necklace(sizes) if plain else sizes
-            if key in seen:
-                continue
-            seen.add(key)
-            for _ in range(placements):
-                t = np.sort(gen.uniform(0, 2 * np.pi, k))
-                x = np.zeros((k, dim))
-                x[:, 0], x[:, 1] = np.cos(t), np.sin(t)
-                out.append(_place(key, x))
-    return out
+    return [_place(sizes, _circle(np.sort(gen.uniform(0, 2 * np.pi, len(sizes))), energy.dim))
+            for sizes in cluster_sizes(energy, smallest=2) for _ in range(placements)]
 
 
 def census(energy, extra=(), random_starts=8, rng=0, deflations=3, placements=4):
