@@ -5,7 +5,7 @@
 ratio = (one layered RHS with M positions) / (M × one unmasked RHS of the same solver at the same
 resolution), both measured in this run, in alternation (the minimum of several rounds), because the
 machine is shared. Target: <= 3. The layered RHS is the prefix means ρ̄ (the O(M) recursion of
-`meanfield.positions.PositionRule`) and one batched transport for all positions (FFTs on S^1; one scalar
+`meanfield.transformer.positions.PositionRule`) and one batched transport for all positions (FFTs on S^1; one scalar
 synthesis, one spin-1 synthesis and one spin-1 adjoint synthesis on S^2, each over all positions);
 the prefix recursion alone is printed as well.
 

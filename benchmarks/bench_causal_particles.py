@@ -25,9 +25,9 @@ import numpy as np  # noqa: E402
 
 import meanfield as mf  # noqa: E402
 import solvers  # noqa: E402
-from meanfield.kernelsums import attention_sums  # noqa: E402
-from meanfield.masks import token_mask  # noqa: E402
-from meanfield.spectralsums import EPSILON, causal_zonal_sums, zonal_sums  # noqa: E402
+from meanfield.sums.kernelsums import attention_sums  # noqa: E402
+from meanfield.transformer.masks import token_mask  # noqa: E402
+from meanfield.sums.spectralsums import EPSILON, causal_zonal_sums, zonal_sums  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _timing import interleaved  # noqa: E402

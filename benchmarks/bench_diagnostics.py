@@ -7,7 +7,7 @@ gathered around 4 centres), times
 
 * `count_clusters` at δ = 1e-2 (what ``phase-diagram`` records at every saved time): the compiled
   union–find (one pass per cloud, memory O(n)) and its numpy twin (transitive closure by repeated
-  squaring of the B × n × n adjacency, ``meanfield.compiled.ENABLED = False``);
+  squaring of the B × n × n adjacency, ``meanfield.sums.compiled.ENABLED = False``);
 * `clustered_pair_fraction` at δ = 1e-3,
 
 each divided by ``np.exp`` over B·n² = 2^20 float64 measured in the same run, interleaved with it
@@ -18,8 +18,8 @@ import sys
 import numpy as np
 
 from _timing import interleaved
-from meanfield import compiled
-from meanfield.diagnostics import clustered_pair_fraction, count_clusters
+from meanfield.sums import compiled
+from meanfield.observables.diagnostics import clustered_pair_fraction, count_clusters
 
 
 def _numpy_twin(x, delta):

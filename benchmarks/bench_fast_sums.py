@@ -10,7 +10,7 @@ Printed, on S^2 and S^1 at β = 4 ((SA), one thread unless ``--threads``):
 * the spectral right-hand side over the transform floor measured in the same run at the same n:
   one ``adjoint_synthesis_general`` plus one spin-0 and one spin-1 ``synthesis_general`` (ducc0,
   lmax 48, ε 1e-12) on S^2, one type-1 plus one type-2 NUFFT of two transforms on S^1;
-* the crossover n that ``sums="auto"`` uses (`meanfield.spectralsums.crossover`) and the measured
+* the crossover n that ``sums="auto"`` uses (`meanfield.sums.spectralsums.crossover`) and the measured
   one (the smallest n of a doubling grid from 64 where the spectral RHS is faster).
 
 ``--accuracy``: the spectral against the direct field at n = 20 000 for β ∈ {0.5, 4, 10}, (SA) and
@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 
 import meanfield as mf  # noqa: E402
 import solvers  # noqa: E402
-from meanfield.spectralsums import EPSILON, crossover, truncation_degree  # noqa: E402
+from meanfield.sums.spectralsums import EPSILON, crossover, truncation_degree  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _timing import interleaved  # noqa: E402

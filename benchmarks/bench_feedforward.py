@@ -20,7 +20,7 @@ import meanfield as mf
 import solvers
 from _timing import interleaved
 from meanfield.experiments.phase_diagram import random_mlp
-from meanfield.sampling import uniform_points
+from meanfield.measures.sampling import uniform_points
 
 WIDTHS = (None, 8, 64)
 

@@ -16,7 +16,7 @@ import scipy.fft as sfft
 
 import meanfield as mf
 import solvers
-from meanfield import densities as D
+from meanfield.measures import densities as D
 
 
 def best(fn, number, repeat=5):

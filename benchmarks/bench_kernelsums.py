@@ -1,4 +1,4 @@
-"""meanfield.kernelsums: the blocked kernel sums against the exp floor.
+"""meanfield.sums.kernelsums: the blocked kernel sums against the exp floor.
 
     python benchmarks/bench_kernelsums.py [--quick] [--threads N]
 
@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 from _timing import interleaved  # noqa: E402
 
-from meanfield.kernelsums import kernel_energy, kernel_sums  # noqa: E402
+from meanfield.sums.kernelsums import kernel_energy, kernel_sums  # noqa: E402
 
 
 def main():

@@ -3,7 +3,7 @@
     python benchmarks/bench_lagrangian.py [--quick] [--threads N]
 
 The right-hand side of the characteristics (velocity and divergence at every label, one pass of
-`meanfield.kernelsums.kernel_sums` over the moments [w, w x, w x⊗x]) costs one n×n exponential and
+`meanfield.sums.kernelsums.kernel_sums` over the moments [w, w x, w x⊗x]) costs one n×n exponential and
 one n×n×p matmul (p = 6 on S^1, 10 on S^2). Baseline: ``np.exp`` over an n×n float64 array, timed
 in alternation with the right-hand side in the same run (minimum of several repetitions), at the
 same node count n. Printed: the ratio with the companion rule of the error estimate (the default,

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_metastability.py [--quick]
 
-`meanfield.diagnostics.find_clusters` runs at every saved time of every run of ``meanfield
+`meanfield.observables.diagnostics.find_clusters` runs at every saved time of every run of ``meanfield
 metastability`` (particles and Lagrangian nodes alike). One right-hand side of the dynamics of the
 same n points costs at least ``np.exp`` over an n×n float64 array; that is the baseline, timed in
 alternation with the detector in the same run (minimum of several repetitions). Printed: the ratio
@@ -16,8 +16,8 @@ import sys
 
 import numpy as np
 
-from meanfield.diagnostics import find_clusters
-from meanfield.sampling import uniform_points
+from meanfield.observables.diagnostics import find_clusters
+from meanfield.measures.sampling import uniform_points
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _timing import interleaved  # noqa: E402

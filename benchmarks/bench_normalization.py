@@ -16,7 +16,7 @@ import numpy as np
 import meanfield as mf
 import solvers
 from _timing import interleaved
-from meanfield.sampling import uniform_points
+from meanfield.measures.sampling import uniform_points
 
 SCHEMES = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")
 

@@ -22,8 +22,8 @@ import numpy as np  # noqa: E402
 
 import solvers  # noqa: E402
 from meanfield.experiments.causal_horizon import default_density, growth_fit, horizon  # noqa: E402
-from meanfield.model import Model  # noqa: E402
-from meanfield.sampling import sample_tokens  # noqa: E402
+from meanfield.transformer.model import Model  # noqa: E402
+from meanfield.measures.sampling import sample_tokens  # noqa: E402
 
 IMG = pathlib.Path(__file__).resolve().parent / "img"
 

@@ -17,7 +17,7 @@ import numpy as np
 
 import meanfield as mf
 import solvers
-from meanfield import densities as D
+from meanfield.measures import densities as D
 
 IMG = pathlib.Path(__file__).resolve().parent / "img"
 

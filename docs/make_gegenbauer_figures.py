@@ -8,7 +8,7 @@ gegenbauer_d128.png  d = 128, (SA) β = 2, a von Mises–Fisher cap κ = 10 abou
                          quartiles of N stratified particles of the same initial law evolved by
                          solvers.Particles (default N = 4000; circles);
                      (b) the law of s at t = 0, 1, 2: PDE (lines) against particle histograms, and the
-                         s-marginal W1 between them (`meanfield.wasserstein.w1_marginal`);
+                         s-marginal W1 between them (`meanfield.observables.wasserstein.w1_marginal`);
                      (c) the mean of s against the d → ∞ equiangular limit s̄' = s̄(1 − s̄²), i.e.
                          γ = s̄² solving the n → ∞ limit γ' = 2γ(1 − γ) of (6.9).
 """
@@ -21,7 +21,7 @@ from scipy.integrate import solve_ivp
 
 import meanfield as mf
 import solvers
-from meanfield.wasserstein import w1_marginal
+from meanfield.observables.wasserstein import w1_marginal
 
 IMG = pathlib.Path(__file__).resolve().parent / "img"
 

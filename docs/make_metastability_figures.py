@@ -42,7 +42,7 @@ def main(argv):
         shutil.copy(out / f"{src}.png", IMG / f"metastability_{dst}.png")
     if "--replot" in argv:                         # the figures drawn from summary.json, with today's code
         from meanfield.experiments.report import pyplot
-        from meanfield.plotting import plot_mean_clusters
+        from meanfield.results.plotting import plot_mean_clusters
 
         plot_mean_clusters(res["figure4"]).savefig(IMG / "metastability_figure4.png", dpi=110)
         pyplot().close("all")

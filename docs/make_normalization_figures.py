@@ -14,7 +14,7 @@ import numpy as np
 
 import meanfield as mf
 import solvers
-from meanfield.sampling import uniform_points
+from meanfield.measures.sampling import uniform_points
 
 IMG = pathlib.Path(__file__).resolve().parent / "img"
 N, D, BETA = 32, 16, 1.0

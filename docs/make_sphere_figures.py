@@ -44,7 +44,7 @@ def run_figure(Particles):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from meanfield.plotting import save
+    from meanfield.results.plotting import save
 
     rho0 = mf.densities.band_limited(3, 4, rng=3, floor=0.2)
     model = mf.Model(beta=4.0, dim=3)
@@ -95,7 +95,7 @@ def convergence_figure():
 
 
 def harmonic_moments(x, w, lmax):
-    """∫ Y_lm dμ of the measure (x, w) for the σ-orthonormal real harmonics (`meanfield.densities.real_sh`),
+    """∫ Y_lm dμ of the measure (x, w) for the σ-orthonormal real harmonics (`meanfield.measures.densities.real_sh`),
     in the layout of the spherical-harmonic coefficients (2, lmax + 1, lmax + 1)."""
     out = np.zeros((2, lmax + 1, lmax + 1))
     for l in range(lmax + 1):

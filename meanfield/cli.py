@@ -28,8 +28,8 @@ import importlib
 from .version import __version__
 from . import experiments
 from .experiments import EXPERIMENTS
-from .movies import animate
-from .solution import load
+from .results.movies import animate
+from .results.solution import load
 from .threads import blas_threads, use_threads
 from .errors import InvalidInput
 
@@ -144,11 +144,11 @@ def build_parser():
                    help="continue the interrupted run whose checkpoint (<name>.partial.nc, or a stopped <name>.nc) is "
                         "in DIR to the configuration's end time, writing the same outputs (to DIR unless --out)")
     p.add_argument("--movie", nargs="?", const="gif", choices=("gif", "mp4"), default=None,
-                   help="also write a movie of the run, <name>.gif (default) or <name>.mp4 (meanfield.movies)")
+                   help="also write a movie of the run, <name>.gif (default) or <name>.mp4 (meanfield.results.movies)")
 
     p = sub.add_parser("animate", help="a movie (GIF or MP4) of a saved Solution",
                        description="Draw a saved Solution (particles or a density on S^1 or S^2) frame by frame "
-                                   "into an animated GIF (Pillow) or an MP4 (ffmpeg); see meanfield.movies.")
+                                   "into an animated GIF (Pillow) or an MP4 (ffmpeg); see meanfield.results.movies.")
     p.add_argument("file", metavar="FILE.nc", help="a Solution saved by Solution.save or meanfield run")
     p.add_argument("--out", metavar="PATH", default=None, help="the movie, .gif or .mp4 (default: FILE.gif)")
     p.add_argument("--compare", metavar="OTHER.nc", default=None,

@@ -60,6 +60,8 @@ class SolverError(RuntimeError):
 class UnderResolved(SolverError):
     """The discretisation no longer resolves the density.
 
+    The arguments are kept as attributes of the same names; those that do not apply are None.
+
     Parameters
     ----------
     message : str
@@ -74,8 +76,6 @@ class UnderResolved(SolverError):
         Its tolerance (spectral solvers), or the minimum width in mesh sizes (finite elements).
     width_cells : float, optional
         Finite elements: the density's width in mesh sizes.
-
-    Attributes that do not apply are None.
 
     Examples
     --------

@@ -2,7 +2,7 @@
 
 Every place that can use several cores takes ``threads``: the solvers' constructors (ducc0's
 transforms, the kernel sums' blocks, numba's fused sums), `meanfield.kernel_distance`,
-`meanfield.wasserstein`, the diagnostics, ``--threads`` of every ``meanfield`` command and ``threads``
+`meanfield.observables.wasserstein`, the diagnostics, ``--threads`` of every ``meanfield`` command and ``threads``
 in the ``[solver]`` table of a TOML configuration. ``threads=None`` means `default_threads`:
 
 1. the value of the innermost ``with use_threads(n):`` block (``--threads n`` is one around the command),

@@ -14,7 +14,7 @@ import functools
 import importlib
 
 from meanfield.errors import Interrupted, NonFiniteState, SolverError, UnderResolved, UnsupportedModel
-from meanfield.solution import register_flow_map
+from meanfield.results.solution import register_flow_map
 
 from .base import Solver
 from .tracers import flow_map

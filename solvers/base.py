@@ -51,7 +51,7 @@ the items marked (checked) when the class is defined and raises TypeError naming
    ``_initial_from_solution(run, sol)`` (default: the last saved slice through
    ``_initial_from_data``, for a Solution of the same representation),
    ``_initial_from_measure(run, points, weights, normalize)``, ``_initial_from_grid(run, grid,
-   normalize)`` (`meanfield.densities.GridValues`; default: its interpolant through
+   normalize)`` (`meanfield.measures.densities.GridValues`; default: its interpolant through
    ``_initial_from_callable``, rescaled to the grid's mass). Each returns the initial state y0.
 5. The discretisation (checked: ``_rhs`` and ``_representation``): ``_rhs(run, t, y)``;
    ``_linear(run)`` (a diagonal applied exactly by the integrating factor, or None);
@@ -100,10 +100,10 @@ from dataclasses import dataclass, field, is_dataclass, replace
 import numpy as np
 
 from meanfield.validation import check_real, check_times
-from meanfield.densities import GridValues
+from meanfield.measures.densities import GridValues
 from meanfield.errors import Interrupted, InvalidInput, NonFiniteState, SolverError, UnsupportedModel
-from meanfield.model import Model
-from meanfield.solution import Solution, concat, load
+from meanfield.transformer.model import Model
+from meanfield.results.solution import Solution, concat, load
 from meanfield.threads import blas_single_threaded, check_threads
 from .timestepping import STEPPERS, keyed_normal
 from .tracers import TracerLayout, check_tracers
@@ -660,7 +660,7 @@ class Solver:
             1e-6 unless ``normalize=True``); a `Solution` or the path of a saved one, continued from
             its last saved time (with its noise seed and, for fixed steps, its ``dt`` unless given);
             an array of the solver's own representation (as ``sol.data[i]``); density values on a
-            documented grid, `meanfield.densities.on_grid`; for a solver of discrete measures, points
+            documented grid, `meanfield.measures.densities.on_grid`; for a solver of discrete measures, points
             (n, d) or (B, n, d) or a ``(points, weights)`` pair.
         t_eval : (T,) array
             Strictly increasing, starting at 0 (or at the last time of the continued Solution).

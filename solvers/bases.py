@@ -34,9 +34,9 @@ from ducc0.sht import adjoint_synthesis, analysis_2d, synthesis, synthesis_2d_de
 from ducc0.sht.experimental import synthesis_general
 from scipy.special import eval_jacobi
 
-from meanfield.kernels import minimum_degree
-from meanfield.spectralsums import EPSILON, circle_angles, sphere_angles, tangent_vectors
-from meanfield.quadrature import circle_points, gauss_gegenbauer, gauss_legendre_grid
+from meanfield.transformer.kernels import minimum_degree
+from meanfield.sums.spectralsums import EPSILON, circle_angles, sphere_angles, tangent_vectors
+from meanfield.spaces.quadrature import circle_points, gauss_gegenbauer, gauss_legendre_grid
 from meanfield.threads import blas_single_threaded, share_out, transform_threads
 from meanfield.validation import check_int, check_memory
 from .spectral import check_kernel_resolution
@@ -59,7 +59,7 @@ class ResolutionPolicy:
     The refined quantity is the bandwidth n = resolution + ``offset`` (the number of Fourier modes
     K, or of degrees L + 1 with ``offset`` = 1 on S^2). Refinement doubles it, up to the cap:
     ``refine(r, cap) = min(2(r + offset) − offset, cap)``. The automatic start is the smallest
-    resolution that resolves the kernel (`meanfield.kernels.minimum_degree`: a_l(β)/a_0(β) < 1e-14
+    resolution that resolves the kernel (`meanfield.transformer.kernels.minimum_degree`: a_l(β)/a_0(β) < 1e-14
     beyond it), at least ``auto_start``; with ``round_start`` its bandwidth is rounded up to a power
     of two, so that the refinements stay on powers of two. Without it (spherical harmonics, whose
     transforms cost O(L³)) the start is the kernel's minimum itself.

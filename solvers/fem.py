@@ -53,9 +53,9 @@ from .base import Solver
 from .bases import ResolutionPolicy
 from .spectral import SpectralVelocity
 from .meshes import icosphere, mesh_size, polygon
-from meanfield.kernels import minimum_degree
-from meanfield.kernelsums import kernel_sums
-from meanfield.quadrature import gauss_legendre, trapezoid
+from meanfield.transformer.kernels import minimum_degree
+from meanfield.sums.kernelsums import kernel_sums
+from meanfield.spaces.quadrature import gauss_legendre, trapezoid
 
 _INSTALL = 'FiniteElements needs dolfinx: install the `fem` extra with `pip install -e ".[fem]"`.'
 

@@ -33,7 +33,7 @@ import scipy.fft as sfft
 
 from meanfield.validation import check_callable, check_density_values, check_real
 from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
-from meanfield.quadrature import trapezoid
+from meanfield.spaces.quadrature import trapezoid
 from meanfield.representations.fourier import FourierSeries
 from .base import Run, Solver
 from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
@@ -41,7 +41,7 @@ from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, TailMonitor, check_coefficients, energy_diagnostics,
                        head_velocities, noise_dissipation, spectral_tail)
-from meanfield.wasserstein import w1_to_uniform
+from meanfield.observables.wasserstein import w1_to_uniform
 
 STABLE_CFL = 0.8         # |h·k·v| below the imaginary-axis stability limit of the adaptive pairs
 BYTES_PER_MODE = 800     # measured peak working memory of a run per mode (stages, padded grid, W1 measure)
@@ -67,7 +67,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     model : meanfield.Model with dim = 2 and ``model.is_zonal``.
     modes : int >= 8, or "auto".
         K, the highest Fourier mode kept (the state holds c_k, |k| <= K). K must resolve the kernel:
-        I_k(β)/I_0(β) < 1e-14 for k > K (`meanfield.kernels.minimum_degree`); a too small K raises
+        I_k(β)/I_0(β) < 1e-14 for k > K (`meanfield.transformer.kernels.minimum_degree`); a too small K raises
         ValueError naming the minimum. ``"auto"`` starts at max(64, that minimum rounded up to a
         power of two) and doubles K (continuing from the current state) whenever the spectral tail
         exceeds ``tail_tol``, up to ``max_modes``; beyond the cap it raises `UnderResolved`.
@@ -252,7 +252,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         return c[1:].copy()
 
     def _initial_from_grid(self, run, grid, normalize):
-        """Values at the midpoints θ_j = 2π(j + ½)/n (`meanfield.densities.on_grid`): their exact discrete
+        """Values at the midpoints θ_j = 2π(j + ½)/n (`meanfield.measures.densities.on_grid`): their exact discrete
         Fourier coefficients c_k = (1/n) Σ_j ρ_j e^{−ikθ_j} for k < n/2 (and k <= modes), no interpolation."""
         g = grid.unit_mass(normalize, 2)
         J = min(self.modes, (g.values.size - 1) // 2)

@@ -22,7 +22,7 @@ Discretisation (Galerkin in the orthonormal basis p_l of `meanfield.representati
 
   so ∂_t c_0 = 0 exactly (p_0' = 0): the mass is constant to the last bit;
 * f, ∂_sΦ (and for (SA) the scaled Z̃ = e^{−β}K*ρ with ∂_sΦ = (∂_sZ̃/β)/Z̃, so that e^β never appears)
-  are synthesised at n Gauss–Gegenbauer nodes (`meanfield.quadrature.gauss_gegenbauer`) by the
+  are synthesised at n Gauss–Gegenbauer nodes (`meanfield.spaces.quadrature.gauss_gegenbauer`) by the
   matrices p_l(s_j) and p_l'(s_j) (precomputed); the integral is the Gauss sum. With
   n >= (3L + 1)/2 + 1 the integrand (degree <= 3L for (USA)) is integrated exactly: the (USA)
   right-hand side is the exact Galerkin projection (de-aliased); for (SA) only the spectrally small
@@ -40,7 +40,7 @@ from .base import Solver
 from .bases import GegenbauerBasis, node_count
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, energy_diagnostics,
                        noise_dissipation, spectral_tail)
-from meanfield.densities import zonal_profile
+from meanfield.measures.densities import zonal_profile
 
 ZONAL_RTOL = 1e-8        # tolerance of the zonality check of a callable initial density
 MAX_NORM = 1e12          # ‖ρ‖_{L²(σ)} beyond which the coefficients lose more than 12 digits
@@ -61,7 +61,7 @@ class Gegenbauer(AutoResolution, Solver):
         (SA) or (USA), noise ν >= 0.
     lmax : int >= 4, or "auto"
         L, the highest degree kept. L must resolve the kernel (a_l(β)/a_0(β) < 1e-14 for l > L,
-        `meanfield.kernels.minimum_degree`); a too small L raises ValueError naming the minimum.
+        `meanfield.transformer.kernels.minimum_degree`); a too small L raises ValueError naming the minimum.
         ``"auto"`` starts at max(32, that minimum rounded up to a power of two) and doubles L
         whenever the spectral tail exceeds ``tail_tol``, up to ``max_lmax``.
     axis : unit vector of length dim, default e_d
@@ -91,7 +91,7 @@ class Gegenbauer(AutoResolution, Solver):
     -----
     ``solve(initial, t_eval)`` accepts a density callable on points of S^{d−1} that is zonal about
     ``axis`` (checked on points with equal ⟨x, e⟩: ValueError naming `rho0` otherwise), a profile
-    ``meanfield.densities.zonal(f, dim, axis)`` (f is then evaluated at the nodes directly), the
+    ``meanfield.measures.densities.zonal(f, dim, axis)`` (f is then evaluated at the nodes directly), the
     coefficients c_0..c_L (an array of `GegenbauerSeries`), or a `Solution` of this solver.
 
     Diagnostics at saved times (``sol.diagnostics``): ``mass``, ``min_density`` (at the nodes),

@@ -15,7 +15,7 @@ start from a run that has already handed over, by the `Lagrangian` that continue
 import warnings
 
 from meanfield.errors import InvalidInput, UnderResolved
-from meanfield.solution import Solution
+from meanfield.results.solution import Solution
 
 from .lagrangian import Lagrangian, continuation_solver
 

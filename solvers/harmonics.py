@@ -42,7 +42,7 @@ from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, TailMonitor, check_coefficients,
                        energy_diagnostics, head_velocities, noise_dissipation, spectral_tail)
-from meanfield.wasserstein import w1_to_dirac, w1_to_uniform
+from meanfield.observables.wasserstein import w1_to_dirac, w1_to_uniform
 
 BYTES_PER_DEGREE2 = 800  # measured peak working memory of a run per lmax² (grids, stages, fine diagnostics grid)
 
@@ -56,7 +56,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     Parameters
     ----------
     model : meanfield.Model with dim = 3 and ``model.is_zonal``.
-    lmax : int >= 4, at least `meanfield.kernels.minimum_degree(beta, 3)` (the kernel must be
+    lmax : int >= 4, at least `meanfield.transformer.kernels.minimum_degree(beta, 3)` (the kernel must be
         resolved: i_l(β)/i_0(β) < 1e-14 beyond lmax), or "auto" (start at max(31, that minimum),
         double on a tail alarm, up to ``max_lmax``; beyond it `UnderResolved`).
     threads : int >= 1, threads of ducc0's transforms (default: `meanfield.threads.default_threads`;
@@ -231,7 +231,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         return self.fine.analysis(vals[None])[0]
 
     def _initial_from_grid(self, run, grid, normalize):
-        """Values on the Gauss–Legendre grid (ntheta, nphi) (`meanfield.densities.on_grid`): their exact
+        """Values on the Gauss–Legendre grid (ntheta, nphi) (`meanfield.measures.densities.on_grid`): their exact
         discrete analysis (Gauss–Legendre quadrature in z, FFT in φ) up to degree
         min(lmax, ntheta − 1, (nphi − 1)/2), no interpolation."""
 

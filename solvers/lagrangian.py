@@ -18,15 +18,15 @@ w_j = q_j ρ_0(y_j); the state is their positions x_j = Φ_t(y_j) and log-Jacobi
 
 with ŵ_k the softmax weights, P_x = I − x xᵀ and s = v for V = v·I (docs/mathematics.md §9: the
 Jacobian of F is βC, resp. βB). The moments [w, w x, w x⊗x] are summed in one pass of the shared
-kernel-sum engine (`meanfield.kernelsums.kernel_sums`), so velocity and divergence cost one O(n²)
+kernel-sum engine (`meanfield.sums.kernelsums.kernel_sums`), so velocity and divergence cost one O(n²)
 exponential per right-hand side. The labels move exactly as weighted particles (§1.5): the method
 is exact up to the quadrature in the labels, never needs a finer grid as clusters sharpen, and
 its cost does not depend on how sharp they are (ρ reaches 1e15 at t = 50 on S^1).
 
-Labels: the trapezoid rule on S^1 (`meanfield.quadrature.trapezoid`), or composite Gauss–Legendre
+Labels: the trapezoid rule on S^1 (`meanfield.spaces.quadrature.trapezoid`), or composite Gauss–Legendre
 panels (``panels``, ``order`` nodes each), which `Lagrangian.solve_adaptive` refines where the
 label map becomes a staircase (clusters); Gauss–Legendre × trapezoid on S^2
-(`meanfield.quadrature.gauss_legendre`).
+(`meanfield.spaces.quadrature.gauss_legendre`).
 
 Error estimate: every run carries a *companion* — the same equation on a coarser rule (every other
 trapezoid node; pairs of panels merged; about half the Gauss–Legendre nodes on S^2) — integrated in
@@ -37,7 +37,7 @@ General attention (heads (Q_h, K_h, V_h), M_h = Q_hᵀK_h): X = P_x Σ_h F_h wit
 V_h x_k under e^{β⟨x, M_h x_k⟩} (the plain sum for (USA)), and div_S X = Σ_h tr(P_x DF_h P_x) − (d−1)⟨x, F⟩
 from the same moments, one kernel-sum pass per head (`_head_terms`; docs/mathematics.md §9).
 
-A feed-forward term (``Model(mlp=...)``, `meanfield.feedforward`) is local: the labels move by
+A feed-forward term (``Model(mlp=...)``, `meanfield.transformer.feedforward`) is local: the labels move by
 X + P_x F and ℓ̇ gains its closed-form divergence div_S(P_x F) = tr(DF) − ⟨x, DF x⟩ − (d−1)⟨x, F⟩.
 
 Noise: with ν > 0 the density is not transported by any flow map (diffusion spreads each label
@@ -50,19 +50,19 @@ import numpy as np
 
 from meanfield.validation import check_callable, check_density_values, check_int, check_memory, check_real
 from meanfield.errors import InvalidInput, UnsupportedModel
-from meanfield.kernels import minimum_degree
-from meanfield.kernelsums import kernel_sums
-from meanfield.geodesic import tangent_frame
-from meanfield.normalization import alpha, carries_radius, label_rates
-from meanfield.quadrature import circle_points, gauss_legendre, trapezoid
-from meanfield.positions import PositionRule
+from meanfield.transformer.kernels import minimum_degree
+from meanfield.sums.kernelsums import kernel_sums
+from meanfield.spaces.geodesic import tangent_frame
+from meanfield.transformer.normalization import alpha, carries_radius, label_rates
+from meanfield.spaces.quadrature import circle_points, gauss_legendre, trapezoid
+from meanfield.transformer.positions import PositionRule
 from meanfield.representations.lagrangian import LagrangianNodes, monotone_lift
 from meanfield.representations.layered import LayeredNodes
-from meanfield.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
+from meanfield.sums.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
 from .base import Run, Solver
 from .bases import ResolutionPolicy
 from .layered import check_positions_model, signature_of_init, takes_position
-from meanfield.wasserstein import wasserstein
+from meanfield.observables.wasserstein import wasserstein
 
 _SPAN_TOL = 1e-12
 LABEL_TOL = 1e-8           # the labels integrate the kernel's moments at t = 0 to this, relative
@@ -124,9 +124,9 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, heads=No
         and div_S X = Σ_h tr(P_z DF_h P_z) − (d−1)⟨z, F⟩ (docs/mathematics.md §9.4); ``v`` is then
         unused. Direct sums only.
     partition : also return Z(z_i) = Σ_k w_k e^{β⟨z_i,x_k⟩} (the partition function of (3.6)).
-    sums : "direct" (the moments [w, w x, w x⊗x] in one pass of `meanfield.kernelsums.kernel_sums`) or
+    sums : "direct" (the moments [w, w x, w x⊗x] in one pass of `meanfield.sums.kernelsums.kernel_sums`) or
         "spectral" (S^1/S^2: Zs = e^{−|β|}Z, G = e^{−|β|}∇_S Z/β and H = e^{−|β|}Δ_S Z/β from
-        `meanfield.spectralsums`, so that (SA) X = v G/Zs, div_S X = v(H/Zs − β|G/Zs|²) and (USA)
+        `meanfield.sums.spectralsums`, so that (SA) X = v G/Zs, div_S X = v(H/Zs − β|G/Zs|²) and (USA)
         X = v e^{|β|} G, div_S X = v e^{|β|} H; docs/mathematics.md §9, §12).
     threads : ducc0's threads for the spectral sums.
 
@@ -282,10 +282,10 @@ def causal_moment_sums(z, values, rule, beta, M=None, chunk=512):
     """The prefix sums (S, c), e^{c_i} S_i = Σ_m W_im Σ_j e^{β⟨z_i, M x_mj⟩} values_mj, of labels in (σ, x).
 
     ``z`` (P·q, n, d): the n labels x_mj of the density at each node s_m of the position rule ``rule``
-    (`meanfield.positions.PositionRule`, axis 0 in order); ``values`` (P·q, n, p) their moment columns.
+    (`meanfield.transformer.positions.PositionRule`, axis 0 in order); ``values`` (P·q, n, p) their moment columns.
     W_im are the prefix weights of `PositionRule.prefix_parts`, ρ̄(s_i) = Σ_m W_im ρ(s_m), so that the sums
     are those of the prefix mean ∫_0^{s_i} k_λ(s_i, r) ρ(r) dr (docs/causal.md). The earlier panels go in
-    one pass of `meanfield.kernelsums.kernel_sums` with a causal ``ends`` and the ALiBi ``bias``
+    one pass of `meanfield.sums.kernelsums.kernel_sums` with a causal ``ends`` and the ALiBi ``bias``
     λ(b_p − s_i); the own panel (weights not factorising in i, m) in one pass per node. Returns S
     (P·q·n, p) and c (P·q·n,) for the labels flattened in order."""
     Mpos, n, d = z.shape
@@ -329,6 +329,14 @@ def layered_velocity_divergence(z, weights, rule, beta, *, normalized=True, v=1.
     return X.reshape(shape), div.reshape(shape[:2])
 
 
+def carry_mass(values, q, mass):
+    """Density values at labels of quadrature weights q, rescaled so that the labels carry ``mass`` (Σ q_j ρ_j =
+    mass): a hand-over from a density Solution keeps its mass exactly, not up to the labels' quadrature error
+    for it (1e-6 with 256 labels under lmax 32). Values of zero mass are returned as they are."""
+    total = float(q @ values)
+    return values * (mass / total) if total > 0 else values
+
+
 @dataclass(eq=False, slots=True)
 class LagrangianRun(Run):
     """The per-run values of a `Lagrangian` run (set with the initial state)."""
@@ -351,7 +359,7 @@ def _check_ngpt(model):
 def radius_field(r0, points, step=1e-3):
     """(r (n,), ∇_S r (n, d)) of the initial radii at ``points``: a number (∇_S r = 0) or a callable r0(x) > 0,
     its surface gradient by fourth-order central differences along great circles in a tangent frame
-    (`meanfield.geodesic.tangent_frame`; error about step⁴ times the fifth derivative, 1e-12 for smooth r0)."""
+    (`meanfield.spaces.geodesic.tangent_frame`; error about step⁴ times the fifth derivative, 1e-12 for smooth r0)."""
     n, d = points.shape
     if not callable(r0):
         r = check_real(r0, "radii", low=0.0, low_open=True)
@@ -384,7 +392,7 @@ class Lagrangian(Solver):
         Number of labels: the trapezoid rule with ``nodes`` points on S^1 (default 1024); on S^2
         Gauss–Legendre × trapezoid with ntheta = round(sqrt(nodes/2)) rings of 2·ntheta points
         (default 2048). The rule must integrate the kernel's moments to 1e-8 at t = 0 (`LABEL_TOL`):
-        exact degree >= minimum_degree(β‖M‖₂, d, 1e-8) + 2 (`meanfield.kernels.minimum_degree`; M = QᵀK,
+        exact degree >= minimum_degree(β‖M‖₂, d, 1e-8) + 2 (`meanfield.transformer.kernels.minimum_degree`; M = QᵀK,
         I for a zonal model), else ValueError naming `nodes`.
     panels : int or 1-D array, optional (S^1 only)
         Composite Gauss–Legendre labels instead: that many equal panels, or the panel edges
@@ -405,7 +413,7 @@ class Lagrangian(Solver):
     sums : "auto" | "direct" | "spectral"
         The kernel sums of the velocity and its divergence: "direct" (n² exponentials), "spectral"
         (ducc0's nonuniform FFT on S^1 / SHT on S^2, O(n + L² log L); relative error at label j at
-        most about ε/max(w_j, e^{−2β}) with ε = 3e-13, `meanfield.spectralsums`), or "auto": spectral
+        most about ε/max(w_j, e^{−2β}) with ε = 3e-13, `meanfield.sums.spectralsums`), or "auto": spectral
         where it is faster and its bound is at most ``sums_tol``. Recorded in ``sol.stats``
         (``sums``, ``sums_error_bound``).
     sums_tol : float > 0, the largest bound "auto" accepts (default 1e-6).
@@ -427,7 +435,7 @@ class Lagrangian(Solver):
     Notes
     -----
     Normalisation (docs/normalization.md): every scheme. "pre", "mix" and "peri" (zonal models, direct
-    sums): each label carries its radius r and ∇_S r (`meanfield.normalization.label_rates`), from the
+    sums): each label carries its radius r and ∇_S r (`meanfield.transformer.normalization.label_rates`), from the
     solve option ``radii`` (a number or a function r0(x) > 0, default 1); ``sol.radii`` (T, n).
 
     Steppers "dopri5" (default, rtol 1e-10, atol 1e-12 by default) and "bs32". Initial states: a
@@ -550,7 +558,7 @@ class Lagrangian(Solver):
         self.nodes = len(self.q)
 
     def _check_sums(self, sums):
-        """``sums`` checked (`meanfield.spectralsums.check_sums`); direct for labels that carry their radius."""
+        """``sums`` checked (`meanfield.sums.spectralsums.check_sums`); direct for labels that carry their radius."""
         sums = check_sums(sums, self.model)
         if self.radial and sums == "spectral":
             raise InvalidInput(f"`sums`='spectral' cannot give the Jacobian of A that normalization="
@@ -659,7 +667,7 @@ class Lagrangian(Solver):
         return out
 
     def _radial_rates(self, t, x, w, y):
-        """[θ̇, ℓ̇, ṙ, Ġ] of labels [θ, ℓ, r, G = ∇_S r] (`meanfield.normalization.label_rates`, A and DA from
+        """[θ̇, ℓ̇, ṙ, Ġ] of labels [θ, ℓ, r, G = ∇_S r] (`meanfield.transformer.normalization.label_rates`, A and DA from
         one pass of the moment sums, `attention_jacobian`)."""
         d = self.model.dim
         A, DA = attention_jacobian(x, x, w, self.model.beta, normalized=self.normalized, v=self.v, chunk=self.chunk)
@@ -683,7 +691,7 @@ class Lagrangian(Solver):
 
     def _with_feedforward(self, x, X, div, inverse):
         """(X + s⁻¹P_x F, div + s⁻¹div_S(P_x F)) at the labels x (..., n, d) with the model's feed-forward
-        term (local, its divergence in closed form, `meanfield.feedforward`), or (X, div) without one."""
+        term (local, its divergence in closed form, `meanfield.transformer.feedforward`), or (X, div) without one."""
         ff = self.model.feedforward
         if ff is None:
             return X, div
@@ -724,7 +732,7 @@ class Lagrangian(Solver):
         return np.concatenate([pts, np.zeros((len(pts), 1)), self._radius_columns(run, pts)], axis=1)
 
     def _choose_sums(self, run):
-        """The sums of each system of labels (`meanfield.spectralsums.choose_sums`); the fine one's are
+        """The sums of each system of labels (`meanfield.sums.spectralsums.choose_sums`); the fine one's are
         recorded."""
         chosen = [choose_sums(self.sums, self.model, len(w), w, tol=self.sums_tol) for _, w in run.systems]
         run.system_sums = [kind for kind, _ in chosen]
@@ -767,8 +775,9 @@ class Lagrangian(Solver):
         if not rep.is_density:
             raise InvalidInput("`initial`: Lagrangian continues density Solutions (spectral, finite elements or "
                              "Lagrangian); for particles pass a density callable.")
-        vals = self._density_values(sol, self.labels)
-        coarse = self._density_values(sol, self.coarse[0]) if self.estimate else None
+        mass = rep.mass(sol.data[-1])
+        vals = carry_mass(self._density_values(sol, self.labels), self.q, mass)
+        coarse = carry_mass(self._density_values(sol, self.coarse[0]), self.coarse[1], mass) if self.estimate else None
         return self._start_run(run, vals, coarse)
 
     @staticmethod
@@ -784,7 +793,7 @@ class Lagrangian(Solver):
         return np.clip(vals, 0.0, None)
 
     def _initial_from_grid(self, run, grid, normalize):
-        """Grid values (`meanfield.densities.on_grid`) on exactly the labels (the midpoints with n = nodes on
+        """Grid values (`meanfield.measures.densities.on_grid`) on exactly the labels (the midpoints with n = nodes on
         S^1, the Gauss–Legendre grid (ntheta, 2·ntheta) on S^2) are the exact ρ_0 at the labels (the
         companion's labels take the interpolant); other grids go through their interpolant."""
         g = grid.unit_mass(normalize, self.model.dim)
@@ -863,7 +872,7 @@ class Lagrangian(Solver):
         initial state of `solve` (a density callable or a density Solution).
 
         Returns the last round's Solution; its ``error_estimate`` diagnostic is the W1 distance to
-        the previous round at each saved time (exact on S^1, `meanfield.wasserstein`), an estimate of
+        the previous round at each saved time (exact on S^1, `meanfield.observables.wasserstein`), an estimate of
         the previous round's error and so, while rounds converge, a bound for this one. ``stats``
         holds ``rounds``, ``nodes_per_round``, ``estimate_per_round`` and the total ``wall_time``.
         """
@@ -900,7 +909,7 @@ Lagrangian.__signature__ = signature_of_init(Lagrangian)
 
 
 class LayeredLagrangian(Lagrangian):
-    """`Lagrangian` of a masked model (``positions=M`` or a `meanfield.positions.PositionRule`): labels in (σ, x).
+    """`Lagrangian` of a masked model (``positions=M`` or a `meanfield.transformer.positions.PositionRule`): labels in (σ, x).
 
     At each node s_i of the position rule the density ρ(s_i, ·) is carried by its own labels (the rule of
     `Lagrangian` in x; masses w_ij = q_j ρ_0(s_i, y_j)). A label at s_i moves in the causal field X_{s_i} of
@@ -1016,8 +1025,10 @@ class LayeredLagrangian(Lagrangian):
         if not (rep.is_density and rep.layered):
             raise InvalidInput("`initial`: a layered Lagrangian run continues layered density Solutions (a masked "
                              "FourierCircle / SphericalHarmonics run with positions) or a density callable ρ0(x, s).")
-        values = (lambda pts: self._per_position(lambda s: self._clipped(sol.density(pts, -1, position=s))))
-        return self._start_run(run, values(self.labels), values(self.coarse[0]) if self.estimate else None)
+        data = sol.data[-1]
+        values = (lambda pts, q: self._per_position(lambda s: carry_mass(
+            self._clipped(sol.density(pts, -1, position=s)), q, rep.mass(data, position=s))))
+        return self._start_run(run, values(self.labels, self.q), values(*self.coarse[:2]) if self.estimate else None)
 
     @staticmethod
     def _clipped(vals):

@@ -13,7 +13,7 @@ phenomenon*, arXiv 2605.09213; both masks have this one continuum):
 position moves like the unmasked equation (docs/mathematics.md §2) in the field of the prefix mean ρ̄
 instead of its own density: the spectral solvers evaluate it batched over positions
 (`FourierCircle._transport`, `SphericalHarmonics._transport`) with ρ̄ from the O(M) recursion of
-`meanfield.positions.PositionRule`.
+`meanfield.transformer.positions.PositionRule`.
 
 Several zonal heads of their own β and slope λ_h (``Model(heads=[(c_h I, I, v_h I), ...],
 position_bias=[λ_1, ...])``, `meanfield.Model.head_models`) move each position in the sum of their fields,
@@ -30,7 +30,7 @@ import inspect
 import numpy as np
 
 from meanfield.errors import InvalidInput, SolverError, UnderResolved
-from meanfield.positions import PositionRule, takes_position
+from meanfield.transformer.positions import PositionRule, takes_position
 from meanfield.representations.layered import LayeredDensity
 
 from .bases import ResolutionPolicy

@@ -9,7 +9,7 @@ The vector field of weighted particles μ = Σ_j w_j δ_{x_j} (Σ w_j = 1), for 
 with P_x y = y − ⟨x, y⟩x. Equal weights w_j = 1/n give (SA) and (USA) exactly. A masked model
 (``mask="causal"`` or ``"causal-strict"``, ALiBi slope ``position_bias``) takes the particles as tokens
 in order and sums over j ∈ C(i) with the weights w_j e^{−λ(σ_i − σ_j)}, (USA) divided by their sum
-(`meanfield.masks`, docs/causal.md). Numerics:
+(`meanfield.transformer.masks`, docs/causal.md). Numerics:
 
 * the sums S_i = Σ_j w_j e^{L_ij − c_i}[V x_j, 1] are evaluated in blocks of ``chunk`` rows and
   columns (memory O(n·d + chunk²)) with a shift c_i: none when |L| <= 300 (e^L is then a
@@ -31,22 +31,22 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import expm
 
-from meanfield import compiled
+from meanfield.sums import compiled
 from meanfield.validation import (NORMALIZE_POINTS, NORMALIZE_WEIGHTS, check_int, check_memory, check_points, check_real,
                                check_weights)
-from meanfield.diagnostics import (cluster_sizes, clustered_pair_fraction, count_clusters, span_dimension,
+from meanfield.observables.diagnostics import (cluster_sizes, clustered_pair_fraction, count_clusters, span_dimension,
                                    w1_to_nearest_dirac)
-from meanfield.energy import discrete_energy, energy_from_scaled_sum
+from meanfield.observables.energy import discrete_energy, energy_from_scaled_sum
 from meanfield.errors import InvalidInput, UnsupportedModel
-from meanfield.feedforward import FeedForward, check_mlp
-from meanfield.kernelsums import attention_sums, gram_counts, kernel_sums
+from meanfield.transformer.feedforward import FeedForward, check_mlp
+from meanfield.sums.kernelsums import attention_sums, gram_counts, kernel_sums
 from meanfield.threads import check_threads
-from meanfield.masks import model_mask
-from meanfield.normalization import carries_radius, check_radii, direction_velocity, inverse_speed, position_velocity
+from meanfield.transformer.masks import model_mask
+from meanfield.transformer.normalization import carries_radius, check_radii, direction_velocity, inverse_speed, position_velocity
 from meanfield.representations.particles import ParticleCloud
-from meanfield.schedule import Schedule
+from meanfield.transformer.schedule import Schedule
 from meanfield.representations.sampled_particles import SampledParticleCloud, saved_slice
-from meanfield.spectralsums import EPSILON, causal_zonal_sums, check_sums, choose_sums, zonal_sums
+from meanfield.sums.spectralsums import EPSILON, causal_zonal_sums, check_sums, choose_sums, zonal_sums
 
 from .base import Run, Solver
 from .bases import ResolutionPolicy
@@ -102,10 +102,10 @@ class ParticlesRun(Run):
     sums_error_bound: float = 0.0     # the spectral sums' bound of the field's relative error
     parameters: object = None         # the run's heads (a list or a callable of t), None: the model's
     heads: list = None                # the prepared heads of constant ``parameters``
-    causal: object = None             # the `meanfield.masks.TokenMask` of a masked model, else None
+    causal: object = None             # the `meanfield.transformer.masks.TokenMask` of a masked model, else None
     radii: np.ndarray = None          # (..., n, 1) the radii of a scheme that keeps them fixed
     radial: bool = False              # the state is x = rθ in R^d: the radii move ("pre", "mix", "peri")
-    feedforward: object = None        # the run's `meanfield.feedforward.FeedForward` (``mlp``), else the model's
+    feedforward: object = None        # the run's `meanfield.transformer.feedforward.FeedForward` (``mlp``), else the model's
 
 
 class Particles(Solver):
@@ -123,20 +123,20 @@ class Particles(Solver):
         to the nearest Dirac mass for a single realisation with n <= 1024; "full" all four (O(n²)
         per saved time and a loop over realisations for W1); "none" nothing; or the names wanted,
         e.g. ``("energy", "clustered_fraction")``, which may also name "span_dimension" (the number of
-        Gram eigenvalues above 1e-3, `meanfield.diagnostics.span_dimension`) and "cluster_sizes"
+        Gram eigenvalues above 1e-3, `meanfield.observables.diagnostics.span_dimension`) and "cluster_sizes"
         (clusters of each size at ``cluster_delta``, (n,) per realisation,
-        `meanfield.diagnostics.cluster_sizes`).
+        `meanfield.observables.diagnostics.cluster_sizes`).
     delta : float in (0, 2]
         Tolerance δ of the clustered-pair fraction (⟨x_i, x_j⟩ >= 1 − δ), default 1e-3 (Figure 3).
     cluster_delta : float in (0, 2], default ``delta``
         Tolerance of the number of clusters (i ~ j when ⟨x_i, x_j⟩ >= 1 − cluster_delta).
     sums : "auto" | "direct" | "spectral"
         How the kernel sums Σ_j w_j e^{β⟨x_i, x_j⟩}[x_j, 1] are formed: "direct" (n² exponentials,
-        `meanfield.kernelsums`, exact to rounding), "spectral" (zonal models on S^1 and S^2: the
+        `meanfield.sums.kernelsums`, exact to rounding), "spectral" (zonal models on S^1 and S^2: the
         kernel's Fourier / spherical-harmonic expansion through ducc0's nonuniform transforms,
-        O(n + L² log L), `meanfield.spectralsums`; the field's relative error at particle i is at
+        O(n + L² log L), `meanfield.sums.spectralsums`; the field's relative error at particle i is at
         most about ε/max(w_i, e^{−2β}), ε = 3e-13), or "auto": spectral where it applies, is faster (n >= a few
-        hundred, `meanfield.spectralsums.crossover`) and its bound is at most ``sums_tol``. The
+        hundred, `meanfield.sums.spectralsums.crossover`) and its bound is at most ``sums_tol``. The
         choice and the bound are in ``sol.stats`` (``sums``, ``sums_error_bound``).
     sums_tol : float > 0, the largest error bound "auto" accepts for the spectral sums (default 1e-6).
     threads : int >= 1, optional
@@ -171,9 +171,9 @@ class Particles(Solver):
 
     A masked model (``Model(mask=..., position_bias=λ)``, docs/causal.md): x0[j] is token j + 1
     at the position σ = (j + 1)/n, or at ``token_positions`` (n,) in (0, 1], non-decreasing; C(i) = {j : σ_j <= σ_i}
-    ("causal") or σ_j < σ_i ("causal-strict"), the pair weight w_j e^{−λ(σ_i − σ_j)} (`meanfield.masks`).
+    ("causal") or σ_j < σ_i ("causal-strict"), the pair weight w_j e^{−λ(σ_i − σ_j)} (`meanfield.transformer.masks`).
     A token with no weight in C(i) does not move. The sums run over the triangle only, and the spectral
-    ones by blocks of positions (`meanfield.spectralsums.causal_zonal_sums`, bound
+    ones by blocks of positions (`meanfield.sums.spectralsums.causal_zonal_sums`, bound
     `masked_error_bound`). The recorded energy is (3.5) of the configuration, without the mask. Heads
     may carry their own slopes (``Model(heads=..., position_bias=[λ_1, ...])``): head h sums with its own
     ALiBi weights and normaliser, in the direct sums and, for zonal heads of their own β
@@ -201,7 +201,7 @@ class Particles(Solver):
     kernel sums and ducc0's transforms; the result does not depend on it. With ``dense_output=True`` the adaptive steps are not cut at the saved times,
     which come from the pair's interpolant (retracted onto the sphere).
 
-    Where the normalisation sits (``Model(normalization=...)``, `meanfield.normalization`,
+    Where the normalisation sits (``Model(normalization=...)``, `meanfield.transformer.normalization`,
     docs/normalization.md): the direction θ_j moves by s_j⁻¹ P_θ A_j and the radius r_j by its own
     law. ``radii`` (n,) or (B, n), default 1, are the initial token norms; ``sol.radii`` reports them
     at each saved time (the diagnostic "radii", saved in files and continued by a restart) and
@@ -209,7 +209,7 @@ class Particles(Solver):
     retraction; euler-normalize is then plain Euler); "ngpt" and "sqrt-depth" keep the directions on
     the sphere (euler-normalize: θ ← N(θ + h s⁻¹A)). Sphere only, no noise.
 
-    A feed-forward term (``Model(mlp=(W, U, b), activation=...)``, `meanfield.feedforward`) adds
+    A feed-forward term (``Model(mlp=(W, U, b), activation=...)``, `meanfield.transformer.feedforward`) adds
     F(x) = W act(Ux + b) to the attention output Σ_h A_h at each token, on any domain, with masks,
     batches and heads: on the sphere the particle moves by P_x(A + F) (Post-LN), in R^d by A + F, and
     under a normalisation scheme A + F (F at the direction θ) takes the place of A before the
@@ -252,10 +252,10 @@ class Particles(Solver):
     retracts = True
     retract_invariant = True       # the adaptive field normalises its argument: the last stage is reused
     run_type = ParticlesRun
-    takes_mask = True              # causal masks with the ALiBi bias (meanfield.masks)
+    takes_mask = True              # causal masks with the ALiBi bias (meanfield.transformer.masks)
     normalizations = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")
-    takes_mlp = True               # the feed-forward term, added to the attention output (meanfield.feedforward)
-    takes_schedule = True          # parameters that change with depth (meanfield.schedule)
+    takes_mlp = True               # the feed-forward term, added to the attention output (meanfield.transformer.feedforward)
+    takes_schedule = True          # parameters that change with depth (meanfield.transformer.schedule)
 
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None, sums="auto",
                  sums_tol=1e-6, threads=None):
@@ -361,7 +361,7 @@ class Particles(Solver):
     def _attention_sums(self, x, head, w, domain, threads=None, count_at=None, causal=None, targets=None):
         """S_i = Σ_j w_j e^{β⟨x_i, M x_j⟩ − c_i} [V x_j, 1] and the shift c_i (0-d if fixed), in blocks
         of the shared kernel-sum engine (with the counts of ⟨x_i, M x_j⟩ >= count_at if given); under a
-        ``causal`` mask (`meanfield.masks.TokenMask`) over j ∈ C(i), the exponent with −λ(σ_i − σ_j).
+        ``causal`` mask (`meanfield.transformer.masks.TokenMask`) over j ∈ C(i), the exponent with −λ(σ_i − σ_j).
         The rows are the points ``targets`` (tracers) instead of the particles when given."""
         M, v = head["M"], head["v"]
         z = x if targets is None else targets
@@ -369,6 +369,8 @@ class Particles(Solver):
                        count_at=count_at, unit=domain == "sphere")
         if causal is not None:
             options.update(ends=causal.ends, bias=causal.bias)
+            if causal.depth < -_NO_SHIFT_MAX:
+                options["shift"] = "running"    # rows whose every term is tiny (a steep slope): each its own shift
         if v is None:                           # x_j ↦ V x_j, per realisation when V is (B, d, d)
             return kernel_sums(z, x, compiled.weighted(x @ head["Vt"], w), self.model.beta, **options)
         return attention_sums(z, x, w, self.model.beta, v=None if v == 1.0 else v, **options)
@@ -385,13 +387,18 @@ class Particles(Solver):
         {"x", "out", "den" (Σ_j w_j e^{β⟨x_i, x_j⟩ − c}, when it is the kernel of the energy), "c",
         "counts" (per row, the j with ⟨x_i, x_j⟩ >= 1 − δ, i = j included, if ``count``; else None),
         "heads" (the prepared heads used: ``heads``, default the model's)}. A masked model sums over
-        C(i) (the run's, or ``causal`` without a run; `meanfield.masks`). With ``targets`` (unmasked), the
+        C(i) (the run's, or ``causal`` without a run; `meanfield.transformer.masks`). With ``targets`` (unmasked), the
         output at those points (tracers) instead of at the particles, from the same sums."""
         causal = run.causal if run is not None else causal
         if run is not None and run.sums == "spectral":
             hit = self._evaluate_spectral(x, w, run.threads, log_time_factor, causal, targets)
-            hit["out"] = self._with_feedforward(run, x if targets is None else targets, hit["out"], log_time_factor)
-            return hit
+        else:
+            hit = self._evaluate_direct(run, x, w, domain, log_time_factor, count, heads, causal, targets)
+        hit["out"] = self._with_feedforward(run, x if targets is None else targets, hit["out"], log_time_factor)
+        return hit
+
+    def _evaluate_direct(self, run, x, w, domain, log_time_factor, count, heads, causal, targets):
+        """`_evaluate`'s attention output through the direct kernel sums (`meanfield.sums.kernelsums`)."""
         heads = self._heads if heads is None else heads
         out = den = c_den = counts = None
         d = x.shape[-1]
@@ -404,22 +411,23 @@ class Particles(Solver):
             acc, c = res[0], res[1]
             if self.model.normalized:
                 y = compiled.ratio(acc)
+            elif mask is not None:                  # e^{c_i}/D_i as one exponential: both may underflow
+                y = acc[..., :d] * self._masked_scale(c, mask, log_time_factor)[..., None]
             else:
                 scale = np.exp(np.asarray(c) - log_time_factor)
                 y = acc[..., :d] * (scale[..., None] if np.ndim(scale) else scale)
             if mask is not None:
-                y = self._masked_output(y, mask)
+                y = self._masked_output(y, mask, divided=True)
             out = y if out is None else out + y
             if free:
                 den, c_den, counts = acc[..., d], c, (res[2] if count else None)
         if count and counts is None:
             counts = gram_counts(x, x, 1.0 - self.delta, chunk=self.chunk, threads=threads)
-        out = self._with_feedforward(run, x if targets is None else targets, out, log_time_factor)
         return {"x": x, "out": out, "den": den, "c": c_den, "counts": counts, "heads": heads}
 
     def _with_feedforward(self, run, x, out, log_time_factor=0.0):
         """The attention output plus the feed-forward term F(x) = W act(Ux + b) of the run (``mlp``) or
-        the model (`meanfield.feedforward`; e^{−β}F in time τ = e^β t), before any projection or speed."""
+        the model (`meanfield.transformer.feedforward`; e^{−β}F in time τ = e^β t), before any projection or speed."""
         ff = self.model.feedforward if run is None or run.feedforward is None else run.feedforward
         if ff is None:
             return out
@@ -428,11 +436,11 @@ class Particles(Solver):
 
     def _evaluate_spectral(self, x, w, threads, log_time_factor=0.0, causal=None, targets=None):
         """`_evaluate` through the spectral sums (zonal heads, S^1/S^2): with Zs = Σ_j w_j e^{β(⟨x_i, x_j⟩ − 1)}
-        and G = e^{−|β|}∇_S Z/β (`meanfield.spectralsums`), the (SA) field is v G/Zs and the (USA) one
+        and G = e^{−|β|}∇_S Z/β (`meanfield.sums.spectralsums`), the (SA) field is v G/Zs and the (USA) one
         v e^{|β|} G, summed over the heads, each with its own β, v and mask (`meanfield.Model.head_models`);
         the denominators Zs with c = |β| give the energy of one unmasked head. No pair counts come with
         these sums (`_diagnostics` counts the clustered pairs with a spatial index). Under a mask the sums
-        run over C(i) (`meanfield.spectralsums.causal_zonal_sums`) and give no energy."""
+        run over C(i) (`meanfield.sums.spectralsums.causal_zonal_sums`) and give no energy."""
         out, models = None, self.model.head_models
         for h, model in enumerate(models):
             mask = None if causal is None else causal[h]
@@ -463,10 +471,21 @@ class Particles(Solver):
             out *= v
         return out, Zs
 
-    def _masked_output(self, y, causal):
-        """A head's output under a mask: (USA) divided by the positional normaliser D_i, and zero for the
-        silent tokens (D_i = 0, whose sums are empty)."""
-        if not self.model.normalized:
+    @staticmethod
+    def _masked_scale(c, causal, log_time_factor):
+        """e^{c_i − log_time_factor}/D_i: the (USA) sums' shift over the positional normaliser, formed as one
+        exponential e^{c_i − log_time_factor − log D_i} where D_i underflows; 0 at the silent tokens."""
+        c = np.asarray(c, dtype=float)
+        normal = causal.normaliser >= np.finfo(float).tiny
+        with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+            scale = np.where(normal, np.exp(c - log_time_factor) / np.where(normal, causal.normaliser, 1.0),
+                             np.exp(c - log_time_factor - causal.log_normaliser))
+        return np.where(causal.silent, 0.0, scale)
+
+    def _masked_output(self, y, causal, divided=False):
+        """A head's output under a mask: (USA) divided by the positional normaliser D_i (unless ``divided``),
+        and zero for the silent tokens (an empty C(i) of no weight)."""
+        if not self.model.normalized and not divided:
             y = y / np.where(causal.silent, 1.0, causal.normaliser)[:, None]
         if causal.silent.any():
             y[..., causal.silent, :] = 0.0
@@ -509,9 +528,9 @@ class Particles(Solver):
 
         ``weights`` (n,) default 1/n. With ``rescale_time=True`` ((USA) only) returns e^{−β}X, the
         velocity in τ = e^β t (finite for every β). A masked model takes the tokens in order, at
-        ``token_positions`` (default j/n; `meanfield.masks`). Under a normalisation scheme other than
+        ``token_positions`` (default j/n; `meanfield.transformer.masks`). Under a normalisation scheme other than
         "post" it is the direction velocity θ̇ = s⁻¹ P_θ A at time ``t`` with the token norms ``radii``
-        (default 1; `meanfield.normalization`).
+        (default 1; `meanfield.transformer.normalization`).
         """
         x = check_points(x, "x0", dim=self.model.dim, min_ndim=2)
         w = check_weights(weights, x.shape[-2])
@@ -762,7 +781,7 @@ class Particles(Solver):
         return x * run.radii if run.radial else x
 
     def _choose_sums(self, run):
-        """The kernel sums of the run (`meanfield.spectralsums.choose_sums`; direct with ``parameters``)."""
+        """The kernel sums of the run (`meanfield.sums.spectralsums.choose_sums`; direct with ``parameters``)."""
         run.sums, run.sums_error_bound = choose_sums(self.sums, self.model, run.weights.size, run.weights,
                                                      domain=run.domain, tol=self.sums_tol, causal=run.causal,
                                                      heads=True)
@@ -792,7 +811,7 @@ class Particles(Solver):
         return self._initial_from_data(run, points, normalize, weights=np.asarray(weights, dtype=float))
 
     def _initial_from_grid(self, run, grid, normalize):
-        """Density values on a grid (`meanfield.densities.on_grid`): the grid points with weights w_j ρ_j."""
+        """Density values on a grid (`meanfield.measures.densities.on_grid`): the grid points with weights w_j ρ_j."""
         points, weights = grid.unit_mass(normalize, self.model.dim).measure()
         return self._initial_from_data(run, points, False, weights=weights)
 

@@ -19,7 +19,7 @@ from scipy.integrate import solve_ivp
 from scipy.special import ive
 
 from meanfield.validation import check_callable, check_int, check_real
-from meanfield.quadrature import gauss_gegenbauer
+from meanfield.spaces.quadrature import gauss_gegenbauer
 from meanfield.errors import InvalidInput
 
 

@@ -14,14 +14,14 @@ import warnings
 
 import numpy as np
 
-from meanfield.feedforward import tangent_components
-from meanfield.normalization import field_inverse_speed
+from meanfield.transformer.feedforward import tangent_components
+from meanfield.transformer.normalization import field_inverse_speed
 from meanfield.validation import check_real
 from meanfield.errors import InvalidInput, SolverError, UnderResolved
-from meanfield.kernels import (kernel_multipliers, laplacian_eigenvalues, minimum_degree, radial_multipliers,
+from meanfield.transformer.kernels import (kernel_multipliers, laplacian_eigenvalues, minimum_degree, radial_multipliers,
                                velocity_multipliers)
-from meanfield.solution import Solution
-from meanfield.energy import energy_from_spectrum, energy_rate_from_spectrum
+from meanfield.results.solution import Solution
+from meanfield.observables.energy import energy_from_spectrum, energy_rate_from_spectrum
 
 DEFAULT_TAIL_TOL = 1e-6
 
@@ -128,10 +128,10 @@ class SpectralVelocity:
     Where the normalisation sits (docs/normalization.md): the field moves at X/s, s = √(t + 1)
     ("sqrt-depth") or s = ‖A‖/α(t) ("ngpt"), with ‖A‖² = |X|² + ⟨x, A⟩² and the radial part
     ⟨x, A⟩ = s ∂_β Z̃/Z̃ (SA), s e^{|β|} ∂_β Z̃ (USA), from the multipliers ``radial`` =
-    e^{−|β|}∂_β a_l (`meanfield.kernels.radial_multipliers`; a basis synthesises ∂_β Z̃ for "ngpt"
+    e^{−|β|}∂_β a_l (`meanfield.transformer.kernels.radial_multipliers`; a basis synthesises ∂_β Z̃ for "ngpt"
     only). `scaled` applies it; the continuity equation keeps its divergence form.
 
-    A feed-forward term (``Model(mlp=...)``, `meanfield.feedforward`) adds the local field P_x F to the
+    A feed-forward term (``Model(mlp=...)``, `meanfield.transformer.feedforward`) adds the local field P_x F to the
     attention's X before the speed: `feedforward` gives its components on a basis's grid along the
     basis's ``frame``, computed once per grid (F does not depend on ρ), and the flux ρ(X + P_x F)/s
     is differentiated spectrally like the attention's.

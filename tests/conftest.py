@@ -2,6 +2,7 @@
 minute) and "slow" (many random examples), which ``pytest -m slow`` selects together with every
 property test. ``MEANFIELD_HYPOTHESIS_PROFILE`` or hypothesis' own ``--hypothesis-profile`` choose
 a profile explicitly."""
+import importlib.util
 import os
 
 import pytest
@@ -18,6 +19,56 @@ settings.register_profile("slow", max_examples=200, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+# Cases of the slow tier named here rather than decorated (parametrised cases among them): each took
+# 4-15 s on two idle cores, so the default suite keeps within its 3 minutes (docs/benchmarks.md). The
+# slow tier (`pytest -m slow`) runs them; tests/test_suite_hygiene.py checks that every id still exists.
+SLOW_CASES = frozenset({
+    "tests/test_sweep.py::test_local_workers_are_forked_from_a_single_threaded_process",
+    "tests/test_sweep.py::test_a_process_with_threads_spawns_its_workers",
+    "tests/test_sweep.py::test_forked_workers_all_dead_is_an_error_not_a_hang",
+    "tests/test_sweep.py::test_a_killed_run_leaves_no_worker_behind",
+    "tests/test_threads.py::test_cli_threads",
+    "tests/test_threads.py::test_results_do_not_depend_on_the_thread_count",
+    "tests/test_kernelsums.py::test_a_forked_child_runs_the_fused_sums_on_its_own_thread",
+    "tests/test_kernelsums.py::test_threads_give_the_same_bits[6]",
+    "tests/test_docs.py::test_doc_examples_run[causal.md]",
+    "tests/test_docs.py::test_doc_examples_run[lagrangian.md]",
+    "tests/test_docs.py::test_doc_examples_run[movies.md]",
+    "tests/test_docs.py::test_doc_examples_run[experiments.md]",
+    "tests/test_docs.py::test_doc_examples_run[sphere.md]",
+    "tests/test_docs.py::test_site_builds_strictly",
+    "tests/test_cli.py::test_sigint_during_phase_diagram[1]",
+    "tests/test_restart.py::test_resume_after_sigkill_equals_the_uninterrupted_run[particles-noise]",
+    "tests/test_movies.py::test_the_command_line",
+    "tests/test_examples.py::test_a_run_from_a_layered_causal_file",
+    "tests/test_examples.py::test_every_example_runs[sphere]",
+    "tests/test_causal_particles.py::test_every_token_converges_to_the_first[True]",
+    "tests/test_causal_particles.py::test_masked_sums_do_not_depend_on_the_threads[100]",
+    "tests/test_fem.py::test_mpi_two_ranks_match_one",
+    "tests/test_experiments.py::test_mean_field_limit_circle_quick",
+    "tests/test_causal_lagrangian.py::test_a_density_of_x_alone_moves_like_the_unmasked_equation",
+    "tests/test_sample_tokens.py::test_law_at_each_position[3-2000]",
+    "tests/test_sample_tokens.py::test_law_at_each_position[2-10000]",
+    "tests/test_causal_heads.py::test_particle_field_of_two_slopes[True-2]",
+    "tests/test_w1bracket.py::test_quasi_points_against_their_density[1000]",
+    "tests/test_wasserstein.py::test_binned_method_is_within_its_bound",
+    "tests/test_lagrangian_general.py::test_sphere_agrees_with_quasi_particles[2]",
+    "tests/test_figures.py::test_verify_prop34_pictures",
+})
+
+
+# the fem extra (dolfinx) may be missing: `.ci/setup` then installs requirements/lock-nofem.txt
+HAVE_FEM = importlib.util.find_spec("dolfinx") is not None
+FEM_MISSING = "dolfinx (the fem extra) missing"
+
+
+def uses_fem(example):
+    """Whether an example configuration (a TOML path) runs the finite elements, which need dolfinx."""
+    import tomllib
+
+    return tomllib.loads(example.read_text()).get("solver", {}).get("name") == "fem"
+
+
 def _slow_selected(config):
     expr = config.getoption("markexpr", "") or ""
     return "slow" in expr and "not slow" not in expr
@@ -30,20 +81,23 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under ``-m slow`` the property tests run too (with the slow profile)."""
-    if _slow_selected(config):
-        for item in items:
-            if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
-                item.add_marker(pytest.mark.slow)
+    """Tests marked ``fem`` skip without dolfinx; the cases of `SLOW_CASES` are slow; under ``-m slow`` the property tests run too (with the slow
+    profile). This runs before pytest deselects by marker."""
+    slow = _slow_selected(config)
+    for item in items:
+        if not HAVE_FEM and item.get_closest_marker("fem"):
+            item.add_marker(pytest.mark.skip(reason=FEM_MISSING))
+        if item.nodeid in SLOW_CASES or (slow and getattr(getattr(item, "obj", None), "is_hypothesis_test", False)):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
 def cf_failures():
     """``cf_failures(path, weight=3)``: the messages of the failed cf:1.11 checks of that weight
     (3: high priority) of the IOOS compliance checker on the file ``path``, less the one failure the
-    files accept (`meanfield.gridded.CF_ACCEPTED_FAILURE`: t is a plain number, docs/output.md)."""
+    files accept (`meanfield.spaces.gridded.CF_ACCEPTED_FAILURE`: t is a plain number, docs/output.md)."""
     runner = pytest.importorskip("compliance_checker.runner")
-    from meanfield.gridded import CF_ACCEPTED_FAILURE
+    from meanfield.spaces.gridded import CF_ACCEPTED_FAILURE
 
     def failures(path, weight=3):
         suite = runner.CheckSuite()

@@ -2,11 +2,13 @@
 fixed time (the tests of Ctrl-C and of SIGKILL-and-resume use it):
 
     python tests/signal_driver.py SIGNAL SAVES RUNS -- ARGS...
+    python tests/signal_driver.py SIGNAL cells CELLS -- ARGS...
 
 runs ``meanfield ARGS...`` in this process and sends ``SIGNAL`` (INT or KILL) to it right after a saved
 time has been recorded (and its checkpoint written) when ``RUNS`` integrations have saved at least one
 time and one of them at least ``SAVES``. It hooks `solvers.timestepping.IntegrationResult.save`, the
-one place every stepper records a saved time."""
+one place every stepper records a saved time. The second form sends it right after a sweep has written
+its ``CELLS``-th cell (the hook is `meanfield.experiments.sweep._record`, which writes a finished cell)."""
 import os
 import signal
 import sys
@@ -14,10 +16,15 @@ import threading
 
 from solvers import timestepping
 
-name, saves, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-args = sys.argv[sys.argv.index("--") + 1:]
+name, args = sys.argv[1], sys.argv[sys.argv.index("--") + 1:]
 results, lock, sent = [], threading.Lock(), threading.Event()
 record = timestepping.IntegrationResult.save
+
+
+def send(ready):
+    if ready and not sent.is_set():
+        sent.set()
+        os.kill(os.getpid(), getattr(signal, "SIG" + name))
 
 
 def save(self, t, y, callback=None, copy=True):
@@ -25,13 +32,25 @@ def save(self, t, y, callback=None, copy=True):
     with lock:
         if not any(r is self for r in results):
             results.append(self)
-        ready = len(results) >= runs and max(len(r.t) for r in results) >= saves
-        if ready and not sent.is_set():
-            sent.set()
-            os.kill(os.getpid(), getattr(signal, "SIG" + name))
+        send(len(results) >= runs and max(len(r.t) for r in results) >= saves)
 
 
-timestepping.IntegrationResult.save = save
+def record_cell(out, cell, result):
+    status = write_cell(out, cell, result)  # the cell's files first
+    with lock:
+        results.append(cell)
+        send(len(results) >= cells)
+    return status
+
+
+if sys.argv[2] == "cells":
+    from meanfield.experiments import sweep
+
+    cells, write_cell = int(sys.argv[3]), sweep._record
+    sweep._record = record_cell
+else:
+    saves, runs = int(sys.argv[2]), int(sys.argv[3])
+    timestepping.IntegrationResult.save = save
 
 if __name__ == "__main__":
     from meanfield.cli import main

@@ -1,5 +1,5 @@
-"""The layered continuity equation of causal attention (solvers.layered, meanfield.positions,
-meanfield.causal, meanfield.representations.layered): against the exact Green's function, the
+"""The layered continuity equation of causal attention (solvers.layered, meanfield.transformer.positions,
+meanfield.transformer.causal, meanfield.representations.layered): against the exact Green's function, the
 conservation of the mass of every position, the two masks, files and bad input."""
 import numpy as np
 import pytest
@@ -9,9 +9,10 @@ from scipy import integrate
 
 import meanfield as mf
 import solvers
-from meanfield.causal import green_function, linear_response, psi, rate
-from meanfield.kernels import minimum_degree
-from meanfield.positions import PositionRule, position_kernel
+from meanfield.transformer.causal import green_function, linear_response, psi, rate
+from meanfield.transformer.kernels import minimum_degree
+from meanfield.transformer.positions import (MOMENT_SWITCH, PANEL_NODES, PositionRule, _lagrange,
+                                             exponential_moments, position_kernel)
 from tolerances import rounding
 
 EPS = 1e-6
@@ -94,6 +95,135 @@ def test_prefix_mean_is_exact_for_low_degree_and_averages():
     np.testing.assert_allclose(rule.prefix_mean(np.ones((24, 3))), 1.0, rtol=1e-14)
     assert rule.weights.sum() == pytest.approx(1.0, rel=1e-15) and np.all(rule.weights > 0)
     assert np.all(np.diff(rule.breaks)[:2] < np.diff(rule.breaks)[-1])          # graded towards σ = 0
+
+
+SLOPES = (0.0, 0.5, 3.0, 30.0, 1e3, 1e6, 1e12, 1e300)
+
+
+def exact_prefix_mean(lam, sigma, coef):
+    """∫_0^σ k_λ(σ, r) f(r) dr for the polynomial f = Σ coef_k r^k, in 40 digits: with u = σ − r,
+    f(σ − u) = Σ_m f^{(m)}(σ)(−u)^m/m! and λ∫_0^σ e^{−λu} u^m du = m! P(m + 1, λσ)/λ^m (P the regularised
+    incomplete gamma function), over 1 − e^{−λσ}."""
+    mpmath = pytest.importorskip("mpmath")
+    with mpmath.workdps(40):
+        lam, sigma = mpmath.mpf(lam), mpmath.mpf(sigma)
+        f = [mpmath.mpf(c) for c in coef]
+        total = mpmath.mpf(0)
+        for m in range(len(f)):
+            deriv = sum(f[k] * mpmath.ff(k, m) * sigma ** (k - m) for k in range(m, len(f)))
+            if lam == 0:
+                total += (-1) ** m * deriv * sigma ** (m + 1) / mpmath.factorial(m + 1)
+            else:                                   # P = 1 to 40 digits beyond λσ = 1e4
+                P = 1 if lam * sigma > 1e4 else mpmath.gammainc(m + 1, 0, lam * sigma, regularized=True)
+                total += (-1) ** m * deriv * P / lam ** m
+        return float(total / sigma if lam == 0 else total / -mpmath.expm1(-lam * sigma))
+
+
+@pytest.mark.parametrize("lam", SLOPES)
+def test_prefix_mean_is_exact_for_every_slope(lam):
+    """The panel integrals are exact for any λ (`exponential_moments`; before, a Gauss rule in r lost
+    the sharp factor e^{−λ(σ − r)} once λ·panel >> 10 and the runs stopped at t = 0 for λ = 1e6): for a
+    polynomial of degree 7, ρ̄(s_i) equals the exact integral to 1e-13 of its scale at every node, finite."""
+    rule = PositionRule(32, lam)
+    coef = [1.0, -3.0, 0.5, 0.0, 2.0, 0.0, -1.0, 1.0]
+    f = np.polynomial.polynomial.polyval(rule.nodes, coef)
+    want = [exact_prefix_mean(lam, s, coef) for s in rule.nodes]
+    got = rule.prefix_mean(f)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())
+
+
+def test_exponential_moments_against_40_digits():
+    """m_k(x) = ∫_0^1 e^{−xu} P_k(2u − 1) du on both sides of the switch between quadrature and the closed
+    form, to 1e-14 of m_0, and m_k(x)·x → (−1)^k for x → ∞."""
+    mpmath = pytest.importorskip("mpmath")
+    x = np.array([0.0, 1.0, MOMENT_SWITCH, MOMENT_SWITCH * (1 + 1e-9), 1e4])
+    got = exponential_moments(x, PANEL_NODES)
+    for xi, row in zip(x, got):
+        with mpmath.workdps(25):
+            want = [float(mpmath.quad(lambda u: mpmath.exp(-mpmath.mpf(xi) * u) * mpmath.legendre(k, 2 * u - 1),
+                                      [0, min(1, 1 / xi) if xi else 1, 1])) for k in range(PANEL_NODES)]
+        np.testing.assert_allclose(row, want, rtol=0, atol=1e-14 * abs(want[0]))
+    far = exponential_moments(np.array([1e100, 1e300]), PANEL_NODES) * np.array([[1e100], [1e300]])
+    np.testing.assert_allclose(far, np.tile((-1.0) ** np.arange(PANEL_NODES), (2, 1)), rtol=1e-15)
+
+
+def gauss_panel_weights(rule):
+    """The panel integrals by a 2q-point Gauss rule in r over the whole integrand e^{−λ(end − r)} ℓ_j(r)
+    (how they were formed before; exact to round-off while λ·panel is small)."""
+    q = PANEL_NODES
+    g, gw = np.polynomial.legendre.leggauss(2 * q)
+    nodes = rule.nodes.reshape(rule.panels, q)
+    out = []
+    for p in range(rule.panels):
+        a = rule.breaks[p]
+        ends = np.append(nodes[p], rule.breaks[p + 1])
+        r = a + 0.5 * (ends[:, None] - a) * (g + 1)
+        wr = 0.5 * (ends[:, None] - a) * gw * np.exp(-rule.lam * (ends[:, None] - r))
+        out.append(np.einsum("ek,ekj->ej", wr, _lagrange(nodes[p], r.ravel()).reshape(q + 1, 2 * q, q)))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("lam", [0.0, 1.0, 3.0])
+def test_moderate_slopes_keep_their_weights(lam):
+    """At the slopes of the runs so far the exact panel integrals equal the former Gauss rule's to rounding."""
+    rule = PositionRule(64, lam)
+    window, across, inner = rule.prefix_parts()
+    old = gauss_panel_weights(rule)
+    scale = np.abs(old).max()
+    assert np.abs(inner - old[:, :PANEL_NODES]).max() < 3e-14 * scale
+    assert np.abs(across - old[:, PANEL_NODES]).max() < 3e-14 * scale
+
+
+def test_the_infinite_slope_limit():
+    """λ → ∞: k_λ(σ, ·) → δ(· − σ⁻), so ρ̄ = ρ (under either mask: for tokens, token i attends only to itself
+    under "causal" and to token i − 1 under "causal-strict", both the density at σ in the continuum): every
+    position moves as the unmasked equation from its own ρ0(·, σ). At λ = 1e300 the prefix means are the
+    identity to rounding and the layered Fourier run (both masks) and SphericalHarmonics run equal unmasked
+    runs per position to the time-stepping tolerance; at λ = 1e6 the Fourier run is within O(1/λ) of that."""
+    assert np.abs(PositionRule(32, 1e300).prefix_mean(np.eye(32)) - np.eye(32)).max() < 1e-13
+    t = [0.0, 0.5, 1.0]
+    runs = {(lam, mask): solvers.FourierCircle(causal(2.0, lam=lam, mask=mask), 48, positions=16).solve(
+        clustered, t, rtol=1e-11, atol=1e-13) for lam in (1e6, 1e300) for mask in ("causal", "causal-strict")}
+    plain = solvers.FourierCircle(mf.Model(2.0, 2), 48)
+    nodes = runs[1e300, "causal"].representation.positions
+    for i in (0, 5, 11, 15):
+        alone = plain.solve(lambda x: clustered(x, nodes[i]), t, rtol=1e-11, atol=1e-13)
+        for mask in ("causal", "causal-strict"):
+            np.testing.assert_allclose(runs[1e300, mask].data[:, i], alone.data, rtol=0, atol=1e-9)
+            assert np.abs(runs[1e6, mask].data[:, i] - alone.data).max() < 1e-5
+    assert np.abs(alone.data[-1] - alone.data[0]).max() > 0.05                       # it moves
+    gentle = lambda x, s: 1 + 0.4 * x[..., 2] * np.cos(2 * s) + 0.3 * x[..., 0] * x[..., 1] * s   # noqa: E731
+    sphere = solvers.SphericalHarmonics(causal(1.0, 3, lam=1e300), 16, positions=8).solve(
+        gentle, t, rtol=1e-11, atol=1e-13)
+    s = sphere.representation.positions[5]
+    alone = solvers.SphericalHarmonics(mf.Model(1.0, 3), 16).solve(lambda x: gentle(x, s), t, rtol=1e-11,
+                                                                    atol=1e-13)
+    x = mf.sphere_quadrature(50, 3).points
+    for i in range(len(t)):
+        np.testing.assert_allclose(sphere.density(x, i, position=s), alone.density(x, i), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_the_labels_at_a_huge_slope(dim):
+    """The labels in (σ, x) at λ = 1e300: the field at each position is the unmasked field of that position's
+    own labels (ρ̄ = ρ) to 1e-12, and a short run at λ = 1e6 is finite and moves."""
+    from solvers.lagrangian import layered_velocity_divergence, velocity_divergence
+    rng = np.random.default_rng(3)
+    rule, n = PositionRule(16, 1e300), 10
+    z = rng.normal(size=(16, n, dim))
+    z /= np.linalg.norm(z, axis=-1, keepdims=True)
+    w = rng.random((16, n))
+    w /= w.sum(1, keepdims=True)
+    for normalized in (True, False):
+        X, div = layered_velocity_divergence(z, w, rule, 1.5, normalized=normalized)
+        for i in range(16):
+            ref = velocity_divergence(z[i], z[i], w[i], 1.5, normalized=normalized)
+            scale = 1 + np.abs(ref[1]).max()
+            assert np.abs(X[i] - ref[0]).max() < 1e-12 * scale and np.abs(div[i] - ref[1]).max() < 1e-12 * scale
+    labels = solvers.Lagrangian(causal(1.0, dim, lam=1e6), 32 if dim == 2 else 72, positions=8)
+    sol = labels.solve(clustered, [0.0, 0.1])
+    assert np.all(np.isfinite(sol.data[-1])) and np.abs(sol.data[-1] - sol.data[0]).max() > 3e-4
 
 
 def test_green_function_vanishes_beyond_the_diagonal():

@@ -9,10 +9,10 @@ import pytest
 
 import meanfield as mf
 import solvers
-from meanfield.causal import critical_time, rate, response_profile
+from meanfield.transformer.causal import critical_time, rate, response_profile
 from meanfield.cli import main
-from meanfield.masks import dense_mask
-from meanfield.positions import position_kernel
+from meanfield.transformer.masks import dense_mask
+from meanfield.transformer.positions import position_kernel
 
 DOUBLE_WELL = [(1.0, 0.2, 3.0), (-27.519314453632965, 0.2, 0.25), (-1.5515192155322617, 0.5, 0.25),
                (3.9262326774050965e-06, 3.0, 2.0)]

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import meanfield as mf
 import solvers
-from meanfield.positions import PositionRule
+from meanfield.transformer.positions import PositionRule
 from solvers.handover import HandOver
 from solvers.lagrangian import layered_velocity_divergence, velocity_divergence
 from test_causal_continuum import quasi_tokens, signal
@@ -167,6 +167,7 @@ def test_a_layered_run_hands_over():
     assert np.array_equal(second.representation.positions, first.representation.positions)
     assert np.abs(second.representation.mass(second.data[-1], per_position=True) - 1).max() < 1e-12
     assert sol.diagnostics["max_density"][-1] > 5
+    assert sol.representation.resolution_label() == "K = 24 modes → 64 moving nodes per position, M = 8 positions"
 
 
 def test_auto_hands_over_a_layered_harmonics_run_with_a_warning():

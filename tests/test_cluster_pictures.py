@@ -11,7 +11,7 @@ from matplotlib.collections import QuadMesh  # noqa: E402
 from scipy import ndimage  # noqa: E402
 
 import meanfield as mf  # noqa: E402
-from meanfield import plotting  # noqa: E402
+from meanfield.results import plotting  # noqa: E402
 from meanfield.representations.base import State  # noqa: E402
 from meanfield.representations.lagrangian import LagrangianNodes  # noqa: E402
 from meanfield.representations.particles import ParticleCloud  # noqa: E402

@@ -1,4 +1,4 @@
-"""Clusters followed through time (`meanfield.diagnostics.cluster_trajectories`), in the files and in
+"""Clusters followed through time (`meanfield.observables.diagnostics.cluster_trajectories`), in the files and in
 the summary of `meanfield run`."""
 import json
 import pathlib
@@ -9,7 +9,7 @@ import xarray as xr
 
 import meanfield as mf
 import solvers
-from meanfield.diagnostics import cluster_trajectories
+from meanfield.observables.diagnostics import cluster_trajectories
 from meanfield.experiments.run import run as run_experiment
 
 

@@ -1,8 +1,8 @@
-"""meanfield.compiled: the compiled loops give the bits of their numpy twins (and of numpy's own forms)."""
+"""meanfield.sums.compiled: the compiled loops give the bits of their numpy twins (and of numpy's own forms)."""
 import numpy as np
 import pytest
 
-from meanfield import compiled
+from meanfield.sums import compiled
 
 
 @pytest.mark.parametrize("d", [2, 3, 5, 9])
@@ -44,7 +44,7 @@ def test_the_fused_exponential_is_within_one_ulp_of_the_correctly_rounded_one():
     is e^EXP_LOW, the clamp of the kernel sums."""
     pytest.importorskip("numba")
     mpmath = pytest.importorskip("mpmath")
-    from meanfield import _fused, kernelsums
+    from meanfield.sums import _fused, kernelsums
 
     rng = np.random.default_rng(0)
     z = np.concatenate([rng.uniform(-700, 300, 3000), rng.uniform(-1, 0, 3000), [0.0, -700.0, 300.0, 1e-300]])

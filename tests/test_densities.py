@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from scipy.special import gamma, roots_jacobi, roots_legendre
 
-from meanfield import densities as D
+from meanfield.measures import densities as D
 
 
 def circle_mass(f, n=4096):

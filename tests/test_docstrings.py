@@ -14,9 +14,9 @@ CONTRACT = [
     "meanfield:Model", "meanfield:Model.is_zonal",
     "meanfield:kernel_multipliers", "meanfield:fastest_mode", "meanfield:interaction_energy",
     # densities, samples, distances, files
-    "meanfield.densities:uniform", "meanfield.densities:von_mises_fisher", "meanfield.densities:mixture",
-    "meanfield.densities:perturbed_uniform", "meanfield.densities:fourier_modes",
-    "meanfield.densities:spherical_harmonics", "meanfield.densities:on_grid", "meanfield.densities:from_file",
+    "meanfield.measures.densities:uniform", "meanfield.measures.densities:von_mises_fisher", "meanfield.measures.densities:mixture",
+    "meanfield.measures.densities:perturbed_uniform", "meanfield.measures.densities:fourier_modes",
+    "meanfield.measures.densities:spherical_harmonics", "meanfield.measures.densities:on_grid", "meanfield.measures.densities:from_file",
     "meanfield:from_pyshtools", "meanfield:sample", "meanfield:wasserstein", "meanfield:load",
     "meanfield:UnsupportedModel",
     # the one result type
@@ -36,9 +36,9 @@ CONTRACT = [
     "solvers.stationary:critical_noise", "solvers.stationary:beta_star", "solvers.stationary:branch",
     "solvers.stationary:self_consistent",
     # the linear theory of causal attention (lost in the middle)
-    "meanfield.causal:rate", "meanfield.causal:green_function", "meanfield.causal:linear_response",
-    "meanfield.causal:response_profile", "meanfield.causal:critical_time", "meanfield.causal:psi",
-    "meanfield.causal:log_ratio", "meanfield.causal:signal_weights", "meanfield.causal:profile_rates",
+    "meanfield.transformer.causal:rate", "meanfield.transformer.causal:green_function", "meanfield.transformer.causal:linear_response",
+    "meanfield.transformer.causal:response_profile", "meanfield.transformer.causal:critical_time", "meanfield.transformer.causal:psi",
+    "meanfield.transformer.causal:log_ratio", "meanfield.transformer.causal:signal_weights", "meanfield.transformer.causal:profile_rates",
     # the other top-level names of both packages (meanfield.__all__, solvers.__all__)
     "meanfield:Schedule", "meanfield:velocity_multipliers", "meanfield:linear_growth_rates",
     "meanfield:energy_from_spectrum", "meanfield:uniform_energy", "meanfield:dirac_energy",

@@ -6,11 +6,11 @@ import importlib
 import pytest
 
 MODULES = [
-    "meanfield.model", "meanfield.kernels", "meanfield.energy", "meanfield.densities", "meanfield.sampling",
-    "meanfield.wasserstein", "meanfield.errors", "meanfield.solution", "meanfield.causal", "meanfield.schedule",
-    "meanfield.quadrature", "meanfield.spectralsums", "meanfield.w1bracket", "meanfield.threads",
-    "meanfield.representations.base", "meanfield.landscape.energy", "meanfield.landscape.census", "meanfield.landscape.critical",
-    "meanfield.landscape.branches", "meanfield.landscape.branchbound",
+    "meanfield.transformer.model", "meanfield.transformer.kernels", "meanfield.observables.energy", "meanfield.measures.densities", "meanfield.measures.sampling",
+    "meanfield.observables.wasserstein", "meanfield.errors", "meanfield.results.solution", "meanfield.transformer.causal", "meanfield.transformer.schedule",
+    "meanfield.spaces.quadrature", "meanfield.spaces.harmonics", "meanfield.sums.spectralsums", "meanfield.observables.w1bracket", "meanfield.threads",
+    "meanfield.representations.base", "meanfield.landscape.energy", "meanfield.landscape.census",
+    "meanfield.landscape.critical", "meanfield.landscape.branches", "meanfield.landscape.branchbound",
     "solvers.base", "solvers.fourier", "solvers.harmonics", "solvers.gegenbauer", "solvers.lagrangian",
     "solvers.particles", "solvers.gaussian", "solvers.fem",
     "solvers.stationary.anchors", "solvers.stationary.branches", "solvers.stationary.self_consistency",

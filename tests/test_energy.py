@@ -4,7 +4,7 @@ import pytest
 from scipy.special import roots_legendre
 
 import meanfield as mf
-from meanfield.energy import discrete_energy
+from meanfield.observables.energy import discrete_energy
 
 
 def gauss_sphere(L):

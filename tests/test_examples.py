@@ -12,6 +12,7 @@ import pytest
 import meanfield as mf
 import solvers
 from meanfield.cli import main
+from conftest import uses_fem
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # examples whose quick run takes more than about 5 s on one core
@@ -30,7 +31,9 @@ def _finished(out, name):
     return s
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in RUNS])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] * (n in SLOW)
+                                                + [pytest.mark.fem] * uses_fem(ROOT / "examples" / f"{n}.toml"))
+                                  for n in RUNS])
 def test_every_example_runs(name, tmp_path, capsys):
     out = tmp_path / name
     assert main(["run", str(ROOT / "examples" / f"{name}.toml"), "--quick", "--out", str(out), "--no-progress"]) == 0

@@ -11,8 +11,8 @@ from scipy.integrate import solve_ivp
 import meanfield as mf
 import solvers
 from meanfield.experiments.phase_diagram import random_mlp as phase_diagram_mlp
-from meanfield.feedforward import FeedForward
-from meanfield.quadrature import gauss_legendre, trapezoid
+from meanfield.transformer.feedforward import FeedForward
+from meanfield.spaces.quadrature import gauss_legendre, trapezoid
 from tolerances import assert_rounding_close, rounding
 
 

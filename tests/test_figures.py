@@ -23,7 +23,8 @@ import pytest  # noqa: E402
 from matplotlib.testing.compare import compare_images  # noqa: E402
 
 import meanfield as mf  # noqa: E402
-from meanfield import experiments, plotting  # noqa: E402
+from meanfield import experiments
+from meanfield.results import plotting  # noqa: E402
 from meanfield.cli import main  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

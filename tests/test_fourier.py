@@ -10,7 +10,7 @@ from scipy.special import iv
 
 import meanfield as mf
 import solvers
-from meanfield import densities as D
+from meanfield.measures import densities as D
 from meanfield.representations.fourier import FourierSeries
 
 FC = solvers.FourierCircle

@@ -6,8 +6,8 @@ import xarray as xr
 
 import meanfield as mf
 import solvers
-from meanfield.gridded import circle_cells, sphere_cells
-from meanfield.quadrature import fibonacci, trapezoid
+from meanfield.spaces.gridded import circle_cells, sphere_cells
+from meanfield.spaces.quadrature import fibonacci, trapezoid
 
 
 def _grid_only(sol, path, **save):

@@ -14,12 +14,12 @@ from scipy import integrate, special
 
 import meanfield as mf
 import solvers
-from meanfield import densities as D
-from meanfield.kernels import harmonic_dimension, kernel_multipliers
-from meanfield.quadrature import gauss_gegenbauer
+from meanfield.measures import densities as D
+from meanfield.transformer.kernels import harmonic_dimension, kernel_multipliers
+from meanfield.spaces.quadrature import gauss_gegenbauer
 from meanfield.representations.gegenbauer import GegenbauerSeries, gegenbauer_sum, gegenbauer_table
-from meanfield.sampling import sample_zonal, zonal_quantiles
-from meanfield.wasserstein import w1_marginal
+from meanfield.measures.sampling import sample_zonal, zonal_quantiles
+from meanfield.observables.wasserstein import w1_marginal
 
 G = solvers.Gegenbauer
 

@@ -8,8 +8,8 @@ import pytest
 
 import meanfield as mf
 import solvers
-from meanfield import densities as D
-from meanfield.gridded import circle_cells, sphere_cells
+from meanfield.measures import densities as D
+from meanfield.spaces.gridded import circle_cells, sphere_cells
 
 
 def _grid_mass(ds):

@@ -4,7 +4,7 @@ import pytest
 
 import meanfield as mf
 import solvers
-from meanfield.densities import real_sh
+from meanfield.measures.densities import real_sh
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_index, alm_to_real,
                                                  real_to_alm)
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.kernels import harmonic_dimension, minimum_degree, velocity_multipliers
+from meanfield.transformer.kernels import harmonic_dimension, minimum_degree, velocity_multipliers
 
 BETAS = [0.0, 1e-3, 1.0, 10.0, 100.0, 500.0]
 DEGREES = [0, 1, 2, 10, 100, 1000, 2048]

@@ -1,4 +1,4 @@
-"""meanfield.kernelsums against a direct evaluation (one full matrix, the exact row maximum as shift).
+"""meanfield.sums.kernelsums against a direct evaluation (one full matrix, the exact row maximum as shift).
 
 The reference forms L_ij = β⟨x_i, M y_j⟩ in one piece, m_i = max_j L_ij, and R_i = Σ_j e^{L_ij − m_i} F_j;
 the engine's (S, c) must satisfy e^{c_i − m_i} S_i = R_i, i.e. the same unshifted sums e^{c_i} S_i.
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from meanfield import compiled, kernelsums
-from meanfield.kernelsums import (_row_counts, attention_sums, gram_counts,
+from meanfield.sums import compiled, kernelsums
+from meanfield.sums.kernelsums import (_row_counts, attention_sums, gram_counts,
                                   kernel_energy, kernel_sums, shift_kind)
 
 
@@ -235,9 +235,10 @@ def test_counts_come_with_the_sums(case):
 def test_gram_counts_and_beta_zero():
     x, y = _sphere((5, 40), 3, 26), _sphere((5, 60), 3, 27)
     g = np.einsum("bid,bjd->bij", x, y)
+    gm = np.einsum("bid,de,bje->bij", x, np.diag([1.0, -1.0, 2.0]), y)
+    assert min(np.abs(g - 0.25).min(), np.abs(gm - 0.25).min()) > 1e-9   # counts exact: τ far from rounding
     np.testing.assert_array_equal(gram_counts(x, y, 0.25, chunk=7), (g >= 0.25).sum(-1))
     M = np.diag([1.0, -1.0, 2.0])
-    gm = np.einsum("bid,de,bje->bij", x, M, y)
     np.testing.assert_array_equal(gram_counts(x, y, 0.25, M=M, threads=2), (gm >= 0.25).sum(-1))
     F = np.ones((5, 60, 1))
     S, c, counts = kernel_sums(x, y, F, 0.0, count_at=0.25)        # β = 0: e^0 = 1, counts from the inner products

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import meanfield as mf
 import solvers
-from meanfield.quadrature import circle_points
+from meanfield.spaces.quadrature import circle_points
 from solvers.lagrangian import Lagrangian, velocity_divergence
 
 

@@ -7,9 +7,9 @@ from hypothesis import given, settings, strategies as st
 
 import meanfield as mf
 import solvers
-from meanfield.geodesic import tangent_frame
-from meanfield.normalization import label_rates
-from meanfield.quadrature import fibonacci
+from meanfield.spaces.geodesic import tangent_frame
+from meanfield.transformer.normalization import label_rates
+from meanfield.spaces.quadrature import fibonacci
 from solvers.lagrangian import attention_jacobian, radius_field
 
 SCHEMES = ("pre", "mix", "peri")

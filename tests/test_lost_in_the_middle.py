@@ -1,11 +1,11 @@
 """The lost-in-the-middle experiment (meanfield.experiments.lost_in_the_middle) and the closed form it
-rests on (meanfield.causal): S_τ(s), τ_crit(β), the measurement from the layered equation, the command."""
+rests on (meanfield.transformer.causal): S_τ(s), τ_crit(β), the measurement from the layered equation, the command."""
 import json
 
 import numpy as np
 import pytest
 
-from meanfield.causal import critical_time, profile_rates, psi, response_profile, signal_weights
+from meanfield.transformer.causal import critical_time, profile_rates, psi, response_profile, signal_weights
 from meanfield.cli import main
 from meanfield.experiments import lost_in_the_middle as litm      # the registered function
 from meanfield.experiments.lost_in_the_middle import (SLOPE_POSITIONS, LostInTheMiddleOptions, end_slope,

@@ -113,7 +113,7 @@ def test_every_hint_is_true(name):
 
 
 def test_the_wasserstein_hint_names_methods_that_work(monkeypatch):
-    W = importlib.import_module("meanfield.wasserstein")      # (mf.wasserstein is the function)
+    W = importlib.import_module("meanfield.observables.wasserstein")      # (mf.wasserstein is the function)
 
     monkeypatch.setattr(W, "EXACT_MAX_SIZE", 100)
     a, b = (X3, np.full(12, 1 / 12)), (_sphere_points(12, 3, 5), np.full(12, 1 / 12))

@@ -13,11 +13,11 @@ from scipy.special import ive
 import meanfield as mf
 import solvers
 from meanfield.cli import main
-from meanfield import diagnostics as G
-from meanfield.densities import seeded_perturbation
-from meanfield.diagnostics import find_clusters
-from meanfield.quadrature import fibonacci
-from meanfield.sampling import uniform_points
+from meanfield.observables import diagnostics as G
+from meanfield.measures.densities import seeded_perturbation
+from meanfield.observables.diagnostics import find_clusters
+from meanfield.spaces.quadrature import fibonacci
+from meanfield.measures.sampling import uniform_points
 
 R = importlib.import_module("meanfield.experiments.metastability_runs")
 
@@ -228,7 +228,7 @@ def test_seeded_perturbation_mass_and_equal_amplitudes(dim):
 
 
 def _gauss(nt):
-    from meanfield.quadrature import gauss_legendre
+    from meanfield.spaces.quadrature import gauss_legendre
 
     r = gauss_legendre(nt, 2 * nt)
     return r.points, r.weights

@@ -1,4 +1,4 @@
-"""meanfield.movies: frame counts, frames equal to the still pictures, bounded memory, writers, bad input."""
+"""meanfield.results.movies: frame counts, frames equal to the still pictures, bounded memory, writers, bad input."""
 import subprocess
 import sys
 import tracemalloc
@@ -9,7 +9,7 @@ from PIL import Image, ImageSequence
 
 import meanfield as mf
 import solvers
-from meanfield import movies
+from meanfield.results import movies
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ from scipy import special
 
 import meanfield as mf
 import solvers
-from meanfield import densities as D
-from meanfield.energy import energy_bounds
-from meanfield.kernelsums import kernel_sums
+from meanfield.measures import densities as D
+from meanfield.observables.energy import energy_bounds
+from meanfield.sums.kernelsums import kernel_sums
 from meanfield.representations.harmonics import alm_index
-from meanfield.spectralsums import error_bound, spectral_energy
+from meanfield.sums.spectralsums import error_bound, spectral_energy
 from solvers import stationary
 from tolerances import assert_rounding_close, rounding
 
@@ -342,8 +342,8 @@ def test_landau_coefficient_matches_the_branch():
 def test_large_negative_beta_particles_take_the_direct_sums_and_keep_the_energy():
     """β = −400: the spectral bound ε e^{2|β|} overflows to inf, so "auto" takes the direct sums (no
     division by zero), and the energy from the running shift equals `discrete_energy` to 1e-12."""
-    from meanfield.energy import discrete_energy
-    from meanfield.spectralsums import error_bound
+    from meanfield.observables.energy import discrete_energy
+    from meanfield.sums.spectralsums import error_bound
 
     x0 = mf.sampling.uniform_points(20, 3, np.random.default_rng(0))
     assert error_bound(np.full(20, 0.05), -400.0) == np.inf

@@ -164,7 +164,7 @@ def test_cli_exits_2_for_an_unknown_normalization(tmp_path):
 
 def test_radial_multipliers_are_the_beta_derivative():
     """∂_β a_l = a_{l+1} + l a_l/β against a central difference in β, and 1/d at l = 1 for β = 0."""
-    from meanfield.kernels import kernel_multipliers, radial_multipliers
+    from meanfield.transformer.kernels import kernel_multipliers, radial_multipliers
 
     for beta, dim in ((1.0, 2), (-2.0, 3), (5.0, 5)):
         h = 1e-5

@@ -8,10 +8,10 @@ import xarray as xr
 
 import meanfield as mf
 import solvers
-from meanfield import densities as D
+from meanfield.measures import densities as D
 from meanfield.experiments import run as run_experiment
 from meanfield.experiments.report import clusters_summary, final_state, tidy
-from meanfield.gridded import grid_points, time_values
+from meanfield.spaces.gridded import grid_points, time_values
 from meanfield.representations.p1 import P1Field
 from meanfield.representations.particles import ParticleCloud
 from solvers.meshes import icosphere, polygon
@@ -341,7 +341,7 @@ def test_particles_kept_at_some_times_only():
 def test_describe_dataset_makes_an_experiment_file_pass(tmp_path, cf_failures):
     """`gridded.describe_dataset` gives any results Dataset (here the shape of verify-prop34's
     coefficients.nc) what the CF checker asks at high priority: long names, no fill value on coordinates."""
-    from meanfield.gridded import describe_dataset
+    from meanfield.spaces.gridded import describe_dataset
 
     ds = xr.Dataset({"min_ratio": (("beta",), np.array([0.5, 0.25])), "l_eps": (("beta",), np.array([3, 5]))},
                     coords={"beta": [1.0, 2.0]})
@@ -357,7 +357,7 @@ def test_every_file_history_names_the_version(circle, tmp_path):
     """The global `history` of a Solution file and of any Dataset `describe_file` writes (experiments,
     sweep cells) names the version."""
     from meanfield.experiments.report import Report
-    from meanfield.gridded import describe_file
+    from meanfield.spaces.gridded import describe_file
 
     circle.save(tmp_path / "s.nc")
     Report("phase-diagram", out=tmp_path).save_dataset(

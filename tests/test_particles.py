@@ -8,7 +8,7 @@ from scipy.special import logsumexp
 
 import meanfield as mf
 import solvers
-from meanfield.diagnostics import clustered_pair_fraction, count_clusters, w1_to_nearest_dirac
+from meanfield.observables.diagnostics import clustered_pair_fraction, count_clusters, w1_to_nearest_dirac
 from tolerances import assert_rounding_close, rounding
 
 Particles = solvers.Particles
@@ -370,7 +370,7 @@ def test_bad_input():
 def test_cluster_diagnostics(compiled, monkeypatch):
     """Both ways of counting clusters (the compiled union–find, the numpy closure / label propagation)
     against scipy's connected components."""
-    from meanfield import compiled
+    from meanfield.sums import compiled
 
     monkeypatch.setattr(compiled, "ENABLED", compiled)
     e = np.eye(3)
@@ -493,7 +493,7 @@ def test_diagnostics_from_the_sums_equal_the_direct_ones(method, kw):
 @pytest.mark.parametrize("method,kw", [("euler-normalize", {"dt": 0.1}), ("dopri5", {"dense_output": True})])
 def test_threads_do_not_change_the_run(method, kw, monkeypatch):
     """The kernel sums give the same bits on 1, 2 or 3 threads, so the runs are identical."""
-    from meanfield import kernelsums
+    from meanfield.sums import kernelsums
 
     monkeypatch.setattr(kernelsums, "_PARALLEL_MIN", 0)
     x0 = _sphere((20, 16), 3, 42)

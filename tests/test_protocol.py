@@ -6,7 +6,6 @@ the results of two separate solvers, and a solver pickles to a worker process an
 import ast
 import pathlib
 import pickle
-import shutil
 import threading
 
 import numpy as np
@@ -311,97 +310,3 @@ def test_each_failure_of_the_stepper_is_its_exception_with_the_solution_so_far()
     with pytest.raises(mf.SolverError, match="step size underflow") as info:
         Erratic(model, modes=32, w1=False).solve(rho0, t)
     assert type(info.value) is mf.SolverError and list(info.value.solution.t) == [0.0]
-
-
-PACKAGES = ("meanfield", "solvers")
-
-
-def _modules(root):
-    """{dotted module name: path} of every module of the two packages under ``root``."""
-    out = {}
-    for pkg in PACKAGES:
-        for path in (root / pkg).rglob("*.py"):
-            parts = path.relative_to(root).with_suffix("").parts
-            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return out
-
-
-def _raw_imports(name, path):
-    """(module, imported name or None) pairs of the two packages that ``path`` imports, at module level
-    and inside functions alike; a lazy table ``_LAZY = {"Name": "module"}`` counts as imports too."""
-    here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    out = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out += [(a.name, None) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = ".".join(here[:len(here) - node.level + 1]) if node.level else ""
-            mod = ".".join(m for m in (base, node.module) if m)
-            out += [(mod, a.name) for a in node.names]
-        elif (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["_LAZY"]
-              and isinstance(node.value, ast.Dict)):
-            out += [(v.value, k.value) for k, v in zip(node.value.keys, node.value.values)]
-    return [(m, a) for m, a in out if m.split(".")[0] in PACKAGES]
-
-
-def import_graph(root):
-    """The import graph between modules, each edge resolved to the module that defines the name: an import
-    of a name that a package's ``__init__`` re-exports is an edge to the submodule it comes from."""
-    modules = _modules(root)
-    raw = {name: _raw_imports(name, path) for name, path in modules.items()}
-
-    def source(mod, attr, seen=()):
-        if attr is not None and f"{mod}.{attr}" in modules:
-            return f"{mod}.{attr}"
-        if attr is not None and mod in modules and modules[mod].name == "__init__.py" and (mod, attr) not in seen:
-            for m, a in raw[mod]:
-                if a == attr:
-                    return source(m, a, seen + ((mod, attr),))
-        return mod
-
-    return {name: {source(m, a) for m, a in edges} & set(modules) - {name} for name, edges in raw.items()}
-
-
-def import_cycle(root):
-    """One import cycle (a list of modules) of the tree under ``root``, or None."""
-    graph, state = import_graph(root), {}
-
-    def visit(n, stack):
-        state[n] = 1
-        for d in sorted(graph[n]):
-            if state.get(d) == 1:
-                return stack[stack.index(d):] + [d]
-            found = None if d in state else visit(d, stack + [d])
-            if found:
-                return found
-        state[n] = 2
-        return None
-
-    for n in sorted(graph):
-        found = None if n in state else visit(n, [n])
-        if found:
-            return found
-    return None
-
-
-def test_import_graph_has_no_cycles_and_only_the_top_layer_imports_solvers():
-    for name, deps in import_graph(ROOT).items():
-        if name.startswith("meanfield") and not name.startswith(("meanfield.experiments", "meanfield.cli")):
-            assert not any(d.startswith("solvers") for d in deps), f"{name} imports solvers: {deps}"
-    cycle = import_cycle(ROOT)
-    assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
-
-
-@pytest.mark.parametrize("deferred", [False, True])
-def test_the_layering_check_sees_a_circle_through_a_package_even_deferred(tmp_path, deferred):
-    """A circle closed through a re-export of ``meanfield.representations`` (what gridded <-> representations
-    was), at module level or inside a function, is reported."""
-    for pkg in PACKAGES:
-        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    assert import_cycle(tmp_path) is None
-    gridded = tmp_path / "meanfield" / "gridded.py"
-    line = "from .representations import Representation\n"
-    body = "\n\ndef _circle():\n    " + line if deferred else "\n" + line
-    gridded.write_text(gridded.read_text() + body)
-    cycle = import_cycle(tmp_path)
-    assert cycle is not None and "meanfield.gridded" in cycle and "meanfield.representations.base" in cycle

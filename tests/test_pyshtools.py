@@ -4,7 +4,7 @@ import pytest
 
 import meanfield as mf
 import solvers
-from meanfield import densities as D
+from meanfield.measures import densities as D
 
 pysh = pytest.importorskip("pyshtools")
 

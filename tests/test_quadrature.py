@@ -1,4 +1,4 @@
-"""meanfield.quadrature: every rule integrates exactly to its stated degree, and not one degree above.
+"""meanfield.spaces.quadrature: every rule integrates exactly to its stated degree, and not one degree above.
 
 References: Fourier modes and real spherical harmonics (mean 0 against σ for degree >= 1), the
 closed-form moments E_σ[s^{2k}] = Π_{i<k} (2i+1)/(d+2i) of s = ⟨x, e⟩ (docs/mathematics.md §10),
@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from scipy.special import eval_chebyt, eval_gegenbauer, gammaln
 
 import meanfield as mf
-from meanfield.densities import real_sh
-from meanfield.quadrature import (Quadrature, fibonacci, gauss_gegenbauer, gauss_legendre, gauss_legendre_grid,
+from meanfield.measures.densities import real_sh
+from meanfield.spaces.quadrature import (Quadrature, fibonacci, gauss_gegenbauer, gauss_legendre, gauss_legendre_grid,
                                   sphere_quadrature, trapezoid)
 
 EXACT = 1e-13

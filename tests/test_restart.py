@@ -4,7 +4,7 @@
   the uninterrupted run: to 1e-13 for fixed steps (SSP-RK3, the authors' Euler-then-normalise, and
   Euler–Maruyama with a seeded noise, whose draws are keyed by the step's start time), and within
   10·rtol (relative to the state's size) for the adaptive pairs, whose step sequence restarts.
-* `meanfield.densities.on_grid`: values on the documented grids are read exactly by the spectral
+* `meanfield.measures.densities.on_grid`: values on the documented grids are read exactly by the spectral
   solvers (the discrete transform), as a weighted measure by the particles, at the labels by the
   Lagrangian solver, and through the sign-preserving interpolant by the others.
 * ``meanfield run --resume DIR`` after a real SIGKILL gives the final state of an uninterrupted run.
@@ -20,7 +20,7 @@ import pytest
 
 import meanfield as mf
 import solvers
-from meanfield.quadrature import gauss_legendre, gauss_legendre_grid, trapezoid
+from meanfield.spaces.quadrature import gauss_legendre, gauss_legendre_grid, trapezoid
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 T = np.linspace(0.0, 0.6, 7)

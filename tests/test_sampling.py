@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import densities as D
+from meanfield.measures import densities as D
 
 
 def fitted_rate(ns, errs):

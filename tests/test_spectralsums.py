@@ -1,4 +1,4 @@
-"""Spectral kernel sums (meanfield.spectralsums) against the direct sums, and their use by the solvers."""
+"""Spectral kernel sums (meanfield.sums.spectralsums) against the direct sums, and their use by the solvers."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -6,10 +6,10 @@ from hypothesis import strategies as st
 
 import meanfield as mf
 import solvers
-from meanfield import diagnostics
-from meanfield.kernels import kernel_multipliers
-from meanfield.kernelsums import kernel_energy
-from meanfield.spectralsums import (EPSILON, MIN_DEGREE, ZonalSums, choose_sums, crossover, error_bound, multiplicity,
+from meanfield.observables import diagnostics
+from meanfield.transformer.kernels import kernel_multipliers
+from meanfield.sums.kernelsums import kernel_energy
+from meanfield.sums.spectralsums import (EPSILON, MIN_DEGREE, ZonalSums, choose_sums, crossover, error_bound, multiplicity,
                                     spectral_energy, truncation_degree)
 from solvers.lagrangian import velocity_divergence
 

@@ -31,3 +31,18 @@ def test_no_dict_literal_repeats_a_key():
     hits = [f"{p.relative_to(ROOT)}:{line} {key!r}" for p in files
             for line, key in repeated_dict_keys(p.read_text(), str(p))]
     assert hits == []
+
+
+def test_every_slow_case_names_a_test():
+    """A renamed test would leave its `SLOW_CASES` entry matching nothing, and the test back in the
+    default tier without a word."""
+    from conftest import SLOW_CASES
+
+    missing = []
+    for case in sorted(SLOW_CASES):
+        path, name = case.split("::")
+        tree = ast.parse((ROOT / path).read_text())
+        functions = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        if name.split("[")[0] not in functions:
+            missing.append(case)
+    assert len(SLOW_CASES) > 10 and missing == []

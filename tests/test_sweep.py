@@ -16,6 +16,7 @@ import meanfield as mf
 from meanfield.cli import main
 sw = importlib.import_module("meanfield.experiments.sweep")
 par = importlib.import_module("meanfield.experiments.parallel")
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # a run cell takes ~0.1-0.3 s: the Fourier solver with 32 modes, repulsive, so it never under-resolves
 CIRCLE = """
@@ -146,37 +147,45 @@ def test_experiments_on_two_workers_equal_serial(client):
         assert np.array_equal(w_serial[method], w_dask[method])
 
 
-def _started(i, *, pad):
-    start = time.time()                           # before the sleep: a loaded machine may overrun it
-    time.sleep(0.05)
-    return start
+def _identity_task(i, *, pad):
+    return i
 
 
-def _rank_correlation(started, expected):
-    """Spearman's ρ between the start times and the expected order (ties share their mean rank)."""
-    from scipy.stats import spearmanr
+class _SentOrder:
+    """A scheduler plugin: the ``priority`` annotation of each task, in the order the scheduler sends
+    the tasks to the workers (their transition to "processing")."""
 
-    return spearmanr(started, expected).statistic
+    def __init__(self, scheduler):
+        self.scheduler, self.sent = scheduler, []
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if finish == "processing" and str(key).startswith("_apply"):     # never raises in the scheduler
+            task = self.scheduler.tasks.get(key)
+            self.sent.append(None if task is None else (task.annotations or {}).get("priority"))
 
 
 def test_tasks_start_in_the_order_of_their_priority(client):
     """On workers the tasks start in list order, or by ``priority`` (the larger first: the phase diagram
-    puts its longest tasks first). The scheduler follows the order as a rule, not strictly: a worker late
-    for its first tasks lets the other run ahead. Run first in its module, the test once saw the start
-    order 11, 8, 6, 4, 5, … for the priorities i mod 3 (a cold worker spends 0.4 s importing this module
-    with two tasks queued), so the workers import it before the clock starts. The check is Spearman's ρ
-    between start and expected order: 0.94–0.97 measured on idle and loaded machines, at least 0.5 asked
-    (0.62 for that cold run). A random order passes one check with probability 0.05, all four below
-    10⁻⁵. The results stay in task order."""
+    puts its longest tasks first). What ``map_tasks`` promises is that each task reaches the scheduler
+    with its priority, and the scheduler sends the ready tasks to the workers in that order: both are
+    read on the scheduler (a plugin), not from clocks, so a loaded or a fast machine gives the same
+    answer. The results stay in task order."""
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    recorder = type("Recorder", (_SentOrder, SchedulerPlugin), {})(client.cluster.scheduler)
+    client.cluster.scheduler.add_plugin(recorder, name="sent-order")
     shared = {"pad": np.zeros(1000)}
-    client.run(importlib.import_module, _started.__module__)                        # warm both workers
     priority = np.arange(12) % 3                                                     # 2, 5, 8, 11 first
-    for _ in range(2):
-        started = par.map_tasks(_started, range(12), scheduler=client, shared=shared, progress=False)
-        assert _rank_correlation(started, np.arange(12)) >= 0.5, np.argsort(started)
-        started = par.map_tasks(_started, range(12), scheduler=client, shared=shared, progress=False,
-                               priority=list(priority))
-        assert _rank_correlation(started, -priority) >= 0.5, np.argsort(started)
+    try:
+        for given, expected in ((None, np.arange(12, 0, -1.0)), (list(priority), priority)):
+            recorder.sent.clear()
+            out = par.map_tasks(_identity_task, range(12), scheduler=client, shared=shared, progress=False,
+                                priority=given)
+            assert out == list(range(12))
+            assert sorted(recorder.sent) == sorted(expected)                       # every task's own priority
+            assert recorder.sent == sorted(recorder.sent, reverse=True)            # sent the larger first
+    finally:
+        client.cluster.scheduler.remove_plugin(name="sent-order")
     for bad in ([1.0] * 11, [1.0] * 11 + [np.nan], ["high"] * 12, 3.0, list(range(100))):
         with pytest.raises(ValueError, match="`priority` must hold one finite number per task"):
             par.map_tasks(_square, range(12), priority=bad)
@@ -244,27 +253,22 @@ def test_failing_cell_is_recorded_and_counted(client, tmp_path, capsys):
 
 
 def test_sigint_then_resume_computes_only_the_missing_cells(client, tmp_path):
-    spec = _write(tmp_path / "ctrlc.toml", CIRCLE.format(t_end=20.0)
+    spec = _write(tmp_path / "ctrlc.toml", CIRCLE.format(t_end=2.0)
                   + '\n[sweep.grid]\n"model.beta" = [0.5, 1.0, 2.0, 3.0, 4.0, 5.0]\n'
                   + '"initial.amplitude" = [0.05, 0.1]\n')
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "meanfield.cli", "sweep", str(spec), "--out", str(out), "--workers", "2",
-           "--no-progress"]
-    proc = subprocess.Popen(cmd, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    args = ["sweep", str(spec), "--out", str(out), "--workers", "2", "--no-progress"]
+    # SIGINT right after the third cell is written (tests/signal_driver.py), never after a fixed time
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "signal_driver.py"), "INT", "cells", "3", "--",
+                             *args], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 90
-    while time.time() < deadline and proc.poll() is None:
-        if (out / "cells").is_dir() and len(_done_cells(out)) >= 3:
-            break
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
     assert _summary(out)["status"] == "interrupted", err
     done = _done_cells(out)
     assert 3 <= len(done) < 12, (done, err)
     # restart (on the module's cluster): the complete cells are skipped, the missing ones computed
-    assert main(cmd[3:7] + ["--scheduler", client.scheduler.address, "--no-progress"]) == 0
+    assert main(args[:4] + ["--scheduler", client.scheduler.address, "--no-progress"]) == 0
     s = _summary(out)
     assert s["status"] == "finished" and s["results"]["cells"] == 12
     assert s["results"]["skipped"] == len(done) and s["results"]["computed"] == 12 - len(done), (done, s)
@@ -371,10 +375,7 @@ def test_ctrl_c_during_distributed_waits_for_a_safe_point():
     before = signal.getsignal(signal.SIGINT)
     with par._deferred_interrupt() as interrupted:
         assert not interrupted.is_set()
-        os.kill(os.getpid(), signal.SIGINT)
-        deadline = time.time() + 5
-        while not interrupted.is_set() and time.time() < deadline:
-            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)     # the handler runs in this thread before os.kill returns
         assert interrupted.is_set()
     assert signal.getsignal(signal.SIGINT) is before
 

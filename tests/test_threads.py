@@ -16,7 +16,7 @@ import solvers
 from meanfield.experiments.config import solver_classes
 from meanfield.cli import main
 from meanfield.experiments.options import EXPERIMENTS, Options, experiment, option
-from meanfield.spectralsums import zonal_sums
+from meanfield.sums.spectralsums import zonal_sums
 from meanfield.threads import check_threads, default_threads, machine_threads, share_out, use_threads
 
 

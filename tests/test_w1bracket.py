@@ -1,12 +1,12 @@
-"""The certified W1 bracket on S^2 (meanfield.w1bracket): it contains the exact value."""
+"""The certified W1 bracket on S^2 (meanfield.observables.w1bracket): it contains the exact value."""
 import numpy as np
 import ot
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import meanfield as mf
-from meanfield.w1bracket import cube_cells, tree_bound
-from meanfield.wasserstein import geodesic_distance
+from meanfield.observables.w1bracket import cube_cells, tree_bound
+from meanfield.observables.wasserstein import geodesic_distance
 
 
 def cloud(rng, n):

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import meanfield as mf
-from meanfield.wasserstein import circle_w1, wasserstein
+from meanfield.observables.wasserstein import circle_w1, wasserstein
 
 
 def circle_points(theta):
@@ -149,7 +149,7 @@ def test_bad_inputs():
 def test_circle_w1_to_density_exact_values():
     """n equispaced midpoints against σ: W1 = π/(2n) exactly; any measure against σ equals the exact W1
     to a fine midpoint discretisation of σ."""
-    from meanfield.wasserstein import circle_w1_to_density
+    from meanfield.observables.wasserstein import circle_w1_to_density
 
     for n in (1, 7, 1000):
         theta = 2 * np.pi * (np.arange(n) + 0.5) / n
@@ -167,7 +167,7 @@ def test_circle_w1_to_density_against_a_fine_discretisation(n):
     the exact distance agrees with W1 to the density's values at 2^21 points within their O(1/m)."""
     from scipy.special import ive
 
-    from meanfield.wasserstein import circle_w1_to_density
+    from meanfield.observables.wasserstein import circle_w1_to_density
 
     kappa, K = 2.0, 60
     c = ive(np.arange(K + 1), kappa) / ive(0, kappa)               # ρ = e^{κ cos θ}/I_0(κ), σ-relative
@@ -202,7 +202,7 @@ def test_merged_equals_exact_within_the_merging_cost():
 @given(seed=st.integers(0, 10 ** 6), spacing=st.floats(1e-3, 0.5))
 def test_merge_on_grid_cost_bounds_the_change_of_w1(seed, spacing):
     """|W1(a, b) − W1(merged a, b)| <= the merging cost, and the merged measure keeps the mass."""
-    from meanfield.wasserstein import merge_on_grid
+    from meanfield.observables.wasserstein import merge_on_grid
 
     a, b = _clusters(300, seed, 0.05), _clusters(200, seed + 1, 0.05)
     x, w, cost = merge_on_grid(a[0], a[1], spacing)

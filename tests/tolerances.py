@@ -7,8 +7,18 @@ computations allows that much times a small factor and no more: a wrong formula 
 magnitude more. A fixed ``atol=1e-15`` instead breaks when ``scale`` grows like ``e^β``, ``n`` or a norm,
 and when another numpy, BLAS or FFT sums in another order.
 
-Bit-for-bit comparisons are kept for results that the same code computes on both sides in the same
-order (a file read back, one thread against two over the same blocks): each such test says why.
+Bit-for-bit comparisons (``array_equal``) are kept only where both sides are the same numbers by
+construction, so another numpy, BLAS or FFT changes both alike:
+
+- a file read back (`Solution.save`/`mf.load`, NetCDF round trips, sweep cells) against what was written;
+- the same code over the same blocks in the same order (one thread against two, a batch against its
+  members, diagnostics "none" against "full", a restart's segment against the uninterrupted run's);
+- integers and exact arithmetic: counts, indices, shapes, padding with zeros, degrees, l(l+1);
+- counts of inner products against a threshold chosen far from every inner product (the tests assert
+  the margin), so rounding cannot move a point across it.
+
+Two different computations of the same quantity (a formula in the test against the library's, a BLAS
+product against a loop) are compared with :func:`assert_rounding_close` instead.
 """
 import numpy as np
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model import Model
-from ..sampling import sample_tokens
+from ..transformer.model import Model
+from ..measures.sampling import sample_tokens
 import solvers
 
 THRESHOLD = 0.05

@@ -27,7 +27,7 @@ or a bad value raises ValueError naming the key (``solver.modes``) and the accep
     # mlp = [W, U, b] (arrays): the transformer-layer options of docs/normalization.md, docs/feedforward.md
     # and docs/causal.md
 
-    [initial]               # a density of meanfield.densities, by name, with its parameters
+    [initial]               # a density of meanfield.measures.densities, by name, with its parameters
     density = "perturbed_uniform"
     amplitude = 0.1
     degree = 3
@@ -71,11 +71,11 @@ import numpy as np
 import solvers
 from solvers.timestepping import STEPPERS
 
-from .. import densities as _densities
-from ..model import Model
-from ..plotting import SCALES
-from ..quadrature import sphere_quadrature
-from ..sampling import uniform_points
+from ..measures import densities as _densities
+from ..transformer.model import Model
+from ..results.plotting import SCALES
+from ..spaces.quadrature import sphere_quadrature
+from ..measures.sampling import uniform_points
 from ..validation import check_int, check_memory, check_real, check_times
 from ..errors import InvalidInput
 
@@ -404,7 +404,7 @@ def _handover(s, handover, keys):
 
 
 def _sample_table(s, dim):
-    """How an initial sample is drawn (`meanfield.sampling.sample`): ``sampling`` and ``seed``."""
+    """How an initial sample is drawn (`meanfield.measures.sampling.sample`): ``sampling`` and ``seed``."""
     sampling = s.pop("sampling", SAMPLE_KEYS["sampling"])
     if sampling not in SAMPLINGS:
         raise InvalidInput(f"`solver.sampling` must be one of {', '.join(map(repr, SAMPLINGS))}, got {sampling!r}.")

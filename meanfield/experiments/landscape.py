@@ -30,7 +30,7 @@ from ..landscape.branches import first_spurious_maximum, polygon_threshold, stab
 from ..landscape.census import census
 from ..landscape.certify import certify_point
 from ..landscape.critical import KINDS, equivalent
-from ..plotting import suptitle
+from ..results.plotting import suptitle
 from .options import FIRST, Options, Quick, at_most, experiment, option
 from .report import Report, show_progress
 

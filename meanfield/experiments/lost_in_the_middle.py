@@ -3,7 +3,7 @@
 A signal placed at the position s of a causal sequence reaches the last position σ = 1 through the
 layered continuity equation (docs/causal.md). About the uniform state its response is, in the
 kinetic paper's time τ = t/β (Duerinckx, Geshkovski, Rossi, *Kinetic theory for Transformers and the
-lost-in-the-middle phenomenon*, arXiv 2605.09213; `meanfield.causal`),
+lost-in-the-middle phenomenon*, arXiv 2605.09213; `meanfield.transformer.causal`),
 
     S_τ(s) = Σ_{n=1}^{n_max} ω_{n,M} g_{b_n}(τ, 1; s),   b_n = n² I_n(β),   ω_{n,M} = e^{−π²n²/(2M²)},
 
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import causal as linear
-from ..kernels import minimum_degree
-from ..model import Model
+from ..transformer import causal as linear
+from ..transformer.kernels import minimum_degree
+from ..transformer.model import Model
 from .options import Options, experiment, option
 from .report import Report
 import solvers

@@ -6,7 +6,7 @@ One problem — (SA) with β = 1, V = I, from a von Mises–Fisher density — i
   the reference: on S^1 W1 is computed against the density itself (`circle_w1_to_density`, exact),
   and the kernel distance against its values at 2^18 points (exact for the kernel's degrees); on S^2
   the quasi samples' W1 is the midpoint of the certified bracket lower <= W1 <= upper against ρ_t
-  itself (`meanfield.w1bracket`, relative width below 1% from N = 10^4 on), the iid samples' W1 the
+  itself (`meanfield.observables.w1bracket`, relative width below 1% from N = 10^4 on), the iid samples' W1 the
   exact LP against a randomly rotated Fibonacci set with weights ∝ ρ_t of M = 6000 points (error
   ≈ 0.6·M^{-1/2}), and the kernel distance uses 2·10^5 such points (error far below it);
 * by `solvers.Particles` from N iid or quasi (quadrature-weighted) samples of ρ0, N from 10^2 to
@@ -36,19 +36,19 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from .. import densities
+from ..measures import densities
 from ..errors import InvalidInput, UnderResolved
-from ..kernels import linear_growth_rates
-from ..model import Model
-from ..quadrature import sphere_quadrature
-from ..sampling import sample
-from ..spectralsums import kernel_distance
-from ..wasserstein import EXACT_MAX_SIZE, circle_w1_to_density, w1_to_dirac, w1_to_uniform, wasserstein
+from ..transformer.kernels import linear_growth_rates
+from ..transformer.model import Model
+from ..spaces.quadrature import sphere_quadrature
+from ..measures.sampling import sample
+from ..sums.spectralsums import kernel_distance
+from ..observables.wasserstein import EXACT_MAX_SIZE, circle_w1_to_density, w1_to_dirac, w1_to_uniform, wasserstein
 from .report import Report, fit_exponential, fit_power_law, pyplot, show_progress
 from .options import Options, experiment, option
 from .parallel import check_parallel, map_tasks
 import solvers
-from ..plotting import model_label, suptitle
+from ..results.plotting import model_label, suptitle
 
 
 def dobrushin_constant(beta):
@@ -434,7 +434,7 @@ def _sampling_checks(report, res, dim, nn, times, w1, kd, rates, krates, beta):
                      f"fitted {rates['quasi'][0]:.3f} over {measured} of {len(nn)} N up to {int(nn[-1])} "
                      "(any N points quantise the sphere at the scale N^-1/2)",
                      compared="the exponent p of W1 ≈ C N^-p, W1 the midpoint of the bracket lower <= W1 <= upper "
-                              f"(meanfield.w1bracket, relative width <= {BRACKET_WIDTH:g})",
+                              f"(meanfield.observables.w1bracket, relative width <= {BRACKET_WIDTH:g})",
                      tolerance="|p − 1/2| <= 0.1, every N bracketed")
     both = np.isfinite(w1["quasi"][0]) & np.isfinite(w1["iid"][0])
     better = bool(np.all(w1["quasi"][0][both] < w1["iid"][0][both]))

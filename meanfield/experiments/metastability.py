@@ -6,36 +6,36 @@ and merge one at a time, in a staircase of the energy E_β (3.5). The linear the
 §5) predicts k: the degree k*(β) = argmax_l ς_l of the exact growth rates (`meanfield.fastest_mode`).
 
 * **Prediction.** k*(β) and the spectrum ς_l(β) over a β grid, on S^1 and S^2.
-* **Continuum.** ρ_0 = 1 + ε Σ_{l=1..L} Y_l with equal amplitudes (`meanfield.densities.seeded_perturbation`:
+* **Continuum.** ρ_0 = 1 + ε Σ_{l=1..L} Y_l with equal amplitudes (`meanfield.measures.densities.seeded_perturbation`:
   random phases on S^1, random coefficients on S^2), solved by `solvers.Lagrangian` (adaptive panels on S^1,
   `Lagrangian.solve_adaptive`) through clustering and merging. Recorded: the clusters against time
-  (`meanfield.diagnostics.find_clusters`: count, masses, positions), the formation and merge times,
+  (`meanfield.observables.diagnostics.find_clusters`: count, masses, positions), the formation and merge times,
   the energy staircase. On S^2 a degree-l pattern need not give l clusters: the number of maxima of
   the seeded degree-k* harmonic is reported beside the observed count.
 * **Particles.** The same ρ_0 sampled by `meanfield.sample(..., method="quasi")` (quadrature nodes with
   weights ∝ ρ_0) for several n: first count, formation and merge times against the continuum, plateau
   durations. With iid samples the sampling noise (of size n^{-1/2}, far above ε) seeds the
   instability: the distribution of the first count over seeds, beside the linear theory for
-  white-noise data (`meanfield.diagnostics.white_noise_prediction`).
+  white-noise data (`meanfield.observables.diagnostics.white_noise_prediction`).
 * **Figure 4.** The mean number of clusters of iid particles over a (t, β) grid, with k*(β).
 * **Staircase.** n = 5 particles on the circle, β = 4, t <= 400 (Geshkovski, Koubbi, Polyanskiy,
   Rigollet, *Dynamic metastability in the self-attention model* (2024)): E_β against log t, its
-  plateaus (`meanfield.diagnostics.energy_plateaus`) with their energies and durations.
+  plateaus (`meanfield.observables.diagnostics.energy_plateaus`) with their energies and durations.
 
 A cluster is counted only when the measure is separated: at least 95% of the mass within ``tol`` of
 the centre of its own cluster (`find_clusters`); before that the count is NaN ("not separated").
 The formation time is the first saved time at which the measure is separated. The single runs are
-in `meanfield.experiments.metastability_runs`, the pictures in `meanfield.plotting`.
+in `meanfield.experiments.metastability_runs`, the pictures in `meanfield.results.plotting`.
 """
 from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.special import ive
 
-from ..diagnostics import compare_events, find_clusters, white_noise_prediction
-from ..kernels import fastest_mode, linear_growth_rates
-from ..model import Model
-from ..plotting import (plot_cluster_histories, plot_first_counts, plot_growth_rates, plot_mean_clusters,
+from ..observables.diagnostics import compare_events, find_clusters, white_noise_prediction
+from ..transformer.kernels import fastest_mode, linear_growth_rates
+from ..transformer.model import Model
+from ..results.plotting import (plot_cluster_histories, plot_first_counts, plot_growth_rates, plot_mean_clusters,
                         plot_staircase)
 from .metastability_runs import continuum_run, iid_run, particle_run, staircase_run
 from .report import Report, pyplot, show_progress
@@ -83,7 +83,7 @@ class MetastabilityOptions(Options):
     seeds: int = option(5, "seeds per beta", low=1, quick=2)
     t_end: float = option(200.0, "last time on S^1 (merges)", low=1.0, quick=120.0)
     t_end_sphere: float = option(60.0, "last time on S^2", low=1.0, quick=40.0)
-    tol: float = option(1e-3, "cluster tolerance in radians (`meanfield.diagnostics.find_clusters`)")
+    tol: float = option(1e-3, "cluster tolerance in radians (`meanfield.observables.diagnostics.find_clusters`)")
     min_mass: float = option(1e-2, "the smallest mass of a cluster (`find_clusters`)")
     stray: float = option(0.05, "the mass allowed outside the clusters (`find_clusters`)")
     quasi_ns: tuple[int, ...] = option((250, 1000, 4000, 100_000), "particle numbers of the quasi samples (spectral "

@@ -2,24 +2,24 @@
 one task (a tuple) and keyword arguments shared by its batch, and returns the cluster history it
 recorded, so that `meanfield.experiments.parallel.map_tasks` can spread them over dask workers.
 
-* `continuum_run`: ρ_0 = `meanfield.densities.seeded_perturbation` by `solvers.Lagrangian` through
+* `continuum_run`: ρ_0 = `meanfield.measures.densities.seeded_perturbation` by `solvers.Lagrangian` through
   clustering and merging (Section 6.3 of the paper; docs/mathematics.md §9);
 * `particle_run`: the same ρ_0 sampled by quasi-random points (`meanfield.sample(..., method="quasi")`);
 * `iid_run`: batches of iid uniform particles (the first count against n, Figure 4);
 * `staircase_run`: n = 5 particles at β = 4 on S^1, the energy staircase (Geshkovski, Koubbi,
   Polyanskiy, Rigollet (2024)).
 
-The clusters are those of `meanfield.diagnostics.find_clusters`, counted along the saved times by
-`meanfield.diagnostics.cluster_history`; NaN where the measure is not separated.
+The clusters are those of `meanfield.observables.diagnostics.find_clusters`, counted along the saved times by
+`meanfield.observables.diagnostics.cluster_history`; NaN where the measure is not separated.
 """
 import numpy as np
 
-from ..densities import seeded_perturbation
-from ..diagnostics import cluster_history, harmonic_maxima, history_events, energy_plateaus
-from ..kernels import fastest_mode
-from ..model import Model
-from ..plotting import cell_rows
-from ..sampling import sample, uniform_points
+from ..measures.densities import seeded_perturbation
+from ..observables.diagnostics import cluster_history, harmonic_maxima, history_events, energy_plateaus
+from ..transformer.kernels import fastest_mode
+from ..transformer.model import Model
+from ..results.plotting import cell_rows
+from ..measures.sampling import sample, uniform_points
 import solvers
 
 

@@ -31,15 +31,15 @@ import numpy as np
 from scipy import optimize, special
 
 from ..errors import SolverError
-from ..model import Model
+from ..transformer.model import Model
 from ..representations.gegenbauer import GegenbauerSeries, axis_vector
 from .report import Report
 from .options import Options, experiment, option
 from .parallel import check_parallel, cluster, map_tasks
 import solvers
-from ..kernels import minimum_degree
-from ..plotting import legend, suptitle
-from ..sampling import sample
+from ..transformer.kernels import minimum_degree
+from ..results.plotting import legend, suptitle
+from ..measures.sampling import sample
 from solvers import stationary
 from solvers.spectral import spectral_tail
 

@@ -35,7 +35,7 @@ from ..threads import check_threads, stop_on, use_threads
 from ..validation import check_int
 from .report import show_progress
 import solvers
-from ..model import Model
+from ..transformer.model import Model
 
 # variables that set the thread pools of BLAS, OpenMP, numexpr and numba: one thread per worker
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",

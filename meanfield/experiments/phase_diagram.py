@@ -22,15 +22,15 @@ from scipy.special import betainc
 from tqdm.auto import tqdm
 
 from ..errors import Interrupted, InvalidInput
-from ..model import NORMALIZATIONS, Model
-from ..sampling import uniform_points
+from ..transformer.model import NORMALIZATIONS, Model
+from ..measures.sampling import uniform_points
 from ..validation import check_memory
 from .report import Report, show_progress
 from .options import Options, at_most, experiment, option
 from .parallel import check_parallel, cluster, map_tasks
 import solvers
-from ..diagnostics import clustered_pair_fraction
-from ..plotting import suptitle
+from ..observables.diagnostics import clustered_pair_fraction
+from ..results.plotting import suptitle
 from solvers.particles import Layers
 
 

@@ -31,21 +31,21 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..serialization import jsonable
-from .. import diagnostics
-from ..energy import dirac_energy, uniform_energy
+from ..observables import diagnostics
+from ..observables.energy import dirac_energy, uniform_energy
 from ..errors import Interrupted, InvalidInput
-from ..gridded import describe_file
-from ..plotting import save, style
-from ..quadrature import sphere_quadrature
-from ..wasserstein import w1_to_dirac, w1_to_uniform
+from ..spaces.gridded import describe_file
+from ..results.plotting import save, style
+from ..spaces.quadrature import sphere_quadrature
+from ..observables.wasserstein import w1_to_dirac, w1_to_uniform
 
 DIGITS = 12            # significant digits of the numbers in summary.json
 
 
 def pyplot():
     """matplotlib.pyplot with a non-interactive backend unless a display is configured
-    (`meanfield.plotting.pyplot`, imported when first needed)."""
-    from ..plotting import pyplot as plt  # deferred: matplotlib is heavy
+    (`meanfield.results.plotting.pyplot`, imported when first needed)."""
+    from ..results.plotting import pyplot as plt  # deferred: matplotlib is heavy
 
     return plt()
 
@@ -111,14 +111,14 @@ class Report:
         return None if self.out is None else self.out / name
 
     def figure(self, **kwargs):
-        """A matplotlib Figure made in the library's style (`meanfield.plotting.STYLE`)."""
+        """A matplotlib Figure made in the library's style (`meanfield.results.plotting.STYLE`)."""
 
         plt = pyplot()
         with style():
             return plt.figure(**kwargs)
 
     def subplots(self, *args, **kwargs):
-        """``plt.subplots`` in the library's style (`meanfield.plotting.STYLE`)."""
+        """``plt.subplots`` in the library's style (`meanfield.results.plotting.STYLE`)."""
 
         plt = pyplot()
         with style():
@@ -138,7 +138,7 @@ class Report:
 
         A `Solution` is written by `Solution.save` (the cell means of the density on a CF grid when
         ``grid``, the cluster trajectories when ``clusters``). Any other Dataset gets the description
-        of `meanfield.gridded.describe_file` (long names, no fill value on coordinates, global
+        of `meanfield.spaces.gridded.describe_file` (long names, no fill value on coordinates, global
         attributes and, for a ``time`` coordinate (layer depth t), the CF time attributes)."""
         if self.out is None:
             return
@@ -348,18 +348,18 @@ def _position(p):
 
 def clusters_summary(measure, tolerances=CLUSTER_TOLERANCES):
     """The clusters of ``measure`` at the smallest linking distance of ``tolerances`` at which the
-    mass is separated into clusters (`meanfield.diagnostics.find_clusters`: 95% of the mass within
+    mass is separated into clusters (`meanfield.observables.diagnostics.find_clusters`: 95% of the mass within
     the distance of its cluster's centre); else ``{"separated": False, "count": None}``: a
     near-uniform cloud is not counted as one cluster."""
 
     finder = getattr(diagnostics, "find_clusters", None)
-    if finder is None:     # pragma: no cover - the detector lives in meanfield.diagnostics
-        return {"separated": False, "count": None, "reason": "no cluster detector in meanfield.diagnostics"}
+    if finder is None:     # pragma: no cover - the detector lives in meanfield.observables.diagnostics
+        return {"separated": False, "count": None, "reason": "no cluster detector in meanfield.observables.diagnostics"}
     n, d = np.shape(measure[0])
     if d > 3 and n * d > CLUSTER_BUDGET:
         return {"separated": False, "count": None,
                 "reason": f"{n} points in dimension {d}, above the run report's budget of {CLUSTER_BUDGET:.0e} "
-                          "coordinates; call meanfield.diagnostics.find_clusters(sol.measure(i)) yourself"}
+                          "coordinates; call meanfield.observables.diagnostics.find_clusters(sol.measure(i)) yourself"}
     best = None
     min_mass = min(1.0, max(0.01, 1.5 / len(measure[1])))      # a lone particle is not a cluster (unless n = 1)
     for tol in tolerances:
@@ -367,7 +367,7 @@ def clusters_summary(measure, tolerances=CLUSTER_TOLERANCES):
         if c.separated:
             return {"separated": True, "count": int(c.count), "linking_distance": tol,
                     "criterion": f"at least 95% of the mass within {tol:g} rad of the centre of its cluster "
-                                 f"(components of mass >= {min_mass:.3g}, meanfield.diagnostics.find_clusters)",
+                                 f"(components of mass >= {min_mass:.3g}, meanfield.observables.diagnostics.find_clusters)",
                     "masses": [float(m) for m in c.masses], "positions": [_position(p) for p in c.positions],
                     "radius": [float(s) for s in c.spread]}
         best = c if best is None or c.clustered_mass > best.clustered_mass else best

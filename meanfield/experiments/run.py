@@ -18,12 +18,12 @@ import pathlib
 
 import numpy as np
 
-from ..energy import dirac_energy, uniform_energy
+from ..observables.energy import dirac_energy, uniform_energy
 from ..errors import Interrupted, InvalidInput, SolverError
 from .report import Report, final_state, show_progress
 from .config import RunConfig, load_config, parse_config
-from ..sampling import sample
-from ..solution import load
+from ..measures.sampling import sample
+from ..results.solution import load
 
 
 def _initial_particles(cfg):

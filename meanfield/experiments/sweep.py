@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..validation import check_int
-from ..gridded import describe_file
+from ..spaces.gridded import describe_file
 from ..serialization import jsonable
 from .report import Report
 from .config import SolverKeys, parse_config, read_toml, refuse_unknown, solver_class

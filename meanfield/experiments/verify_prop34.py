@@ -9,7 +9,7 @@
    band-limited densities, discretised by quadrature; iid clouds on S^3) lies in
    [a_0/(2β), e^β/(2β)] (docs/mathematics.md §4); the gaps to both ends are reported. Every β here is
    positive, as in Proposition 3.4; for β < 0 the ends are cosh β/(2β) (the antipodal pair) and
-   e^β/(2β) (`meanfield.energy.energy_bounds`, docs/mathematics.md §13.2, tests/test_negative_beta.py).
+   e^β/(2β) (`meanfield.observables.energy.energy_bounds`, docs/mathematics.md §13.2, tests/test_negative_beta.py).
 3. **Flows.** The repulsive flow (V = −I) from a random band-limited ρ0 converges to the uniform
    density in L∞ and W1, at the exact linear rate |ς_1| of docs/mathematics.md §5; the attractive
    flow increases E_β monotonically to within 1% of the Dirac value e^β/(2β) (one cluster). Both with
@@ -28,17 +28,17 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import eval_legendre
 
-from .. import densities
-from ..energy import dirac_energy, uniform_energy
-from ..kernels import kernel_multipliers, linear_growth_rates
-from ..model import Model
-from ..plotting import suptitle
-from ..sampling import sample, uniform_points
+from ..measures import densities
+from ..observables.energy import dirac_energy, uniform_energy
+from ..transformer.kernels import kernel_multipliers, linear_growth_rates
+from ..transformer.model import Model
+from ..results.plotting import suptitle
+from ..measures.sampling import sample, uniform_points
 from .options import Options, experiment, option
 from .report import Report, fit_exponential, show_progress
 import solvers
-from ..quadrature import gauss_legendre, sphere_quadrature, trapezoid
-from ..wasserstein import wasserstein
+from ..spaces.quadrature import gauss_legendre, sphere_quadrature, trapezoid
+from ..observables.wasserstein import wasserstein
 
 EPS = np.finfo(float).eps
 

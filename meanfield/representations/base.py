@@ -4,7 +4,7 @@ import importlib
 import numpy as np
 
 from ..errors import InvalidInput, NoCellMeans
-from ..gridded import cell_grid_of
+from ..spaces.gridded import cell_grid_of
 from ..validation import check_int
 
 _REGISTRY = {
@@ -55,10 +55,10 @@ class Representation:
     5. ``to_dataset(data_all)`` -> dict of data variables {name: (dims, array)} (the time axis is
        called "time"), coords and attrs; ``from_dataset(ds)`` (classmethod) inverts it exactly.
     6. optional: ``space_time(data_all, n)`` -> (θ midpoints, ρ (T, n)) on S^1 (a zonal series: (s, the
-       law of s (T, m)), what `meanfield.plotting` draws for it); ``to_grid(data, n)``: the density on a
+       law of s (T, m)), what `meanfield.results.plotting` draws for it); ``to_grid(data, n)``: the density on a
        grid as a CF-described DataArray.
     7. optional, for files and pictures: ``cell_means(data, grid)``: the mean density over each cell of a
-       `meanfield.gridded.CellGrid` (``cells(n)``, default ``default_cells`` cells), i.e. μ(cell)/σ(cell):
+       `meanfield.spaces.gridded.CellGrid` (``cells(n)``, default ``default_cells`` cells), i.e. μ(cell)/σ(cell):
        the grid's mass Σ ρ̄·σ(cell) is the state's mass for any state, clustered or not.
 
     Densities are relative to σ, the uniform probability measure on S^{d-1} (docs/mathematics.md §2),
@@ -134,13 +134,13 @@ class Representation:
     default_cells = {2: 512, 3: 64}     # cells on S^1; latitude bands on S^2 (× twice as many longitudes)
 
     def cells(self, n=None):
-        """The `meanfield.gridded.CellGrid` of the cell means: n cells on S^1, n latitude bands × 2n
+        """The `meanfield.spaces.gridded.CellGrid` of the cell means: n cells on S^1, n latitude bands × 2n
         longitudes on S^2 (default ``default_cells``)."""
         n = self.default_cells[self.dim] if n is None else n
         return cell_grid_of(self.dim, check_int(n, "grid_size", low=1))
 
     def cell_means(self, data, grid):
-        """The mean density μ(cell)/σ(cell) over each cell of ``grid`` (a `meanfield.gridded.CellGrid`)."""
+        """The mean density μ(cell)/σ(cell) over each cell of ``grid`` (a `meanfield.spaces.gridded.CellGrid`)."""
         raise NoCellMeans(f"representation {self.name!r} has no cell means")
 
 

@@ -1,9 +1,9 @@
 """Trigonometric polynomials on S^1 with σ-relative coefficients (docs/mathematics.md §2)."""
 import numpy as np
 
-from ..energy import energy_from_spectrum
-from ..gridded import THETA_ATTRS
-from ..quadrature import trapezoid
+from ..observables.energy import energy_from_spectrum
+from ..spaces.gridded import THETA_ATTRS
+from ..spaces.quadrature import trapezoid
 from .base import Representation
 from ..errors import InvalidInput
 
@@ -86,7 +86,7 @@ class FourierSeries(Representation):
         return {2: max(4 * (2 * self.modes + 1), 512)}
 
     def cell_means(self, data, grid):
-        """The mean of ρ over each cell [2πj/n, 2π(j + 1)/n] of ``grid`` (`meanfield.gridded.circle_cells`),
+        """The mean of ρ over each cell [2πj/n, 2π(j + 1)/n] of ``grid`` (`meanfield.spaces.gridded.circle_cells`),
         exactly: the mean of e^{ikθ} over a cell of width h = 2π/n about θ_j is e^{ikθ_j}·sinc(kh/2), so
         the cell means are the midpoint values of the series with c_k·sin(πk/n)/(πk/n). They sum to n·c_0
         for any n (sinc vanishes at the aliases k = n, 2n, ...)."""
@@ -101,7 +101,7 @@ class FourierSeries(Representation):
         """Midpoint quadrature: θ_j = 2π(j+½)/n, weights ∝ max(ρ(θ_j), 0). Default n = max(4(2K+1), 16384).
 
         Its W1 distance to ρσ is at most about 2π/(4n) (half a cell on average), i.e. <= 1e-4 by
-        default, so that comparisons with particles (`meanfield.wasserstein`) see the dynamics, not
+        default, so that comparisons with particles (`meanfield.observables.wasserstein`) see the dynamics, not
         this discretisation.
         """
         K = np.asarray(data).shape[-1] - 1
@@ -154,6 +154,6 @@ class FourierSeries(Representation):
 
     def space_time(self, data_all, n=None):
         """(θ midpoints (n,), ρ (T, n)) at every saved time, one FFT each (n >= 2K + 1, default
-        max(1024, 2K + 2)); what `meanfield.plotting` draws."""
+        max(1024, 2K + 2)); what `meanfield.results.plotting` draws."""
         n = max(1024, 2 * self.modes + 2) if n is None else int(n)
         return trapezoid(n).angles, np.array([self.grid_values(c, n) for c in np.asarray(data_all)])

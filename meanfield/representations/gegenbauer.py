@@ -26,10 +26,10 @@ pole (about 1e154 for d = 1024, l = 320: finite).
 import numpy as np
 from scipy import special
 
-from ..energy import energy_from_spectrum
-from ..quadrature import gauss_gegenbauer, jacobi_offdiagonal
+from ..observables.energy import energy_from_spectrum
+from ..spaces.quadrature import gauss_gegenbauer, jacobi_offdiagonal
 from .base import Representation
-from ..gridded import zonal_cells
+from ..spaces.gridded import zonal_cells
 from ..validation import check_int
 from ..errors import InvalidInput
 
@@ -228,7 +228,7 @@ class GegenbauerSeries(Representation):
         Weights ∝ max(f(s_j), 0)·w_j, shared equally by the directions. The law of s is the Gauss rule
         (moments of s of degree <= 2n_s − 1 − lmax exact); ``n`` (about the total number of points)
         sets n_s = n / (number of directions); default n_s = 2(lmax + 1). Use `marginal_cdf` for the
-        exact law of s (e.g. with `meanfield.wasserstein.w1_marginal`).
+        exact law of s (e.g. with `meanfield.observables.wasserstein.w1_marginal`).
         """
 
         u = directions(self.axis, n_directions)
@@ -274,7 +274,7 @@ class GegenbauerSeries(Representation):
         density in s) at every saved time, on n equispaced s ∈ [−s*, s*] (`reliable_interval`) cut to
         the part where it exceeds ``floor`` times its maximum at some time (in high dimension the law
         of s under σ has width about d^{-1/2}, and the series is rounding noise near s = ±1); what
-        `meanfield.plotting` draws."""
+        `meanfield.results.plotting` draws."""
         edge = self.reliable_interval()
         s = np.linspace(-edge, edge, int(n))
         law = np.array([self.marginal_density(c, s) for c in np.asarray(data_all)])
@@ -302,7 +302,7 @@ class GegenbauerSeries(Representation):
         return {self.dim: 2 * (self.lmax + 1) + 1}
 
     def cells(self, n=None):
-        """The `meanfield.gridded.CellGrid` of n cells in s = ⟨x, e⟩ (default 2(lmax + 1) + 1): equal cells on
+        """The `meanfield.spaces.gridded.CellGrid` of n cells in s = ⟨x, e⟩ (default 2(lmax + 1) + 1): equal cells on
         [−s*, s*] (`reliable_interval`) and, when s* < 1, one cell each for [−1, −s*] and [s*, 1], so
         that the cells cover [−1, 1] and hold all the mass. Weights: the law of s under σ,
         I_{(1+s)/2}((d−1)/2, (d−1)/2) between the edges."""

@@ -18,7 +18,7 @@ m(2L+1−m)/2 + l), orthonormal for the area measure dA and with the Condon–Sh
 pyshtools. ``clm`` is exactly a pyshtools real coefficient array in the '4pi' normalisation with
 ``csphase=1``: '4pi' is the normalisation in which ∫ Y_lm² dΩ = 4π, i.e. the real harmonics are
 orthonormal for σ = dΩ/4π, which is ours, and csphase=1 leaves out the Condon–Shortley phase, as we
-do. So `SphericalHarmonicSeries.to_pyshtools` and `meanfield.densities.from_pyshtools` copy the numbers unchanged (the
+do. So `SphericalHarmonicSeries.to_pyshtools` and `meanfield.measures.densities.from_pyshtools` copy the numbers unchanged (the
 round trip is exact), the '4pi' power spectrum of pyshtools (``SHCoeffs.spectrum()``) is the degree
 power ‖ρ_l‖²_{L²(σ)} of `meanfield.representations.State.spectrum`, and ``coeffs.coeffs[0, 0, 0]`` is
 the mass. pyshtools' other normalisations ('ortho', 'schmidt', 'unnorm') and the complex kind would
@@ -27,10 +27,10 @@ scale every coefficient; `from_pyshtools` converts them with pyshtools' own ``co
 import numpy as np
 from ducc0.sht import synthesis, synthesis_2d, synthesis_general
 
-from ..energy import energy_from_spectrum
-from ..gridded import LAT_ATTRS, LON_ATTRS
+from ..observables.energy import energy_from_spectrum
+from ..spaces.gridded import LAT_ATTRS, LON_ATTRS
 from ..threads import transform_threads
-from ..quadrature import gauss_legendre_grid   # also re-exported: the ducc0 "GL" grid
+from ..spaces.quadrature import gauss_legendre_grid   # also re-exported: the ducc0 "GL" grid
 from .base import Representation
 from ..errors import InvalidInput
 
@@ -189,7 +189,7 @@ class SphericalHarmonicSeries(Representation):
         return {3: self.lmax + 2}
 
     def cell_means(self, data, grid):
-        """The mean of ρ over each cell of ``grid`` (`meanfield.gridded.sphere_cells`: n latitude bands
+        """The mean of ρ over each cell of ``grid`` (`meanfield.spaces.gridded.sphere_cells`: n latitude bands
         of equal angle × 2n longitude cells), μ(cell)/σ(cell).
 
         In longitude exactly: the mean of e^{imφ} over a cell of width Δ about φ_j is e^{imφ_j}·sinc(mΔ/2),

@@ -23,17 +23,27 @@ Densities between the nodes:
   push-forward of ρ_0 under the interpolated map, so ∫ρ_t dσ between two nodes equals the mass
   between their labels (up to the linear interpolation of ρ_0). Error O(h³) in Θ where the map is
   smooth (h the label spacing); across a gap between clusters it is a monotone bridge of tiny density.
-* **S^2.** Exact at the moving nodes. Where the nodes resolve the density (log ρ of the 30 nearest
-  nodes spans less than 1), log ρ is fitted by weighted least squares with a cubic in tangent-plane
-  coordinates through the 30 nearest nodes (Gaussian weights on the scale of the 10th neighbour
-  distance), i.e. moving least squares, error O(h⁴) in log ρ, limited to the nodes' range widened by a
-  quarter of its span (so at most e^{1/4} times the largest ρ of those nodes). Measured
-  against `SphericalHarmonics` for a smooth state (docs/lagrangian.md): relative error 2e-6 with 2048
-  nodes. Elsewhere (across and between clusters, where a local fit would extrapolate without bound)
-  it is the kernel density of the labels: each label spreads its mass w_j by a Gaussian shaped like
-  the flow's image of its quadrature cell (σ-measure w_j/ρ_t(x_j)), normalised on the sphere, so the
-  mass there is exact and the density falls off in the regions the flow has emptied (capped at the
-  largest ρ at the nodes). So ρ never exceeds e^{1/4} times the largest ρ at the nodes.
+* **S^2.** While the labels resolve the density (at every label, log ρ of its 30 nearest labels spans
+  less than 1), exact at the moving nodes, and between them log ρ is fitted by weighted least squares
+  with a cubic in tangent-plane coordinates through the 30 nearest nodes (Gaussian weights on the scale
+  of the 10th neighbour distance), i.e. moving least squares, error O(h⁴) in log ρ, limited to the
+  nodes' range widened by a quarter of its span (so at most e^{1/4} times the largest ρ of those
+  nodes). Measured against `SphericalHarmonics` for a smooth state (docs/lagrangian.md): relative error
+  2e-6 with 2048 nodes. Once they do not (clusters: a local fit would extrapolate without bound across
+  them, and no fixed quadrature resolves them), it is the band-limited kernel density of the labels'
+  measure, everywhere (continuous, so that a quadrature through a label integrates it too; the exact
+  values at the labels remain `LagrangianNodes.node_density`),
+
+      ρ_L(x) = Σ_j w_j K_L(⟨x, x_j⟩),   K_L(t) = (L + 1) ((1 + t)/2)^L,
+
+  a polynomial of degree L on the sphere with ∫ K_L(⟨x, y⟩) dσ(x) = 1 for every y (σ the uniform
+  probability measure, dσ = dt dφ/4π: ∫_{−1}^{1} ((1 + t)/2)^L dt/2 = 1/(L + 1)), so its mass is Σ_j w_j
+  exactly, and any quadrature exact to degree L (`meanfield.spaces.quadrature.gauss_legendre` with L/2 + 1
+  rings and L + 1 meridians) integrates it to round-off. It is positive; K_L(cos θ) ≈ (L + 1) e^{−Lθ²/4}
+  is a Gaussian of variance 2/L per axis, and L = ⌊n/(2π)⌋ (n labels) sets that variance to the area
+  4π/n of a label's initial cell, so the kernels of neighbouring labels overlap where the flow has not
+  moved them together. It is capped at e^{1/4} times the largest ρ at the nodes only if it would pass
+  it (a cluster of mass m reads about m(L + 1), far below its labels' ρ).
 
 Clusters (`LagrangianNodes.clusters`): single-linkage components of the nodes at geodesic distance
 ``cluster_tol`` (on S^1: runs of consecutive nodes separated by angular gaps <= ``cluster_tol``),
@@ -42,18 +52,19 @@ kept when they hold at least two nodes and a mass of at least ``min_mass``.
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..energy import discrete_energy
-from ..geodesic import tangent_frame
-from ..gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, bin_masses
+from ..observables.energy import discrete_energy
+from ..spaces.geodesic import tangent_frame
+from ..spaces.gridded import LAT_ATTRS, LON_ATTRS, THETA_ATTRS, bin_masses
 from .base import Representation
-from ..diagnostics import linked_components
-from ..wasserstein import EXACT_MAX_SIZE, w1_to_dirac, wasserstein
+from ..observables.diagnostics import linked_components
+from ..observables.wasserstein import EXACT_MAX_SIZE, w1_to_dirac, wasserstein
 from ..errors import InvalidInput
 
 _SWAP_TOL = 1e-9     # S^1: consecutive nodes closer than this (in angle) may swap by round-off
 _NODE_TOL = 4e-15    # S^1: a query angle this close to a node's is that node
 _FIT_MARGIN = 0.25   # S^2: the fit of log ρ may leave its nodes' range by this fraction of its span
 _SMOOTH = 1.0        # S^2: log ρ of the nearest nodes spans less than this: they resolve the density
+_KDE_BLOCK = 1 << 20  # S^2: values per block of the kernel density (query points × labels; 8 MB)
 
 
 def _angles(x):
@@ -152,19 +163,35 @@ def _mls_log_fit(pos, logr, tree, q, k, degree=3):
     return np.clip(np.linalg.solve(G, rhs)[:, 0, 0], low - margin, high + margin), ok
 
 
-def _kernel_masses(M, radial=32, angular=32):
-    """N_j = ∫ exp(−|M_j^{-1} v|²) dσ over the sphere, v the logarithm map at the kernel's centre: with
-    v = M_j u, dσ = |det M_j| sinc(|v|) du / 4π for |v| < π (sinc(r) = sin r / r), integrated by
-    Gauss–Legendre in |u| ∈ [0, 6] (the Gaussian's tail beyond is below 1e-15) and the trapezoid in angle."""
-    r, wr = np.polynomial.legendre.leggauss(radial)
-    r, wr = 3.0 * (r + 1.0), 3.0 * wr
-    phi = 2 * np.pi * np.arange(angular) / angular
-    u = (r[:, None, None] * np.stack([np.cos(phi), np.sin(phi)], -1)[None]).reshape(-1, 2)        # (R·A, 2)
-    weight = (np.repeat(wr * r * np.exp(-r ** 2), angular) * 2 * np.pi / angular)
-    length = np.linalg.norm(np.einsum("nab,pb->npa", M, u), axis=-1)                              # |v| (n, R·A)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sinc = np.where(length < np.pi, np.where(length > 0, np.sin(length) / length, 1.0), 0.0)
-    return np.abs(np.linalg.det(M)) * (sinc @ weight) / (4 * np.pi)
+def kernel_degree(n):
+    """L = max(2, ⌊n/(2π)⌋): the degree of the band-limited kernel density of n labels on S^2 (module
+    docstring: the kernel's variance 2/L per axis equals a label's initial cell 4π/n)."""
+    return max(2, int(n / (2 * np.pi)))
+
+
+def band_limited_density(points, weights, x, degree):
+    """ρ_L(x) = Σ_j w_j (L + 1) ((1 + ⟨x, x_j⟩)/2)^L at x (q, 3) for labels ``points`` (n, 3) of masses
+    ``weights`` (n,), L = ``degree`` (module docstring): positive, of mass Σ_j w_j exactly, a polynomial
+    of degree L (integrated to round-off by any quadrature exact to degree L); in blocks of query points.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> y = mf.sphere_quadrature(50, 3).points
+    >>> rule = mf.quadrature.gauss_legendre(6, 11)                      # exact to degree 10
+    >>> rho = band_limited_density(y, np.full(50, 0.02), rule.points, 10)
+    >>> round(float(rule.weights @ rho), 12), bool(rho.min() > 0)
+    (1.0, True)
+    """
+    x = np.asarray(x, dtype=float)
+    out = np.empty(len(x))
+    scale = (degree + 1) * np.asarray(weights, dtype=float)
+    rows = max(1, _KDE_BLOCK // max(len(points), 1))
+    for a in range(0, len(x), rows):
+        half = np.clip(0.5 * (1.0 + x[a:a + rows] @ points.T), 0.0, 1.0)
+        with np.errstate(under="ignore"):                     # far labels: ((1 + t)/2)^L below the smallest double
+            out[a:a + rows] = np.power(half, degree) @ scale
+    return out
 
 
 def _disk_points(m):
@@ -277,66 +304,49 @@ class LagrangianNodes(Representation):
         return rho.reshape(phi.shape)
 
     def _evaluate_sphere(self, data, x):
-        """ρ_t at points x (..., 3): exact at the nodes; between them moving least squares of log ρ where
-        the nodes resolve the density (the log ρ of the 30 nearest nodes spans less than `_SMOOTH`), else
-        the kernel density of the labels' cells (`_kernel_density`: between and across clusters, where a
-        local fit extrapolates). Never above e^{1/4} times the largest ρ at the nodes."""
+        """ρ_t at points x (..., 3): while the labels resolve the density (at every label, log ρ of its 30
+        nearest labels spans less than `_SMOOTH`) exact at the nodes and moving least squares of log ρ
+        between them, else the band-limited kernel density of the labels everywhere (`band_limited_density`,
+        degree `kernel_degree`: mass exact; the exact values at the labels are `node_density`). Never
+        above e^{1/4} times the largest ρ at the nodes."""
 
         pos, _ = self.nodes(data)
         rho = self.node_density(data)
         logr = np.log(np.maximum(rho, np.finfo(float).tiny))
         q = x.reshape(-1, 3)
         tree = cKDTree(pos)
-        out = np.full(len(q), np.nan)
-        todo = np.arange(len(q))
-        # 30 neighbours; more where they do not determine a cubic (all on one ring of the Gauss grid
-        # near a pole); the linear fit as the last resort
-        for k in (30, 90, 270):
-            k = min(k, self.n)
-            value, ok = _mls_log_fit(pos, logr, tree, q[todo], k)
-            out[todo[ok]] = value[ok]
-            todo = todo[~ok]
-            if not todo.size or k == self.n:
-                break
-        if todo.size:
-            out[todo] = _mls_log_fit(pos, logr, tree, q[todo], min(30, self.n), degree=1)[0]
-        out = np.exp(out)
-        near = logr[tree.query(q, k=min(30, self.n))[1].reshape(len(q), -1)]
-        rough = np.flatnonzero(np.ptp(near, axis=1) > _SMOOTH)
-        if rough.size:
-            out[rough] = np.minimum(self._kernel_density(data, q[rough]), rho.max())
-        dist, idx = tree.query(q)
-        exact = dist < 1e-13
-        out[exact] = rho[idx[exact]]
+        if self.resolves(data, tree):
+            out = np.full(len(q), np.nan)
+            todo = np.arange(len(q))
+            # 30 neighbours; more where they do not determine a cubic (all on one ring of the Gauss grid
+            # near a pole); the linear fit as the last resort
+            for k in (30, 90, 270):
+                k = min(k, self.n)
+                value, ok = _mls_log_fit(pos, logr, tree, q[todo], k)
+                out[todo[ok]] = value[ok]
+                todo = todo[~ok]
+                if not todo.size or k == self.n:
+                    break
+            if todo.size:
+                out[todo] = _mls_log_fit(pos, logr, tree, q[todo], min(30, self.n), degree=1)[0]
+            out = np.exp(out)
+            dist, idx = tree.query(q)
+            exact = dist < 1e-13
+            out[exact] = rho[idx[exact]]
+        else:               # continuous, also at the labels: a quadrature through a label integrates it
+            out = np.minimum(band_limited_density(pos, self.weights, q, kernel_degree(self.n)),
+                             np.exp(_FIT_MARGIN) * rho.max())
         return out.reshape(x.shape[:-1])
 
-    def _kernel_density(self, data, q):
-        """S^2: Σ_j w_j K_j(q), the labels' measure smoothed on the scale of their own cells: K_j(q) =
-        exp(−|M_j^{-1} v_j(q)|²)/N_j, v_j(q) the offset of q in the tangent plane at x_j (the logarithm map),
-        {M_j u : |u| <= 1} the flow's image of label j's quadrature cell (`_cell_maps`: σ-measure w_j/ρ_t(x_j),
-        the shape of the flow's derivative) and N_j = ∫ exp(−|M_j^{-1} v|²) dσ, so that each label spreads
-        exactly its mass w_j over the sphere. About ρ_t(x_j) at an isolated label, falling off between
-        clusters, where no cell reaches (the region the flow has emptied). A kernel is summed where
-        |M_j^{-1} v| < 6 (a factor e^{-36} beyond)."""
-        pos, ell = self.nodes(data)
-        frame = tangent_frame(pos)
-        M = self._cell_maps(pos, ell, frame)
-        Minv = np.linalg.pinv(M)
-        norms = _kernel_masses(M)
-        k = self.weights / np.where(norms > 0, norms, np.inf)
-        reach = np.minimum(6.0 * np.linalg.norm(M, ord=2, axis=(1, 2)), np.pi)          # geodesic radius
-        near = cKDTree(q).query_ball_point(pos, 2 * np.sin(reach / 2) + 1e-12)
-        j = np.repeat(np.arange(len(pos)), [len(i) for i in near])
-        i = np.concatenate([np.asarray(i, dtype=int) for i in near]) if j.size else np.zeros(0, dtype=int)
-        c = np.clip(np.einsum("pd,pd->p", q[i], pos[j]), -1.0, 1.0)
-        perp = q[i] - c[:, None] * pos[j]
-        norm = np.linalg.norm(perp, axis=-1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            v = perp * np.where(norm > 0, np.arccos(c) / norm, 0.0)[:, None]
-        t = np.stack([np.einsum("pd,pd->p", v, frame[0][j]), np.einsum("pd,pd->p", v, frame[1][j])], -1)
-        u = np.einsum("pab,pb->pa", Minv[j], t)
-        g = np.exp(-np.einsum("pa,pa->p", u, u)) * k[j]
-        return np.bincount(i, weights=g, minlength=len(q))
+    def resolves(self, data, tree=None):
+        """S^2: whether the labels resolve the density of this slice: at every label, log ρ over its 30
+        nearest labels spans less than `_SMOOTH` (then the density between them is the moving least-squares
+        fit, else the band-limited kernel density; module docstring)."""
+        pos, _ = self.nodes(data)
+        logr = np.log(np.maximum(self.node_density(data), np.finfo(float).tiny))
+        tree = cKDTree(pos) if tree is None else tree
+        near = logr[tree.query(pos, k=min(30, self.n))[1].reshape(self.n, -1)]
+        return bool(np.ptp(near, axis=1).max() < _SMOOTH)
 
     def mass(self, data):
         """Σ_j w_j: exact and constant in time (the masses ride on the labels)."""
@@ -397,7 +407,7 @@ class LagrangianNodes(Representation):
 
         The companion solves the same equation on a coarser quadrature, so this is an estimate of
         the companion's discretisation error, which bounds the fine one's while the method converges.
-        Exact on S^1 (`meanfield.wasserstein`); on S^2 the exact linear program while n·m <= 2.5e7,
+        Exact on S^1 (`meanfield.observables.wasserstein`); on S^2 the exact linear program while n·m <= 2.5e7,
         else the one between the measures merged on a fine grid (`method="merged"`) plus the merging
         cost (tiny once the labels sit in clusters).
         """
@@ -490,7 +500,7 @@ class LagrangianNodes(Representation):
         return {2: 1024, 3: max(8, int(round(np.sqrt(self.n / 8))))}
 
     def cell_means(self, data, grid):
-        """The mean density μ_t(cell)/σ(cell) over each cell of ``grid`` (`meanfield.gridded.CellGrid`);
+        """The mean density μ_t(cell)/σ(cell) over each cell of ``grid`` (`meanfield.spaces.gridded.CellGrid`);
         the masses of the labels are exact, so the grid's mass Σ ρ̄ σ(cell) is Σ_j w_j to round-off.
 
         * S^1: `cell_averages` (each label's mass spread evenly over the image of its cell).

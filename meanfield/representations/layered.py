@@ -1,7 +1,7 @@
 """Densities layered in the token position σ ∈ (0, 1]: the state of a causal (masked) run (docs/causal.md).
 
 One time slice is the data of M densities (each in a one-density representation ``base``: Fourier
-series on S^1, spherical harmonics on S^2) at the nodes s_i of a `meanfield.positions.PositionRule`
+series on S^1, spherical harmonics on S^2) at the nodes s_i of a `meanfield.transformer.positions.PositionRule`
 (axis 0). Between nodes a density is the degree-7 interpolant of its panel in σ (linear in the data).
 
 * ``evaluate(data, x, position=s)``, ``measure(data, position=s)``, ``mass``, ``energy``, ``power``: one
@@ -15,11 +15,43 @@ series on S^1, spherical harmonics on S^2) at the nodes s_i of a `meanfield.posi
 """
 import numpy as np
 
-from ..gridded import POSITION_ATTRS
-from ..positions import PositionRule
+from ..spaces.gridded import POSITION_ATTRS
+from ..transformer.positions import PositionRule
 from .base import Representation, lookup_representation
 from .lagrangian import LagrangianNodes
 from ..errors import InvalidInput
+
+
+def principal_plane(measure):
+    """(e_1, e_2): the two leading eigenvectors of A = Σ_i w_i m_i m_iᵀ + Σ_j w_j x_j x_jᵀ for a measure
+    (points, weights) Σ_j w_j δ_{x_j} on S^2 (a `JointMeasure`: its points at token positions, else one
+    position), m_i the mean of x
+    over the points of position i and w_i their weight: the plane in which the means of the positions turn
+    (a bump of degree 1 has no second moment beyond the uniform I/3) and the measure spreads most (two
+    antipodal clusters have no mean); the uniform part adds a multiple of the identity and moves no
+    eigenvector. Each vector has its largest component positive.
+
+    Examples
+    --------
+    >>> s = np.linspace(0.1, 1.0, 10)
+    >>> x = np.stack([np.cos(2 * s), np.sin(2 * s), np.zeros(10)], -1)       # a direction turning with s
+    >>> e1, e2 = principal_plane(JointMeasure(x, np.full(10, 0.1), s))
+    >>> round(abs(float(e1[2])) + abs(float(e2[2])), 12)
+    0.0
+    """
+    x, w = (np.asarray(a, dtype=float) for a in measure[:2])
+    positions = getattr(measure, "positions", None)
+    A = np.einsum("j,ja,jb->ab", w, x, x)
+    groups = np.zeros(len(w), dtype=int) if positions is None else np.unique(positions, return_inverse=True)[1]
+    mass = np.bincount(groups, weights=w)
+    sums = np.stack([np.bincount(groups, weights=w * x[:, k]) for k in range(x.shape[1])], -1)
+    seen = mass > 0
+    A += np.einsum("i,ia,ib->ab", 1.0 / mass[seen], sums[seen], sums[seen])     # Σ_i w_i m_i m_iᵀ
+    _, vectors = np.linalg.eigh(A)
+    out = []
+    for e in (vectors[:, -1], vectors[:, -2]):
+        out.append(e if e[np.argmax(np.abs(e))] > 0 else -e)
+    return tuple(out)
 
 
 class JointMeasure(tuple):
@@ -110,15 +142,17 @@ class LayeredDensity(Representation):
         """The x-marginal on the base's grid, as a DataArray."""
         return self.base.to_grid(self.marginal(data), n)
 
-    def position_map(self, data, n=256, position_count=129):
-        """(σ (P,), angle (n,), ρ (P, n)) on a grid of positions σ ∈ (0, 1] and angles: θ on S^1; on S^2
-        the angle α along the great circle x = (sin α, 0, cos α) through the poles."""
+    def position_map(self, data, n=256, position_count=129, plane=None):
+        """(σ (P,), angle (n,), ρ (P, n)) on a grid of positions σ ∈ (0, 1] and angles: θ on S^1; on S^2 the
+        angle α along the great circle x = cos α e_1 + sin α e_2 of ``plane`` = (e_1, e_2), by default
+        `principal_plane` of the joint measure (so that a bump that turns with σ stays on the picture)."""
         sigma = np.linspace(0, 1, int(position_count) + 1)[1:]
         angle = np.linspace(-np.pi, np.pi, int(n), endpoint=False)
         if self.dim == 2:
             x = np.stack([np.cos(angle), np.sin(angle)], -1)
         else:
-            x = np.stack([np.sin(angle), np.zeros_like(angle), np.cos(angle)], -1)
+            e1, e2 = principal_plane(self.measure(data)) if plane is None else plane
+            x = np.cos(angle)[:, None] * e1 + np.sin(angle)[:, None] * e2
         return sigma, angle, np.array([self.evaluate(data, x, position=s) for s in sigma])
 
     def embed(self, data_all, source):
@@ -149,7 +183,7 @@ class LayeredDensity(Representation):
         attrs = {f"base_{k}" if k == "representation" else k: v for k, v in base_attrs.items()}
         attrs.update({"representation": self.name, "positions": M, "position_bias": self.rule.lam,
                       "position_rule": "composite Gauss-Legendre in sigma, 8 nodes per panel, panels graded "
-                                       "towards sigma = 0 (meanfield.positions.PositionRule)"})
+                                       "towards sigma = 0 (meanfield.transformer.positions.PositionRule)"})
         return data_vars, coords, attrs
 
     @classmethod
@@ -180,7 +214,7 @@ class LayeredNodes(LayeredDensity):
 
     Parameters
     ----------
-    rule : `meanfield.positions.PositionRule`; labels (n, d), label_weights (n,) the quadrature q_j.
+    rule : `meanfield.transformer.positions.PositionRule`; labels (n, d), label_weights (n,) the quadrature q_j.
     rho0 : (M, n) ρ_0(s_i, y_j); companion : None or (labels (m, d), weights (m,), rho0 (M, m)).
     panels, cluster_tol, min_mass : as `LagrangianNodes`.
     """
@@ -333,4 +367,4 @@ class LayeredNodes(LayeredDensity):
         return rep, data
 
 
-__all__ = ["JointMeasure", "LayeredDensity", "LayeredNodes"]
+__all__ = ["JointMeasure", "LayeredDensity", "LayeredNodes", "principal_plane"]

@@ -12,10 +12,10 @@ i.e. σ_h is the normalised area (length) measure of the *discrete* surface (|Γ
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..energy import discrete_energy
-from ..quadrature import gauss_gegenbauer
+from ..observables.energy import discrete_energy
+from ..spaces.quadrature import gauss_gegenbauer
 from .base import Representation
-from ..gridded import ugrid_variables
+from ..spaces.gridded import ugrid_variables
 from ..errors import InvalidInput
 
 
@@ -160,7 +160,7 @@ class P1Field(Representation):
     def to_grid(self, data, n=None):
         """The nodal values ρ_i as a DataArray over the vertices, with their coordinates (S^2: lat/lon
         in degrees; S^1: θ in radians): the P1 field is its values at the vertices (``n`` is unused).
-        `Solution.save(grid=True)` adds the cells as a UGRID mesh (`meanfield.gridded`)."""
+        `Solution.save(grid=True)` adds the cells as a UGRID mesh (`meanfield.spaces.gridded`)."""
         import xarray as xr  # deferred: xarray is heavy
 
 

@@ -1,9 +1,9 @@
 """Weighted particles: positions (n, d) — or (B, n, d) for B independent realisations — and weights."""
 import numpy as np
 
-from ..energy import discrete_energy
+from ..observables.energy import discrete_energy
 from .base import Representation
-from ..gridded import bin_masses
+from ..spaces.gridded import bin_masses
 from ..errors import InvalidInput
 
 

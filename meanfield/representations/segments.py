@@ -20,7 +20,7 @@ of segment k are those of its own representation prefixed with ``segment<k>__``;
 """
 import numpy as np
 
-from ..gridded import TIME_ATTRS
+from ..spaces.gridded import TIME_ATTRS
 from .base import Representation, lookup_representation
 from ..errors import InvalidInput
 
@@ -56,7 +56,13 @@ class Segments(Representation):
     name = "segments"
 
     def resolution_label(self, data=None):
-        return " → ".join(r.resolution_label() for r in self.representations)
+        """The segments' labels joined by arrows, a last part that all share (", M = 16 positions") once."""
+        labels = [r.resolution_label() for r in self.representations]
+        cut = labels[0].rfind(", ")
+        tail = labels[0][cut:] if cut >= 0 else ""
+        if tail and all(label.endswith(tail) for label in labels):
+            return " → ".join(label[:-len(tail)] for label in labels) + tail
+        return " → ".join(labels)
 
     def __init__(self, representations, solvers=None):
         self.representations = tuple(representations)
@@ -136,7 +142,7 @@ class Segments(Representation):
 
     def embed(self, data_all, source):
         if source is not self:
-            raise InvalidInput("segmented data are joined by meanfield.solution.concat, not embedded.")
+            raise InvalidInput("segmented data are joined by meanfield.results.solution.concat, not embedded.")
         return data_all
 
     def split(self, sol):

@@ -7,7 +7,7 @@ the derivations are in the docstring of `solvers.stationary`).
 import numpy as np
 from scipy import optimize
 
-from meanfield.kernels import kernel_multipliers, velocity_multipliers
+from meanfield.transformer.kernels import kernel_multipliers, velocity_multipliers
 from meanfield.validation import check_beta, check_dim
 
 

@@ -9,7 +9,7 @@ from collections import namedtuple
 import numpy as np
 from scipy import linalg, optimize
 
-from meanfield.model import Model
+from meanfield.transformer.model import Model
 from meanfield.representations.gegenbauer import axis_vector
 from meanfield.validation import check_beta, check_dim, check_int, check_real
 

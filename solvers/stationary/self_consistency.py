@@ -8,7 +8,7 @@ import numpy as np
 from scipy import linalg, optimize
 
 from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
-from meanfield.model import Model
+from meanfield.transformer.model import Model
 from meanfield.representations.gegenbauer import axis_vector
 from meanfield.validation import check_int, check_points
 from ..bases import FourierBasis, SphericalHarmonicBasis

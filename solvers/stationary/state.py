@@ -8,7 +8,7 @@ import numpy as np
 from scipy import linalg
 
 from meanfield.errors import InvalidInput, UnderResolved
-from meanfield.kernels import velocity_multipliers
+from meanfield.transformer.kernels import velocity_multipliers
 from meanfield.representations import State
 from meanfield.representations.gegenbauer import GegenbauerSeries
 from ..bases import GegenbauerBasis, SphericalHarmonicBasis

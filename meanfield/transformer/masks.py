@@ -16,7 +16,7 @@ With no mask and λ = 0, D_j = Σ_k w_k = 1 and (USA) is the paper's (USA). A to
 no weight (D_j = 0: the first token under "causal-strict") does not move.
 
 The row factor e^{−λσ_j} cancels in both quotients, and the weight factorises into a row and a column
-term: the kernel sums (`meanfield.kernelsums`) take C(j) as ``ends`` (row j sums the columns
+term: the kernel sums (`meanfield.sums.kernelsums`) take C(j) as ``ends`` (row j sums the columns
 k < ends_j; positions in order make C(j) a prefix) and λ(σ_k − σ_j) as the ``bias`` of the exponent.
 """
 from dataclasses import dataclass
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import MASKS
-from .validation import check_vector
-from .errors import InvalidInput
+from ..validation import check_vector
+from ..errors import InvalidInput
 
 _BLOCK_EXPONENT = 30.0        # λΔσ within one block of the prefix sums (e^{±30}: no overflow, ~1e-14 rounding)
 
@@ -80,8 +80,10 @@ class TokenMask:
     """A causal mask with its position bias for n tokens in order, as the kernel sums take it.
 
     ``ends`` (n,) int64 (row j sums the columns k < ends_j), ``bias`` (λσ, λσ) or None for λ = 0 (the
-    exponent of (j, k) gains λσ_k − λσ_j), ``normaliser`` D_j = Σ_{k∈C(j)} w_k e^{−λ(σ_j−σ_k)} (n,),
-    ``silent`` the tokens with D_j = 0 (no interaction), ``includes_self`` whether k = j is in C(j)."""
+    exponent of (j, k) gains λσ_k − λσ_j), ``normaliser`` D_j = Σ_{k∈C(j)} w_k e^{−λ(σ_j−σ_k)} (n,) and
+    ``log_normaliser`` log D_j (finite where D_j underflows: under "causal-strict" with λ(σ_j − σ_{j−1}) >
+    745), ``silent`` the tokens with an empty C(j) of no weight (no interaction), ``includes_self``
+    whether k = j is in C(j)."""
 
     mask: str
     slope: float
@@ -91,6 +93,16 @@ class TokenMask:
     normaliser: np.ndarray
     silent: np.ndarray
     includes_self: bool
+    log_normaliser: np.ndarray
+
+    @property
+    def depth(self):
+        """min_j max_{k∈C(j)} −λ(σ_j − σ_k) over the tokens that see any (0 under "causal"): the bias of the
+        nearest visible token of the worst-placed row; below about −300 the sums take each row's own shift."""
+        seen = self.ends > 0
+        if self.slope == 0.0 or not seen.any():
+            return 0.0
+        return float(np.min(-self.slope * (self.positions[seen] - self.positions[self.ends[seen] - 1])))
 
 
 def token_mask(mask, slope, weights, positions=None):
@@ -102,11 +114,14 @@ def token_mask(mask, slope, weights, positions=None):
     ends = mask_ends(s, mask)
     prefix = decayed_prefix(w, s, slope)
     seen = ends > 0
-    D = np.zeros(n)
+    log_D = np.full(n, -np.inf)
     last = ends[seen] - 1
-    D[seen] = prefix[last] * np.exp(-slope * (s[seen] - s[last]))
+    with np.errstate(divide="ignore"):                  # a prefix of no weight: log 0 = −inf, silent
+        log_D[seen] = np.log(prefix[last]) - slope * (s[seen] - s[last])
+    with np.errstate(under="ignore"):                   # D_j below the smallest double: log D_j is kept
+        D = np.exp(log_D)
     bias = None if slope == 0.0 else (slope * s, slope * s)
-    return TokenMask(mask, float(slope), s, ends, bias, D, D <= 0.0, mask == "causal")
+    return TokenMask(mask, float(slope), s, ends, bias, D, ~np.isfinite(log_D), mask == "causal", log_D)
 
 
 def model_mask(model, weights, token_positions=None):

@@ -9,6 +9,8 @@ as `still`, which draws one frame: a frame of the movie is the still picture of 
 * densities on S^1: ρ(θ) on a logarithmic axis (cell means of the measure, so a cluster narrower
   than a cell keeps its mass); on S^2: an orthographic globe coloured by the density on a lat-lon
   grid (cell means, or point values of a spectral state, which resolves no narrower cluster anyway);
+* a layered (causal) density: ρ over the angle and the token position σ (`PositionMap`: θ on S^1, on
+  S^2 the great circle of the density's principal plane);
 * Lagrangian labels are drawn as a density (their exact one), a hand-over run as each segment;
 * ``compare=other``: two panels side by side, e.g. particles against the continuum, at the nearest
   saved time of ``other``.
@@ -26,9 +28,10 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from .plotting import model_label, pyplot, style
-from .representations import NoCellMeans
-from .representations.base import Representation
-from .errors import InvalidInput
+from ..representations import NoCellMeans
+from ..representations.base import Representation
+from ..representations.layered import principal_plane
+from ..errors import InvalidInput
 
 MAX_FRAMES = 200
 VIEW = np.array([np.cos(0.35) * np.cos(0.6), np.cos(0.35) * np.sin(0.6), np.sin(0.35)])   # direction of the eye
@@ -206,12 +209,45 @@ class GlobeDensity:
         self.image.set_data(self._pixels(_grid_density(self.sol, i, self.n)))
 
 
+class PositionMap:
+    """A layered (causal) density: ρ over (angle, token position σ), `LayeredDensity.position_map` (θ on S^1;
+    on S^2 the great circle of the principal plane of the last frame's joint measure, one plane for the
+    movie), log colour scale over the first and last frames."""
+
+    def __init__(self, ax, sol, trail, n=180, positions=64):
+        from matplotlib.colors import LogNorm  # deferred: matplotlib is heavy
+
+        self.sol, self.n, self.positions = sol, n, positions
+        last = len(sol.t) - 1
+        self.plane = principal_plane(sol.measure(last)) if sol.model.dim == 3 else None
+        sigma, angle, first = self._map(0)
+        top = max(float(first.max()), float(self._map(last)[2].max()))
+        self.norm = LogNorm(vmin=max(top * 1e-4, 1e-6), vmax=top)
+        self.mesh = ax.pcolormesh(angle, sigma, self._clipped(first), shading="nearest", norm=self.norm,
+                                  cmap="magma", rasterized=True)
+        ax.set_xlabel("θ" if self.plane is None else "α on the great circle of the principal plane")
+        ax.set_ylabel("token position σ")
+        ax.figure.colorbar(self.mesh, ax=ax, shrink=0.8, label="ρ(σ, ·)")
+
+    def _map(self, i):
+        return self.sol.representation.position_map(self.sol.data[int(i)], self.n, self.positions, plane=self.plane)
+
+    def _clipped(self, rho):
+        return np.clip(rho, self.norm.vmin, None)
+
+    def draw(self, i, previous):
+        self.mesh.set_array(self._clipped(self._map(i)[2]))
+
+
 def painter_for(sol):
-    """The class that draws ``sol`` (by what its representation is: a density or particles, S^1 or S^2)."""
+    """The class that draws ``sol`` (by what its representation is: a density or particles, S^1 or S^2; a
+    layered (causal) density as ρ over angle and token position, `PositionMap`)."""
     first = sol[0].representation
     dim = sol.model.dim
     if first.domain != "sphere" or dim not in (2, 3):
         raise InvalidInput(f"`sol`: movies draw runs on S^1 and S^2, got a run in {first.domain} of dim {dim}.")
+    if first.is_density and getattr(first, "layered", False):
+        return PositionMap
     if first.is_density:
         return CircleDensity if dim == 2 else GlobeDensity
     return CirclePoints if dim == 2 else GlobePoints

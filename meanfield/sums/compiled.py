@@ -230,7 +230,7 @@ def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attentio
     >= EXP_LOW without ``clamp``: the caller's shift); with
     ``attention`` = (w, v), w (m,), the values are [v·w_j y_j, w_j] (p = k + 1, v None for 1, the
     bits of `weighted`) and ``values`` is not read. counts (G, r) += #{j : ⟨x̃_i, ỹ_j⟩ >= threshold}
-    unless ``counts`` is None. One compiled pass without the GIL (`meanfield._fused`), the problems
+    unless ``counts`` is None. One compiled pass without the GIL (`meanfield.sums._fused`), the problems
     shared among ``threads`` of numba's threads; the columns are added in order, so a row's sums do
     not depend on how the rows are split among calls or threads. All arrays C-contiguous float64
     (counts int64). ``causal`` = (start, ra, cb): column j enters the rows i >= start[j] (int64 (m,),

@@ -28,7 +28,7 @@ The shift c keeps e^{β⟨x_i, M y_j⟩ − c_i} a normal float (docs/mathematic
   1/β), else running.
 
 Many small problems in d <= 3 (n <= ``FUSED_ROWS`` rows, shifts "none" and "fixed", at most 4 values:
-the particle steps of Figure 3) take instead one compiled pass, `meanfield._fused.exp_sums4`, when
+the particle steps of Figure 3) take instead one compiled pass, `meanfield.sums._fused.exp_sums4`, when
 numba is present: for each column it forms the inner products of a block of rows, their
 exponentials (a vectorised polynomial within 1 ulp of np.exp) and the sums, so that nothing of size
 n·m is stored, and the problems are shared among numba's (OpenMP) threads inside that one call,
@@ -53,11 +53,11 @@ import threading
 
 import numpy as np
 
-from .validation import check_beta, check_int, check_real
-from .threads import blas_single_threaded, check_threads, share_out
+from ..validation import check_beta, check_int, check_real
+from ..threads import blas_single_threaded, check_threads, share_out
 from . import compiled
 from .compiled import add_row_counts
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 NO_SHIFT_MAX = 300.0          # |β⟨x, M y⟩| below this: e^L is a normal float without a shift
 EXP_FLOOR = -700.0            # shifted exponents are clamped here when they can be lower (e^-700 ~ 1e-304)
@@ -118,15 +118,19 @@ def shift_kind(beta, x, y, M=None, shift="auto", unit=False):
 
 def _shift(beta, x, y, M, shift, unit, bias=(0.0, 0.0)):
     """`shift_kind` and a bound on the largest shifted exponent; ``bias`` bounds (lo, hi) of the
-    position bias b_j − a_i added to the exponents."""
+    position bias b_j − a_i added to the exponents, and optionally the smallest over the rows of the
+    row's largest bias (a row whose every term is far below 1, as under "causal-strict" with a steep
+    ALiBi slope, takes the running shift, so that its terms are not clamped to one floor)."""
     if shift not in SHIFTS:
         raise InvalidInput(f"`shift` must be one of {SHIFTS}, got {shift!r}.")
     scale, deviation = _extent(beta, x, y, M, unit)
-    lo, hi = bias
+    lo, hi, top = bias if len(bias) == 3 else (*bias, 0.0)
     kind = shift
     if shift == "auto":
         fits = M is None and beta > 0 and beta * deviation <= 1.0    # β < 0: rows far from e^{|β|}: running
         kind = "none" if scale + max(hi, 0.0) <= NO_SHIFT_MAX else "fixed" if fits else "running"
+        if top < -NO_SHIFT_MAX:     # some row's every term carries a tiny bias: each row its own shift
+            kind = "running"
     lowest = {"none": -scale + lo, "fixed": -scale - abs(beta) + lo, "running": -2 * scale + lo - hi}[kind]
     highest = {"none": scale + hi, "fixed": scale - abs(beta) + hi, "running": 0.0}[kind]
     return kind, lowest < EXP_FLOOR, highest
@@ -206,7 +210,7 @@ def attention_sums(x, y, w, beta, *, v=None, M=None, shift="auto", chunk=512, th
     the denominators Σ_j w_j e^{β⟨x_i, M y_j⟩ − c_i} [v y_j, 1] of (2.3) for V = v·I (docs/mathematics.md
     §2), ``v`` None for 1. ``w`` (m,) weights of the columns. Same returns as `kernel_sums`; the
     values are formed inside the fused pass when it applies (d <= 3), else by
-    `meanfield.compiled.weighted`, with the same bits."""
+    `meanfield.sums.compiled.weighted`, with the same bits."""
     w = np.ascontiguousarray(w, dtype=float)
     if w.ndim != 1 or w.shape[0] != np.shape(y)[-2]:
         raise InvalidInput(f"`w` must have shape (m,) with m = {np.shape(y)[-2]} (the points y), got {w.shape}.")
@@ -219,7 +223,7 @@ class Causal:
 
     def __init__(self, ends, bias, n, m):
         self.ends = self.a = self.b = None
-        self.lo = self.hi = 0.0
+        self.lo = self.hi = self.top = 0.0
         if ends is not None:
             e = np.asarray(ends)
             if (e.shape != (n,) or not np.issubdtype(e.dtype, np.integer) or (n and (e[0] < 0 or e[-1] > m))
@@ -239,11 +243,12 @@ class Causal:
             if n and m:
                 self.lo = float(b.min() - a.max())
                 if self.ends is None:
-                    self.hi = float(b.max() - a.min())
-                else:                                   # the largest b_j − a_i over j < ends[i]
+                    self.hi, self.top = float(b.max() - a.min()), float(b.max() - a.max())
+                else:                                   # the largest b_j − a_i over j < ends[i], per row
                     seen = self.ends > 0
                     top = np.maximum.accumulate(b)[self.ends[seen] - 1] - a[seen]
                     self.hi = float(top.max()) if top.size else 0.0
+                    self.top = float(top.min()) if top.size else 0.0
 
     @property
     def active(self):
@@ -273,7 +278,7 @@ def _sums(x, y, values, attention, beta, M, shift, chunk, threads, count_at, uni
         if causal.ends is not None:
             raise InvalidInput("`count_at` counts every column; with `ends` (a causal mask) count with `gram_counts`.")
         count_at = check_real(count_at, "count_at")
-    kind, clamp, highest = _shift(beta, x, y, M, shift, unit, (causal.lo, causal.hi))
+    kind, clamp, highest = _shift(beta, x, y, M, shift, unit, (causal.lo, causal.hi, causal.top))
     xq = x if M is None else x @ M                      # row i: (M^T x_i)^T, so xq_i · y_j = ⟨x_i, M y_j⟩
     threshold = None
     if count_at is not None and beta > 0:         # β <= 0: the exponents do not order ⟨x_i, M y_j⟩ upwards
@@ -432,7 +437,7 @@ def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=Non
     """The sums (S, None, counts or None) of `kernel_sums` for the shifts "none" and "fixed" (exponents
     ⟨x̃_i, ỹ_j⟩ with x̃_i = [scale·xq_i, last[0]], ỹ_j = [y_j, last[1]]), or, with ``values`` None, the
     counts (None, None, counts) of `gram_counts`, by the fused compiled pass
-    (`meanfield.compiled.exp_sums4`): one call, its problems shared among numba's threads, forms
+    (`meanfield.sums.compiled.exp_sums4`): one call, its problems shared among numba's threads, forms
     the inner products, the counts, the exponentials (a vectorised polynomial within 1 ulp of
     np.exp) and the sums together, column by column; with ``attention`` = (w, v) the values
     [v w_j y_j, w_j] are formed there too, and ``causal`` (a `Causal`) limits the rows of each
@@ -512,7 +517,8 @@ def _tile(xq, yt, values, kind, clamp, cols, threshold, S, c, counts, ends=None)
             L -= c[..., None]
         if clamp:
             np.maximum(L, EXP_FLOOR, out=L)
-        np.exp(L, out=L)
+        with np.errstate(over="ignore"):      # only columns a row does not see (b_j > a_i) overflow: set to 0 below
+            np.exp(L, out=L)
         if cut is not None:
             np.copyto(Lcut, 0.0, where=cut)
         if a == 0:

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial import SphericalVoronoi
 
-from .geodesic import geodesic_distance, merge_on_grid
-from .threads import check_threads, share_out
-from .validation import check_callable, check_measure
-from .errors import InvalidInput
+from ..spaces.geodesic import geodesic_distance, merge_on_grid
+from ..threads import check_threads, share_out
+from ..validation import check_callable, check_measure
+from ..errors import InvalidInput
 
 MERGE = 1e-9                # atoms closer than this (radians) are merged before the Voronoi diagram
 LEAF_ATOMS = 8              # the quadtree's leaves hold about this many atoms
@@ -210,7 +210,7 @@ def _cell_integrals(x, fans, density, threads=1, chunk=1 << 16):
 
 
 def _voronoi_ready(x, w):
-    """The atoms with those closer than `MERGE` merged (`meanfield.geodesic.merge_on_grid`, the
+    """The atoms with those closer than `MERGE` merged (`meanfield.spaces.geodesic.merge_on_grid`, the
     spacing grown tenfold until the Voronoi diagram accepts them), and the cost of the moves."""
     spacing = MERGE
     while True:

@@ -1,11 +1,11 @@
 """Interaction energy E_β (3.5) for discrete measures, harmonic spectra and solutions (docs/mathematics.md §4)."""
 import numpy as np
 
-from .validation import check_beta, check_dim, check_measure
-from .kernels import kernel_multipliers, velocity_multipliers
-from .kernelsums import kernel_energy
-from .spectralsums import spectral_energy
-from .errors import InvalidInput
+from ..validation import check_beta, check_dim, check_measure
+from ..transformer.kernels import kernel_multipliers, velocity_multipliers
+from ..sums.kernelsums import kernel_energy
+from ..sums.spectralsums import spectral_energy
+from ..errors import InvalidInput
 
 _CHUNK = 1024      # block size of the double sums (benchmarks/bench_kernelsums.py: fastest of 1024/2048/4096)
 LARGE_CLOUD = 4096
@@ -15,10 +15,10 @@ def discrete_energy(beta, x, w, chunk=_CHUNK, scaled=False):
     """(1/2β) Σ_ij w_i w_j e^{β⟨x_i,x_j⟩} (3.5), times e^{−|β|} if ``scaled``, with β = 0 → ½|Σ w_i x_i|².
 
     x (n, d) or (..., n, d) for a batch of measures (then an array of energies); the double sum is
-    `meanfield.kernelsums.kernel_energy` (blocks of ``chunk``², the fixed shift e^{β⟨x_i,x_j⟩−|β|} ∈
+    `meanfield.sums.kernelsums.kernel_energy` (blocks of ``chunk``², the fixed shift e^{β⟨x_i,x_j⟩−|β|} ∈
     [e^{−2|β|}, 1]; docs/mathematics.md §11.1). On S^1 and S^2, for more than LARGE_CLOUD =
     4096 points and 0 < β <= 100, it is Σ_l ã_l |μ̂_l|² from one adjoint nonuniform transform instead
-    (`meanfield.spectralsums.spectral_energy`, O(n), relative error below 1e-12; not for β < 0, where the
+    (`meanfield.sums.spectralsums.spectral_energy`, O(n), relative error below 1e-12; not for β < 0, where the
     sum can be as small as e^{−2|β|} and the transform's error is absolute).
     """
     if beta == 0.0:
@@ -129,7 +129,7 @@ def interaction_energy(beta, measure, scaled=False):
 
     Notes
     -----
-    O(n²) work in blocks of 1024 × 1024 (`meanfield.kernelsums`), O(n + 1024²) memory. At β = 0 the library reports
+    O(n²) work in blocks of 1024 × 1024 (`meanfield.sums.kernelsums`), O(n + 1024²) memory. At β = 0 the library reports
     E_0[μ] = ½‖∫x dμ‖², the limit of E_β − 1/(2β) (docs/mathematics.md §4). For β > 0 the uniform measure gives
     a_0/(2β) (the minimum) and a Dirac mass e^β/(2β) (the maximum), Proposition 3.4; for β < 0 a Dirac mass
     is still the maximum and a balanced antipodal pair ½(δ_x + δ_{−x}) gives the minimum cosh β/(2β)

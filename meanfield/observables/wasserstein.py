@@ -26,11 +26,11 @@ import ducc0.nufft as nufft
 from scipy.optimize import minimize_scalar
 from scipy.spatial import cKDTree
 
-from .geodesic import geodesic_distance, merge_on_grid
-from .validation import check_int, check_measure, check_real
-from .quadrature import sphere_quadrature
+from ..spaces.geodesic import geodesic_distance, merge_on_grid
+from ..validation import check_int, check_measure, check_real
+from ..spaces.quadrature import sphere_quadrature
 from .w1bracket import w1_bracket
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 EXACT_MAX_SIZE = 25_000_000
 SMALL_CIRCLE = 10_000       # circle_w1_to_density: up to this many atoms Φ(c) is also minimised exactly
@@ -237,7 +237,7 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
         ``method="bracket"`` (S^2, p = 1), ``b`` may also be a σ-relative density callable.
     p : float >= 1
     method : "auto", "exact", "merged", "sinkhorn", "binned", "sliced" or "bracket"
-        "bracket" (S^2, p = 1): a `meanfield.w1bracket.W1Bracket`, lower <= W1 <= upper, certified,
+        "bracket" (S^2, p = 1): a `meanfield.observables.w1bracket.W1Bracket`, lower <= W1 <= upper, certified,
         in O(n log n) for clouds of any size against a density or another cloud (docs/wasserstein.md).
         On S^1 the distance is always exact (this argument is ignored). On S^{d-1}, d >= 3, "auto"
         means "exact" up to n·m = `EXACT_MAX_SIZE` and raises beyond, asking for a method.

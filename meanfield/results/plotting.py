@@ -23,15 +23,17 @@ The panels:
 import contextlib
 import math
 import os
+import textwrap
 
 import numpy as np
 
-from .diagnostics import follow_clusters
-from .energy import dirac_energy, energy_bounds, uniform_energy
-from .errors import InvalidInput, NoCellMeans
-from .gridded import cell_grid_of
-from .kernels import fastest_mode
-from .model import Model
+from ..observables.diagnostics import follow_clusters
+from ..observables.energy import dirac_energy, energy_bounds, uniform_energy
+from ..errors import InvalidInput, NoCellMeans
+from ..spaces.gridded import cell_grid_of
+from ..transformer.kernels import fastest_mode
+from ..transformer.model import Model
+from ..representations.layered import principal_plane
 
 SCALES = ("auto", "linear", "log", "perturbation")
 
@@ -125,8 +127,32 @@ def run_title(sol, t_end=None):
 
 
 def suptitle(fig, text, stopped=False):
-    """The figure title in the library's style (red when the run stopped early)."""
-    return fig.suptitle(text, color=_STOP_COLOUR if stopped else "k", fontsize="large")
+    """The figure title in the library's style (red when the run stopped early), a line wider than the
+    figure wrapped at the words (`fit_to_width`), so that a long title is not clipped at both ends."""
+    return fit_to_width(fig.suptitle(text, color=_STOP_COLOUR if stopped else "k", fontsize="large"), fig)
+
+
+def fit_to_width(artist, fig, fill=0.96):
+    """Wrap each line of the Text ``artist`` that is wider than ``fill`` of the figure at the words, to as
+    many characters as fit (measured with the figure's renderer; 0.6 em a character where there is none).
+    Lines that fit are left as they are. Returns the artist."""
+    lines = artist.get_text().splitlines()
+    room = fill * fig.bbox.width
+    try:
+        renderer = fig.canvas.get_renderer()
+    except AttributeError:
+        renderer = None
+    out = []
+    for line in lines:
+        if renderer is not None:
+            artist.set_text(line)
+            width = artist.get_window_extent(renderer).width
+        else:
+            width = len(line) * 0.6 * artist.get_fontsize() * fig.dpi / 72
+        chars = max(20, int(len(line) * room / width)) if width > room else 0
+        out.append(textwrap.fill(line, chars, break_long_words=False, break_on_hyphens=False) if chars else line)
+    artist.set_text("\n".join(out))
+    return artist
 
 
 def _requested_end(sol, t_end):
@@ -381,7 +407,7 @@ def _zonal_law_panel(ax, sol, scale="auto", t_end=None, fig=None):
 
 def cluster_marks(sol, i):
     """(masses (k,), centres (k, d)) of the clusters at saved index ``i``, heaviest first: the cluster
-    tracking of `meanfield.diagnostics.follow_clusters` at that time (masses as fractions of the
+    tracking of `meanfield.observables.diagnostics.follow_clusters` at that time (masses as fractions of the
     total). Empty when the state is not separated into clusters or has more than MAX_MARKED."""
     traj = follow_clusters(sol[i])
     none = np.empty(0), np.empty((0, sol.model.dim))
@@ -412,9 +438,9 @@ def mark_clusters(ax, sol, i, place, colour="w"):
     near = np.triu(centres @ centres.T > np.cos(0.2), 1).sum(axis=0)
     if xy.shape[1] == 3:
         ax.scatter(*xy.T, marker="v", s=40, c=colour, edgecolors=outline, depthshade=False, label=label)
-        for m, p, k in zip(masses, xy, near):
-            ax.text(*(1.15 * p - [0.0, 0.0, 0.3 * k]), f"{m:.3g}", color=colour, fontsize="small", ha="center",
-                    path_effects=halo)
+        for m, p, k in zip(masses, xy, near):      # a white box over the trajectories, drawn last
+            ax.text(*(1.15 * p - [0.0, 0.0, 0.3 * k]), f"{m:.3g}", color="k", fontsize="small", ha="center",
+                    zorder=10, bbox=dict(facecolor="white", edgecolor=colour, alpha=0.9, pad=1.5))
         return masses
     ax.plot(*xy.T, ls="none", marker="v", ms=7, color=colour, mec=outline, label=label, clip_on=False)
     low, high = ax.get_xlim()
@@ -468,12 +494,20 @@ def sphere_maps(fig, specs, cbar_spec, sol, idx, scale="auto", nlat=90):
 
 def position_maps(fig, specs, cbar_spec, sol, idx, scale="auto"):
     """ρ over (angle, token position σ) of a layered (causal) run at the saved indices ``idx``
-    (`meanfield.representations.layered.LayeredDensity.position_map`: θ on S^1, on S^2 the angle along
-    the great circle x = (sin α, 0, cos α)), one colour scale for all, the colour bar in ``cbar_spec``."""
+    (`meanfield.representations.layered.LayeredDensity.position_map`: θ on S^1; on S^2 the angle α along
+    the great circle of the principal plane (e_1, e_2) of the joint measure at the last index shown, one
+    plane for all panels), one colour scale for all, the colour bar in ``cbar_spec``."""
     rep = sol.representation
-    maps = [rep.position_map(sol.data[i]) for i in idx]
+    plane = None
+    if rep.dim == 3:
+        plane = principal_plane(sol.measure(int(idx[-1])))
+    maps = [rep.position_map(sol.data[i], plane=plane) for i in idx]
     drawn, norm, cmap, label, ticks = colour_scale(np.array([m[2] for m in maps]), scale)
-    angle = r"$\theta$" if rep.dim == 2 else r"$\alpha$ on the great circle $x_2 = 0$"
+    angle = r"$\theta$"
+    if rep.dim == 3:
+        angle = r"$\alpha$ on the great circle of $(e_1, e_2)$"
+        label += (r"; $x = \cos\alpha\, e_1 + \sin\alpha\, e_2$ in the principal plane of the density, "
+                  f"e₁ = {_vector(plane[0])}, e₂ = {_vector(plane[1])}")
     axes = []
     for spec, i, (sigma, theta, _), r in zip(specs, idx, maps, drawn):
         ax = fig.add_subplot(spec)
@@ -484,6 +518,11 @@ def position_maps(fig, specs, cbar_spec, sol, idx, scale="auto"):
         axes.append(ax)
     fig.colorbar(mesh, cax=fig.add_subplot(cbar_spec), orientation="horizontal", label=label, ticks=ticks)
     return axes
+
+
+def _vector(e):
+    """A unit vector as "(0.71, -0.71, 0)" (two decimals, 0 for |e_k| < 0.005)."""
+    return "(" + ", ".join(f"{v:.2f}" if abs(v) >= 0.005 else "0" for v in e) + ")"
 
 
 def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
@@ -539,7 +578,15 @@ def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
         ax.set_ylim(*_time_limits(sol))
         ax.set_title(f"particles on $S^1${which}")
         mark_stop(ax, sol, t_end, axis="y")
-        ax.legend(loc="upper right", fontsize="small", markerscale=6)
+        # below the panel, off the θ axis, each marker at its own size but the particles' dots (ms 1.5)
+        from matplotlib.transforms import offset_copy  # deferred: matplotlib is heavy
+
+        below = offset_copy(ax.transAxes, fig=ax.figure, y=-30, units="points")       # under the θ label
+        leg = ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, fontsize="small",
+                        frameon=False)
+        for handle in leg.legend_handles:
+            if getattr(handle, "get_marker", lambda: None)() == ".":
+                handle.set_markersize(6)
         return ax
     # d >= 4: the Gram entries i < j; the diagonal ⟨x_i, x_i⟩ = 1 is not drawn
     sub = x[:, :min(n, 400)]
@@ -611,7 +658,7 @@ def energy_references(beta, dim):
     """[(value, colour, line style, name)] of the reference energies drawn beside E_β(t)
     (docs/mathematics.md §4, docs/negative-beta.md): β > 0, the uniform minimum a_0/2β and the Dirac
     maximum e^β/2β (Proposition 3.4); β < 0, the uniform state a_0/2β (a saddle there), the minimum
-    cosh β/2β of a balanced antipodal pair and the Dirac maximum e^β/2β (`meanfield.energy.energy_bounds`)."""
+    cosh β/2β of a balanced antipodal pair and the Dirac maximum e^β/2β (`meanfield.observables.energy.energy_bounds`)."""
     if beta == 0:           # E_0 = ½‖∫x dμ‖²
         return [(0.0, "C2", "--", "uniform minimum"), (0.5, "C3", ":", "Dirac maximum")]
     dirac = (dirac_energy(beta), "C3", ":", "Dirac maximum $e^\\beta/2\\beta$")
@@ -798,7 +845,7 @@ def plot_staircase(stairs):
     """E_β (3.5) against log t for n = 5 particles at β = 4 on S^1, one line per seed, the plateaus of
     the first shaded and labelled with their cluster counts (Geshkovski, Koubbi, Polyanskiy, Rigollet
     (2024)). ``stairs``: dicts with ``t``, ``energy``, ``seed`` and ``plateaus`` [{start, end, energy,
-    clusters}] (`meanfield.diagnostics.energy_plateaus`)."""
+    clusters}] (`meanfield.observables.diagnostics.energy_plateaus`)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     for j, r in enumerate(stairs):

@@ -12,16 +12,16 @@
 * zonal densities ρ(x) = f(⟨x, e⟩) in any d (`sample_zonal`): s = ⟨x, e⟩ from its exact 1-D law, at
   the quantiles (j + ½)/n (``"stratified"``; ``"quasi"`` for d >= 4) or iid, then
   x = s e + sqrt(1 − s²) u with u uniform on the sphere of e^⊥: the law of s is matched to O(1/n)
-  in W1 whatever d (compare with `meanfield.wasserstein.w1_marginal`).
+  in W1 whatever d (compare with `meanfield.observables.wasserstein.w1_marginal`).
 """
 import numpy as np
 
-from .validation import check_callable, check_dim, check_int
-from .masks import token_positions
-from .positions import takes_position
+from ..validation import check_callable, check_dim, check_int
+from ..transformer.masks import token_positions
+from ..transformer.positions import takes_position
 from .densities import Uniform, VonMisesFisher, zonal_profile
-from .quadrature import circle_points, sphere_quadrature, trapezoid
-from .errors import InvalidInput
+from ..spaces.quadrature import circle_points, sphere_quadrature, trapezoid
+from ..errors import InvalidInput
 
 
 def uniform_points(n, dim, rng=None):
@@ -98,7 +98,7 @@ def sample(density, n, dim, rng=None, method="iid"):
     Parameters
     ----------
     density : callable f(x) -> values
-        A σ-relative density (e.g. from `meanfield.densities`).
+        A σ-relative density (e.g. from `meanfield.measures.densities`).
     n : int >= 1
         Number of points.
     dim : int >= 2
@@ -107,7 +107,7 @@ def sample(density, n, dim, rng=None, method="iid"):
         Seed for ``method="iid"``.
     method : "iid", "quasi", "quantile" or "stratified"
         See the module docstring for each method's W1 rate. For a density known to be zonal
-        (`meanfield.densities.zonal_profile`: `zonal`, von Mises–Fisher, uniform) in dim >= 4,
+        (`meanfield.measures.densities.zonal_profile`: `zonal`, von Mises–Fisher, uniform) in dim >= 4,
         "iid" and "quasi" use the exact law of s = ⟨x, e⟩ (`sample_zonal`); "stratified" does so in
         any dim.
 
@@ -155,7 +155,7 @@ def sample(density, n, dim, rng=None, method="iid"):
         if known is not None:
             return sample_zonal(known[0], n, dim, known[1], rng, "iid" if method == "iid" else "stratified")
         if method == "stratified":
-            raise InvalidInput("`method`='stratified' needs a density known to be zonal (meanfield.densities.zonal, "
+            raise InvalidInput("`method`='stratified' needs a density known to be zonal (meanfield.measures.densities.zonal, "
                              "von_mises_fisher or uniform).")
     if method == "iid":
         x = _iid(density, n, dim, np.random.default_rng(rng))

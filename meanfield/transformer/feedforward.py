@@ -15,7 +15,7 @@ the value, the Jacobian and this divergence, used by the particles and by every 
 """
 import numpy as np
 from scipy.special import erf
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 _SQRT2 = np.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)

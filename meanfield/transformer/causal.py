@@ -28,8 +28,8 @@ from scipy import integrate, special
 
 from .kernels import kernel_multipliers, laplacian_eigenvalues, linear_growth_rates
 from .positions import position_kernel
-from .validation import check_int, check_real
-from .errors import InvalidInput
+from ..validation import check_int, check_real
+from ..errors import InvalidInput
 
 SIGNAL_M = 8          # the kinetic paper's signal width M in ω_{n,M}
 SIGNAL_MODES = 20     # its n_max
@@ -109,7 +109,7 @@ def psi(c, y):
 
 def rate(model, degree):
     """(a, μ): the interaction rate a = v·l(l+d−2)·a_l/β ((USA); divided by a_0 for (SA)) of a degree-l
-    perturbation (`meanfield.kernels.linear_growth_rates` without its noise), and μ = ν·l(l+d−2).
+    perturbation (`meanfield.transformer.kernels.linear_growth_rates` without its noise), and μ = ν·l(l+d−2).
 
     Parameters
     ----------

@@ -6,18 +6,19 @@ same signature works too. Every density here integrates to exactly 1 against σ.
 import pathlib
 
 import numpy as np
-from scipy.special import assoc_legendre_p, eval_chebyt, eval_gegenbauer, gammaln
+from scipy.special import eval_chebyt, eval_gegenbauer
 
-from .validation import (MASS_RTOL, NORMALIZE_POINTS, check_density_values, check_int, check_points, check_real,
+from ..validation import (MASS_RTOL, NORMALIZE_POINTS, check_density_values, check_int, check_points, check_real,
                          check_weights)
-from .kernels import harmonic_dimension, kernel_multipliers
-from .quadrature import fibonacci, gauss_legendre_grid, trapezoid
-from .gridded import circle_cells, sphere_cells, time_values
-from .model import Model
-from .representations import State, from_dataset
-from .representations.harmonics import (PYSHTOOLS_CSPHASE, PYSHTOOLS_NORMALIZATION, SphericalHarmonicSeries,
+from ..transformer.kernels import harmonic_dimension, kernel_multipliers
+from ..spaces.quadrature import fibonacci, gauss_legendre_grid, trapezoid
+from ..spaces.harmonics import real_sh   # re-exported: mf.densities.real_sh
+from ..spaces.gridded import circle_cells, sphere_cells, time_values
+from ..transformer.model import Model
+from ..representations import State, from_dataset
+from ..representations.harmonics import (PYSHTOOLS_CSPHASE, PYSHTOOLS_NORMALIZATION, SphericalHarmonicSeries,
                                         pyshtools_ducc, real_to_alm, synthesis_points)
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 
 class Density:
@@ -159,7 +160,7 @@ def mixture(components, weights=None):
     Parameters
     ----------
     components : list of density callables
-        The densities ρ_k, each ``f(x)`` on points of shape (..., d) (of `meanfield.densities` or the
+        The densities ρ_k, each ``f(x)`` on points of shape (..., d) (of `meanfield.measures.densities` or the
         user's own), on the same sphere.
     weights : (K,) array, optional
         The weights w_k, non-negative and summing to 1 (default: equal weights 1/K).
@@ -189,26 +190,6 @@ def mixture(components, weights=None):
     1.0
     """
     return Mixture(components, weights)
-
-
-def real_sh(l, m, x):
-    """Real spherical harmonic of degree l, order m on S^2, orthonormal in L²(σ) ('4π' normalisation).
-
-    m > 0: sqrt(2)·N P_l^m(cos θ) cos(mφ); m < 0: sqrt(2)·N P_l^|m|(cos θ) sin(|m|φ); m = 0: N P_l.
-    No Condon–Shortley phase (pyshtools csphase=1 convention).
-    """
-
-    z = np.clip(x[..., 2], -1.0, 1.0)
-    phi = np.arctan2(x[..., 1], x[..., 0])
-    am = abs(m)
-    p = np.asarray(assoc_legendre_p(l, am, z, norm=False))[0]
-    # remove the Condon-Shortley phase (-1)^m that scipy includes
-    p = p * (-1.0) ** am
-    norm = np.sqrt((2 * l + 1) * np.exp(gammaln(l - am + 1) - gammaln(l + am + 1)))
-    if m == 0:
-        return norm * p
-    trig = np.cos(am * phi) if m > 0 else np.sin(am * phi)
-    return np.sqrt(2.0) * norm * p * trig
 
 
 def _zonal_harmonic(l, dim, t):
@@ -495,9 +476,9 @@ def on_grid(values, normalize=False):
     """A density given by its values on a documented grid; every solver accepts it as ``initial``.
 
     * S^1: ``values`` of shape (n,) at the midpoints θ_j = 2π(j + ½)/n, x_j = (cos θ_j, sin θ_j)
-      (`meanfield.quadrature.trapezoid(n)`); mass Σ_j values_j / n.
+      (`meanfield.spaces.quadrature.trapezoid(n)`); mass Σ_j values_j / n.
     * S^2: ``values`` of shape (ntheta, nphi) on the Gauss–Legendre grid
-      `meanfield.quadrature.gauss_legendre_grid(ntheta, nphi)` (rings θ_i from north to south with
+      `meanfield.spaces.quadrature.gauss_legendre_grid(ntheta, nphi)` (rings θ_i from north to south with
       cos θ_i the Gauss–Legendre nodes, φ_k = 2πk/nphi); mass Σ w_ik values_ik with its weights.
 
     `solvers.FourierCircle` and `solvers.SphericalHarmonics` take the exact discrete transform of
@@ -813,7 +794,7 @@ class LayeredStateDensity(StateDensity):
 
 
 class CellMeans(Density):
-    """A density on S^2 with given mean values on the cells of `meanfield.gridded.sphere_cells` (n
+    """A density on S^2 with given mean values on the cells of `meanfield.spaces.gridded.sphere_cells` (n
     latitude bands of equal angle × 2n longitude cells), as `Solution.save(grid=True)` writes them.
 
     Since dσ = dz dλ/4π (z = sin(latitude), λ the longitude; Archimedes), ρ = 4π ∂_z∂_λ M with M(z, λ) the
@@ -929,7 +910,7 @@ def grid_from_file(path):
 
     - Point values (``save(grid="points")``), on the grids of `on_grid` (midpoints θ_j = 2π(j + ½)/n
       on S^1, the Gauss–Legendre grid on S^2): `on_grid` of them.
-    - S^1 cell means on n equal cells (`meanfield.gridded.circle_cells`): the mean of e^{ikθ} over a
+    - S^1 cell means on n equal cells (`meanfield.spaces.gridded.circle_cells`): the mean of e^{ikθ} over a
       cell of width h = 2π/n about θ_j is e^{ikθ_j}·sinc(kh/2), so the discrete Fourier coefficients
       of the means, divided by sin(πk/n)/(πk/n), are those of the density's values at the midpoints,
       |k| <= n/2 (docs/mathematics.md §2 for the c_k): the result is `on_grid` of these midpoint values, exact
@@ -937,7 +918,7 @@ def grid_from_file(path):
       starts from its exact coefficients c_k, k < n/2); otherwise it is that band-limited
       reconstruction, with the file's mass. A reconstruction that is negative somewhere (the cells do
       not resolve the density, e.g. clusters) is refused.
-    - S^2 cell means on `meanfield.gridded.sphere_cells` (n latitude bands × 2n longitudes, area
+    - S^2 cell means on `meanfield.spaces.gridded.sphere_cells` (n latitude bands × 2n longitudes, area
       weighted): there is no exact inverse from finitely many cell means; the result is `CellMeans`,
       a continuous non-negative density whose cell means (so whose mass) are the file's to
       round-off, with point error O(h²) (O(h) in the polar bands), h = π/n. Its derivative jumps at
@@ -975,7 +956,7 @@ def density_from_grid(path, grid, bounds):
     if means:
         cells = circle_cells(values.size) if dims == ("theta",) else sphere_cells(values.shape[0])
         expected = cells.centres if values.shape == cells.shape else None
-        what = "the cells of meanfield.gridded." + ("circle_cells(n)" if dims == ("theta",) else
+        what = "the cells of meanfield.spaces.gridded." + ("circle_cells(n)" if dims == ("theta",) else
                                                     "sphere_cells(n): n equal-angle latitude bands x 2n longitudes")
     elif dims == ("theta",):
         expected = {"theta": trapezoid(values.size).angles}
@@ -1037,7 +1018,7 @@ def from_pyshtools(coeffs, kind="coefficients", nthreads=1):
     ``kind="coefficients"`` (default) returns the array ``clm`` of shape (2, lmax+1, lmax+1) that
     `solvers.SphericalHarmonics` takes as ``initial`` (lmax <= the solver's; exact, no projection);
     ``kind="density"`` returns the density callable ρ(x) = Σ clm Y_lm(x)
-    (`meanfield.densities.HarmonicSeries`) for every solver on S^2. The solvers check that ρ is
+    (`meanfield.measures.densities.HarmonicSeries`) for every solver on S^2. The solvers check that ρ is
     non-negative with mass ∫ρ dσ = clm[0, 0, 0] = 1 (or pass ``normalize=True``).
 
     Parameters
@@ -1102,12 +1083,12 @@ def from_file(path):
     """The initial density stored in a NetCDF file written by `Solution.save`.
 
     * A saved Solution (any PDE solver, with or without ``grid=True``): the density of its last saved
-      state (`meanfield.densities.StateDensity`, evaluated from the stored coefficients or nodes, not
+      state (`meanfield.measures.densities.StateDensity`, evaluated from the stored coefficients or nodes, not
       from a grid). A layered (causal) state gives `LayeredStateDensity`: ``f(x, s)`` at each token
       position, ``f(x)`` the x-marginal. A run that starts from it starts at t = 0; to continue the saved run instead, pass
       the Solution (or its path) to ``solve``.
     * A file holding only the CF grid variable ``density`` (cell means or point values):
-      `meanfield.densities.grid_from_file`, which says what is exact.
+      `meanfield.measures.densities.grid_from_file`, which says what is exact.
 
     * A copy that kept only the grid (e.g. ``ds[["density"]].to_netcdf(...)`` with xarray, coordinates,
       time and global attributes included) is such a grid file.

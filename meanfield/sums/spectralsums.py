@@ -12,13 +12,13 @@ The coefficients μ̂ come from one adjoint nonuniform transform of the weights 
 NUFFT on S^1, ``adjoint_synthesis_general`` on S^2), and Z, its surface gradient and its
 Laplace–Beltrami operator at the points x_i from nonuniform syntheses (type-2 NUFFT; spin-0 and
 spin-1 ``synthesis_general``): O(n + m + L² log L) instead of the n·m exponentials of
-`meanfield.kernelsums`. Everything is scaled by e^{−|β|}, the bound of the kernel on the sphere
+`meanfield.sums.kernelsums`. Everything is scaled by e^{−|β|}, the bound of the kernel on the sphere
 for β of either sign (multipliers ã_l = a_l(β) e^{−|β|}, of alternating signs (−1)^l for β < 0), and
 returned as
 
     Zs = e^{−|β|} Z,    G = e^{−|β|} ∇_S Z / β,    H = e^{−|β|} Δ_S Z / β,
 
-with the multipliers ã_l/β of G and H finite at β = 0 (`meanfield.kernels.velocity_multipliers`).
+with the multipliers ã_l/β of G and H finite at β = 0 (`meanfield.transformer.kernels.velocity_multipliers`).
 The attention field is X = v G/Zs for (SA) and X = v e^{|β|} G for (USA) (docs/mathematics.md §2), its
 divergence v(H/Zs − β|G/Zs|²) and v e^{|β|} H (§9).
 
@@ -38,11 +38,11 @@ import numpy as np
 import ducc0.nufft as nufft
 from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 
-from .kernels import kernel_multipliers, velocity_multipliers
+from ..transformer.kernels import kernel_multipliers, velocity_multipliers
 from .kernelsums import attention_sums
-from .threads import blas_single_threaded, check_threads, share_out
-from .validation import check_beta, check_int, check_measure, check_real
-from .errors import InvalidInput
+from ..threads import blas_single_threaded, check_threads, share_out
+from ..validation import check_beta, check_int, check_measure, check_real
+from ..errors import InvalidInput
 
 EPSILON = 3e-13             # ducc0's transforms need epsilon > 2e-13 in double precision
 DIMENSIONS = (2, 3)
@@ -509,7 +509,7 @@ def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=E
     "auto" takes the spectral sums when they apply (`spectral_unavailable`; ``heads``: several zonal heads
     accepted), n >= `crossover` (under a mask, whose direct sums cost half, twice that and at least two
     blocks of `causal_block`) and the bound ε/max(min_j w_j, e^{−2β}) (`error_bound`; under a mask
-    ``causal``, a `meanfield.masks.TokenMask` or one per head, `masked_error_bound`; the largest over the
+    ``causal``, a `meanfield.transformer.masks.TokenMask` or one per head, `masked_error_bound`; the largest over the
     heads, each with its own β) is at most ``tol``; else the direct ones (bound 0: exact up to rounding).
     Returns (kind, bound)."""
     check_sums(sums, model, domain, heads)
@@ -518,6 +518,11 @@ def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=E
     models = model.head_models if heads else [model]
     masks = (None,) * len(models) if causal is None else (
         causal if isinstance(causal, tuple) else (causal,) * len(models))
+    if any(mask is not None and np.any(~mask.silent & (mask.normaliser < np.finfo(float).tiny)) for mask in masks):
+        if sums == "spectral":        # the blocked transforms carry D_i, which underflows (a slope λ/n >~ 700)
+            raise InvalidInput("`sums`='spectral' cannot sum a mask whose positional normaliser underflows (an ALiBi "
+                               "slope steeper than about 700 per token under 'causal-strict'); use sums='direct'.")
+        return "direct", 0.0
     bound = max(error_bound(weights, m.beta, epsilon) if mask is None else
                 masked_error_bound(weights, m.beta, mask.normaliser, mask.includes_self, epsilon)
                 for m, mask in zip(models, masks))

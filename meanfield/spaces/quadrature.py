@@ -25,8 +25,8 @@ from operator import itemgetter
 import numpy as np
 from scipy.linalg import eigvalsh_tridiagonal
 
-from .validation import check_dim, check_int, check_real
-from .errors import InvalidInput
+from ..validation import check_dim, check_int, check_real
+from ..errors import InvalidInput
 
 _GOLDEN = (1 + 5 ** 0.5) / 2
 
@@ -34,7 +34,7 @@ _GOLDEN = (1 + 5 ** 0.5) / 2
 class Quadrature(tuple):
     """A quadrature rule Σ_j w_j f(x_j) for ∫ f dσ.
 
-    A tuple ``(points, weights)`` — so it is a discrete measure for `meanfield.wasserstein` and unpacks
+    A tuple ``(points, weights)`` — so it is a discrete measure for `meanfield.observables.wasserstein` and unpacks
     as ``x, w = rule`` — with attributes ``points`` ((n, d) on the sphere; the (n,) nodes s ∈ [−1, 1]
     for `gauss_gegenbauer`), ``weights`` (n,) summing to 1, ``degree`` (exact for every polynomial
     of degree <= ``degree``) and rule-specific extras (``angles`` of `trapezoid`, ``theta``/``phi``

@@ -12,8 +12,8 @@ import numpy as np
 
 from .feedforward import FeedForward, check_mlp
 from .schedule import Schedule
-from .validation import check_beta, check_dim, check_memory, check_real
-from .errors import InvalidInput
+from ..validation import check_beta, check_dim, check_memory, check_real
+from ..errors import InvalidInput
 
 _ZONAL_TOL = 1e-12
 MASKS = ("none", "causal", "causal-strict")
@@ -115,10 +115,10 @@ class Model:
         α(t) of ``normalization="ngpt"`` (default 1).
     mlp : (W, U, b), optional
         A feed-forward term P_x W act(U x + b) added to the velocity: W (d, w), U (w, d), b (w,);
-        ``model.feedforward`` is its `meanfield.feedforward.FeedForward` (value, divergence), None without.
+        ``model.feedforward`` is its `meanfield.transformer.feedforward.FeedForward` (value, divergence), None without.
     activation : "gelu", "tanh" or "relu"
         The feed-forward activation (GELU in its exact erf form).
-    schedule : `meanfield.schedule.Schedule` (or a dict {"times": ..., "pieces": ...}), optional
+    schedule : `meanfield.transformer.schedule.Schedule` (or a dict {"times": ..., "pieces": ...}), optional
         Parameters that change with depth: piece k sets any of β, Q, K, V, heads and the MLP on
         [t_k, t_{k+1}) (docs/schedule.md). ``model.piece(k)`` is the model of piece k; the model's
         own values are those a piece leaves out.

@@ -42,8 +42,8 @@ carry t as "seconds since 1970-01-01"; `time_values` reads both.
 """
 import numpy as np
 
-from .errors import InvalidInput, NoCellMeans
-from .version import __version__
+from ..errors import InvalidInput, NoCellMeans
+from ..version import __version__
 
 CONVENTIONS = "CF-1.11"      # the first CF version that includes UGRID
 # The time coordinate: t as a dimensionless number (module docstring); TIME_EPOCH reads older files.

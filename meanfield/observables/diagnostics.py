@@ -18,15 +18,15 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial import ConvexHull, cKDTree
 from scipy.special import betainc
 
-from . import compiled
-from .validation import check_int, check_measure, check_real
-from .densities import real_sh
-from .kernels import linear_growth_rates
-from .model import Model
-from .quadrature import fibonacci
-from .serialization import jsonable
+from ..sums import compiled
+from ..validation import check_int, check_measure, check_real
+from ..spaces.harmonics import real_sh
+from ..transformer.kernels import linear_growth_rates
+from ..transformer.model import Model
+from ..spaces.quadrature import fibonacci
+from ..serialization import jsonable
 from .wasserstein import w1_to_dirac
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 _CHUNK = 2048
 LARGE = 4096       # clouds of more points are counted with a spatial index (no n² pairs)
@@ -551,7 +551,7 @@ def compare_events(reference, other, merge_before=200.0):
 
 
 def harmonic_maxima(density, l, n=20000):
-    """The number of local maxima of the degree-l term Y_l of a `meanfield.densities.SeededPerturbation`
+    """The number of local maxima of the degree-l term Y_l of a `meanfield.measures.densities.SeededPerturbation`
     (its ``component(l, x)``): l on S^1; on S^2 counted on a Fibonacci set of n points (neighbours from
     its Delaunay triangulation), the number of clusters the linear theory predicts when degree l grows
     fastest (docs/mathematics.md §5; Problem 1 of the paper)."""
@@ -756,7 +756,7 @@ def add_cluster_variables(ds, traj):
     ds["cluster_count"] = (("time",), traj["count"], {
         "long_name": "number of clusters (NaN where the mass is not separated into clusters)", "units": "1"})
     ds["cluster_linking_distance"] = (("time",), traj["tolerance"], {
-        "long_name": "linking distance at which the clusters were found (meanfield.diagnostics.find_clusters)",
+        "long_name": "linking distance at which the clusters were found (meanfield.observables.diagnostics.find_clusters)",
         "units": "radian"})
     if traj["mass"].shape[1]:
         ds["cluster_mass"] = (("time", "cluster"), traj["mass"], {

@@ -1,9 +1,9 @@
 """The fused kernel sums for points of at most 4 coordinates, compiled with numba (imported by
-`meanfield.compiled` only when numba is present).
+`meanfield.sums.compiled` only when numba is present).
 
 One pass over the columns j forms, for a block of rows i at once, the inner products ⟨x̃_i, ỹ_j⟩,
 the counts of those >= a threshold, the exponentials and the weighted sums Σ_j e^{⟨x̃_i, ỹ_j⟩} F_j
-(`meanfield.kernelsums`, docs/mathematics.md §11): a block is one call that holds no GIL, so that
+(`meanfield.sums.kernelsums`, docs/mathematics.md §11): a block is one call that holds no GIL, so that
 two threads run at nearly twice the speed of one, and nothing of size n·m is written to memory.
 The functions are module-level (not closures) so that numba's on-disk cache finds them again.
 """
@@ -66,7 +66,7 @@ def _point4(a, g, j, k, extra, last):
 @njit(**_INLINE)
 def _values4(values, y, g, j, ky, w, v, scaled):
     """values[g, j] as 4 (zeros appended) or, with weights w, [v·w_j y[g, j], w_j] (y·v·w in the
-    order of `meanfield.compiled.weighted`); ``w is None`` is resolved when the kernel is compiled."""
+    order of `meanfield.sums.compiled.weighted`); ``w is None`` is resolved when the kernel is compiled."""
     if w is None:
         return _point4(values, g, j, values.shape[2], False, 0.0)
     wj = w[j]

@@ -20,7 +20,7 @@ are integrated in these coordinates; the others keep the directions on the spher
 radii fixed. A token with A = 0 (a silent token under a mask) does not move.
 """
 import numpy as np
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 RADIAL = ("pre", "mix", "peri")
 

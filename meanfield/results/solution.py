@@ -9,17 +9,17 @@ import os
 
 import numpy as np
 
-from .gridded import add_grid, cf_time, describe, grid_kind, time_values
-from .validation import check_points
-from .model import Model
-from .representations import State, from_dataset
-from .diagnostics import add_cluster_variables, follow_clusters
+from ..spaces.gridded import add_grid, cf_time, describe, grid_kind, time_values
+from ..validation import check_points
+from ..transformer.model import Model
+from ..representations import State, from_dataset
+from ..observables.diagnostics import add_cluster_variables, follow_clusters
 from .plotting import plot_solution
-from .representations.segments import Segments
-from .serialization import jsonable
-from .version import __version__
+from ..representations.segments import Segments
+from ..serialization import jsonable
+from ..version import __version__
 from .movies import animate
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 
 # arrays among a Solution's stats (the inputs of its run: `token_positions`, a solve-level MLP) are written as
@@ -243,7 +243,7 @@ class Solution:
     def measure(self, i=-1, n=None, position=None, **kwargs):
         """A weighted discrete measure (points, weights) of the state at saved index i.
 
-        For a PDE solution a quadrature discretisation of ρσ (so that `meanfield.wasserstein` compares
+        For a PDE solution a quadrature discretisation of ρσ (so that `meanfield.observables.wasserstein` compares
         it with particles); for particles ``(positions[i], weights)``.
 
         Parameters
@@ -532,7 +532,7 @@ class Solution:
         return track if i is None else track[-1]
 
     def cluster_trajectories(self, **kwargs):
-        """The clusters followed through the saved times: `meanfield.diagnostics.follow_clusters`."""
+        """The clusters followed through the saved times: `meanfield.observables.diagnostics.follow_clusters`."""
         return follow_clusters(self, **kwargs)
 
     # -- I/O -------------------------------------------------------------------------------------
@@ -545,14 +545,14 @@ class Solution:
         the grid's mass Σ density·cell_weight is the run's mass at every saved time, clustered or not,
         for every solver (particles: the histogram of their weights). ``grid="points"`` writes the
         point values instead; P1 meshes write their nodal values with UGRID. ``grid_size``: cells on
-        S^1 (and in s), latitude bands on S^2 (default the representation's): see `meanfield.gridded`.
+        S^1 (and in s), latitude bands on S^2 (default the representation's): see `meanfield.spaces.gridded`.
         ``clusters=True`` (or the dict of `cluster_trajectories`; None like False) adds the clusters
         followed through time: ``cluster_count(time)``, ``cluster_centre(time, cluster, component)``,
         ``cluster_mass(time, cluster)``, ``cluster_width(time, cluster)`` (NaN where a track does not
         exist), ``cluster_linking_distance(time)`` and the merge events as JSON in the attribute
         ``cluster_merges_json``. With or without the grid, the Dataset is described as CF-1.11 asks
         (long names, ``Conventions``, ``title`` ...); its time coordinate holds t as numbers, and `save`
-        writes it with the CF time attributes of `meanfield.gridded.TIME_ATTRS` (t is dimensionless:
+        writes it with the CF time attributes of `meanfield.spaces.gridded.TIME_ATTRS` (t is dimensionless:
         read as dates, it is seconds since 1970).
 
         Parameters
@@ -640,7 +640,7 @@ class Solution:
         (mass conserved), ``grid="points"`` its point values (see `to_xarray`).
 
         The time coordinate holds t, described as "seconds since 1970-01-01" because CF has no
-        dimensionless time (`meanfield.gridded.TIME_ATTRS`): `meanfield.load` reads t back as
+        dimensionless time (`meanfield.spaces.gridded.TIME_ATTRS`): `meanfield.load` reads t back as
         numbers; ``xarray.open_dataset`` shows dates unless given ``decode_times=False``.
 
         Parameters
@@ -697,7 +697,7 @@ class Solution:
 
     def animate(self, path, **kwargs):
         """Write a movie of the run to ``path`` (.gif or .mp4) and return a summary dict: particles or
-        densities on S^1 / S^2, frame by frame (`meanfield.movies.animate`, whose keywords it takes:
+        densities on S^1 / S^2, frame by frame (`meanfield.results.movies.animate`, whose keywords it takes:
         ``compare``, ``frames``, ``max_frames``, ``fps``, ``trail``, ``size``, ``dpi``, ``progress``).
 
         Parameters
@@ -705,7 +705,7 @@ class Solution:
         path : str or os.PathLike
             Ending in .gif (Pillow) or .mp4 (ffmpeg).
         **kwargs
-            The keywords of `meanfield.movies.animate`.
+            The keywords of `meanfield.results.movies.animate`.
 
         Returns
         -------
@@ -734,7 +734,7 @@ class Solution:
 
     def plot(self, times=None, path=None, show_energy=True, scale="auto", t_end=None):
         """The natural picture of the run with E_β(t); ``scale`` "auto", "linear", "log" or
-        "perturbation" (ρ − 1). See `meanfield.plotting.plot_solution`.
+        "perturbation" (ρ − 1). See `meanfield.results.plotting.plot_solution`.
 
         A space-time density map on S^1, Mollweide maps at chosen times on S^2, particle positions
         for particles, beside the energy against time.

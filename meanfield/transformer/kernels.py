@@ -19,8 +19,8 @@ thousand stays finite in scaled form.
 import numpy as np
 from scipy import special
 
-from .validation import check_beta, check_dim, check_int, check_real
-from .errors import InvalidInput, UnsupportedModel
+from ..validation import check_beta, check_dim, check_int, check_real
+from ..errors import InvalidInput, UnsupportedModel
 
 
 def parity(beta, degrees):

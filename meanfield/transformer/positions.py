@@ -25,9 +25,10 @@ lost-in-the-middle response is read — is resolved as well as the middle.
 import inspect
 
 import numpy as np
+from scipy import special
 
-from .validation import check_int, check_real
-from .errors import InvalidInput
+from ..validation import check_int, check_real
+from ..errors import InvalidInput
 
 PANEL_NODES = 8       # q: Gauss–Legendre nodes per panel (interpolation of degree 7 in σ)
 
@@ -57,6 +58,47 @@ def _inverse_window(lam, sigma):
     if lam == 0.0:
         return 1.0 / sigma
     return lam / -np.expm1(-lam * sigma)
+
+
+MOMENT_SWITCH = 12.0     # m_k(x) by quadrature up to here, by the closed form beyond (both within 1e-14)
+_MOMENT_GAUSS = 24       # Gauss–Legendre points of that quadrature: its truncation is below 1e-20 for x <= 12
+
+
+def exponential_moments(x, q):
+    """m_k(x) = ∫_0^1 e^{−xu} P_k(2u − 1) du for k < q (P_k the Legendre polynomials), x >= 0 an array.
+
+    m_k(x) = (−1)^k e^{−x/2} i_k(x/2), i_k the modified spherical Bessel function, whose finite form gives
+
+        m_k(x) = (1/x) [(−1)^k Σ_{j≤k} (−1)^j a_kj x^{−j} − e^{−x} Σ_{j≤k} a_kj x^{−j}],   a_kj = (k + j)!/(j!(k − j)!),
+
+    used for x > `MOMENT_SWITCH` (no cancellation there; m_k ≈ (−1)^k/x, finite for any finite x);
+    below it (where the finite form cancels) a Gauss–Legendre rule of 24 points, exact to round-off.
+
+    Returns an array of shape x.shape + (q,).
+
+    Examples
+    --------
+    >>> m = exponential_moments(np.array([0.0, 1e300]), 3)
+    >>> bool(np.allclose(m[0], [1, 0, 0])), bool(np.allclose(m[1] * 1e300, [1, -1, 1]))
+    (True, True)
+    """
+    x = np.asarray(x, dtype=float)
+    k = np.arange(q)
+    t, tw = np.polynomial.legendre.leggauss(_MOMENT_GAUSS)
+    small = np.minimum(x, MOMENT_SWITCH)[..., None]
+    out = 0.5 * np.einsum("...g,gk->...k", tw * np.exp(-small * 0.5 * (t + 1)),
+                          np.polynomial.legendre.legvander(t, q - 1))
+    large = x > MOMENT_SWITCH
+    if np.any(large):
+        j = np.arange(q)
+        a = np.where(j <= k[:, None], special.factorial(k[:, None] + j) / (special.factorial(j)
+                     * special.factorial(np.maximum(k[:, None] - j, 0))), 0.0)
+        xl = x[large][:, None]
+        with np.errstate(under="ignore"):
+            power = xl ** -j.astype(float)                     # x^{−j}: an underflow to 0 is exact here
+            sums = (power * (-1.0) ** j) @ a.T, power @ a.T
+            out[large] = ((-1.0) ** k * sums[0] - np.exp(-xl) * sums[1]) / xl
+    return out
 
 
 def _lagrange(nodes, x):
@@ -130,24 +172,32 @@ class PositionRule:
 
     def _prefix_weights(self):
         """Per panel p = [a, b]: ``_inner`` (P, q, q) ∫_a^{s_i} e^{−λ(s_i−r)} ℓ_j(r) dr, ``_across`` (P, q)
-        ∫_a^b e^{−λ(b−r)} ℓ_j(r) dr, the decays e^{−λ(s_i − a)} and e^{−λ(b − a)}, and 1/window at the nodes."""
+        ∫_a^b e^{−λ(b−r)} ℓ_j(r) dr, the decays e^{−λ(s_i − a)} and e^{−λ(b − a)}, and 1/window at the nodes.
+
+        Exact for every slope λ (`exponential_moments`): with u = (end − r)/h, h = end − a, the integral is
+        h Σ_k c_k m_k(λh), c_k the Legendre coefficients of u ↦ ℓ_j(end − hu) on [0, 1] (degree q − 1, so
+        q Gauss points give them exactly). Decays below the smallest double are 0 (their exact value to
+        round-off next to the own panel's integral, which is about 1/λ)."""
         q, lam = PANEL_NODES, self.lam
-        g, gw = np.polynomial.legendre.leggauss(2 * q)
+        t, tw = np.polynomial.legendre.leggauss(q)
+        u = 0.5 * (t + 1)
+        # c_k = (2k + 1)/2 Σ_g tw_g P_k(t_g) f(u_g): exact for f of degree < q
+        transform = (np.polynomial.legendre.legvander(t, q - 1) * tw[:, None]).T * (np.arange(q) + 0.5)[:, None]
         P = self.panels
         nodes = self.nodes.reshape(P, q)
         self._inner = np.empty((P, q, q))
         self._across = np.empty((P, q))
         for p in range(P):
-            a, b = self.breaks[p], self.breaks[p + 1]
-            ends = np.append(nodes[p], b)
-            # r on [a, end] for each end: Gauss points (q + 1, 2q)
-            r = a + 0.5 * (ends[:, None] - a) * (g + 1)
-            wr = 0.5 * (ends[:, None] - a) * gw * np.exp(-lam * (ends[:, None] - r))
-            ell = _lagrange(nodes[p], r.ravel()).reshape(q + 1, 2 * q, q)
-            integral = np.einsum("ek,ekj->ej", wr, ell)
+            a = self.breaks[p]
+            ends = np.append(nodes[p], self.breaks[p + 1])
+            h = ends - a
+            ell = _lagrange(nodes[p], (ends[:, None] - h[:, None] * u).ravel()).reshape(q + 1, q, q)
+            coef = np.einsum("kg,egj->ekj", transform, ell)
+            integral = h[:, None] * np.einsum("ek,ekj->ej", exponential_moments(lam * h, q), coef)
             self._inner[p], self._across[p] = integral[:q], integral[q]
-        self._decay_in = np.exp(-lam * (nodes - self.breaks[:-1, None]))
-        self._decay_across = np.exp(-lam * np.diff(self.breaks))
+        with np.errstate(under="ignore"):
+            self._decay_in = np.exp(-lam * (nodes - self.breaks[:-1, None]))
+            self._decay_across = np.exp(-lam * np.diff(self.breaks))
         self._window = _inverse_window(lam, self.nodes)
 
     def prefix_mean(self, f):
@@ -221,4 +271,4 @@ class PositionRule:
         return f"PositionRule(positions={self.size}, panels={self.panels}, position_bias={self.lam:g})"
 
 
-__all__ = ["PANEL_NODES", "PositionRule", "graded_breaks", "position_kernel", "takes_position"]
+__all__ = ["PANEL_NODES", "PositionRule", "exponential_moments", "graded_breaks", "position_kernel", "takes_position"]

@@ -15,8 +15,9 @@ model, its steps cut at the t_k.
 """
 import numpy as np
 
-from .validation import check_real
-from .errors import InvalidInput
+from ..serialization import jsonable
+from ..validation import check_real
+from ..errors import InvalidInput
 
 PIECE_KEYS = ("beta", "Q", "K", "V", "heads", "mlp")
 _INDEX_TOL = 1e-9        # t within 1e-9·max(1, |t_k|) of t_k (a sum of steps) is in piece k
@@ -86,12 +87,9 @@ class Schedule:
         return self.times[(self.times > start + tol) & (self.times < end - tol)]
 
     def to_dict(self):
-        """Plain JSON-able description (arrays as nested lists); `Schedule.from_dict` inverts it exactly."""
-        def plain(value):
-            if isinstance(value, (list, tuple)):
-                return [plain(v) for v in value]
-            return np.asarray(value).tolist() if isinstance(value, np.ndarray) else value
-        return {"times": self.times.tolist(), "pieces": [{k: plain(v) for k, v in p.items()} for p in self.pieces]}
+        """Plain JSON-able description (arrays and tuples as nested lists, numpy scalars as Python
+        numbers; `meanfield.serialization.jsonable`); `Schedule.from_dict` inverts it exactly."""
+        return jsonable({"times": self.times, "pieces": self.pieces})
 
     @classmethod
     def from_dict(cls, d):
