@@ -57,7 +57,14 @@ def _parallel(p, default):
 
 
 def _items(text, kind, what):
-    """The comma-separated (or space-separated) items of ``text`` as ``kind``; an empty item is an error."""
+    """The comma-separated (or space-separated) items of ``text`` as ``kind``; an empty item is an error.
+    A range: ``3..12`` (integers, every value) or ``-6:2`` (its two ends, for an option that reads a pair
+    as a range)."""
+    ends = re.fullmatch(r"\s*(-?[0-9.]+)\s*(\.\.|:)\s*(-?[0-9.]+)\s*", text)
+    if ends and ends[2] == ".." and kind is int and ends[1].lstrip("-").isdigit() and ends[3].lstrip("-").isdigit():
+        return list(range(int(ends[1]), int(ends[3]) + 1))
+    if ends and ends[2] == ":":
+        text = f"{ends[1]},{ends[3]}"
     parts = [v.strip() for v in text.split(",")] if "," in text else (text.split() or [""])
     try:
         if "" in parts:

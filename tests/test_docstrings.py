@@ -46,6 +46,9 @@ CONTRACT = [
     "meanfield:w1_bracket", "meanfield:W1Bracket", "meanfield:default_threads", "meanfield:use_threads",
     "meanfield:SolverError", "meanfield:UnderResolved", "meanfield:NonFiniteState", "meanfield:Interrupted",
     "solvers:Solver", "solvers:CovarianceBlowUp",
+    # the energy landscape of n tokens (Problem 3)
+    "meanfield.landscape:critical_points", "meanfield.landscape:CriticalPoint",
+    "meanfield.landscape:stability_threshold", "meanfield.landscape:first_spurious_maximum",
 ]
 
 HEADER = re.compile(r"^(\S[^\n]*)\n-{3,}[ \t]*$", re.M)

@@ -13,7 +13,8 @@ from meanfield.experiments import EXPERIMENTS
 from meanfield.experiments.options import Options, experiment, fields, option
 from meanfield.experiments.sweep import parse_sweep
 
-NAMES = ["verify-prop34", "mean-field-limit", "phase-diagram", "noise-transition", "metastability", "lost-in-the-middle"]
+NAMES = ["verify-prop34", "mean-field-limit", "phase-diagram", "noise-transition", "metastability", "lost-in-the-middle",
+         "landscape"]
 RUN = {"out", "options", "quick", "progress", "workers", "scheduler", "threads"}
 
 

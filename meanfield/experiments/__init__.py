@@ -6,7 +6,8 @@
 * `phase_diagram` — the Figure 3 experiment with the curve Γ of the equiangular ODE (6.9)/(6.10);
 * `noise_transition` — the phase transition with noise: stationary branches, dynamics, hysteresis;
 * `metastability` — the number of clusters: k*(β), continuum and particles through merging, Figure 4, staircase;
-* `lost_in_the_middle` — causal attention: the U-shaped response profile S_τ(s) and its threshold τ_crit(β).
+* `lost_in_the_middle` — causal attention: the U-shaped response profile S_τ(s) and its threshold τ_crit(β);
+* `landscape` — the critical points of the energy of n tokens (Problem 3): census, thresholds, certification.
 
 Each declares its options once (`meanfield.experiments.options`: a dataclass such as
 `PhaseDiagramOptions`), from which come its keyword arguments, its subcommand's flags and the keys a
@@ -26,8 +27,10 @@ from .phase_diagram import PhaseDiagramOptions, phase_diagram
 from .noise_transition import NoiseTransitionOptions, noise_transition
 from .metastability import MetastabilityOptions, metastability
 from .lost_in_the_middle import LostInTheMiddleOptions, lost_in_the_middle
+from .landscape import LandscapeOptions, landscape
 from .run import run
 
 __all__ = ["run", "verify_prop34", "mean_field_limit", "phase_diagram", "noise_transition", "metastability",
-           "lost_in_the_middle", "load_config", "parse_config", "RunConfig", "Report", "EXPERIMENTS", "VerifyProp34Options",
-           "MeanFieldLimitOptions", "PhaseDiagramOptions", "NoiseTransitionOptions", "MetastabilityOptions", "LostInTheMiddleOptions"]
+           "lost_in_the_middle", "landscape", "load_config", "parse_config", "RunConfig", "Report", "EXPERIMENTS", "VerifyProp34Options",
+           "MeanFieldLimitOptions", "PhaseDiagramOptions", "NoiseTransitionOptions", "MetastabilityOptions", "LostInTheMiddleOptions",
+           "LandscapeOptions"]
