@@ -59,3 +59,13 @@ def test_the_fused_exponential_is_within_one_ulp_of_the_correctly_rounded_one():
     out = np.empty(3)
     _fused.exp_values(low, out)
     assert _fused.EXP_LOW == kernelsums.EXP_FLOOR and np.all(out == out[0]) and out[0] == got[z == -700.0][0]
+
+
+def test_compile_all_compiles_the_combinations_the_library_makes():
+    """`.ci/setup` calls compile_all once so that pytest's workers read numba's cache instead of each
+    compiling the fused sums again: afterwards the fused pass has one compiled signature per combination
+    of read-only points, weights and causal mask that the library passes."""
+    from meanfield.sums import _fused
+
+    assert compiled.compile_all() == 20
+    assert len(_fused.exp_sums4.signatures) >= 10 and len(_fused.exp_sums4_parallel.signatures) >= 2

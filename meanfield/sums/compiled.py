@@ -265,3 +265,45 @@ def cluster_counts4(x, threshold):
     out = np.empty(G, dtype=np.int64)
     _kernels()["cluster_counts4"](x, float(threshold), out, np.empty((5, max(n, 1))), np.empty(max(n, 1), np.int64))
     return out
+
+
+def compile_all():
+    """Compile every loop above with the argument types the library passes it, and cache them on disk.
+
+    numba compiles a loop the first time it meets a new combination of argument types (read-only or
+    writable arrays, ``None`` or an array for the optional weights and causal mask): about 3 s each, so
+    a fresh checkout's first particle runs, or the first minutes of its test suite (once in each of
+    pytest's worker processes), pay for the same compilations again and again. `.ci/setup` calls this
+    once after installing; later processes read the cache (``__pycache__/*.nbi``). Returns the number of
+    calls made (20), 0 without numba.
+    """
+    if not ENABLED or _kernels() is None:
+        return 0
+    rng = np.random.default_rng(0)
+    x = normalise(rng.standard_normal((1, 5, 3)))
+    w = np.full(5, 0.2)
+    calls = [lambda: ratio(np.abs(rng.standard_normal((1, 5, 4))) + 1.0), lambda: weighted(x, w),
+             lambda: weighted(x, w, 2.0), lambda: euler_normalise(x, 0.1, x[..., ::-1].copy()),
+             lambda: project(x, x[..., ::-1].copy()), lambda: add_row_counts(x[0] @ x[0].T, 0.5, np.zeros(5, np.int64)),
+             lambda: gram_counts4(x, x, 0.5, np.zeros((1, 5), np.int64)), lambda: cluster_counts4(x, 0.5)]
+    start, ra, cb = np.arange(5, dtype=np.int64), np.zeros(5), np.zeros(5)
+
+    def sums(readonly, attention, causal, threads=1):
+        G = 1 if threads == 1 else 2                              # threads share the problems (G of them)
+        a, b, weights = np.repeat(x, G, axis=0), np.repeat(x, G, axis=0), w.copy()
+        for array, frozen in zip((a, b, weights), readonly):
+            array.setflags(write=not frozen)
+        exp_sums4(a, b, np.ones((G, 5, 4)), 0.5, np.zeros((G, 5, 4)), np.zeros((G, 5), np.int64),
+                  attention=None if attention is None else (weights, None), causal=causal, threads=threads)
+
+    # the combinations the library makes: writable points with any weights and mask, read-only ones
+    # (a model's frozen arrays) with the attention weights or alone
+    writable, frozen = (False, False, False), (True, True, True)
+    combinations = [(writable, a, c) for a in (None, True) for c in (None, (start, None, None), (start, ra, cb))]
+    combinations += [(frozen, True, (start, None, None)), (frozen, True, (start, ra, cb)), (frozen, None, None),
+                     ((True, False, False), None, None)]
+    calls += [lambda r=r, a=a, c=c: sums(r, a, c) for r, a, c in combinations]
+    calls += [lambda: sums((False,) * 3, None, None, threads=2), lambda: sums((False,) * 3, True, None, threads=2)]
+    for call in calls:
+        call()
+    return len(calls)
