@@ -71,7 +71,7 @@ import numpy as np
 import solvers
 from solvers.timestepping import STEPPERS
 
-from ..measures import densities as _densities
+from ..measures import densities
 from ..transformer.model import Model
 from ..results.figures import SCALES
 from ..spaces.quadrature import sphere_quadrature
@@ -89,14 +89,14 @@ SAMPLE_KEYS = {"sampling": "iid", "seed": 0}
 SAMPLINGS = ("iid", "quasi", "quantile")
 # densities by name: the callable and its parameters (rng is spelled `seed` in a config)
 _DENSITIES = {
-    "uniform": _densities.uniform,
-    "von_mises_fisher": _densities.von_mises_fisher,
-    "perturbed_uniform": _densities.perturbed_uniform,
-    "band_limited": _densities.band_limited,
-    "mixture": _densities.mixture,
-    "fourier": _densities.fourier_modes,          # coefficients = [[k, amplitude, phase], ...]: 1 + Σ a cos(kθ + φ)
-    "harmonics": _densities.spherical_harmonics,  # coefficients = [[l, m, amplitude], ...]: 1 + Σ a Y_lm (real_sh)
-    "file": _densities.from_file,                 # path = "...": a saved Solution's last state, or a grid file
+    "uniform": densities.uniform,
+    "von_mises_fisher": densities.von_mises_fisher,
+    "perturbed_uniform": densities.perturbed_uniform,
+    "band_limited": densities.band_limited,
+    "mixture": densities.mixture,
+    "fourier": densities.fourier_modes,          # coefficients = [[k, amplitude, phase], ...]: 1 + Σ a cos(kθ + φ)
+    "harmonics": densities.spherical_harmonics,  # coefficients = [[l, m, amplitude], ...]: 1 + Σ a Y_lm (real_sh)
+    "file": densities.from_file,                 # path = "...": a saved Solution's last state, or a grid file
 }
 
 
