@@ -329,7 +329,7 @@ class Solver:
     ValueError
         ``model`` not a `meanfield.Model`, a bad ``threads``.
     UnsupportedModel
-        A part of the model that the class does not declare (``takes_mask``, ``normalizations``,
+        A part of the model that the class does not declare (``attentions``, ``takes_mask``, ``normalizations``,
         ``takes_mlp``, ``takes_schedule``), naming the argument.
 
     Examples
@@ -362,6 +362,7 @@ class Solver:
     takes_mlp = False
     mlp_normalizations = None
     takes_schedule = False
+    attentions = ("softmax",)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -377,6 +378,9 @@ class Solver:
     def _require_capabilities(self):
         """Refuse a model part this class does not declare (``takes_mask``, ``normalizations``, ``takes_mlp``)."""
         model, name = self.model, type(self).__name__
+        if model.attention not in self.attentions:
+            raise UnsupportedModel(f"{name} takes `attention` in {list(self.attentions)}, got {model.attention!r} "
+                                   "(docs/attention.md says which solver takes which).")
         if model.is_causal and not self.takes_mask:
             raise UnsupportedModel(f"{name} cannot take a masked model: `mask`={model.mask!r} needs a solver that "
                                    "takes causal attention (docs/causal.md says which).")

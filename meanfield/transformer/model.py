@@ -20,6 +20,7 @@ _ZONAL_TOL = 1e-12
 MASKS = ("none", "causal", "causal-strict")
 NORMALIZATIONS = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")
 ACTIVATIONS = tuple(feedforward.ACTIVATIONS)     # the names of feedforward.ACTIVATIONS, the default first
+ATTENTIONS = ("softmax", "hardmax", "sinkhorn", "l2")
 
 
 def _as_matrix(value, name, rows=None, cols=None):
@@ -119,6 +120,16 @@ class Model:
         ``model.feedforward`` is its `meanfield.transformer.feedforward.FeedForward` (value, divergence), None without.
     activation : "gelu", "tanh" or "relu"
         The feed-forward activation (GELU in its exact erf form).
+    attention : "softmax", "hardmax", "sinkhorn" or "l2"
+        How the weights of the attention matrix are normalised: softmax rows (the paper's (2.3)),
+        the limit β → ∞ of softmax ((9.5)–(9.6): each token moves to the mean of its argmax set),
+        Sinkhorn's doubly stochastic matrix (Sander et al. 2022), or L2 attention's
+        e^{−β‖Qx − Ky‖²} rows (Kim et al. 2021). docs/attention.md says which solver takes which.
+    sinkhorn_eps : float > 0
+        ε of ``attention="sinkhorn"``: the kernel is e^{⟨Qx, Ky⟩/ε}·… scaled as documented in
+        docs/attention.md (default 1).
+    sinkhorn_tol : float > 0
+        The tolerance of the Sinkhorn iterations on the row and column sums (default 1e-12).
     schedule : `meanfield.transformer.schedule.Schedule` (or a dict {"times": ..., "pieces": ...}), optional
         Parameters that change with depth: piece k sets any of β, Q, K, V, heads and the MLP on
         [t_k, t_{k+1}) (docs/schedule.md). ``model.piece(k)`` is the model of piece k; the model's
@@ -154,7 +165,7 @@ class Model:
 
     def __init__(self, beta, dim, normalized=True, V=1.0, Q=None, K=None, heads=None, noise=0.0, *, mask="none",
                  position_bias=0.0, normalization="post", mix_depth=None, ngpt_alpha=None, mlp=None,
-                 activation="gelu", schedule=None):
+                 activation="gelu", schedule=None, attention="softmax", sinkhorn_eps=1.0, sinkhorn_tol=1e-12):
         self.beta = check_beta(beta)
         self.dim = check_dim(dim)
         check_memory(24 * self.dim ** 2, "dim", self.dim)      # the d×d matrices Q, K, V of a head
@@ -171,6 +182,7 @@ class Model:
         else:
             self.heads = [self._head((Q, K, V), None)]
         self.mask = _choice(mask, "mask", MASKS)
+        self._set_attention(attention, sinkhorn_eps, sinkhorn_tol)
         self.position_biases = _check_slopes(position_bias, len(self.heads))
         self.position_bias = (self.position_biases[0] if len(set(self.position_biases)) == 1
                               else self.position_biases)
@@ -194,9 +206,17 @@ class Model:
             self.schedule = schedule if isinstance(schedule, Schedule) else Schedule.from_dict(schedule)
             self._pieces = tuple(self._piece_model(k, p) for k, p in enumerate(self.schedule.pieces))
 
+    def _set_attention(self, attention, sinkhorn_eps, sinkhorn_tol):
+        """The normalisation of the attention weights (ValueError naming `attention`, `sinkhorn_eps`,
+        `sinkhorn_tol`)."""
+        self.attention = _choice(attention, "attention", ATTENTIONS)
+        self.sinkhorn_eps = check_real(sinkhorn_eps, "sinkhorn_eps", low=0.0, low_open=True)
+        self.sinkhorn_tol = check_real(sinkhorn_tol, "sinkhorn_tol", low=0.0, low_open=True)
+
     def _piece_model(self, k, piece):
         """The model of piece k: this one's values, with those the piece sets (ValueError naming `schedule`)."""
         kw = dict(beta=self.beta, dim=self.dim, normalized=self.normalized, noise=self.noise, mask=self.mask,
+                  attention=self.attention, sinkhorn_eps=self.sinkhorn_eps, sinkhorn_tol=self.sinkhorn_tol,
                   position_bias=self.position_bias, normalization=self.normalization, mix_depth=self.mix_depth,
                   ngpt_alpha=self.ngpt_alpha, mlp=self.mlp, activation=self.activation)
         piece = dict(piece)
@@ -386,6 +406,10 @@ class Model:
         out = {}
         if self.mask != "none":
             out["mask"] = self.mask
+        if self.attention != "softmax":
+            out["attention"] = self.attention
+        if self.attention == "sinkhorn":
+            out["sinkhorn_eps"], out["sinkhorn_tol"] = self.sinkhorn_eps, self.sinkhorn_tol
         if any(self.position_biases):
             out["position_bias"] = (list(self.position_biases) if isinstance(self.position_bias, tuple)
                                     else self.position_bias)
