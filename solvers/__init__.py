@@ -7,6 +7,7 @@
     Gegenbauer           zonal densities on S^{d-1}, any d (Gegenbauer)   (solvers.gegenbauer)
     Lagrangian           characteristics with exact densities, S^1, S^2   (solvers.lagrangian)
     Gaussian             the exact Gaussian continuum of (SA) in R^d      (solvers.gaussian)
+    Hardmax              the limit β → ∞ (hardmax), exact event to event  (solvers.hardmax)
 
 Imports are lazy so that a missing optional dependency (dolfinx) only affects its own solver.
 """
@@ -27,6 +28,7 @@ _LAZY = {
     "Lagrangian": "solvers.lagrangian",
     "Gegenbauer": "solvers.gegenbauer",
     "Gaussian": "solvers.gaussian",
+    "Hardmax": "solvers.hardmax",
     "CovarianceBlowUp": "solvers.gaussian",
 }
 

@@ -777,7 +777,43 @@ class EulerNormalize(EulerMaruyama):
         return lambda t, y: run.solver._euler_velocity(run, t, y)
 
 
-STEPPERS = {s.name: s for s in (AdaptiveRK("dopri5"), AdaptiveRK("bs32"), SSPRK3(), EulerMaruyama(), EulerNormalize())}
+class EventDriven(Integrator):
+    """The exact flow of a piecewise-defined field: ``advance(t, y, target)`` returns (t', y'), the state at
+    the first event after t or at ``target`` (whichever comes first); each call is one step."""
+
+    def __init__(self, advance, t0, y0):
+        super().__init__(t0, y0)
+        self.advance = advance
+
+    def _step_impl(self, target):
+        t_new, y_new = self.advance(self.t, self.y, target)
+        self.nfev += 1
+        if not np.all(np.isfinite(y_new)):
+            return self._non_finite(t_new)
+        self.nsteps += 1
+        self.t_old, self.t, self.y = self.t, float(target) if t_new >= target else float(t_new), y_new
+        return None
+
+
+class Events(Stepper):
+    """No time step: the solver's exact flow between the events it finds, ``solver._advance(run, t, y,
+    target)`` -> (t', y') (`EventDriven`; `solvers.Hardmax`). ``nsteps`` counts the pieces (events and
+    saved times)."""
+
+    name = "events"
+    needs = ("_advance",)
+    carries_tracers = False
+
+    def integrate(self, run, y0, t_eval, *, callback=None, progress=None, desc=None):
+        def advance(t, y, target):
+            return run.solver._advance(run, t, y, target)
+
+        return march(EventDriven(advance, t_eval[0], y0), t_eval, monitor=run.monitor, callback=callback,
+                     progress=progress, desc=desc)
+
+
+STEPPERS = {s.name: s for s in (AdaptiveRK("dopri5"), AdaptiveRK("bs32"), SSPRK3(), EulerMaruyama(), EulerNormalize(),
+                                Events())}
 
 
 def keyed_normal(seed, t, shape):
