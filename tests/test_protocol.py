@@ -69,6 +69,9 @@ def _cases():
                      [(np.zeros(3), 0.1 * np.eye(3)), (np.array([0.5, 0.0, -0.2]), np.diag([0.1, 0.2, 0.3]))], {}),
         "Gegenbauer-auto": (lambda: solvers.Gegenbauer(mf.Model(beta=4.0, dim=4), lmax="auto", tail_tol=1e-10),
                             [mf.densities.von_mises_fisher(np.eye(4)[-1], 4.0), mf.densities.uniform()], {}),
+        "Hardmax": (lambda: solvers.Hardmax(mf.Model(beta=1.0, dim=2, attention="hardmax")),
+                    [np.array([[0.17, 0.11], [0.62, 0.12], [-0.42, -0.17], [0.64, 0.25], [0.92, -0.26]]),
+                     np.array([[1.0, 0.0], [0.0, 1.0], [0.25, 0.25]])], {}),
         "Gaussian-Q": (lambda: solvers.Gaussian(mf.Model(beta=1.0, dim=3, Q=np.diag([1.0, 0.5, 0.2]))),
                        [(np.zeros(3), 0.1 * np.eye(3)), (np.ones(3), np.diag([0.1, 0.2, 0.05]))], {}),
     }
@@ -133,7 +136,7 @@ def test_options_that_do_not_apply_are_refused():
         p.solve(_sphere_points(5, 2, 0), T, cfl=0.5)
     with pytest.raises(ValueError, match=r"`method`"):
         solvers.Particles(mf.Model(beta=1.0, dim=2, noise=0.1)).solve(_sphere_points(5, 2, 0), T, method="dopri5")
-    assert set(STEPPERS) == {"dopri5", "bs32", "ssprk3", "euler-maruyama", "euler-normalize"}
+    assert set(STEPPERS) == {"dopri5", "bs32", "ssprk3", "euler-maruyama", "euler-normalize", "events"}
 
 
 def test_options_that_do_not_apply_to_finite_elements_are_refused():
