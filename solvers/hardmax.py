@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.linalg import expm
+from scipy.sparse.linalg import expm_multiply
 from scipy.optimize import brentq
 
 from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
@@ -42,6 +43,7 @@ EVENT_XTOL = 1e-14       # Brent's tolerance on the event time
 EVENT_EPS = 1e-13        # a margin below −EVENT_EPS·(1 + max|s|) has crossed (one at zero is a tie that stays)
 DROP = 40.0              # a layer log-weight DROP below the largest: the weight (< 4e-18) leaves the tie
 SCAN = 0.05              # scan step, in units of 1/rate (the largest speed of the scores)
+DENSE_EXPM = 128         # pieces of up to this size take the dense exponential, larger ones expm_multiply
 MAX_ZERO_PIECES = 50     # consecutive pieces of zero length before the run reports a Zeno point
 
 
@@ -103,8 +105,9 @@ def _layer_field(z, M, V, domain, rows, sets, logw, u):
 
 def _run_layer(z, M, V, domain, rows, sets, logw, u, rate, max_rounds=200):
     """Follow the layer system from u until an equilibrium (a Filippov sliding combination, refined by
-    Newton's method) or until weights leave the tie: below e^{-DROP} of the largest, or below 1e-8 and
-    not coming back (their score grows no faster than the others'). Returns (sets, u, W)."""
+    Newton's method) or until weights leave the tie: below e^{-DROP} of the largest, or below 1e-6 and
+    not coming back (at the face without them their score grows no faster than the largest). Returns
+    (sets, u, W)."""
     sets = {i: np.array(T) for i, T in sets.items()}
     dtau = 0.5 / rate
     for _ in range(max_rounds):
@@ -125,13 +128,15 @@ def _run_layer(z, M, V, domain, rows, sets, logw, u, rate, max_rounds=200):
         sol = solve_ivp(rhs, (0.0, dtau), np.concatenate(u), method="RK45", rtol=1e-10, atol=1e-12)
         flat = sol.y[:, -1]
         u = [flat[sizes[k]:sizes[k + 1]] for k in range(len(T))]
-        f = _layer_field(z, M, V, domain, rows, sets, logw, u)[0]
+        face = _layer_field(z, M, V, domain, rows, sets, logw, [ui - DROP * (ui < ui.max() - 5.0) for ui in u])[0]
         new_sets, new_u = {}, []
-        for i, Ti, ui, fi in zip(idx, T, u, f):
+        for i, Ti, ui, fi in zip(idx, T, u, face):
             a = ui + logw[Ti]
             lam = np.exp(a - a.max())
             lam /= lam.sum()
-            keep = (a >= a.max() - DROP) & ~((lam < 1e-8) & (fi <= fi.max() + 1e-12 * rate) & (lam < lam.max()))
+            # a weight below 1e-6 leaves when, with the small weights set to zero (the face), its score still
+            # grows no faster than the largest: it does not come back
+            keep = (a >= a.max() - DROP) & ~((lam < 1e-6) & (fi <= fi.max() + 1e-12 * rate) & (lam < lam.max()))
             if keep.sum() > 1:
                 new_sets[i], ui = Ti[keep], ui[keep]
                 new_u.append(ui - ui.mean())
@@ -204,7 +209,7 @@ def select_weights(z, weights, M, V, domain="euclidean", forced=()):
     W : (n, n) array
         Row i holds λ_ij on the selected set, zero elsewhere.
     ties : list of dict
-        One entry for the tied tokens: ``tokens``, ``sets`` (after the selection), ``weights`` (the
+        One entry for each group of tied tokens whose layer systems are coupled: ``tokens``, ``sets`` (after the selection), ``weights`` (the
         selected λ on each set), ``stable`` (the layer equilibrium is stable), ``options`` (when it is
         not: for each other limit, reached from the equilibrium along an unstable direction, the rows
         {token: W[token]} of its weight matrix; they are the limits β → ∞ of data moved off the tie,
@@ -241,14 +246,86 @@ def select_weights(z, weights, M, V, domain="euclidean", forced=()):
         return rows, []
     logw = np.log(np.maximum(weights, 1e-300))
     rate = _rate(z, M, V)
+    W, ties = rows.copy(), []
+    for group in _groups(sets):
+        found = _pair(z, M, V, domain, rows, group[0], sets[group[0]], weights, rate) if (
+            len(group) == 1 and len(sets[group[0]]) == 2) else _layer(z, M, V, domain, rows, {i: sets[i] for i in group},
+                                                                     logw, rate)
+        for i in group:
+            W[i] = found[0][i]
+        ties += found[1]
+    return W, ties
+
+
+def _groups(sets):
+    """The tied tokens in groups whose layer systems are coupled: i and l (both tied) are coupled when l
+    is in the tied set of i or i in that of l (ṡ_ij involves ż_i and ż_j)."""
+    keys = list(sets)
+    parent = {i: i for i in keys}
+
+    def root(i):
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for i in keys:
+        for l in sets[i]:
+            if l != i and l in parent:
+                parent[root(i)] = root(l)
+    out = {}
+    for i in keys:
+        out.setdefault(root(i), []).append(i)
+    return list(out.values())
+
+
+def _layer(z, M, V, domain, rows, sets, logw, rate):
+    """The layer system of a group of coupled tied tokens, integrated from u = 0 (`_run_layer`)."""
     u0 = [np.zeros(len(T)) for T in sets.values()]
     out_sets, u, W = _run_layer(z, M, V, domain, rows.copy(), sets, logw, u0, rate)
-    ties = [{"tokens": sorted(int(i) for i in sets), "sets": {int(i): out_sets.get(i, np.flatnonzero(W[i])).tolist()
-                                                           for i in sets},
-             "weights": {int(i): W[i, np.flatnonzero(W[i])].tolist() for i in sets}, "stable": True, "options": []}]
+    record = {"tokens": sorted(int(i) for i in sets),
+              "sets": {int(i): out_sets.get(i, np.flatnonzero(W[i])).tolist() for i in sets},
+              "weights": {int(i): W[i, np.flatnonzero(W[i])].tolist() for i in sets}, "stable": True, "options": []}
     if out_sets:
-        ties[0].update(_options(z, M, V, domain, W, out_sets, logw, u, rate))
-    return W, ties
+        record.update(_options(z, M, V, domain, W, out_sets, logw, u, rate))
+    return W, [record]
+
+
+def _pair(z, M, V, domain, rows, i, T, weights, rate):
+    """The layer system of one token tied between two indices, in closed form: with g(λ) = ṡ_ik − ṡ_ij
+    linear in the weight λ of k, g = λA + (1 − λ)B (A, B at the faces), u = u_k − u_j obeys u̇ = g(λ(u)):
+    A, B > 0 (< 0) drift to the face k (j); A < 0 < B is the stable sliding weight λ* = B/(B − A);
+    A > 0 > B is unstable at λ*: from the start λ_0 = w_k/(w_j + w_k) the face g(λ_0) points to, or
+    λ_0 itself when g(λ_0) = 0 (the two faces are then the options); A = B = 0 keeps λ_0 (neutral)."""
+    j, k = T
+
+    def face(lam):
+        W = rows.copy()
+        W[i, j], W[i, k] = 1.0 - lam, lam
+        sd = score_rates(z, velocity(z, W, V, domain), M)
+        return sd[i, k] - sd[i, j], W
+
+    (A, Wk), (B, Wj) = face(1.0), face(0.0)
+    tol = 1e-12 * rate
+    A, B = (0.0 if abs(x) <= tol else x for x in (A, B))
+    record = {"tokens": [int(i)], "stable": True, "options": []}
+    lam0 = weights[k] / (weights[j] + weights[k])
+    if A == 0 and B == 0:                # g = 0 for every λ: the weights stay where they start (neutral)
+        W = face(lam0)[1]
+    elif A >= 0 and B >= 0 or A <= 0 and B <= 0:      # one sign throughout (a zero face is reached slowly)
+        W = Wk if A + B > 0 else Wj
+    elif A < 0 < B:
+        W = face(B / (B - A))[1]
+    else:
+        g0 = lam0 * A + (1.0 - lam0) * B
+        if abs(g0) > 1e-12 * rate:
+            W = Wk if g0 > 0 else Wj
+        else:
+            W = face(lam0)[1]
+            record.update(stable=False, options=[{int(i): Wk[i].tolist()}, {int(i): Wj[i].tolist()}])
+            record["options"].sort(key=lambda o: [-x for x in o[int(i)]])
+    support = np.flatnonzero(W[i])
+    record.update(sets={int(i): support.tolist()}, weights={int(i): W[i, support].tolist()})
+    return W, [record]
 
 
 def _options(z, M, V, domain, W, sets, logw, u, rate):
@@ -291,7 +368,9 @@ def _rate(z, M, V):
 
 # -- the exact flows between events -----------------------------------------------------------------
 class LinearFlow:
-    """z(τ) = exp(τ (W − I) ⊗ V) z_0 in R^d, on the tokens that move and those they attend to."""
+    """z(τ) = exp(τ (W − I) ⊗ V) z_0 in R^d, on the tokens that move and those they attend to (the dense
+    exponential up to DENSE_EXPM unknowns, beyond it applied to z_0 by `scipy.sparse.linalg.expm_multiply`;
+    both accurate to rounding). The tokens that do not move keep their coordinates exactly."""
 
     exact = True
 
@@ -299,7 +378,8 @@ class LinearFlow:
         self.z0, self.W, self.V = z0, W, V
         moving = _off_diagonal(W) > 0                 # ż_i = Σ_j W_ij V(z_j − z_i): the self weight does not act
         involved = np.flatnonzero(moving | (W[moving].sum(axis=0) > 0))
-        self.involved = involved
+        self.involved, self.moving = involved, np.flatnonzero(moving)
+        self.in_moving = moving[involved]
         G = W[np.ix_(involved, involved)] - np.diag(W[involved].sum(axis=1))     # zero rows for the still ones
         self.scalar = _is_scalar(V)
         self.G = G * V[0, 0] if self.scalar else np.kron(G, V)
@@ -307,21 +387,23 @@ class LinearFlow:
     def state(self, tau):
         z = self.z0.copy()
         if self.involved.size and tau != 0.0:
-            E = expm(tau * self.G)
-            sub = self.z0[self.involved]
-            z[self.involved] = E @ sub if self.scalar else (E @ sub.ravel()).reshape(sub.shape)
+            sub = self.z0[self.involved] if self.scalar else self.z0[self.involved].ravel()
+            if len(self.G) <= DENSE_EXPM:
+                new = expm(tau * self.G) @ sub
+            else:                             # exp(τG) applied by Al-Mohy and Higham's method (to rounding)
+                new = expm_multiply(tau * self.G, sub)
+            z[self.moving] = new.reshape(len(self.involved), -1)[self.in_moving]    # the still ones stay exactly
         return z
 
 
 class SphereFlow:
     """The piece on S^{d−1}: great circles towards fixed targets (exact), else DOP853 at rtol 1e-13."""
 
-    def __init__(self, z0, W, V, horizon):
+    def __init__(self, z0, W, V, horizon, chunk):
         self.z0, self.W, self.V = z0, W, V
-        n = len(z0)
         y = W @ z0 @ V.T
-        moves = np.abs(velocity(z0, W, V, "sphere")).max(axis=1) > 0
-        still = (_off_diagonal(W) == 0) & ~moves          # attends to itself only and P_z V z = 0: never moves
+        moves = (_off_diagonal(W) > 0) | (np.abs(velocity(z0, W, V, "sphere")).max(axis=1) > 1e-14)
+        still = ~moves                     # attends to itself only and P_z V z = 0 (to rounding): never moves
         targets_fixed = all(np.all(still[np.flatnonzero(W[i])[np.flatnonzero(W[i]) != i]]) for i in np.flatnonzero(moves))
         self_term = np.any(np.diag(W)[moves] > 0) and not _is_scalar(V)
         self.exact = bool(targets_fixed and not self_term)
@@ -332,6 +414,10 @@ class SphereFlow:
                 w_self = np.diag(W)[self.moves][:, None]
                 yd = yd - w_self * V[0, 0] * z0[self.moves]        # P_z z = 0: the self term does not act
             self.speed = np.linalg.norm(yd, axis=1)
+            if np.any(self.speed == 0):             # targets that cancel: no great circle, integrate
+                self.exact = False
+                self.horizon, self.chunk, self.dense = horizon, min(horizon, chunk), []
+                return
             self.yhat = yd / self.speed[:, None]
             c = np.sum(z0[self.moves] * self.yhat, axis=1)
             perp = z0[self.moves] - c[:, None] * self.yhat
@@ -339,23 +425,30 @@ class SphereFlow:
             self.e = perp / np.where(s > 0, s, 1.0)[:, None]
             self.half = np.tan(0.5 * np.arctan2(s, c))
         else:
-            d = z0.shape[1]
+            self.horizon, self.chunk, self.dense = horizon, min(horizon, chunk), []
 
-            def rhs(_, flat):
-                z = flat.reshape(n, d)
-                z = z / np.linalg.norm(z, axis=1, keepdims=True)
-                return velocity(z, W, V, "sphere").ravel()
+    def _rhs(self, _, flat):
+        z = flat.reshape(self.z0.shape)
+        return velocity(z / np.linalg.norm(z, axis=1, keepdims=True), self.W, self.V, "sphere").ravel()
 
-            self.dense = solve_ivp(rhs, (0.0, max(horizon, 1e-12)), z0.ravel(), method="DOP853", rtol=1e-13,
-                                   atol=1e-14, dense_output=True).sol
-            self.horizon = horizon
+    def _numerical(self, tau):
+        """The DOP853 solution at τ, integrated in chunks (doubling) as far as asked."""
+        while not self.dense or self.dense[-1].t_max < tau:
+            start = self.dense[-1].t_max if self.dense else 0.0
+            y0 = self.dense[-1](start) if self.dense else self.z0.ravel()
+            end = min(max(start + self.chunk, tau), self.horizon) if start + 1e-12 < self.horizon else tau
+            self.dense.append(solve_ivp(self._rhs, (start, max(end, start + 1e-12)), y0, method="DOP853", rtol=1e-13,
+                                        atol=1e-14, dense_output=True).sol)
+            self.chunk *= 2.0
+        piece = next(p for p in self.dense if p.t_max >= tau)
+        z = piece(tau).reshape(self.z0.shape)
+        return z / np.linalg.norm(z, axis=1, keepdims=True)
 
     def state(self, tau):
         if tau == 0.0:
             return self.z0.copy()
         if not self.exact:
-            z = self.dense(tau).reshape(self.z0.shape)
-            return z / np.linalg.norm(z, axis=1, keepdims=True)
+            return self._numerical(tau)
         z = self.z0.copy()
         phi = 2.0 * np.arctan(self.half * np.exp(-self.speed * tau))
         z[self.moves] = np.cos(phi)[:, None] * self.yhat + np.sin(phi)[:, None] * self.e
@@ -567,7 +660,7 @@ class Hardmax(Solver):
         for tie in ties:
             run.ties.append({"t": float(t), **tie})
         if run.domain == "sphere":
-            flow = SphereFlow(z, W, self.V, run.t_eval[-1] - t)
+            flow = SphereFlow(z, W, self.V, run.t_eval[-1] - t, 20 * SCAN / _rate(z, self.M, self.V))
             run.inexact_pieces += not flow.exact
         else:
             flow = LinearFlow(z, W, self.V)
