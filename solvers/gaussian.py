@@ -68,44 +68,49 @@ class CovarianceBlowUp(SolverError):
         self.t, self.t_blowup = t, t_blowup
 
 
-def moment_rates(m, S, beta, heads, attention="softmax", eps=1.0):
-    """(ṁ, Σ̇) of N(m, Σ) under (SA) in R^d, ``heads`` a list of (M_h = K_hᵀQ_h, V_h) or (M_h, V_h, K_hᵀK_h)
-    (docs/gaussian.md, docs/attention.md; Castin, Ablin, Carrillo, Peyré, arXiv 2501.18322).
+def affine_field(m, S, beta, heads, attention="softmax", eps=1.0):
+    """(b, B) of the affine attention field v(x) = b + Bx of N(m, Σ) under (SA) in R^d, ``heads`` a list of
+    (M_h = K_hᵀQ_h, V_h) or (M_h, V_h, K_hᵀK_h) (docs/gaussian.md, docs/attention.md; Castin, Ablin,
+    Carrillo, Peyré, arXiv 2501.18322).
 
-    Every attention kind makes the field affine, v(x) = Σ_h V_h (b_h + β T_h M_h x), and then
-    ṁ = Σ_h V_h b_h + B m, Σ̇ = BΣ + ΣBᵀ with B = β Σ_h V_h T_h M_h:
+    Each head's attention average is b_h + γ T_h M_h x, so b = Σ_h V_h b_h and B = γ Σ_h V_h T_h M_h:
 
-    * softmax: b_h = m, T_h = Σ (the mean of the Gaussian tilted by e^{β⟨Q_h x, K_h y⟩});
-    * L2, weights e^{−(β/2)‖Q_h x − K_h y‖²}: the tilt also has the precision βK_hᵀK_h, so with
-      P_h = (I + βΣK_hᵀK_h)⁻¹, T_h = P_hΣ and b_h = P_h m;
-    * Sinkhorn (gain β/ε): the conditional mean of the Gaussian entropic plan of μ with itself,
-      b_h = m − (β/ε) T_h M_h m and T_h = Σ^{1/2} φ(R_h) Σ^{1/2}, R_h = (β/ε)² Σ^{1/2} M_hΣM_hᵀ Σ^{1/2},
-      φ(r) = 2/(1 + √(1 + 4r)), with β/ε in place of β in B (so ṁ = Σ_h V_h m).
+    * softmax (γ = β): b_h = m, T_h = Σ (the mean of the Gaussian tilted by e^{β⟨Q_h x, K_h y⟩});
+    * L2, weights e^{−(β/2)‖Q_h x − K_h y‖²} (γ = β): the tilt also has the precision βK_hᵀK_h, so
+      with P_h = (I + βΣK_hᵀK_h)⁻¹, T_h = P_hΣ and b_h = P_h m;
+    * Sinkhorn (γ = β/ε): the conditional mean of the Gaussian entropic plan of μ with itself, whose
+      conditional covariance is T_h = Σ^{1/2} φ(R_h) Σ^{1/2}, R_h = γ² Σ^{1/2} M_hΣM_hᵀ Σ^{1/2},
+      φ(r) = 2/(1 + √(1 + 4r)); b_h = m − γ T_h M_h m (the field averages to V_h m).
     """
     d = m.size
     gain = beta / eps if attention == "sinkhorn" else beta
     root = _sqrtm(S) if attention == "sinkhorn" else None
     B = np.zeros((d, d))
-    dm = np.zeros(d)
+    b = np.zeros(d)
     for head in heads:
         M, V = head[0], head[1]
         if attention == "softmax":
-            T, b = S, m
+            T, bh = S, m
         elif attention == "l2":
             P = np.linalg.inv(np.eye(d) + beta * S @ head[2])
-            T, b = P @ S, P @ m
+            T, bh = P @ S, P @ m
         else:
             R = gain ** 2 * root @ M @ S @ M.T @ root
             vals, vecs = np.linalg.eigh(0.5 * (R + R.T))
             phi = 2.0 / (1.0 + np.sqrt(1.0 + 4.0 * np.clip(vals, 0.0, None)))
             T = root @ (vecs * phi) @ vecs.T @ root
-            b = m - gain * T @ M @ m
-        VT = gain * V @ T @ M
-        B += VT
-        dm += V @ b
-    dm += B @ m
+            bh = m - gain * T @ M @ m
+        B += gain * V @ T @ M
+        b += V @ bh
+    return b, B
+
+
+def moment_rates(m, S, beta, heads, attention="softmax", eps=1.0):
+    """(ṁ, Σ̇) of N(m, Σ) under (SA) in R^d: with the affine field v(x) = b + Bx (`affine_field`),
+    ṁ = b + Bm and Σ̇ = BΣ + ΣBᵀ (docs/gaussian.md)."""
+    b, B = affine_field(m, S, beta, heads, attention, eps)
     BS = B @ S
-    return dm, BS + BS.T
+    return b + B @ m, BS + BS.T
 
 
 def _sqrtm(S):
@@ -253,4 +258,4 @@ class Gaussian(Solver):
         return {"domain": "euclidean"}
 
 
-__all__ = ["Gaussian", "CovarianceBlowUp", "moment_rates"]
+__all__ = ["Gaussian", "CovarianceBlowUp", "moment_rates", "affine_field"]

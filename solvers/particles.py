@@ -508,7 +508,10 @@ class Particles(Solver):
                            f=None if start is None else start[0], g=None if start is None else start[1],
                            chunk=self.chunk, threads=run.threads)
             keep["potentials"][h] = (res.f, res.g)
-            energy = energy + sinkhorn_energy(run.weights, model.beta, model.sinkhorn_eps, res.f, res.g)
+            keep["iterations"] += res.iterations
+            keep["solves"] += 1
+            keep["max_error"] = max(keep["max_error"], res.error)
+            energy = energy + sinkhorn_energy(x, run.weights, model.beta, model.sinkhorn_eps, res.f, res.g, head["M"])
         out["sinkhorn_energy"] = energy
         return out
 

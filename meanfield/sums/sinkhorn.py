@@ -21,7 +21,10 @@ may differ between realisations (leading axes) and the sums stay stabilised by t
   and the attention matrix A_ij = π_ij / w_i: rows of sum 1, and Σ_i w_i A_ij = w_j (for equal
   weights, A is doubly stochastic). The potentials solve f_i = −log Σ_j w_j e^{C_ij + g_j},
   g_j = −log Σ_i w_i e^{C_ij + f_i} (C = β⟨Qx_i, Kx_j⟩/ε), iterated in the log domain (Sinkhorn's
-  algorithm; Peyré and Cuturi, *Computational optimal transport*, §4.4) from a warm start.
+  algorithm; Peyré and Cuturi, *Computational optimal transport*, §4.4) from a warm start. The plan
+  does not change when C_ij gains a_i + b_j, so the tokens are centred at their weighted mean x̄ first
+  (⟨x_i, M x_j⟩ = ⟨x_i − x̄, M(x_j − x̄)⟩ + a_i + b_j): the exponents, and their rounding, stay of the
+  size of the cloud's spread rather than of its distance to the origin.
 """
 from dataclasses import dataclass
 
@@ -126,7 +129,8 @@ def sinkhorn(x, w, beta, *, M=None, values=None, eps=1.0, tol=1e-12, f=None, g=N
 
     Parameters
     ----------
-    x : (..., n, d) array, the tokens (leading axes: realisations, each with its own plan).
+    x : (..., n, d) array, the tokens (leading axes: realisations, each with its own plan); the
+        potentials returned are those of the tokens centred at their weighted mean.
     w : (n,) array, positive weights of sum 1 (the marginals).
     beta : float, the gain β of β⟨x_i, M x_j⟩.
     M : None (identity), (d, d) or (..., d, d): QᵀK.
@@ -167,6 +171,7 @@ def sinkhorn(x, w, beta, *, M=None, values=None, eps=1.0, tol=1e-12, f=None, g=N
     max_iterations = check_int(max_iterations, "max_iterations", low=1)
     gain = beta / eps
     values = x if values is None else np.asarray(values, dtype=float)
+    x = _centred(x, w)[0]                   # the same plan, smaller exponents
     shape = np.broadcast_shapes(x.shape[:-1], values.shape[:-1], () if M is None else np.shape(M)[:-2] + (1,))
     f = np.zeros(shape) if f is None else np.array(np.broadcast_to(f, shape))
     g = np.zeros(shape) if g is None else np.array(np.broadcast_to(g, shape))
@@ -183,33 +188,45 @@ def sinkhorn(x, w, beta, *, M=None, values=None, eps=1.0, tol=1e-12, f=None, g=N
                                iterations=max_iterations, error=error)
 
 
+def _centred(x, w, *others):
+    """x − x̄ (x̄ = Σ_j w_j x_j / Σ_j w_j), and the same shift of the points ``others``; and x̄."""
+    mean = np.einsum("j,...jd->...d", w, x)[..., None, :] / w.sum()
+    return (x - mean,) + tuple(np.asarray(z, dtype=float) - mean for z in others) + (mean[..., 0, :],)
+
+
 def sinkhorn_output(z, x, w, beta, g, *, M=None, values=None, eps=1.0, chunk=512, threads=None):
     """The Sinkhorn attention output at points z (..., k, d) that are not tokens (tracers): with the column
-    potentials g of the tokens x, Σ_j w_j e^{β⟨z, M x_j⟩/ε + g_j} values_j / Σ_j w_j e^{β⟨z, M x_j⟩/ε + g_j},
-    the conditional mean of the plan extended to z (its row potential is the c-transform of g); at a token
-    it is that token's output."""
-    x = np.asarray(x, dtype=float)
+    potentials g of the tokens x (as `sinkhorn` returns them), Σ_j w_j e^{β⟨z, M x_j⟩/ε + g_j} values_j /
+    Σ_j w_j e^{β⟨z, M x_j⟩/ε + g_j}, the conditional mean of the plan extended to z (its row potential
+    is the c-transform of g); at a token it is that token's output."""
+    x, w = np.asarray(x, dtype=float), np.asarray(w, dtype=float)
     values = x if values is None else np.asarray(values, dtype=float)
-    return _row_update(np.asarray(z, dtype=float), x, np.asarray(w, dtype=float), values, beta / eps, M, g, chunk,
-                       threads)[1]
+    xc, zc, _ = _centred(x, w, z)
+    return _row_update(zc, xc, w, values, beta / eps, M, g, chunk, threads)[1]
 
 
 def sinkhorn_matrix(x, w, beta, *, M=None, eps=1.0, f, g):
-    """The dense attention matrix A_ij = w_j e^{β⟨x_i, M x_j⟩/ε + f_i + g_j} (..., n, n) of the potentials
-    f, g (for checks and small n: O(n²) memory)."""
-    x = np.asarray(x, dtype=float)
-    xq = x if M is None else x @ M
-    C = (beta / eps) * (xq @ np.swapaxes(x, -1, -2))
-    return np.asarray(w)[None, :] * np.exp(C + np.asarray(f)[..., :, None] + np.asarray(g)[..., None, :])
+    """The dense attention matrix A_ij = w_j e^{β⟨ξ_i, M ξ_j⟩/ε + f_i + g_j} (..., n, n) of the potentials
+    f, g that `sinkhorn` returns (ξ = x − x̄, the centred tokens), for checks and small n (O(n²) memory)."""
+    w = np.asarray(w, dtype=float)
+    xc, _ = _centred(np.asarray(x, dtype=float), w)
+    xq = xc if M is None else xc @ M
+    C = (beta / eps) * (xq @ np.swapaxes(xc, -1, -2))
+    return w[None, :] * np.exp(C + np.asarray(f)[..., :, None] + np.asarray(g)[..., None, :])
 
 
-def sinkhorn_energy(w, beta, eps, f, g):
-    """F(μ) = (ε/2β) max_{π∈Π(μ,μ)} [Σ π_ij β⟨x_i, M x_j⟩/ε − KL(π | w⊗w)] = −(ε/2β)(⟨w, f⟩ + ⟨w, g⟩).
+def sinkhorn_energy(x, w, beta, eps, f, g, M=None):
+    """F(μ) = (ε/2β) max_{π∈Π(μ,μ)} [Σ π_ij β⟨x_i, M x_j⟩/ε − KL(π | w⊗w)]
+    = −(ε/2β)(⟨w, f⟩ + ⟨w, g⟩) + ⟨x̄, M x̄⟩/2 (f, g the potentials of the centred tokens, x̄ their mean).
 
-    The entropic self-transport value of μ = Σ w_j δ_{x_j} (divided by 2β/ε); with M = QᵀK symmetric
+    The entropic self-transport value of μ = Σ w_j δ_{x_j} divided by 2β/ε; with M = QᵀK symmetric
     and V = M the Sinkhorn flow is its Wasserstein gradient ascent, dF/dt = Σ_i w_i |ẋ_i|²
     (docs/attention.md). (...,) per realisation; β ≠ 0."""
-    return -(eps / (2.0 * beta)) * (np.asarray(f) @ w + np.asarray(g) @ w)
+    w = np.asarray(w, dtype=float)
+    x = np.asarray(x, dtype=float)
+    mean = np.einsum("j,...jd->...d", w, x) / w.sum()
+    Mm = mean if M is None else np.einsum("...ij,...j->...i", M, mean)
+    return -(eps / (2.0 * beta)) * (np.asarray(f) @ w + np.asarray(g) @ w) + 0.5 * np.einsum("...d,...d->...", mean, Mm)
 
 
 __all__ = ["biased_sums", "l2_bias", "sinkhorn", "sinkhorn_output", "sinkhorn_matrix", "sinkhorn_energy", "SinkhornPotentials",
