@@ -35,11 +35,14 @@ def rhs(model, x, **options):
 
 
 # -- the sums ---------------------------------------------------------------------------------------------
-@given(st.integers(2, 12), st.integers(2, 4), st.floats(0.1, 3.0), st.integers(0, 2 ** 31))
-def test_sinkhorn_matches_plain_sinkhorn_and_is_doubly_stochastic(n, d, beta, seed):
+@given(st.integers(2, 12), st.integers(2, 4), st.floats(0.1, 3.0), st.booleans(), st.integers(0, 2 ** 31))
+def test_sinkhorn_matches_plain_sinkhorn_and_is_doubly_stochastic(n, d, beta, symmetric, seed):
+    """Both iterations (the symmetric one for M = Mᵀ, the alternating one else) against plain Sinkhorn."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, d)) / np.sqrt(d)
     M = np.eye(d) + 0.3 * rng.standard_normal((d, d))
+    if symmetric:
+        M = 0.5 * (M + M.T)
     w = rng.uniform(0.5, 1.5, n)
     w /= w.sum()
     res = sk.sinkhorn(x, w, beta, M=M, tol=1e-13)
@@ -172,3 +175,82 @@ def test_the_gaussian_field_is_the_quadrature_field(attention):
     b, B = affine_field(m, S, beta, [(K.T @ Q, V, K.T @ K)], attention, eps)
     near = np.abs(Z).max(1) < 3                       # nodes where the quadrature resolves the tilted law
     assert np.abs(field - (b + y @ B.T))[near].max() < 1e-9
+
+
+@pytest.mark.parametrize("attention", ["softmax", "l2", "sinkhorn"])
+@pytest.mark.parametrize("n", [600, pytest.param(5000, marks=pytest.mark.slow)])
+def test_gaussian_particles_match_the_gaussian_continuum_at_t_1(attention, n):
+    """n Gaussian particles in R^3 against the continuum started from their own moments, to 2e-2 at t = 1
+    (5000 particles: the acceptance check; 600 with two heads in the default tier)."""
+    rng = np.random.default_rng(7)
+    d = 3
+    if n == 5000:
+        Q, K, V = near_identity(rng, d)
+        model = mf.Model(beta=1.0, dim=d, Q=Q, K=K, V=V, attention=attention, sinkhorn_eps=0.8)
+    else:
+        heads = [tuple(near_identity(rng, d)) for _ in range(2)]
+        model = mf.Model(beta=0.7, dim=d, heads=heads, attention=attention, sinkhorn_eps=0.8)
+    x0 = (0.5 if n == 5000 else 0.3) * rng.standard_normal((n, d)) + 0.2
+    part = solvers.Particles(model).solve(x0, [0.0, 1.0], domain="euclidean", rtol=1e-6, progress=False)
+    gauss = solvers.Gaussian(model).solve((x0, np.full(n, 1 / n)), [0.0, 1.0], progress=False)
+    x = part.positions[-1]
+    assert np.abs(x.mean(0) - gauss.mean(-1)).max() < 2e-2
+    assert np.abs(np.cov(x.T, bias=True) - gauss.covariance(-1)).max() < 2e-2
+
+
+# -- the energy of the Sinkhorn flow ------------------------------------------------------------------------
+@pytest.mark.parametrize("domain", ["euclidean", "sphere"])
+def test_sinkhorn_flow_increases_its_energy(domain):
+    """QᵀK = A symmetric and V = A: the flow is the gradient ascent of F = (ε/2β)·OT_ε(μ, μ), so F is
+    non-decreasing at the saved times and dF/dt = Σ_i w_i |ẋ_i|² (a centred difference along the field)."""
+    rng = np.random.default_rng(8)
+    d, n, beta, eps = 3, 40, 1.5, 0.7
+    G = rng.standard_normal((d, d))
+    A = np.eye(d) + 0.2 * (G + G.T)
+    model = mf.Model(beta=beta, dim=d, Q=np.eye(d), K=A, V=A, attention="sinkhorn", sinkhorn_eps=eps)
+    x0 = 0.5 * rng.standard_normal((n, d))
+    if domain == "sphere":
+        x0 /= np.linalg.norm(x0, axis=-1, keepdims=True)
+    sol = solvers.Particles(model).solve(x0, np.linspace(0, 2, 11), domain=domain, progress=False)
+    F = sol.diagnostics["sinkhorn_energy"]
+    assert np.all(np.diff(F) >= -1e-12 * np.abs(F).max()) and F[-1] > F[0]
+    w = np.full(n, 1 / n)
+    x = sol.positions[5]
+    v = solvers.Particles(model).start(x, [0.0, 1.0], domain=domain).rhs(0.0, x)
+
+    def energy(y):
+        res = sk.sinkhorn(y, w, beta, M=A, eps=eps, tol=1e-14)
+        return sk.sinkhorn_energy(y, w, beta, eps, res.f, res.g, A)
+
+    h = 1e-4
+    slope = (energy(x + h * v) - energy(x - h * v)) / (2 * h)
+    assert abs(slope - w @ np.sum(v * v, -1)) < 1e-6 * abs(slope)
+
+
+# -- bad input ----------------------------------------------------------------------------------------------
+def test_bad_input_names_the_argument(tmp_path, capsys):
+    with pytest.raises(ValueError, match="`attention`"):
+        mf.Model(beta=1.0, dim=3, attention="sparsemax")
+    for eps in (0.0, -1.0):
+        with pytest.raises(ValueError, match="`sinkhorn_eps`"):
+            mf.Model(beta=1.0, dim=3, attention="sinkhorn", sinkhorn_eps=eps)
+    with pytest.raises(ValueError, match="`attention`='sinkhorn' with `mask`='causal'"):
+        mf.Model(beta=1.0, dim=3, attention="sinkhorn", mask="causal")
+    hard = mf.Model(beta=1.0, dim=3, attention="hardmax")
+    for make in (solvers.Gaussian, solvers.Particles, lambda m: solvers.SphericalHarmonics(m, lmax=8)):
+        with pytest.raises(mf.UnsupportedModel, match="`attention`"):
+            make(hard)
+    with pytest.raises(mf.UnsupportedModel, match="`attention`"):
+        solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3, attention="sinkhorn"), lmax=8)
+    for kind in ("l2", "sinkhorn"):
+        with pytest.raises(mf.UnsupportedModel, match="`attention`"):
+            solvers.Particles(mf.Model(beta=1.0, dim=3, attention=kind, normalized=False))
+        with pytest.raises(ValueError, match="`sums`='spectral'.*attention"):
+            solvers.Particles(mf.Model(beta=1.0, dim=3, attention=kind), sums="spectral")
+    cfg = tmp_path / "bad.toml"
+    for line in ('attention = "sinkhorn"\nmask = "causal"', 'attention = "sinkhorn"\nsinkhorn_eps = 0.0'):
+        cfg.write_text('[solver]\nname = "particles"\nn = 16\n[model]\nbeta = 1.0\ndim = 3\n' + line +
+                       '\n[initial]\ndensity = "uniform"\n[times]\nt_end = 1.0\n')
+        assert main(["run", str(cfg), "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "`model." in err, err
