@@ -254,3 +254,13 @@ def test_bad_input_names_the_argument(tmp_path, capsys):
         assert main(["run", str(cfg), "--out", str(tmp_path / "out")]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "`model." in err, err
+
+
+def test_the_table_of_docs_attention_is_what_the_solvers_declare():
+    import pathlib
+    import re
+    text = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "attention.md").read_text()
+    table = text.split("## Which solver takes which", 1)[1]
+    for name in ("Particles", "Gaussian"):
+        row = next(line for line in table.splitlines() if line.startswith(f"| `solvers.{name}` |"))
+        assert tuple(re.findall(r'"(\w+)"', row)) == getattr(solvers, name).attentions, row
