@@ -59,6 +59,7 @@ FULL = ("energy", "clustered_fraction", "clusters", "w1_to_dirac")
 DIAGNOSTICS = FULL + ("span_dimension", "cluster_sizes")      # the last two only when named
 SAVE = ("auto", "positions", "ends", "diagnostics")
 RUN_MLP = ("mlp_W", "mlp_U", "mlp_b")    # Solution.stats keys of the feed-forward term given to solve
+NORMALISED = ("l2", "sinkhorn")    # the attentions of `meanfield.sums.sinkhorn` (docs/attention.md)
 AUTO_SAVE_BYTES = 1 << 28  # save="auto" keeps every position up to 256 MB of them, else the first and last
 
 
@@ -263,7 +264,7 @@ class Particles(Solver):
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None, sums="auto",
                  sums_tol=1e-6, threads=None):
         super().__init__(model, threads)
-        if model.attention != "softmax" and not model.normalized:
+        if model.attention in NORMALISED and not model.normalized:
             raise UnsupportedModel(f"`attention`={model.attention!r} normalises the attention weights; it has no "
                                    "(USA) form: pass normalized=True (docs/attention.md).")
         self.sums = check_sums(sums, model, heads=True)
@@ -417,7 +418,7 @@ class Particles(Solver):
         free = self._energy_head(domain, heads)
         for h, head in enumerate(heads):
             mask = None if causal is None else causal[h if h < len(causal) else 0]
-            if self.model.attention != "softmax":
+            if self.model.attention in NORMALISED:
                 y = self._normalised_attention(run, x, head, h, w, domain, threads, mask, targets)
                 out = y if out is None else out + y
                 continue
