@@ -12,6 +12,7 @@ from meanfield.sums import sinkhorn as sk
 from solvers import particles as particles_module
 from solvers.gaussian import affine_field, moment_rates
 
+from gauss_hermite import gauss_hermite
 from tolerances import assert_rounding_close
 
 
@@ -160,11 +161,7 @@ def test_the_gaussian_field_is_the_quadrature_field(attention):
     Q, K, V = near_identity(rng, d, 0.3)
     m, A = np.array([0.3, -0.2]), rng.standard_normal((d, d))
     S = 0.2 * (A @ A.T) + 0.1 * np.eye(d)
-    z, q = np.polynomial.hermite_e.hermegauss(40)
-    Z = np.stack(np.meshgrid(z, z, indexing="ij"), -1).reshape(-1, d)
-    W = np.outer(q, q).ravel()
-    W /= W.sum()
-    y = m + Z @ np.linalg.cholesky(S).T
+    y, W, Z = gauss_hermite(m, S, 40)
     if attention == "l2":
         L = -0.5 * beta * np.sum(((y @ Q.T)[:, None, :] - (y @ K.T)[None, :, :]) ** 2, -1)
         P = W * np.exp(L - L.max(1, keepdims=True))
