@@ -36,11 +36,12 @@ def rhs(model, x, **options):
 
 
 # -- the sums ---------------------------------------------------------------------------------------------
-@given(st.integers(2, 12), st.integers(2, 4), st.floats(0.1, 3.0), st.booleans(), st.integers(0, 2 ** 31))
+@given(st.integers(2, 12), st.integers(2, 4), st.floats(0.1, 2.0), st.booleans(), st.integers(0, 2 ** 31))
 def test_sinkhorn_matches_plain_sinkhorn_and_is_doubly_stochastic(n, d, beta, symmetric, seed):
-    """Both iterations (the symmetric one for M = Mᵀ, the alternating one else) against plain Sinkhorn."""
+    """Both iterations (the symmetric one for M = Mᵀ, the alternating one else) against plain Sinkhorn,
+    for plans away from a permutation (β⟨x_i, M x_j⟩ of spread up to about 6)."""
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, d)) / np.sqrt(d)
+    x = 0.6 * rng.standard_normal((n, d)) / np.sqrt(d)
     M = np.eye(d) + 0.3 * rng.standard_normal((d, d))
     if symmetric:
         M = 0.5 * (M + M.T)
