@@ -262,3 +262,17 @@ def test_the_table_of_docs_attention_is_what_the_solvers_declare():
     for name in ("Particles", "Gaussian"):
         row = next(line for line in table.splitlines() if line.startswith(f"| `solvers.{name}` |"))
         assert tuple(re.findall(r'"(\w+)"', row)) == getattr(solvers, name).attentions, row
+
+
+@pytest.mark.parametrize("attention", ["l2", "sinkhorn"])
+def test_tracers_on_the_tokens_follow_them_and_batches_are_their_members(attention):
+    """The field at a point that is not a token (the plan extended by its potentials) is, at a token,
+    that token's field; a batch of two realisations is the two runs."""
+    x0, _ = mf.sample(mf.densities.uniform(), 30, 3, rng=9)
+    model = mf.Model(beta=2.0, dim=3, attention=attention, Q=np.diag([1.0, 1.5, 0.5]))
+    sol = solvers.Particles(model).solve(x0, [0.0, 1.0], tracers=x0[:3], progress=False)
+    assert np.abs(sol.tracers[-1] - sol.positions[-1][:3]).max() < 1e-10
+    both = solvers.Particles(model).solve(np.stack([x0, x0[::-1]]), [0.0, 1.0], scheme="euler-normalize", dt=0.1,
+                                          progress=False)
+    one = solvers.Particles(model).solve(x0[::-1], [0.0, 1.0], scheme="euler-normalize", dt=0.1, progress=False)
+    assert np.allclose(both.positions[-1][1], one.positions[-1], rtol=0, atol=1e-11)
