@@ -123,32 +123,50 @@ def _column_update(x, w, gain, M, f, chunk, threads):
     return -(np.log(S[..., 0]) + c)
 
 
+ANDERSON_DEPTH = 5            # the differences kept by the symmetric iteration's Anderson acceleration
+
+
 def _symmetric(x, w, values, gain, M, f, tol, max_iterations, chunk, threads):
     """Sinkhorn for a symmetric M, where the plan has f = g: one sum per iteration, T f_i = −log Σ_j w_j
-    e^{C_ij + f_j}, and the relaxed update f ← f + θ(r − r̄) + r̄/2 (r = Tf − f, r̄ its w-mean): the
-    constant mode, which T flips (T(f + c) = Tf − c), is removed at once, and the other modes contract by
-    (1 − θ) − θλ over the spectrum λ of the plan's Markov operator, in [0, 1) for a positive semi-definite
-    kernel: θ = 1 (Sinkhorn's rate λ_max) while the residual falls fast, θ = 2/(2 + ρ) from the measured rate
-    ρ > 1/3 (at most 1/3 then). Stopped when max|e^{f − Tf} − 1| <= tol/2; returns the potentials (Tf, f),
-    whose rows are exact and whose columns are within 2·max|e^{f − Tf} − 1| <= tol."""
-    error, history, theta = np.inf, [], 1.0
+    e^{C_ij + f_j}, and the fixed point f = G(f) = Tf − r̄/2 (r = Tf − f, r̄ its w-mean), which removes at
+    once the constant mode that T flips (T(f + c) = Tf − c); the other modes contract by the spectrum
+    −λ of the plan's Markov operator (λ in [0, 1) for a positive semi-definite kernel). The iterates are
+    Anderson-accelerated (depth `ANDERSON_DEPTH`, restarted when the error grows tenfold; Walker and
+    Ni, SIAM J. Numer. Anal. 2011): about a third fewer iterations than the plain map. Stopped when
+    max|e^{f − Tf} − 1| <= tol/2; returns the potentials (Tf, f), whose rows are exact and whose columns
+    are within 2·max|e^{f − Tf} − 1| <= tol."""
+    error, best = np.inf, np.inf
     wn = w / w.sum()
+    dG, dR, prev = [], [], None
     for k in range(1, max_iterations + 1):
         Tf, out = _row_update(x, x, w, values, gain, M, f, chunk, threads)
         r = Tf - f
         error = _max_expm1(-r)
         if error <= 0.5 * tol:
             return SinkhornPotentials(Tf, f, out, k, 2.0 * error)
-        history.append(float(np.max(np.abs(r - (r @ wn)[..., None]))))
-        if len(history) == 4 and theta == 1.0 and history[1] > 0:
-            rate = np.sqrt(history[3] / history[1])
-            if rate > 1.0 / 3.0:
-                theta = 2.0 / (2.0 + min(rate, 1.0))
-        mean = (r @ wn)[..., None]
-        f = f + theta * (r - mean) + 0.5 * mean        # the constant mode: f + c with c = mean/2 is fixed by T
+        if error > 10.0 * best:                              # the safeguard: restart the acceleration
+            dG, dR, prev = [], [], None
+        best = min(best, error)
+        G = Tf - 0.5 * (r @ wn)[..., None]
+        R = G - f
+        if prev is not None:
+            dG.append(G - prev[0])
+            dR.append(R - prev[1])
+            del dG[:-ANDERSON_DEPTH], dR[:-ANDERSON_DEPTH]
+        prev = (G, R)
+        f = G if not dG else G - _anderson(np.stack(dG, -1), np.stack(dR, -1), R)
     raise SinkhornNotConverged(f"Sinkhorn's iterations did not reach `sinkhorn_tol`={tol:g} on the marginals in "
                                f"{max_iterations} iterations (error {2 * error:.3g}); raise sinkhorn_eps or sinkhorn_tol.",
                                iterations=max_iterations, error=2 * error)
+
+
+def _anderson(DG, DR, R):
+    """ΔG γ with γ = argmin |R − ΔR γ| (per leading index; a 1e-12 relative ridge keeps it solvable)."""
+    A = np.einsum("...nm,...nk->...mk", DR, DR)
+    b = np.einsum("...nm,...n->...m", DR, R)
+    ridge = 1e-12 * np.trace(A, axis1=-2, axis2=-1)[..., None, None] * np.eye(A.shape[-1])
+    gamma = np.linalg.solve(A + ridge + 1e-300 * np.eye(A.shape[-1]), b[..., None])[..., 0]
+    return np.einsum("...nm,...m->...n", DG, gamma)
 
 
 def sinkhorn(x, w, beta, *, M=None, values=None, eps=1.0, tol=1e-12, f=None, g=None, max_iterations=MAX_ITERATIONS,
@@ -272,4 +290,4 @@ def sinkhorn_energy(x, w, beta, eps, f, g, M=None):
 
 
 __all__ = ["biased_sums", "l2_bias", "sinkhorn", "sinkhorn_output", "sinkhorn_matrix", "sinkhorn_energy", "SinkhornPotentials",
-           "SinkhornNotConverged", "MAX_ITERATIONS"]
+           "SinkhornNotConverged", "MAX_ITERATIONS", "ANDERSON_DEPTH"]
