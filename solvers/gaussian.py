@@ -15,6 +15,9 @@ and an affine flow keeps Gaussians Gaussian. With B = β Σ_h V_h Σ M_h the mom
 a quadratic (Riccati-type) system whose covariance may blow up in finite time. In d = 1 with
 a = β v q k: σ²(t) = σ₀²/(1 − 2aσ₀²t), infinite at t* = 1/(2aσ₀²).
 
+L2 and Sinkhorn attention (docs/attention.md) keep the field affine too, with other b and B
+(`affine_field`, docs/gaussian.md); ``Model(attention=...)`` chooses.
+
 (USA) is refused: its field Σ_j e^{β⟨Qx, Ky⟩}Vx_j/n is the Gaussian's moment generating function
 times an affine map, which is not affine, so Gaussians do not stay Gaussian. Noise is refused too
 (the model's noise is the sphere's).
@@ -131,7 +134,8 @@ class Gaussian(Solver):
 
     Parameters
     ----------
-    model : `meanfield.Model` with ``normalized=True`` ((SA)), no noise, any Q, K, V and heads, any dim.
+    model : `meanfield.Model` with ``normalized=True`` ((SA)), no noise, any Q, K, V and heads, any dim,
+        ``attention`` "softmax", "l2" or "sinkhorn" (with ``sinkhorn_eps``).
     domain : "euclidean" (the only one: on the sphere Gaussians are not preserved).
     threads : int >= 1, optional
         Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
