@@ -34,6 +34,7 @@ import scipy.fft as sfft
 from meanfield.validation import check_callable, check_density_values, check_real
 from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
 from meanfield.spaces.quadrature import trapezoid
+from meanfield.sums.sinkhorn import sinkhorn, sinkhorn_energy, sinkhorn_output
 from meanfield.representations.fourier import FourierSeries
 from .base import Run, Solver
 from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
@@ -160,6 +161,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     run_type = FourierRun
     mass_by_construction = True     # c_0 is not evolved: a report notes the mass
     takes_mask = True           # with `positions`: the layered equation (`LayeredFourierCircle`)
+    attentions = ("softmax", "sinkhorn")      # Sinkhorn: the plan of the grid measure (docs/attention.md)
 
     def __new__(cls, *args, positions=None, **options):
         if cls is FourierCircle and positions is not None:
@@ -175,6 +177,10 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
             raise UnsupportedModel(f"FourierCircle solves on S^1: `model.dim` must be 2, got {model.dim} "
                                    "(use solvers.SphericalHarmonics for dim 3).")
         self._require_zonal()
+        if model.attention == "sinkhorn" and (not model.normalized or model.normalization != "post"):
+            raise UnsupportedModel("`attention`='sinkhorn' on the circle takes (SA) with normalization='post' "
+                                   f"(docs/attention.md), got normalized={model.normalized}, "
+                                   f"normalization={model.normalization!r}.")
         self.tail = TailMonitor(tail_tol, "modes")
         self.dealias = check_real(dealias, "dealias", low=1.5)
         self.w1 = bool(w1)
@@ -200,6 +206,8 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         t; the velocity is that of the density ``field`` (default c itself; a layered run passes its
         prefix means, `solvers.layered`), plus s⁻¹⟨P_x F, e_θ⟩ of a feed-forward term unless
         ``feedforward`` is False."""
+        if self.model.attention == "sinkhorn":
+            return self._sinkhorn_fields(run, c, feedforward)
         K, M, radial = self.modes, self.M, self.field.radial
         fields = field if isinstance(field, list) else [c if field is None else field]   # one per head
         per = 2 if self.field.normalized else 1
@@ -225,6 +233,32 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         v, inverse = self.field.scaled(v, v * v, t, None if radial is None else g[..., -1, :], z)
         mlp = self.field.feedforward(self.basis, self.model.feedforward) if feedforward else None
         return g[..., 0, :], z, (v if mlp is None else v + inverse * mlp[0]), inverse
+
+    def _sinkhorn_fields(self, run, c, feedforward=True):
+        """ρ, None, v, 1.0 on the padded grid under Sinkhorn attention: the plan of the grid measure
+        Σ_j (ρ_j/M) δ_{θ_j} with itself for the kernel e^{(β/ε)⟨x, y⟩} (`meanfield.sums.sinkhorn.sinkhorn`,
+        direct sums over the M points, warm-started), v_j = V⟨Σ_k A_jk x_k, e_θ⟩. The continuum's fixed
+        point u·(k ∗ (uρ)) = 1 discretised by the grid's quadrature (docs/attention.md); ρ <= 0 somewhere on
+        the grid makes the plan undefined: the step is rejected (``zmin``) and the monitor stops the run."""
+        rho = self.basis.synthesis(c)
+        run.workspace["zmin"] = float(rho.min())
+        if not run.workspace["zmin"] > 0:
+            return rho, None, np.full(rho.shape, np.nan), 1.0
+        x, frame = self.basis.points, self.basis.frame[0]
+        model, keep = self.model, run.workspace.setdefault("sinkhorn", {})
+        v = np.empty(rho.shape)
+        for index in np.ndindex(rho.shape[:-1]):
+            start = keep.get(index)
+            if start is not None and start[0].shape != rho.shape[-1:]:     # a refined grid: start afresh
+                start = None
+            res = sinkhorn(x, rho[index] / self.M, model.beta, eps=model.sinkhorn_eps, tol=model.sinkhorn_tol,
+                           f=None if start is None else start[0], g=None if start is None else start[1],
+                           threads=run.threads)
+            keep[index] = (res.f, res.g)
+            keep["iterations"] = keep.get("iterations", 0) + res.iterations
+            v[index] = self.field.s * np.einsum("jd,jd->j", res.out, frame)
+        mlp = self.field.feedforward(self.basis, self.model.feedforward) if feedforward else None
+        return rho, None, (v if mlp is None else v + mlp[0]), 1.0
 
     def _full(self, run, u):
         c = run.workspace.get("c")
@@ -290,7 +324,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         """−ik (ρv)_k, k = 1..K, for coefficients c (..., K + 1) moved by the velocity of ``field`` (default c)."""
         rho, _, v, _ = self._grid_fields(run, c, field, t)
         run.workspace["v"] = v          # the stability cap reads it once per step (`_stable_step`)
-        if self.field.normalized and not run.workspace["zmin"] > 0:
+        if (self.field.normalized or self.model.attention == "sinkhorn") and not run.workspace["zmin"] > 0:
             return np.full(c.shape[:-1] + (self.modes,), np.nan, dtype=complex)   # K*ρ <= 0: reject the step
         f = self.basis.analysis(rho * v)[..., 1:]
         f *= -self._ik[1:]
@@ -301,8 +335,15 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         return cls(segment.model, segment.representation.modes, w1=False)
 
     def _tracer_velocity(self, run, t, u, points):
-        """v(θ)(−sin θ, cos θ) at the tracers, the velocity of `_grid_fields` at their angles."""
+        """v(θ)(−sin θ, cos θ) at the tracers, the velocity of `_grid_fields` at their angles (Sinkhorn: the
+        plan extended to the tracers by the grid's potentials, `meanfield.sums.sinkhorn.sinkhorn_output`)."""
         c = self._full(run, u)
+        tangent = np.stack([-points[:, 1], points[:, 0]], axis=-1)
+        if self.model.attention == "sinkhorn":
+            rho = self._sinkhorn_fields(run, c, feedforward=False)[0]
+            out = sinkhorn_output(points, self.basis.points, rho / self.M, self.model.beta, run.workspace["sinkhorn"][()][1],
+                                  eps=self.model.sinkhorn_eps)
+            return (self.field.s * np.einsum("jd,jd->j", out, tangent))[:, None] * tangent
         rows = [self._dphi * c] + ([self.field.kernel * c] if self.field.normalized else [])
         g = self.basis.values_at(np.stack(rows), points)
         v = self.field.velocity(g[0], g[1] if self.field.normalized else None)
@@ -335,15 +376,18 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         # (SA) K*ρ > 0 on the grid: the last stage of the FSAL pair was evaluated at this state,
         # and a stage with K*ρ <= 0 returns NaN (the step is rejected), so the cached minimum decides
         if self.field.normalized and not run.workspace.get("zmin", 1.0) > 0:
-            raise SolverError(f"K*ρ is not positive on the grid at t={t:.6g} (min {run.workspace['zmin']:.3g}), so "
+            raise SolverError(f"K*ρ (ρ under Sinkhorn attention) is not positive on the grid at t={t:.6g} (min {run.workspace['zmin']:.3g}), so "
                               "log(K*ρ) is undefined: the discrete density has large negative parts; "
                               "increase `modes`.")
         self.tail.check_or_refine(t, self._power(run, u), self.modes, self.refinable)
 
     def _diagnostics(self, run, t, u):
-        """Mass, E_β, min ρ, tail, dE/dt (discrete) vs the identity (3.6), W1 to σ and to δ."""
+        """Mass, E_β, min ρ, tail, dE/dt (discrete) vs the identity (3.6), W1 to σ and to δ; under Sinkhorn
+        attention the energy of its flow (`_sinkhorn_diagnostics`) in place of E_β and (3.6)."""
         c = self._full(run, u).copy()
         power = self._power(run, u)
+        if self.model.attention == "sinkhorn":
+            return self._sinkhorn_diagnostics(run, c, power)
         rho, z, v, inverse = self._grid_fields(run, c, t=t, feedforward=False)
         mlp = self.field.feedforward(self.basis)
         du = self._rhs(run, t, u)
@@ -367,6 +411,20 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
             rep = FourierSeries(self.modes)
             out["w1_to_uniform"] = float(w1_to_uniform(rep.measure(c, n=n), n_reference=n))
             out["w1_to_dirac"] = rep.w1_to_dirac(c)[0]   # exact (trigonometric polynomial)
+        return out
+
+    def _sinkhorn_diagnostics(self, run, c, power):
+        """Mass, min ρ, tail, the iterations so far and ``sinkhorn_energy``, F = (ε/2β)·OT_ε of the grid
+        measure with itself (`meanfield.sums.sinkhorn.sinkhorn_energy`; with V = I the flow is its gradient
+        ascent, docs/attention.md)."""
+        rho = self._sinkhorn_fields(run, c, feedforward=False)[0]
+        keep = run.workspace["sinkhorn"]
+        out = {"mass": float(c[0].real), "min_density": float(rho.min()), "spectral_tail": float(spectral_tail(power)),
+               "modes": float(self.modes), "sinkhorn_iterations": float(keep.get("iterations", 0))}
+        if self.model.beta != 0 and rho.min() > 0:
+            f, g = keep[()]
+            out["sinkhorn_energy"] = float(sinkhorn_energy(self.basis.points, rho / self.M, self.model.beta,
+                                                           self.model.sinkhorn_eps, f, g))
         return out
 
     # -- helpers -----------------------------------------------------------------------------------

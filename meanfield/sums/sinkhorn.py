@@ -135,11 +135,21 @@ def _symmetric(x, w, values, gain, M, f, tol, max_iterations, chunk, threads):
     Ni, SIAM J. Numer. Anal. 2011): about a third fewer iterations than the plain map. Stopped when
     max|e^{f − Tf} − 1| <= tol/2; returns the potentials (Tf, f), whose rows are exact and whose columns
     are within 2·max|e^{f − Tf} − 1| <= tol."""
+    return symmetric_potentials(lambda f: _row_update(x, x, w, values, gain, M, f, chunk, threads), f, w, tol,
+                                max_iterations)
+
+
+def symmetric_potentials(update, f, w, tol=1e-12, max_iterations=MAX_ITERATIONS):
+    """The symmetric Sinkhorn iteration of `_symmetric` for any way of forming the row update:
+    ``update(f)`` returns (Tf, out), Tf_i = −log Σ_j w_j e^{C_ij + f_j} (..., n) and the attention output
+    out_i = Σ_j A_ij values_j of the potentials (Tf, f); ``w`` (n,) the marginal weights. Returns
+    `SinkhornPotentials` (Tf, f, out, iterations, error) or raises `SinkhornNotConverged`. The spectral
+    solvers pass their convolutions on a grid (docs/attention.md)."""
     error, best = np.inf, np.inf
     wn = w / w.sum()
     dG, dR, prev = [], [], None
     for k in range(1, max_iterations + 1):
-        Tf, out = _row_update(x, x, w, values, gain, M, f, chunk, threads)
+        Tf, out = update(f)
         r = Tf - f
         error = _max_expm1(-r)
         if error <= 0.5 * tol:
@@ -289,5 +299,5 @@ def sinkhorn_energy(x, w, beta, eps, f, g, M=None):
     return -(eps / (2.0 * beta)) * (np.asarray(f) @ w + np.asarray(g) @ w) + 0.5 * np.einsum("...d,...d->...", mean, Mm)
 
 
-__all__ = ["biased_sums", "l2_bias", "sinkhorn", "sinkhorn_output", "sinkhorn_matrix", "sinkhorn_energy", "SinkhornPotentials",
+__all__ = ["biased_sums", "l2_bias", "sinkhorn", "symmetric_potentials", "sinkhorn_output", "sinkhorn_matrix", "sinkhorn_energy", "SinkhornPotentials",
            "SinkhornNotConverged", "MAX_ITERATIONS", "ANDERSON_DEPTH"]
