@@ -34,14 +34,13 @@ import scipy.fft as sfft
 from meanfield.validation import check_callable, check_density_values, check_real
 from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
 from meanfield.spaces.quadrature import trapezoid
-from meanfield.sums.sinkhorn import sinkhorn, sinkhorn_energy, sinkhorn_output
 from meanfield.representations.fourier import FourierSeries
 from .base import Run, Solver
 from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
 from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, TailMonitor, check_coefficients, energy_diagnostics,
-                       head_velocities, noise_dissipation, spectral_tail)
+                       GridSinkhorn, head_velocities, noise_dissipation, spectral_tail)
 from meanfield.observables.wasserstein import w1_to_uniform
 
 STABLE_CFL = 0.8         # |h·k·v| below the imaginary-axis stability limit of the adaptive pairs
@@ -199,6 +198,8 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         self.head_fields = head_velocities(self.model, self.modes)
         self.field = self.head_fields[0]
         self._dphi = self._ik * self.field.potential
+        self._sinkhorn = (GridSinkhorn(self.model, self.basis.points, self.basis.weights, self.basis.frame)
+                          if self.model.attention == "sinkhorn" else None)       # the grid's Sinkhorn attention
 
     def _grid_fields(self, run, c, field=None, t=0.0, feedforward=True):
         """ρ, Z̃ (SA; None for USA), v and the inverse speed s⁻¹ of the normalisation on the padded grid
@@ -235,28 +236,11 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         return g[..., 0, :], z, (v if mlp is None else v + inverse * mlp[0]), inverse
 
     def _sinkhorn_fields(self, run, c, feedforward=True):
-        """ρ, None, v, 1.0 on the padded grid under Sinkhorn attention: the plan of the grid measure
-        Σ_j (ρ_j/M) δ_{θ_j} with itself for the kernel e^{(β/ε)⟨x, y⟩} (`meanfield.sums.sinkhorn.sinkhorn`,
-        direct sums over the M points, warm-started), v_j = V⟨Σ_k A_jk x_k, e_θ⟩. The continuum's fixed
-        point u·(k ∗ (uρ)) = 1 discretised by the grid's quadrature (docs/attention.md); ρ <= 0 somewhere on
-        the grid makes the plan undefined: the step is rejected (``zmin``) and the monitor stops the run."""
+        """ρ, None, v, 1.0 on the padded grid under Sinkhorn attention: v_j = V⟨Σ_k A_jk x_k, e_θ⟩ for the plan
+        of the grid measure Σ_j (ρ_j/M) δ_{θ_j} (`solvers.spectral.GridSinkhorn`); ρ <= 0 somewhere on the
+        grid makes the plan undefined: the step is rejected (``zmin``) and the monitor stops the run."""
         rho = self.basis.synthesis(c)
-        run.workspace["zmin"] = float(rho.min())
-        if not run.workspace["zmin"] > 0:
-            return rho, None, np.full(rho.shape, np.nan), 1.0
-        x, frame = self.basis.points, self.basis.frame[0]
-        model, keep = self.model, run.workspace.setdefault("sinkhorn", {})
-        v = np.empty(rho.shape)
-        for index in np.ndindex(rho.shape[:-1]):
-            start = keep.get(index)
-            if start is not None and start[0].shape != rho.shape[-1:]:     # a refined grid: start afresh
-                start = None
-            res = sinkhorn(x, rho[index] / self.M, model.beta, eps=model.sinkhorn_eps, tol=model.sinkhorn_tol,
-                           f=None if start is None else start[0], g=None if start is None else start[1],
-                           threads=run.threads)
-            keep[index] = (res.f, res.g)
-            keep["iterations"] = keep.get("iterations", 0) + res.iterations
-            v[index] = self.field.s * np.einsum("jd,jd->j", res.out, frame)
+        v = self._sinkhorn.velocity(run, rho)[..., 0, :]
         mlp = self.field.feedforward(self.basis, self.model.feedforward) if feedforward else None
         return rho, None, (v if mlp is None else v + mlp[0]), 1.0
 
@@ -338,12 +322,8 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         """v(θ)(−sin θ, cos θ) at the tracers, the velocity of `_grid_fields` at their angles (Sinkhorn: the
         plan extended to the tracers by the grid's potentials, `meanfield.sums.sinkhorn.sinkhorn_output`)."""
         c = self._full(run, u)
-        tangent = np.stack([-points[:, 1], points[:, 0]], axis=-1)
         if self.model.attention == "sinkhorn":
-            rho = self._sinkhorn_fields(run, c, feedforward=False)[0]
-            out = sinkhorn_output(points, self.basis.points, rho / self.M, self.model.beta, run.workspace["sinkhorn"][()][1],
-                                  eps=self.model.sinkhorn_eps)
-            return (self.field.s * np.einsum("jd,jd->j", out, tangent))[:, None] * tangent
+            return self._sinkhorn.at(run, self._sinkhorn_fields(run, c, feedforward=False)[0], points)
         rows = [self._dphi * c] + ([self.field.kernel * c] if self.field.normalized else [])
         g = self.basis.values_at(np.stack(rows), points)
         v = self.field.velocity(g[0], g[1] if self.field.normalized else None)
@@ -414,17 +394,12 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         return out
 
     def _sinkhorn_diagnostics(self, run, c, power):
-        """Mass, min ρ, tail, the iterations so far and ``sinkhorn_energy``, F = (ε/2β)·OT_ε of the grid
-        measure with itself (`meanfield.sums.sinkhorn.sinkhorn_energy`; with V = I the flow is its gradient
-        ascent, docs/attention.md)."""
+        """Mass, min ρ, tail, the iterations so far and ``sinkhorn_energy`` (`solvers.spectral.GridSinkhorn`;
+        with V = I the flow is the gradient ascent of that energy, docs/attention.md)."""
         rho = self._sinkhorn_fields(run, c, feedforward=False)[0]
-        keep = run.workspace["sinkhorn"]
         out = {"mass": float(c[0].real), "min_density": float(rho.min()), "spectral_tail": float(spectral_tail(power)),
-               "modes": float(self.modes), "sinkhorn_iterations": float(keep.get("iterations", 0))}
-        if self.model.beta != 0 and rho.min() > 0:
-            f, g = keep[()]
-            out["sinkhorn_energy"] = float(sinkhorn_energy(self.basis.points, rho / self.M, self.model.beta,
-                                                           self.model.sinkhorn_eps, f, g))
+               "modes": float(self.modes)}
+        out.update(self._sinkhorn.diagnostics(run, rho))
         return out
 
     # -- helpers -----------------------------------------------------------------------------------
