@@ -239,7 +239,9 @@ def test_bad_input_names_the_argument(tmp_path, capsys):
         with pytest.raises(mf.UnsupportedModel, match="`attention`"):
             make(hard)
     with pytest.raises(mf.UnsupportedModel, match="`attention`"):
-        solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3, attention="sinkhorn"), lmax=8)
+        solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3, attention="l2"), lmax=16)
+    with pytest.raises(mf.UnsupportedModel, match="`attention`"):
+        solvers.Gegenbauer(mf.Model(beta=1.0, dim=3, attention="sinkhorn"), lmax=32)
     for kind in ("l2", "sinkhorn"):
         with pytest.raises(mf.UnsupportedModel, match="`attention`"):
             solvers.Particles(mf.Model(beta=1.0, dim=3, attention=kind, normalized=False))
@@ -259,7 +261,7 @@ def test_the_table_of_docs_attention_is_what_the_solvers_declare():
     import re
     text = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "attention.md").read_text()
     table = text.split("## Which solver takes which", 1)[1]
-    for name in ("Particles", "Gaussian"):
+    for name in ("Particles", "Gaussian", "FourierCircle", "SphericalHarmonics"):
         row = next(line for line in table.splitlines() if line.startswith(f"| `solvers.{name}` |"))
         assert tuple(re.findall(r'"(\w+)"', row)) == getattr(solvers, name).attentions, row
 
