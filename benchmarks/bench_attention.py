@@ -12,6 +12,9 @@ For n tokens (S^2: iid uniform at β = 4; R^3: N(0, 0.25 I) at β = 1), times `r
   the state x, evaluated at x + 0.05·v(x), as between the stages of a run), with the iterations each
   took.
 
+Then one right-hand side of `solvers.FourierCircle` (64 modes) and `solvers.SphericalHarmonics`
+(L = 16) at β = 2, softmax against Sinkhorn (the plan of the grid measure, from zero potentials).
+
 The ratios to softmax are printed with the machine's load (`uptime`) before and after: figures taken
 with a load above about 0.6 on this 2-core machine are not timings of the code alone.
 """
@@ -78,6 +81,26 @@ def cases(domain, n, rng):
     return out
 
 
+def continuum_cases():
+    """(name, callable) of one right-hand side of the spectral solvers, softmax and Sinkhorn (the plan of
+    their grid measure, from zero potentials: the cost at the first step, an upper bound of the others)."""
+    out = []
+    for make, rho0, label in ((lambda m: solvers.FourierCircle(m, modes=64), mf.densities.perturbed_uniform(0.3, 2),
+                               "S^1 K=64"),
+                              (lambda m: solvers.SphericalHarmonics(m, lmax=16),
+                               mf.densities.von_mises_fisher([0, 0, 1.0], 1.0), "S^2 L=16")):
+        for attention in ("softmax", "sinkhorn"):
+            dim = 2 if label.startswith("S^1") else 3
+            run = make(mf.Model(beta=2.0, dim=dim, attention=attention)).start(rho0, [0.0, 1.0])
+
+            def rhs(run=run):
+                run.workspace.pop("sinkhorn", None)          # cold: potentials from 0
+                return run.rhs(0.0, run.y0)
+
+            out.append((f"{label} {attention}{' cold' if attention == 'sinkhorn' else ''}", rhs))
+    return out
+
+
 def main():
     quick = "--quick" in sys.argv
     n = int(sys.argv[sys.argv.index("--n") + 1]) if "--n" in sys.argv else (2000 if quick else 10_000)
@@ -92,6 +115,10 @@ def main():
         for (name, _, iterations), t in zip(rows, times):
             extra = "" if iterations is None else f"  ({iterations()} iterations)"
             print(f"{name:24s} {t * 1e3:9.1f} ms  {t / base:6.2f}x softmax{extra}")
+    rows = continuum_cases()
+    times = interleaved([fn for _, fn in rows], repeat)
+    for k, ((name, _), t) in enumerate(zip(rows, times)):
+        print(f"{name:24s} {t * 1e3:9.1f} ms  {t / times[k - k % 2]:6.2f}x softmax")
     print(f"load after: {uptime()}")
 
 
