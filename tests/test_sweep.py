@@ -17,6 +17,8 @@ from meanfield.cli import main
 sw = importlib.import_module("meanfield.experiments.sweep")
 par = importlib.import_module("meanfield.experiments.parallel")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+# every test here on one pytest worker, so that the module's LocalCluster (`client`) starts once
+pytestmark = pytest.mark.xdist_group("dask-cluster")
 
 # a run cell takes ~0.1-0.3 s: the Fourier solver with 32 modes, repulsive, so it never under-resolves
 CIRCLE = """
