@@ -309,7 +309,7 @@ def test_sinkhorn_continuum_on_the_sphere_matches_particles():
     model = mf.Model(beta=2.0, dim=3, attention="sinkhorn")
     rho0 = mf.densities.von_mises_fisher([0, 0, 1.0], 1.0)
     sol = solvers.SphericalHarmonics(model, lmax=16).solve(rho0, [0.0, 0.25, 0.5], progress=False)
-    grid = SphericalHarmonicBasis(20, 60)
+    grid = SphericalHarmonicBasis(20, 30)
     x, q = grid.points.reshape(-1, 3), grid.weights.ravel()
     w = q * rho0(x) / (q * rho0(x)).sum()
     y = solvers.Particles(model).solve((x, w), [0.0, 0.5], rtol=1e-9, progress=False).positions[-1]
