@@ -143,21 +143,33 @@ def symmetric_potentials(update, f, w, tol=1e-12, max_iterations=MAX_ITERATIONS)
     """The symmetric Sinkhorn iteration of `_symmetric` for any way of forming the row update:
     ``update(f)`` returns (Tf, out), Tf_i = −log Σ_j w_j e^{C_ij + f_j} (..., n) and the attention output
     out_i = Σ_j A_ij values_j of the potentials (Tf, f); ``w`` (n,) the marginal weights. Returns
-    `SinkhornPotentials` (Tf, f, out, iterations, error) or raises `SinkhornNotConverged`. The spectral
-    solvers pass their convolutions on a grid (docs/attention.md)."""
-    error, best = np.inf, np.inf
+    `SinkhornPotentials` (Tf, f, out, iterations, error) or raises `SinkhornNotConverged`."""
     wn = w / w.sum()
-    dG, dR, prev = [], [], None
-    for k in range(1, max_iterations + 1):
+
+    def step(f):
         Tf, out = update(f)
         r = Tf - f
-        error = _max_expm1(-r)
-        if error <= 0.5 * tol:
-            return SinkhornPotentials(Tf, f, out, k, 2.0 * error)
+        error = 2.0 * _max_expm1(-r)
+        return Tf - 0.5 * (r @ wn)[..., None], error, SinkhornPotentials(Tf, f, out, 0, error)
+
+    return _accelerated(step, f, tol, max_iterations)
+
+
+def _accelerated(step, f, tol, max_iterations):
+    """The fixed point f = G(f) of a Sinkhorn iteration, Anderson-accelerated (depth `ANDERSON_DEPTH`,
+    restarted when the error grows tenfold; Walker and Ni, SIAM J. Numer. Anal. 2011): ``step(f)`` returns
+    (G(f), the marginal error of the plan it formed, that plan as `SinkhornPotentials`), and the plan is
+    returned once its error is at most ``tol``."""
+    error, best = np.inf, np.inf
+    dG, dR, prev = [], [], None
+    for k in range(1, max_iterations + 1):
+        G, error, plan = step(f)
+        if error <= tol:
+            plan.iterations = k
+            return plan
         if error > 10.0 * best:                              # the safeguard: restart the acceleration
             dG, dR, prev = [], [], None
         best = min(best, error)
-        G = Tf - 0.5 * (r @ wn)[..., None]
         R = G - f
         if prev is not None:
             dG.append(G - prev[0])
@@ -166,8 +178,8 @@ def symmetric_potentials(update, f, w, tol=1e-12, max_iterations=MAX_ITERATIONS)
         prev = (G, R)
         f = G if not dG else G - _anderson(np.stack(dG, -1), np.stack(dR, -1), R)
     raise SinkhornNotConverged(f"Sinkhorn's iterations did not reach `sinkhorn_tol`={tol:g} on the marginals in "
-                               f"{max_iterations} iterations (error {2 * error:.3g}); raise sinkhorn_eps or sinkhorn_tol.",
-                               iterations=max_iterations, error=2 * error)
+                               f"{max_iterations} iterations (error {error:.3g}); raise sinkhorn_eps or sinkhorn_tol.",
+                               iterations=max_iterations, error=error)
 
 
 def _anderson(DG, DR, R):
@@ -233,29 +245,27 @@ def sinkhorn(x, w, beta, *, M=None, values=None, eps=1.0, tol=1e-12, f=None, g=N
     g = np.zeros(shape) if g is None else np.array(np.broadcast_to(g, shape))
     if M is None or (np.ndim(M) == 2 and np.array_equal(M, np.swapaxes(M, -1, -2))):
         return _symmetric(x, w, values, gain, M, 0.5 * (f + g), tol, max_iterations, chunk, threads)
-    return _alternating(x, w, values, gain, M, f, g, tol, max_iterations, chunk, threads)
+    return _alternating(x, w, values, gain, M, f, tol, max_iterations, chunk, threads)
 
 
 def _max_expm1(a):
     return float(np.max(np.abs(np.expm1(a)))) if a.size else 0.0
 
 
-def _alternating(x, w, values, gain, M, f, g, tol, max_iterations, chunk, threads):
-    """Sinkhorn's alternating updates g = T_c f, f = T_r g, stopped when the rows of the plan (f, g) are
-    within ``tol`` of their marginals, max|e^{f − T_r g} − 1| <= tol; returns (T_r g, g): rows exact,
-    columns within that error. (Their rate tends to 1 as the plan approaches a permutation; over-relaxing
-    them did not help in that regime, where the symmetric iteration of `_symmetric` does.)"""
-    error = np.inf
-    for k in range(1, max_iterations + 1):
+def _alternating(x, w, values, gain, M, f, tol, max_iterations, chunk, threads):
+    """Sinkhorn's alternating updates as the fixed point f = G(f) = T_r(T_c f) (g = T_c f, then the row
+    update), Anderson-accelerated (`_accelerated`; the constant shift f + c is a line of fixed points that
+    the residual does not see). The plan (T_r g, g) formed at each step has exact rows and columns within
+    its error max|e^{f − T_r g} − 1|, at most ``tol`` when returned. The rate of the plain iteration tends
+    to 1 as the plan approaches a permutation; the acceleration keeps the count in the tens to hundreds
+    there (β⟨Qx_i, Kx_j⟩/ε spanning about 30: some 300 iterations instead of more than 10 000)."""
+    def step(f):
         g = _column_update(x, w, gain, M, f, chunk, threads)
         Tr, out = _row_update(x, x, w, values, gain, M, g, chunk, threads)
         error = _max_expm1(f - Tr)
-        f = Tr
-        if error <= tol:
-            return SinkhornPotentials(f, g, out, k, error)
-    raise SinkhornNotConverged(f"Sinkhorn's iterations did not reach `sinkhorn_tol`={tol:g} on the marginals in "
-                               f"{max_iterations} iterations (error {error:.3g}); raise sinkhorn_eps or sinkhorn_tol.",
-                               iterations=max_iterations, error=error)
+        return Tr, error, SinkhornPotentials(Tr, g, out, 0, error)
+
+    return _accelerated(step, f, tol, max_iterations)
 
 
 def _centred(x, w, *others):
