@@ -14,11 +14,22 @@ P_l = Σ_m |ρ̂_lm|² then has the mean
 exactly for the linearised dynamics, with N_l = 1 on S^1 (the complex coefficient ρ̂_k = (1/n) Σ_j e^{−ikθ_j},
 k >= 1) and N_l = dim H_l on S^{d−1}, d >= 3 (the coefficients of the real harmonics orthonormal in
 L²(σ)). The neglected term is quadratic in η: the prediction holds while E P_l stays small against 1.
+
+**Mode coupling (second order, S^1, (USA) without noise).** In Fourier the quadratic term is
+dρ̂_k/dt ∋ Σ_{a ≠ 0, k} k a c_a ρ̂_a ρ̂_{k−a} (c_a = v I_a(β)/β, ς_a = a² c_a). Driven by the linear modes it
+adds B_k(t) = e^{ς_k t} Σ_a k a c_a ρ̂_a(0) ρ̂_{k−a}(0) E(μ_a, t), μ_a = ς_a + ς_{k−a} − ς_k,
+E(μ, t) = (e^{μt} − 1)/μ, and for i.i.d. uniform tokens (Wick's rule at leading order in 1/n)
+
+    E|B_k(t)|² = (e^{2ς_k t}/n²) Σ_{a ≠ 0, k} k² a c_a (a c_a + (k − a) c_{k−a}) E(μ_a, t)².
+
+Its ratio to the linear term grows as e^{2μ_a t}/n: a slow mode k fed by two fast ones (k = 3 by 1 + 2 at
+β = 1) leaves the linear theory first, long before the fast modes reach order one. The terms left out
+(the cross term with B_k, the third order) are smaller by a factor of order max_a E|ρ̂_a|².
 """
 import numpy as np
 
 from ..errors import InvalidInput, UnsupportedModel
-from ..transformer.kernels import harmonic_dimension, linear_growth_rates
+from ..transformer.kernels import harmonic_dimension, kernel_multipliers, linear_growth_rates
 from ..transformer.model import Model
 from ..validation import check_int, check_real
 
@@ -65,7 +76,29 @@ def growth_rates(model, modes):
     return linear_growth_rates(model, int(np.max(modes)))[modes]
 
 
-def linear_prediction(model, n, modes, t):
+def coupling_excess(model, n, modes, t, terms=64):
+    """E|B_k(t)|², the second-order (mode-coupling) excess of E|ρ̂_k(t)|² over the linear theory on S^1
+    (module docstring), (len(t), len(modes)); the sum over a runs over |a|, |k − a| <= ``terms``."""
+    c = kernel_multipliers(model.beta, 2, terms + int(np.max(modes)), scaled=False) * _value_sign(model) / model.beta
+    rate = np.arange(len(c)) ** 2 * c
+    out = np.zeros((len(t), len(modes)))
+    for i, k in enumerate(modes):
+        a = np.array([a for a in range(k - terms, terms + 1) if a not in (0, k)])
+        b = k - a
+        ca, cb = c[np.abs(a)], c[np.abs(b)]
+        mu = rate[np.abs(a)] + rate[np.abs(b)] - rate[k]
+        x = np.outer(t, mu)
+        growth = np.where(np.abs(x) > 0, np.expm1(x) / np.where(mu == 0, 1.0, mu), t[:, None])
+        out[:, i] = (growth ** 2 * (k * k * a * ca * (a * ca + b * cb))).sum(axis=1) * np.exp(2 * rate[k] * t) / n ** 2
+    return out
+
+
+def _value_sign(model):
+    """v, the sign of the value matrix V = v I of a zonal model."""
+    return float(model.heads[0][2][0, 0])
+
+
+def linear_prediction(model, n, modes, t, *, order=1):
     """E P_l(t) of the linearised dynamics about the uniform state, from n i.i.d. uniform tokens.
 
     P_l = |ρ̂_l|² with ρ̂_l = (1/n) Σ_j e^{−ilθ_j} on S^1, and P_l = Σ_m |ρ̂_lm|² (real harmonics
@@ -84,6 +117,9 @@ def linear_prediction(model, n, modes, t):
     modes : sequence of int >= 1
         Frequencies k (S^1) or degrees l.
     t : float or 1-D array of times >= 0
+    order : 1 or 2
+        1: the linear theory; 2: with the leading mode coupling E|B_k|² (module docstring; S^1, (USA),
+        no noise).
 
     Returns
     -------
@@ -94,7 +130,8 @@ def linear_prediction(model, n, modes, t):
     ------
     ValueError
         ``model`` not a Model, ``n`` < 2, a mode < 1, negative or non-finite times
-        (`meanfield.UnsupportedModel`, a ValueError, for a non-zonal model).
+        (`meanfield.UnsupportedModel`, a ValueError, for a non-zonal model), ``order`` not 1 or 2, or 2
+        for a model other than (USA) on S^1 without noise.
 
     Examples
     --------
@@ -106,17 +143,27 @@ def linear_prediction(model, n, modes, t):
     >>> model = mf.Model(beta=1.0, dim=2, normalized=False)
     >>> p = fluctuations.linear_prediction(model, 2000, [1, 2, 3, 4], [0.0, 2.0])
     >>> np.round(2000 * p, 4).tolist()
-    [[1.0, 1.0, 1.0, 1.0], [9.5803, 8.7711, 2.2219, 1.1914]]
+    [[1.0, 1.0, 1.0, 1.0], [9.5892, 8.7755, 2.2212, 1.1915]]
+
+    The slow modes 3 and 4 are fed by the fast ones (mode coupling, ``order=2``):
+
+    >>> np.round(2000 * fluctuations.linear_prediction(model, 2000, [1, 2, 3, 4], [2.0], order=2), 3).tolist()
+    [[9.596, 8.971, 2.482, 1.379]]
     """
     model = check_model(model)
     n = check_int(n, "n", low=2)
     modes = check_modes(modes)
     t = check_nonnegative_times(t)
+    order = check_int(order, "order", low=1, high=2)
+    if order == 2 and (model.dim != 2 or model.normalized or model.noise > 0):
+        raise InvalidInput("`order`=2 (mode coupling) is derived for (USA) on S^1 without noise "
+                           "(Model(beta, 2, normalized=False)).")
     rate = growth_rates(model, modes)
     lap = modes * (modes + model.dim - 2.0)
     x = 2.0 * np.outer(t, rate)
     ratio = np.where(np.abs(x) > 1e-300, np.expm1(x) / np.where(x == 0, 1.0, x), 1.0)
-    return multiplicity(model.dim, modes) / n * (np.exp(x) + 2.0 * model.noise * lap * t[:, None] * ratio)
+    linear = multiplicity(model.dim, modes) / n * (np.exp(x) + 2.0 * model.noise * lap * t[:, None] * ratio)
+    return linear if order == 1 else linear + coupling_excess(model, n, modes, t)
 
 
 def onset_time(model, n, level=0.25, modes=None):
@@ -146,7 +193,7 @@ def onset_time(model, n, level=0.25, modes=None):
     >>> from meanfield import fluctuations
     >>> model = mf.Model(beta=1.0, dim=2, normalized=False)
     >>> round(fluctuations.onset_time(model, 10**4), 4)       # log(2500)/(2 I_1(1))
-    6.9219
+    6.922
     """
     model = check_model(model)
     n = check_int(n, "n", low=2)
