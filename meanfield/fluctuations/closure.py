@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidInput
-from ..transformer.kernels import kernel_multipliers
 from ..validation import check_int
+from .linear import velocity_coefficients
 
 
 @dataclass
@@ -44,12 +44,6 @@ class FirstEquation:
     diffusion: np.ndarray
     residual: np.ndarray
     tail: float
-
-
-def velocity_coefficients(model, P):
-    """c_m = v I_m(β)/β, m = 0..P (v the value matrix's sign): v̂_m = i m c_m μ̂_m on S^1 for (USA)."""
-    v = float(model.heads[0][2][0, 0])
-    return v * kernel_multipliers(model.beta, 2, P, scaled=False) / model.beta
 
 
 def first_equation(ens, modes=4):

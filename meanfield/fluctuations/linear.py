@@ -79,7 +79,8 @@ def growth_rates(model, modes):
 def coupling_excess(model, n, modes, t, terms=64):
     """E|B_k(t)|², the second-order (mode-coupling) excess of E|ρ̂_k(t)|² over the linear theory on S^1
     (module docstring), (len(t), len(modes)); the sum over a runs over |a|, |k − a| <= ``terms``."""
-    c = kernel_multipliers(model.beta, 2, terms + int(np.max(modes)), scaled=False) * _value_sign(model) / model.beta
+    t, modes = np.atleast_1d(np.asarray(t, dtype=float)), np.atleast_1d(np.asarray(modes, dtype=int))
+    c = velocity_coefficients(model, terms + int(np.max(modes)))
     rate = np.arange(len(c)) ** 2 * c
     out = np.zeros((len(t), len(modes)))
     for i, k in enumerate(modes):
@@ -93,9 +94,11 @@ def coupling_excess(model, n, modes, t, terms=64):
     return out
 
 
-def _value_sign(model):
-    """v, the sign of the value matrix V = v I of a zonal model."""
-    return float(model.heads[0][2][0, 0])
+def velocity_coefficients(model, P):
+    """c_m = v I_m(β)/β, m = 0..P (v = ±1 the value matrix V = v I): for (USA) on S^1 the velocity's Fourier
+    coefficients are v̂_m = i m c_m ρ̂_m, and ς_m = m² c_m."""
+    v = float(model.heads[0][2][0, 0])
+    return v * kernel_multipliers(model.beta, 2, P, scaled=False) / model.beta
 
 
 def linear_prediction(model, n, modes, t, *, order=1):
