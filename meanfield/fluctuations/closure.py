@@ -8,9 +8,10 @@ the hierarchy:
 
     d E μ̂_k/dt = J_k,   J_k = k Σ_m m c_m E[μ̂_m μ̂_{k−m}]      (− ν k² E μ̂_k with noise).
 
-The interaction term J_k needs the two-token moments E[μ̂_m μ̂_{k−m}] (the diagonal i = j drops out: Σ_m m c_m = 0).
-Molecular chaos (f_2 = f_1 ⊗ f_1) replaces them by E μ̂_m E μ̂_{k−m}; the difference is the covariance of
-the Fourier coefficients, O(1/n) for i.i.d. tokens and growing like the fluctuations (`linear_prediction`).
+The interaction term J_k needs the two-token moments E[μ̂_a μ̂_b] = ((n−1)/n) f̂_2(a, b) + f̂_1(a+b)/n, with f_2
+the density of two distinct tokens; the diagonal drops out of J_k (Σ_m m c_m = 0), so
+J_k = ((n−1)/n) k Σ_m m c_m f̂_2(m, k−m). Molecular chaos (f_2 = f_1 ⊗ f_1) replaces f̂_2(m, k−m) by
+E μ̂_m E μ̂_{k−m}: exact for i.i.d. tokens, it fails as the fluctuations grow (`linear_prediction`).
 """
 from dataclasses import dataclass
 
@@ -29,7 +30,7 @@ class FirstEquation:
     ----------
     t : (T,) times; k : (K,) frequencies.
     measured : (T, K) complex J_k from the measured pair moments E[μ̂_m μ̂_{k−m}].
-    chaos : (T, K) complex J_k from molecular chaos, E μ̂_m E μ̂_{k−m}.
+    chaos : (T, K) complex J_k from molecular chaos, ((n−1)/n) E μ̂_m E μ̂_{k−m} in place of E[μ̂_m μ̂_{k−m}].
     derivative : (T, K) complex d E μ̂_k/dt by finite differences of the measured E μ̂_k (second order).
     diffusion : (T, K) complex −ν k² E μ̂_k (zero without noise).
     residual : (T,) |J_measured − J_chaos| / |J_measured| (Euclidean norms over k): the closure's error.
@@ -68,7 +69,7 @@ def first_equation(ens, modes=4):
 
     Examples
     --------
-    Tokens of density 1 + 0.8 cos θ at β = 1: molecular chaos is wrong by O(1/n) at t = 0.
+    Tokens of density 1 + 0.8 cos θ at β = 1: i.i.d. at t = 0, where molecular chaos holds (to sampling error).
 
     >>> import numpy as np
     >>> import meanfield as mf
@@ -100,7 +101,7 @@ def first_equation(ens, modes=4):
         m = np.arange(k - P, P + 1)                      # both m and k − m in −P..P
         weight = k * m * cm[m + P]
         measured[:, i] = pair[:, m + P, k - m + P] @ weight
-        chaos[:, i] = (mean[:, m + P] * mean[:, k - m + P]) @ weight
+        chaos[:, i] = (mean[:, m + P] * mean[:, k - m + P]) @ weight * ((ens.n - 1) / ens.n)
     own = mean[:, ks + P]
     derivative = np.gradient(own, ens.t, axis=0, edge_order=2) if len(ens.t) > 2 else np.full_like(own, np.nan)
     norm = np.linalg.norm(measured, axis=1)
