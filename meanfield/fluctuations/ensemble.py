@@ -10,7 +10,9 @@ the statistics are kept:
   of two independent uniform tokens (1 for i.i.d. uniform tokens);
 * the order parameter r = |(1/n) Σ_j x_j|, every realisation (its law);
 * on S^1 with ``pair_modes=P``, the means E ρ̂_k and E[ρ̂_a ρ̂_b] for |k|, |a|, |b| <= P (the one- and
-  two-token Fourier moments of the BBGKY hierarchy, `meanfield.fluctuations.closure`).
+  two-token Fourier moments of the BBGKY hierarchy, `meanfield.fluctuations.closure`);
+* on S^1 with ``grid=G``, the densities of one token, of two and of three distinct tokens on G bins
+  of the circle (f_1, f_2, f_3 relative to σ^{⊗k}), for the Kirkwood test of `second_equation`.
 """
 from dataclasses import dataclass, field
 
@@ -40,6 +42,8 @@ class Ensemble:
     order : (T, R) the order parameter r = |(1/n) Σ_j x_j| of each realisation.
     moments : (T, 2P + 1) complex E ρ̂_k, k = −P..P (S^1 with ``pair_modes=P`` > 0), else None.
     pair_moments : (T, 2P + 1, 2P + 1) complex E[ρ̂_a ρ̂_b], a, b = −P..P, else None.
+    f1, f2, f3 : (T, G), (T, G, G), (T, G, G, G) binned densities of one token and of two and three distinct
+        tokens relative to σ^{⊗k} (S^1 with ``grid=G`` > 0; bin i is [2πi/G, 2π(i+1)/G)), else None.
     """
 
     model: object
@@ -54,6 +58,9 @@ class Ensemble:
     order: np.ndarray
     moments: np.ndarray = None
     pair_moments: np.ndarray = None
+    f1: np.ndarray = None
+    f2: np.ndarray = None
+    f3: np.ndarray = None
     stats: dict = field(default_factory=dict)
 
     @property
@@ -117,15 +124,45 @@ def circle_pair_correlation(x, bins):
     number for independent uniform tokens). One FFT of the bin counts per cloud."""
     M = 2 * (bins - 1)
     n = x.shape[-2]
-    theta = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi)
-    idx = np.minimum((theta * (M / (2 * np.pi))).astype(np.int64), M - 1)
     lead = int(np.prod(x.shape[:-2]))
-    flat = idx.reshape(lead, n) + M * np.arange(lead)[:, None]
-    counts = np.bincount(flat.ravel(), minlength=lead * M).reshape(lead, M).astype(float)
+    counts = bin_counts(circle_bins(x, M), M).reshape(lead, M)
     f = np.fft.rfft(counts, axis=-1)
     pairs = np.fft.irfft(np.abs(f) ** 2, n=M, axis=-1)[:, :bins]
     pairs[:, 0] -= n
     return (pairs / (n * (n - 1) / M)).reshape(x.shape[:-2] + (bins,))
+
+
+def circle_bins(x, G):
+    """The bin of each token of clouds x (..., n, 2) among G equal bins of the circle, starting at θ = 0."""
+    theta = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi)
+    return np.minimum((theta * (G / (2 * np.pi))).astype(np.int64), G - 1)
+
+
+def bin_counts(idx, G):
+    """Counts (..., G) of the bin indices idx (..., n)."""
+    lead = int(np.prod(idx.shape[:-1]))
+    flat = idx.reshape(lead, -1) + G * np.arange(lead)[:, None]
+    return np.bincount(flat.ravel(), minlength=lead * G).reshape(idx.shape[:-1] + (G,)).astype(float)
+
+
+def distinct_densities(x, G):
+    """Sums over the clouds x (T, B, n, 2) of the binned densities of one token and of two and three
+    distinct tokens, relative to σ^{⊗k}: (T, G), (T, G, G), (T, G, G, G). Ordered triples of distinct
+    tokens in bins (i, j, k) number h_i h_j h_k − δ_ij h_i h_k − δ_ik h_i h_j − δ_jk h_i h_j + 2 δ_ijk h_i
+    (inclusion–exclusion over coincident tokens)."""
+    n = x.shape[-2]
+    h = bin_counts(circle_bins(x, G), G)
+    s1 = h.sum(axis=1)
+    s2 = np.einsum("tbi,tbj->tij", h, h)
+    s3 = np.einsum("tbi,tbj,tbk->tijk", h, h, h)
+    for i in range(G):
+        s3[:, i, i, :] -= s2[:, i, :]
+        s3[:, i, :, i] -= s2[:, i, :]
+        s3[:, :, i, i] -= s2[:, :, i]
+        s3[:, i, i, i] += 2 * s1[:, i]
+    eye = np.arange(G)
+    s2[:, eye, eye] -= s1
+    return s1 * (G / n), s2 * (G * G / (n * (n - 1))), s3 * (G ** 3 / (n * (n - 1) * max(n - 2, 1)))
 
 
 def _uniform_angle_cdf(psi, dim):
@@ -184,7 +221,7 @@ def _initial(initial, n, dim, count, rng):
 
 
 def ensemble(model, n, realizations, t_eval, rng=None, *, initial=None, modes=(1, 2, 3, 4), bins=65,
-             pair_modes=0, batch=None, progress=False, threads=None, **options):
+             pair_modes=0, grid=0, batch=None, progress=False, threads=None, **options):
     """The statistics of ``realizations`` runs of n i.i.d. tokens under ``model`` (`solvers.Particles`).
 
     Parameters
@@ -208,6 +245,9 @@ def ensemble(model, n, realizations, t_eval, rng=None, *, initial=None, modes=(1
         Angles of g_2 (S^1: lags πm/(bins − 1), m = 0..bins − 1; S^{d−1}: bins of [0, π]).
     pair_modes : int >= 0
         On S^1, keep E ρ̂_k and E[ρ̂_a ρ̂_b] for |k|, |a|, |b| <= pair_modes (for `first_equation`).
+    grid : int >= 0
+        On S^1, keep the binned densities f_1, f_2, f_3 of one, two and three distinct tokens on ``grid``
+        bins (for `second_equation`; memory T·grid³ doubles).
     batch : int >= 1, optional
         Realisations per Particles call (default: as many as keep 64 MB of positions).
     progress : bool
@@ -246,9 +286,13 @@ def ensemble(model, n, realizations, t_eval, rng=None, *, initial=None, modes=(1
     modes = check_modes(modes)
     bins = check_int(bins, "bins", low=3)
     pair_modes = check_int(pair_modes, "pair_modes", low=0)
-    if pair_modes and model.dim != 2:
-        raise InvalidInput(f"`pair_modes` (the Fourier moments of the BBGKY closure) is for S^1 (dim = 2), "
-                           f"got dim = {model.dim}.")
+    grid = check_int(grid, "grid", low=0, high=128)
+    for name, value in (("pair_modes", pair_modes), ("grid", grid)):
+        if value and model.dim != 2:
+            raise InvalidInput(f"`{name}` (the statistics of the BBGKY closure) is for S^1 (dim = 2), "
+                               f"got dim = {model.dim}.")
+    if grid == 1 or grid == 2:
+        raise InvalidInput(f"`grid` must be 0 (none) or at least 3 bins, got {grid}.")
     if initial is not None:
         check_callable(initial, "initial")
     per = max(1, BATCH_BYTES // (8 * len(t) * n * model.dim))
@@ -262,6 +306,7 @@ def ensemble(model, n, realizations, t_eval, rng=None, *, initial=None, modes=(1
     sums = {"power": np.zeros((T, K)), "power2": np.zeros((T, K)), "g2": 0.0}
     order = np.empty((T, R))
     coeff_sum = pair_sum = None
+    dens = [0.0, 0.0, 0.0]
     done, calls = 0, []
     with tqdm(total=R, desc="realisations", disable=not progress) as bar:
         while done < R:
@@ -278,6 +323,8 @@ def ensemble(model, n, realizations, t_eval, rng=None, *, initial=None, modes=(1
             if coeffs is not None:
                 coeff_sum = (0 if coeff_sum is None else coeff_sum) + coeffs.sum(axis=1)
                 pair_sum = (0 if pair_sum is None else pair_sum) + np.einsum("tba,tbc->tac", coeffs, coeffs)
+            if grid:
+                dens = [a + b for a, b in zip(dens, distinct_densities(sol.positions, grid))]
             done += B
             bar.update(B)
     mean = sums["power"] / R
@@ -289,4 +336,4 @@ def ensemble(model, n, realizations, t_eval, rng=None, *, initial=None, modes=(1
         angles = 0.5 * (edges[1:] + edges[:-1])
     return Ensemble(model, n, R, t, modes, mean, np.sqrt(var / R), angles, sums["g2"] / R, order,
                     None if coeff_sum is None else coeff_sum / R, None if pair_sum is None else pair_sum / R,
-                    stats={"batch": batch, "calls": len(calls), "nfev": calls})
+                    *((d / R for d in dens) if grid else (None, None, None)), stats={"batch": batch, "calls": len(calls), "nfev": calls})
