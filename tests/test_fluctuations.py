@@ -208,12 +208,42 @@ def test_the_interaction_term_is_the_rate_of_change_of_the_mean():
     assert np.abs(eq.derivative - eq.measured).max() < 2e-3 * scale
 
 
-def test_molecular_chaos_holds_at_the_start_and_fails_later():
-    """For i.i.d. tokens f_2 = f_1 ⊗ f_1 exactly: at t = 0 the residual is sampling error only (R = 64,
-    n = 500); once the fluctuations are of order one (t = 8 > t_* = 5.5) molecular chaos fails."""
-    ens = F.ensemble(USA, 500, 64, [0.0, 8.0], rng=4, initial=mf.densities.perturbed_uniform(0.6, 1), pair_modes=10)
-    residual = F.first_equation(ens, 2).residual
-    assert residual[0] < 0.03 and residual[1] > 0.3, residual
+def test_kirkwood_counts_the_distinct_triples():
+    """The binned f_3 counts ordered triples of distinct tokens (inclusion–exclusion), checked by enumeration."""
+    import itertools
+
+    from meanfield.fluctuations.ensemble import circle_bins, distinct_densities
+
+    x = uniform((1, 2, 7, 2), np.random.default_rng(0))
+    G = 3
+    _, f2, f3 = distinct_densities(x, G)
+    idx = circle_bins(x, G)[0]
+    pairs, triples = np.zeros((G, G)), np.zeros((G, G, G))
+    for b in range(2):
+        for p, q in itertools.permutations(range(7), 2):
+            pairs[idx[b, p], idx[b, q]] += 1
+        for p, q, r in itertools.permutations(range(7), 3):
+            triples[idx[b, p], idx[b, q], idx[b, r]] += 1
+    assert_rounding_close(f2[0], pairs * G ** 2 / 42, terms=4)
+    assert_rounding_close(f3[0], triples * G ** 3 / 210, terms=8)
+
+
+def test_kirkwood_is_exact_for_independent_tokens():
+    from meanfield.fluctuations.closure import kirkwood
+
+    f1 = 1 + 0.3 * np.cos(np.linspace(0, 2 * np.pi, 8, endpoint=False))
+    f2 = np.outer(f1, f1)
+    np.testing.assert_allclose(kirkwood(f1, f2), np.einsum("i,j,k->ijk", f1, f1, f1), rtol=1e-14)
+
+
+def test_both_closures_hold_at_the_start_and_fail_later():
+    """For i.i.d. tokens f_2 = f_1 ⊗ f_1 and f_3 = Kirkwood's superposition exactly: at t = 0 both residuals are
+    sampling error only (n = 300, R = 32); once the fluctuations are of order one (t = 5 > t_* = 3.8) both fail."""
+    ens = F.ensemble(USA, 300, 32, [0.0, 5.0], rng=6, initial=mf.densities.perturbed_uniform(0.5, 1), grid=16,
+                     pair_modes=10)
+    chaos, superposition = F.first_equation(ens, 2).residual, F.second_equation(ens).residual
+    assert chaos[0] < 0.03 and superposition[0] < 0.01, (chaos, superposition)
+    assert chaos[1] > 1 and superposition[1] > 0.3, (chaos, superposition)
 
 
 # -- bad input -----------------------------------------------------------------------------------------
@@ -232,6 +262,9 @@ def test_molecular_chaos_holds_at_the_start_and_fails_later():
     (lambda: F.linear_prediction(mf.Model(1.0, 2), 10, [1], [1.0], order=2), "`order`"),
     (lambda: F.onset_time(USA, 10, level=2.0), "`level`"),
     (lambda: F.first_equation(F.ensemble(USA, 10, 2, [0.0])), "`ens`"),
+    (lambda: F.second_equation(F.ensemble(USA, 10, 2, [0.0])), "`ens`"),
+    (lambda: F.ensemble(USA, 10, 4, [0.0], grid=2), "`grid`"),
+    (lambda: F.ensemble(mf.Model(1.0, 3), 10, 4, [0.0], grid=8), "`grid`"),
 ])
 def test_bad_input_names_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
@@ -257,7 +290,7 @@ def test_the_experiment_on_small_settings():
                        closure_realizations=16, progress=False)
     names = [c["name"] for c in rep.checks]
     assert rep.status == "finished" and len(names) == 5, names
-    assert all(c["passed"] for c in rep.checks if "chaos holds for the i.i.d." in c["name"]), rep.checks
+    assert all(c["passed"] for c in rep.checks if "is d E rho_k/dt" in c["name"]), rep.checks
     assert rep.results["ensemble"]["n_power"].shape == (5, 4)
     assert set(rep.results["closure"]["n"]) == {"60", "240"}
 
