@@ -56,6 +56,17 @@ def test_the_linear_prediction_solves_its_moment_equation(beta, noise, dim, n, t
     np.testing.assert_allclose(derivative, rhs, rtol=1e-5, atol=1e-12 * p[0].max() / t)
 
 
+def test_beta_zero_is_the_limit_of_the_kernel_one():
+    """At β = 0 the velocity is P_x Σ_j w_j x_j: only k = 1 moves, at the rate lim I_1(β)/β = 1/2, and the
+    mode coupling is the limit of small β."""
+    zero, small = mf.Model(0.0, 2, normalized=False), mf.Model(1e-7, 2, normalized=False)
+    t = [0.0, 1.0, 3.0]
+    np.testing.assert_allclose(F.linear_prediction(zero, 100, [1, 2], t), F.linear_prediction(small, 100, [1, 2], t),
+                               rtol=1e-6)
+    np.testing.assert_allclose(F.linear_prediction(zero, 100, [1, 2, 3], t, order=2),
+                               F.linear_prediction(small, 100, [1, 2, 3], t, order=2), rtol=1e-6)
+
+
 def test_a_neutral_mode_grows_linearly_by_the_noise():
     """With ν = I_1(β)/β the mode k = 1 is neutral (ς_1 = 0): E|ρ̂_1(t)|² = (1 + 2νt)/n, the noise's input alone."""
     nu = special.iv(1, 1.0)
@@ -273,7 +284,7 @@ def test_bad_input_names_the_argument(call, name):
 
 @pytest.mark.parametrize("args, shown", [
     (["--n", "1"], ["`n`", ">= 2"]),
-    (["--beta", "0"], ["`beta`", "non-zero"]),
+    (["--modes", "0"], ["`modes`", ">= 1"]),
     (["--realizations", "1"], ["`realizations`"]),
 ])
 def test_the_command_exits_2_in_one_line(args, shown, tmp_path, capsys):

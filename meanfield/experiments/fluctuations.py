@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InvalidInput
 from ..fluctuations import ensemble, first_equation, linear_prediction, onset_time, second_equation
 from ..fluctuations.ensemble import circle_coefficients
 from ..fluctuations.linear import coupling_excess, growth_rates
@@ -51,7 +50,7 @@ class FluctuationsOptions(Options):
 
     n: int = option(2000, "tokens per realisation of the ensemble", low=2, quick=500)
     realizations: int = option(400, "realisations of the ensemble", low=2, quick=100)
-    beta: float = option(1.0, "inverse temperature beta (beta != 0)")
+    beta: float = option(1.0, "inverse temperature beta (0: the limit, kernel 1)")
     dim: int = option(2, "ambient dimension (tokens on S^(dim-1))", choices=(2, 3))
     dynamics: str = option("usa", "the dynamics: (USA) or (SA)", choices=("usa", "sa"))
     noise: float = option(0.0, "noise nu (the particles then take Euler-Maruyama steps of dt)", low=0.0)
@@ -334,8 +333,6 @@ def _figures(report, ens, cmp, onset, closure):
             help="n tokens about the mean field: ensembles, linear theory, onset, BBGKY closure (Problem 4)")
 def fluctuations(out, o, *, quick, progress):
     """Run the three parts (see the module docstring); returns the `Report`."""
-    if o.beta == 0:
-        raise InvalidInput("`beta` must be non-zero (at beta = 0 the uniform state is neutral: no mode grows).")
     progress = show_progress(progress)
     model = Model(o.beta, o.dim, normalized=o.dynamics == "sa", noise=o.noise)
     settings = {f: getattr(o, f) for f in o.__dataclass_fields__} | {"quick": quick}

@@ -96,8 +96,13 @@ def coupling_excess(model, n, modes, t, terms=64):
 
 def velocity_coefficients(model, P):
     """c_m = v I_m(β)/β, m = 0..P (v = ±1 the value matrix V = v I): for (USA) on S^1 the velocity's Fourier
-    coefficients are v̂_m = i m c_m ρ̂_m, and ς_m = m² c_m."""
+    coefficients are v̂_m = i m c_m ρ̂_m, and ς_m = m² c_m. At β = 0 the limit: c_1 = v/2, the others 0
+    (the kernel is 1 and the velocity P_x Σ_j w_j x_j)."""
     v = float(model.heads[0][2][0, 0])
+    if model.beta == 0:
+        c = np.zeros(P + 1)
+        c[1:2] = 0.5 * v
+        return c
     return v * kernel_multipliers(model.beta, 2, P, scaled=False) / model.beta
 
 
