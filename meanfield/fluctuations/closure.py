@@ -165,14 +165,15 @@ def second_equation(ens):
 
     Examples
     --------
-    >>> import numpy as np
+    Kirkwood's superposition is exact for the i.i.d. tokens of t = 0:
+
     >>> import meanfield as mf
     >>> from meanfield import fluctuations
-    >>> model = mf.Model(beta=1.0, dim=2, normalized=False)
-    >>> ens = fluctuations.ensemble(model, 100, 32, [0.0, 1.0], rng=0, grid=16,
+    >>> usa = mf.Model(beta=1.0, dim=2, normalized=False)
+    >>> ens = fluctuations.ensemble(usa, 100, 32, [0.0, 1.0], rng=0, grid=16,
     ...                             initial=mf.densities.perturbed_uniform(0.5, 1))
     >>> eq = fluctuations.second_equation(ens)
-    >>> eq.measured.shape, bool(eq.residual[0] < 0.1)          # i.i.d. at t = 0: Kirkwood holds
+    >>> eq.measured.shape, bool(eq.residual[0] < 0.1)
     ((2, 16, 16), True)
     """
     from .ensemble import Ensemble

@@ -265,7 +265,7 @@ def ensemble(model, n, realizations, t_eval, rng=None, *, initial=None, modes=(1
     ------
     ValueError
         ``model`` not a zonal Model, ``n`` < 2, ``realizations`` < 2, bad ``t_eval``, ``modes``, ``bins``,
-        ``pair_modes`` (or on S^{d−1}, d >= 3), ``batch``, or ``initial`` not callable.
+        ``pair_modes`` or ``grid`` (or either on S^{d−1}, d >= 3), ``batch``, or ``initial`` not callable.
 
     Examples
     --------
