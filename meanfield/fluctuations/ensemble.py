@@ -171,12 +171,29 @@ def _uniform_angle_cdf(psi, dim):
     return 1.0 - special.betainc(a, a, 0.5 * (1.0 + np.cos(psi)))
 
 
+def gegenbauer_sums(s, lmax, dim):
+    """Σ over the entries of s of G_l(s), l = 0..lmax, with G_l the Gegenbauer polynomial of S^{dim−1}
+    normalised by G_l(1) = 1 (Legendre on S^2; the three-term recurrence of C_l^α, α = (dim − 2)/2)."""
+    alpha = 0.5 * (dim - 2)
+    out = np.empty(lmax + 1)
+    out[0] = s.size
+    prev, cur = np.ones_like(s), 2 * alpha * s
+    norm_prev, norm_cur = 1.0, 2 * alpha
+    if lmax >= 1:
+        out[1] = cur.sum() / norm_cur
+    for l in range(1, lmax):
+        nxt = (2 * (l + alpha) * s * cur - (l + 2 * alpha - 1) * prev) / (l + 1)
+        norm_next = (2 * (l + alpha) * norm_cur - (l + 2 * alpha - 1) * norm_prev) / (l + 1)
+        prev, cur, norm_prev, norm_cur = cur, nxt, norm_cur, norm_next
+        out[l + 1] = cur.sum() / norm_cur
+    return out
+
+
 def sphere_statistics(x, modes, bins):
-    """Degree-l powers Σ_m |ρ̂_lm|² = (N_l/n²) Σ_ij G_l(⟨x_i, x_j⟩) (addition theorem, G_l the Gegenbauer
-    polynomial with G_l(1) = 1) and the angle histogram g_2 of clouds x (..., n, d), d >= 3: O(n²) each."""
+    """Degree-l powers Σ_m |ρ̂_lm|² = (N_l/n²) Σ_ij G_l(⟨x_i, x_j⟩) (addition theorem, `gegenbauer_sums`) and
+    the angle histogram g_2 of clouds x (..., n, d), d >= 3: O(n²) each."""
     lead, (n, d) = x.shape[:-2], x.shape[-2:]
     flat = x.reshape(-1, n, d)
-    alpha = 0.5 * (d - 2)
     N = harmonic_dimension(d, modes).astype(float)
     edges = np.linspace(0.0, np.pi, bins + 1)
     expected = n * (n - 1) * np.diff(_uniform_angle_cdf(edges, d))
@@ -185,8 +202,7 @@ def sphere_statistics(x, modes, bins):
     iu = np.triu_indices(n, 1)
     for c, cloud in enumerate(flat):
         gram = np.clip(cloud @ cloud.T, -1.0, 1.0)
-        for i, l in enumerate(modes):
-            power[c, i] = N[i] * special.eval_gegenbauer(l, alpha, gram).mean() / special.eval_gegenbauer(l, alpha, 1.0)
+        power[c] = N * gegenbauer_sums(gram, int(np.max(modes)), d)[modes] / n ** 2
         hist = np.histogram(np.arccos(gram[iu]), bins=edges)[0]
         g2[c] = 2.0 * hist / expected
     return power.reshape(lead + (len(modes),)), g2.reshape(lead + (bins,))
