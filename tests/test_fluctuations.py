@@ -142,6 +142,16 @@ def test_the_pair_correlation_of_iid_tokens_is_one():
     np.testing.assert_allclose(g3.mean(axis=0), 1.0, atol=0.08)
 
 
+@pytest.mark.parametrize("dim", [3, 4, 7])
+def test_the_gegenbauer_recurrence_is_scipys(dim):
+    from meanfield.fluctuations.ensemble import gegenbauer_sums
+
+    s = np.random.default_rng(0).uniform(-1, 1, 500)
+    a = 0.5 * (dim - 2)
+    want = [special.eval_gegenbauer(l, a, s).sum() / special.eval_gegenbauer(l, a, 1.0) for l in range(7)]
+    assert_rounding_close(gegenbauer_sums(s, 6, dim), want, terms=500 * 7)
+
+
 def test_the_sphere_power_is_the_sum_of_squared_harmonic_coefficients():
     """Σ_m |(1/n) Σ_j Y_lm(x_j)|² (real harmonics orthonormal in L²(σ)) = the Gegenbauer form on the Gram matrix."""
     rng = np.random.default_rng(2)
