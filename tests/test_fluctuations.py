@@ -83,6 +83,9 @@ def test_the_onset_time_is_log_n_over_twice_the_top_rate():
     t = F.onset_time(noisy, 1000)
     assert F.linear_prediction(noisy, 1000, [1], t)[0, 0] == pytest.approx(0.25, rel=1e-10)
     assert F.onset_time(mf.Model(1.0, 2, normalized=False, noise=5.0), 1000) == np.inf      # nothing grows
+    sphere = mf.Model(1.0, 3, normalized=False)                 # per harmonic: N_l does not enter
+    top = mf.linear_growth_rates(sphere, 32)[1:].max()
+    assert F.onset_time(sphere, 1000) == pytest.approx(np.log(250) / (2 * top), rel=1e-13)
 
 
 def test_the_mode_coupling_matches_its_monte_carlo():

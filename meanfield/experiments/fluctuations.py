@@ -8,12 +8,12 @@ Three parts:
   noise, against the theory with the leading mode coupling (``order=2``); the pair correlation g_2 and
   the law of the order parameter. Checked: every mode within 3 standard errors of the linear theory
   while its coupling excess is below one standard error, and where a mode leaves that band while the
-  fastest mode's E P is below ``WINDOW`` (0.01), the coupled theory is closer. The first time a mode
+  fastest mode's power per harmonic E P/N is below ``WINDOW`` (0.01), the coupled theory is closer. The first time a mode
   leaves the linear theory's band is reported with the fastest mode's E P at that time, and the largest
   |z| of each theory over the window.
 * **Onset.** For n = 10^2 .. 10^5 the clustering time of particle runs (the first time a mode's
-  amplitude reaches 1/2: max_{k <= 8} |ρ̂_k| on S^1, the order parameter |(1/n) Σ_j x_j| on S^2) against the linear theory's onset t_*(n) = min_k log(n/(4N_k))/(2ς_k):
-  checked, the slope of the clustering time against log n is 1/(2ς_max) within 3 standard errors of the fit.
+  amplitude reaches 1/2: max_{k <= 8} |ρ̂_k| on S^1, the order parameter |(1/n) Σ_j x_j| on S^2) against
+  the linear theory's onset t_*(n) = log(n/4)/(2ς_max) (`onset_time`): checked, the slope of the clustering time against log n is 1/(2ς_max) within 3 standard errors of the fit.
 * **Closure** (S^1, (USA)). From tokens of density 1 + ε cos θ, the interaction term of the first BBGKY
   equation from the measured pair moments and from molecular chaos (`first_equation`), and the
   three-token term of the second equation from the measured f_3 and from Kirkwood's superposition
@@ -27,7 +27,7 @@ import numpy as np
 
 from ..fluctuations import ensemble, first_equation, linear_prediction, onset_time, second_equation
 from ..fluctuations.ensemble import circle_coefficients
-from ..fluctuations.linear import coupling_excess, growth_rates
+from ..fluctuations.linear import coupling_excess, growth_rates, multiplicity
 from ..measures import densities
 from ..transformer.kernels import kernel_multipliers
 from ..transformer.model import Model
@@ -82,7 +82,7 @@ def compare_ensemble(ens, window=WINDOW):
     model, modes = ens.model, ens.modes
     k1 = fastest(model, modes)
     i1 = int(np.where(modes == k1)[0][0])
-    inside = ens.power[:, i1] < window
+    inside = ens.power[:, i1] / multiplicity(model.dim, [k1])[0] < window       # the power per harmonic
     inside &= np.cumprod(inside).astype(bool)               # up to the first time the fastest mode reaches it
     z1 = ens.z_scores()
     coupled = model.dim == 2 and not model.normalized and model.noise == 0
@@ -244,12 +244,12 @@ def _part_closure(report, model, o, rng, progress):
     P = pair_modes_for(model.beta, K)
     t_star = onset_time(model, max(o.closure_n))
     t = np.linspace(0.0, t_star + 2.0, 33)
-    extra = {"dt": o.dt} if model.noise > 0 else {}
+    extra = {"dt": o.dt} if model.noise > 0 else {"rtol": 1e-10, "atol": 1e-12}
     initial = densities.perturbed_uniform(o.closure_amplitude, 1)
     rows = {}
     for n in sorted(set(o.closure_n)):
         ens = ensemble(model, n, o.closure_realizations, t, rng=rng, initial=initial, pair_modes=P, grid=GRID,
-                       progress=progress, rtol=1e-10, atol=1e-12, **extra)
+                       progress=progress, **extra)
         eq = first_equation(ens, K)
         kw = second_equation(ens).residual
         scale = np.abs(eq.measured).max()
@@ -260,10 +260,14 @@ def _part_closure(report, model, o, rng, progress):
                     f"{rows[n]['chaos_holds_until']:.2f}, Kirkwood (second equation) until t = "
                     f"{rows[n]['kirkwood_holds_until']:.2f}; linear onset t_* = {rows[n]['onset']:.2f}")
     worst = max(r["mismatch"] for r in rows.values())
-    report.check("the first BBGKY equation: the measured interaction term is d E rho_k/dt", worst <= 0.05,
-                 f"max relative difference {worst:.3f}",
-                 compared=f"J_k from the measured pair moments against second-order finite differences of E rho_k, "
-                          f"k = 1..{K}, {len(t)} times", tolerance="<= 0.05 of max |J| (time discretisation)")
+    if model.noise > 0:
+        report.note(f"closure: with noise the first equation holds in expectation only (largest difference "
+                    f"{worst:.3f} between J_k and finite differences of the sample mean); not checked")
+    else:
+        report.check("the first BBGKY equation: the measured interaction term is d E rho_k/dt", worst <= 0.05,
+                     f"max relative difference {worst:.3f}",
+                     compared=f"J_k from the measured pair moments against second-order finite differences of "
+                              f"E rho_k, k = 1..{K}, {len(t)} times", tolerance="<= 0.05 of max |J| (time discretisation)")
     ns = sorted(rows)
     start = max(float(r["residual"][0]) for r in rows.values())
     start_kw = max(float(r["kirkwood_residual"][0]) for r in rows.values())

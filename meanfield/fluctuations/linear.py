@@ -175,10 +175,12 @@ def linear_prediction(model, n, modes, t, *, order=1):
 
 
 def onset_time(model, n, level=0.25, modes=None):
-    """The time at which the linear theory's E P_l(t) first reaches ``level`` for some l of ``modes``.
+    """The time at which the linear theory's power per harmonic, E P_l(t)/N_l, first reaches ``level`` for
+    some l of ``modes``.
 
-    Without noise t_*(n) = min_l log(n·level/N_l)/(2ς_l) over the growing modes: of order
-    log n / (2ς_max), the time at which the fluctuations of n i.i.d. uniform tokens reach order one.
+    Without noise t_*(n) = log(n·level)/(2ς_max) over the growing modes of ``modes``: the time at which the
+    fluctuations of n i.i.d. uniform tokens reach order one (E|ρ̂_k|² = level on S^1, an amplitude of
+    sqrt(level) per harmonic on S^{d−1}).
 
     Parameters
     ----------
@@ -186,7 +188,7 @@ def onset_time(model, n, level=0.25, modes=None):
         A zonal model.
     n : int >= 2
     level : float in (0, 1]
-        The power counted as order one (default 1/4: an amplitude |ρ̂_l| of 1/2).
+        The power per harmonic counted as order one (default 1/4: an amplitude of 1/2).
     modes : sequence of int >= 1, optional
         The modes considered (default 1..32).
 
@@ -194,6 +196,11 @@ def onset_time(model, n, level=0.25, modes=None):
     -------
     float
         t_*, or inf when no mode of ``modes`` reaches ``level``.
+
+    Raises
+    ------
+    ValueError
+        ``model`` not a zonal Model, ``n`` < 2, ``level`` outside (0, 1], a mode < 1.
 
     Examples
     --------
@@ -208,17 +215,16 @@ def onset_time(model, n, level=0.25, modes=None):
     level = check_real(level, "level", low=0.0, high=1.0, low_open=True)
     modes = check_modes(np.arange(1, 33) if modes is None else modes)
     rate = growth_rates(model, modes)
-    N = multiplicity(model.dim, modes)
     if model.noise == 0:
-        with np.errstate(divide="ignore"):
-            times = np.where(rate > 0, np.log(np.maximum(n * level / N, 1.0)) / np.where(rate > 0, 2 * rate, 1.0),
-                             np.inf)
-        return float(np.min(times))
-    # with noise: the first root of E P_l(t) = level, found on a doubling bracket then by bisection
+        top = rate.max()
+        return float(np.log(max(n * level, 1.0)) / (2 * top)) if top > 0 else float("inf")
+    # with noise: the first root of E P_l(t)/N_l = level, found on a doubling bracket then by bisection
     best = np.inf
     for k in modes[rate > 0]:
+        N = multiplicity(model.dim, [k])[0]
+
         def excess(s):
-            return linear_prediction(model, n, [k], [s])[0, 0] - level
+            return linear_prediction(model, n, [k], [s])[0, 0] / N - level
         if excess(0.0) >= 0:
             return 0.0
         hi = 1.0
