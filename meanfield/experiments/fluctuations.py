@@ -128,8 +128,8 @@ def _part_ensemble(report, model, o, rng, progress):
                      compared="|z| of linear_prediction(order=2) against |z| of the linear theory at those (t, k)",
                      tolerance="smaller at each, and a smaller maximum over the window")
     first = cmp["first_departure"]
-    report.note(f"ensemble n = {o.n}, R = {o.realizations}: the fastest mode k = {cmp['fastest_mode']} reaches "
-                f"E P = {WINDOW} after t = {cmp['window_end']}; linear theory within 3 SE up to there: "
+    report.note(f"ensemble n = {o.n}, R = {o.realizations}: the fastest mode k = {cmp['fastest_mode']} has "
+                f"E P/N < {WINDOW} up to t = {cmp['window_end']}; linear theory within 3 SE up to there: "
                 f"max |z| = {cmp['max_z_linear_window']:.2f}" + (
                     f"; first departure at t = {first['t']:g}, mode {first['mode']} (z = {first['z']:.1f}), "
                     f"when E P_{cmp['fastest_mode']} = {first['fastest_power']:.4f}" if first else ""))
