@@ -266,6 +266,8 @@ def test_both_closures_hold_at_the_start_and_fail_later():
     ens = F.ensemble(USA, 300, 32, [0.0, 5.0], rng=6, initial=mf.densities.perturbed_uniform(0.5, 1), grid=16,
                      pair_modes=10)
     chaos, superposition = F.first_equation(ens, 2).residual, F.second_equation(ens).residual
+    ds = ens.to_dataset()
+    assert ds["f3"].shape == (2, 16, 16, 16) and ds["pair_moments_re"].shape == (2, 21, 21)
     assert chaos[0] < 0.03 and superposition[0] < 0.01, (chaos, superposition)
     assert chaos[1] > 1 and superposition[1] > 0.3, (chaos, superposition)
 

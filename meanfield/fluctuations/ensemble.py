@@ -97,6 +97,10 @@ class Ensemble:
             for name, dims, value in (("moments", ("t", "k"), self.moments),
                                       ("pair_moments", ("t", "a", "b"), self.pair_moments)):
                 ds[name + "_re"], ds[name + "_im"] = (dims, value.real), (dims, value.imag)
+        if self.f1 is not None:
+            ds["f1"] = (("t", "bin_1"), self.f1)
+            ds["f2"] = (("t", "bin_1", "bin_2"), self.f2)
+            ds["f3"] = (("t", "bin_1", "bin_2", "bin_3"), self.f3)
         ds.attrs.update(n=self.n, realizations=self.realizations, beta=self.model.beta, dim=self.model.dim,
                         normalized=int(self.model.normalized), noise=self.model.noise,
                         description="statistics of an ensemble of n-token runs (docs/fluctuations.md)")
