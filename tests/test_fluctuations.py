@@ -312,13 +312,13 @@ def test_the_command_exits_2_in_one_line(args, shown, tmp_path, capsys):
 def test_the_experiment_on_small_settings():
     from meanfield.experiments import fluctuations
 
-    rep = fluctuations(n=150, realizations=24, t_end=1.0, t_count=5, onset_n=(), closure_n=(60, 240),
-                       closure_realizations=16, progress=False)
+    rep = fluctuations(n=150, realizations=24, t_end=1.0, t_count=5, onset_n=(), closure_n=(40, 80),
+                       closure_realizations=8, progress=False)
     names = [c["name"] for c in rep.checks]
     assert rep.status == "finished" and len(names) == 5, names
     assert all(c["passed"] for c in rep.checks if "is d E rho_k/dt" in c["name"]), rep.checks
     assert rep.results["ensemble"]["n_power"].shape == (5, 4)
-    assert set(rep.results["closure"]["n"]) == {"60", "240"}
+    assert set(rep.results["closure"]["n"]) == {"40", "80"}
 
 
 # -- slow: the acceptance of issue 44 ------------------------------------------------------------------
