@@ -7,7 +7,8 @@
 * `noise_transition` — the phase transition with noise: stationary branches, dynamics, hysteresis;
 * `metastability` — the number of clusters: k*(β), continuum and particles through merging, Figure 4, staircase;
 * `lost_in_the_middle` — causal attention: the U-shaped response profile S_τ(s) and its threshold τ_crit(β);
-* `landscape` — the critical points of the energy of n tokens (Problem 3): census, thresholds, certification.
+* `landscape` — the critical points of the energy of n tokens (Problem 3): census, thresholds, certification;
+* `fluctuations` — n tokens about the mean field (Problem 4): ensembles, linear theory, onset, BBGKY closure.
 
 Each declares its options once (`meanfield.experiments.options`: a dataclass such as
 `PhaseDiagramOptions`), from which come its keyword arguments, its subcommand's flags and the keys a
@@ -28,9 +29,10 @@ from .noise_transition import NoiseTransitionOptions, noise_transition
 from .metastability import MetastabilityOptions, metastability
 from .lost_in_the_middle import LostInTheMiddleOptions, lost_in_the_middle
 from .landscape import LandscapeOptions, landscape
+from .fluctuations import FluctuationsOptions, fluctuations
 from .run import run
 
 __all__ = ["run", "verify_prop34", "mean_field_limit", "phase_diagram", "noise_transition", "metastability",
-           "lost_in_the_middle", "landscape", "load_config", "parse_config", "RunConfig", "Report", "EXPERIMENTS", "VerifyProp34Options",
+           "lost_in_the_middle", "landscape", "fluctuations", "load_config", "parse_config", "RunConfig", "Report", "EXPERIMENTS", "VerifyProp34Options",
            "MeanFieldLimitOptions", "PhaseDiagramOptions", "NoiseTransitionOptions", "MetastabilityOptions", "LostInTheMiddleOptions",
-           "LandscapeOptions"]
+           "LandscapeOptions", "FluctuationsOptions"]
