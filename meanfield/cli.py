@@ -6,6 +6,7 @@
     meanfield phase-diagram        the Figure 3 phase diagram with the curve Γ of (6.9)/(6.10)
     meanfield noise-transition     the transition with noise: stationary branches, dynamics, hysteresis
     meanfield metastability        the number of clusters: k*(beta), continuum and particles, Figure 4, staircase
+    meanfield fluctuations         n tokens about the mean field: ensembles, linear theory, BBGKY closure
     meanfield hardmax-limit        softmax against its hardmax limit: sup-distance, exit times, Frank-Wolfe cells
     meanfield sweep SWEEP.toml     a grid of runs or experiments on dask workers, resumable
     meanfield animate FILE.nc      a movie (GIF or MP4) of a saved Solution

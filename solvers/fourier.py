@@ -40,7 +40,7 @@ from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
 from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, TailMonitor, check_coefficients, energy_diagnostics,
-                       head_velocities, noise_dissipation, spectral_tail)
+                       GridSinkhorn, head_velocities, noise_dissipation, spectral_tail)
 from meanfield.observables.wasserstein import w1_to_uniform
 
 STABLE_CFL = 0.8         # |h·k·v| below the imaginary-axis stability limit of the adaptive pairs
@@ -160,6 +160,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     run_type = FourierRun
     mass_by_construction = True     # c_0 is not evolved: a report notes the mass
     takes_mask = True           # with `positions`: the layered equation (`LayeredFourierCircle`)
+    attentions = ("softmax", "sinkhorn")      # Sinkhorn: the plan of the grid measure (docs/attention.md)
 
     def __new__(cls, *args, positions=None, **options):
         if cls is FourierCircle and positions is not None:
@@ -175,6 +176,10 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
             raise UnsupportedModel(f"FourierCircle solves on S^1: `model.dim` must be 2, got {model.dim} "
                                    "(use solvers.SphericalHarmonics for dim 3).")
         self._require_zonal()
+        if model.attention == "sinkhorn" and (not model.normalized or model.normalization != "post"):
+            raise UnsupportedModel("`attention`='sinkhorn' on the circle takes (SA) with normalization='post' "
+                                   f"(docs/attention.md), got normalized={model.normalized}, "
+                                   f"normalization={model.normalization!r}.")
         self.tail = TailMonitor(tail_tol, "modes")
         self.dealias = check_real(dealias, "dealias", low=1.5)
         self.w1 = bool(w1)
@@ -193,6 +198,8 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         self.head_fields = head_velocities(self.model, self.modes)
         self.field = self.head_fields[0]
         self._dphi = self._ik * self.field.potential
+        self._sinkhorn = (GridSinkhorn(self.model, self.basis.points, self.basis.weights, self.basis.frame)
+                          if self.model.attention == "sinkhorn" else None)       # the grid's Sinkhorn attention
 
     def _grid_fields(self, run, c, field=None, t=0.0, feedforward=True):
         """ρ, Z̃ (SA; None for USA), v and the inverse speed s⁻¹ of the normalisation on the padded grid
@@ -200,6 +207,8 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         t; the velocity is that of the density ``field`` (default c itself; a layered run passes its
         prefix means, `solvers.layered`), plus s⁻¹⟨P_x F, e_θ⟩ of a feed-forward term unless
         ``feedforward`` is False."""
+        if self.model.attention == "sinkhorn":
+            return self._sinkhorn_fields(run, c, feedforward)
         K, M, radial = self.modes, self.M, self.field.radial
         fields = field if isinstance(field, list) else [c if field is None else field]   # one per head
         per = 2 if self.field.normalized else 1
@@ -225,6 +234,15 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         v, inverse = self.field.scaled(v, v * v, t, None if radial is None else g[..., -1, :], z)
         mlp = self.field.feedforward(self.basis, self.model.feedforward) if feedforward else None
         return g[..., 0, :], z, (v if mlp is None else v + inverse * mlp[0]), inverse
+
+    def _sinkhorn_fields(self, run, c, feedforward=True):
+        """ρ, None, v, 1.0 on the padded grid under Sinkhorn attention: v_j = V⟨Σ_k A_jk x_k, e_θ⟩ for the plan
+        of the grid measure Σ_j (ρ_j/M) δ_{θ_j} (`solvers.spectral.GridSinkhorn`); ρ <= 0 somewhere on the
+        grid makes the plan undefined: the step is rejected (``zmin``) and the monitor stops the run."""
+        rho = self.basis.synthesis(c)
+        v = self._sinkhorn.velocity(run, rho)[..., 0, :]
+        mlp = self.field.feedforward(self.basis, self.model.feedforward) if feedforward else None
+        return rho, None, (v if mlp is None else v + mlp[0]), 1.0
 
     def _full(self, run, u):
         c = run.workspace.get("c")
@@ -290,7 +308,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         """−ik (ρv)_k, k = 1..K, for coefficients c (..., K + 1) moved by the velocity of ``field`` (default c)."""
         rho, _, v, _ = self._grid_fields(run, c, field, t)
         run.workspace["v"] = v          # the stability cap reads it once per step (`_stable_step`)
-        if self.field.normalized and not run.workspace["zmin"] > 0:
+        if (self.field.normalized or self.model.attention == "sinkhorn") and not run.workspace["zmin"] > 0:
             return np.full(c.shape[:-1] + (self.modes,), np.nan, dtype=complex)   # K*ρ <= 0: reject the step
         f = self.basis.analysis(rho * v)[..., 1:]
         f *= -self._ik[1:]
@@ -301,8 +319,11 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         return cls(segment.model, segment.representation.modes, w1=False)
 
     def _tracer_velocity(self, run, t, u, points):
-        """v(θ)(−sin θ, cos θ) at the tracers, the velocity of `_grid_fields` at their angles."""
+        """v(θ)(−sin θ, cos θ) at the tracers, the velocity of `_grid_fields` at their angles (Sinkhorn: the
+        plan extended to the tracers by the grid's potentials, `meanfield.sums.sinkhorn.sinkhorn_output`)."""
         c = self._full(run, u)
+        if self.model.attention == "sinkhorn":
+            return self._sinkhorn.at(run, self._sinkhorn_fields(run, c, feedforward=False)[0], points)
         rows = [self._dphi * c] + ([self.field.kernel * c] if self.field.normalized else [])
         g = self.basis.values_at(np.stack(rows), points)
         v = self.field.velocity(g[0], g[1] if self.field.normalized else None)
@@ -335,15 +356,18 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         # (SA) K*ρ > 0 on the grid: the last stage of the FSAL pair was evaluated at this state,
         # and a stage with K*ρ <= 0 returns NaN (the step is rejected), so the cached minimum decides
         if self.field.normalized and not run.workspace.get("zmin", 1.0) > 0:
-            raise SolverError(f"K*ρ is not positive on the grid at t={t:.6g} (min {run.workspace['zmin']:.3g}), so "
+            raise SolverError(f"K*ρ (ρ under Sinkhorn attention) is not positive on the grid at t={t:.6g} (min {run.workspace['zmin']:.3g}), so "
                               "log(K*ρ) is undefined: the discrete density has large negative parts; "
                               "increase `modes`.")
         self.tail.check_or_refine(t, self._power(run, u), self.modes, self.refinable)
 
     def _diagnostics(self, run, t, u):
-        """Mass, E_β, min ρ, tail, dE/dt (discrete) vs the identity (3.6), W1 to σ and to δ."""
+        """Mass, E_β, min ρ, tail, dE/dt (discrete) vs the identity (3.6), W1 to σ and to δ; under Sinkhorn
+        attention the energy of its flow (`_sinkhorn_diagnostics`) in place of E_β and (3.6)."""
         c = self._full(run, u).copy()
         power = self._power(run, u)
+        if self.model.attention == "sinkhorn":
+            return self._sinkhorn_diagnostics(run, c, power)
         rho, z, v, inverse = self._grid_fields(run, c, t=t, feedforward=False)
         mlp = self.field.feedforward(self.basis)
         du = self._rhs(run, t, u)
@@ -367,6 +391,15 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
             rep = FourierSeries(self.modes)
             out["w1_to_uniform"] = float(w1_to_uniform(rep.measure(c, n=n), n_reference=n))
             out["w1_to_dirac"] = rep.w1_to_dirac(c)[0]   # exact (trigonometric polynomial)
+        return out
+
+    def _sinkhorn_diagnostics(self, run, c, power):
+        """Mass, min ρ, tail, the iterations so far and ``sinkhorn_energy`` (`solvers.spectral.GridSinkhorn`;
+        with V = I the flow is the gradient ascent of that energy, docs/attention.md)."""
+        rho = self._sinkhorn_fields(run, c, feedforward=False)[0]
+        out = {"mass": float(c[0].real), "min_density": float(rho.min()), "spectral_tail": float(spectral_tail(power)),
+               "modes": float(self.modes)}
+        out.update(self._sinkhorn.diagnostics(run, rho))
         return out
 
     # -- helpers -----------------------------------------------------------------------------------

@@ -15,6 +15,9 @@ and an affine flow keeps Gaussians Gaussian. With B = β Σ_h V_h Σ M_h the mom
 a quadratic (Riccati-type) system whose covariance may blow up in finite time. In d = 1 with
 a = β v q k: σ²(t) = σ₀²/(1 − 2aσ₀²t), infinite at t* = 1/(2aσ₀²).
 
+L2 and Sinkhorn attention (docs/attention.md) keep the field affine too, with other b and B
+(`affine_field`, docs/gaussian.md); ``Model(attention=...)`` chooses.
+
 (USA) is refused: its field Σ_j e^{β⟨Qx, Ky⟩}Vx_j/n is the Gaussian's moment generating function
 times an affine map, which is not affine, so Gaussians do not stay Gaussian. Noise is refused too
 (the model's noise is the sphere's).
@@ -68,12 +71,55 @@ class CovarianceBlowUp(SolverError):
         self.t, self.t_blowup = t, t_blowup
 
 
-def moment_rates(m, S, beta, heads):
-    """(ṁ, Σ̇) of N(m, Σ) under (SA) in R^d, ``heads`` a list of (M_h = K_hᵀQ_h, V_h) (docs/gaussian.md)."""
-    B = sum(V @ S @ M for M, V in heads) * beta
-    dm = sum(V @ m for _, V in heads) + B @ m
+def affine_field(m, S, beta, heads, attention="softmax", eps=1.0):
+    """(b, B) of the affine attention field v(x) = b + Bx of N(m, Σ) under (SA) in R^d, ``heads`` a list of
+    (M_h = K_hᵀQ_h, V_h) or (M_h, V_h, K_hᵀK_h) (docs/gaussian.md, docs/attention.md; Castin, Ablin,
+    Carrillo, Peyré, arXiv 2501.18322).
+
+    Each head's attention average is b_h + γ T_h M_h x, so b = Σ_h V_h b_h and B = γ Σ_h V_h T_h M_h:
+
+    * softmax (γ = β): b_h = m, T_h = Σ (the mean of the Gaussian tilted by e^{β⟨Q_h x, K_h y⟩});
+    * L2, weights e^{−(β/2)‖Q_h x − K_h y‖²} (γ = β): the tilt also has the precision βK_hᵀK_h, so
+      with P_h = (I + βΣK_hᵀK_h)⁻¹, T_h = P_hΣ and b_h = P_h m;
+    * Sinkhorn (γ = β/ε): the conditional mean of the Gaussian entropic plan of μ with itself, whose
+      conditional covariance is T_h = Σ^{1/2} φ(R_h) Σ^{1/2}, R_h = γ² Σ^{1/2} M_hΣM_hᵀ Σ^{1/2},
+      φ(r) = 2/(1 + √(1 + 4r)); b_h = m − γ T_h M_h m (the field averages to V_h m).
+    """
+    d = m.size
+    gain = beta / eps if attention == "sinkhorn" else beta
+    root = _sqrtm(S) if attention == "sinkhorn" else None
+    B = np.zeros((d, d))
+    b = np.zeros(d)
+    for head in heads:
+        M, V = head[0], head[1]
+        if attention == "softmax":
+            T, bh = S, m
+        elif attention == "l2":
+            P = np.linalg.inv(np.eye(d) + beta * S @ head[2])
+            T, bh = P @ S, P @ m
+        else:
+            R = gain ** 2 * root @ M @ S @ M.T @ root
+            vals, vecs = np.linalg.eigh(0.5 * (R + R.T))
+            phi = 2.0 / (1.0 + np.sqrt(1.0 + 4.0 * np.clip(vals, 0.0, None)))
+            T = root @ (vecs * phi) @ vecs.T @ root
+            bh = m - gain * T @ M @ m
+        B += gain * V @ T @ M
+        b += V @ bh
+    return b, B
+
+
+def moment_rates(m, S, beta, heads, attention="softmax", eps=1.0):
+    """(ṁ, Σ̇) of N(m, Σ) under (SA) in R^d: with the affine field v(x) = b + Bx (`affine_field`),
+    ṁ = b + Bm and Σ̇ = BΣ + ΣBᵀ (docs/gaussian.md)."""
+    b, B = affine_field(m, S, beta, heads, attention, eps)
     BS = B @ S
-    return dm, BS + BS.T
+    return b + B @ m, BS + BS.T
+
+
+def _sqrtm(S):
+    """The symmetric square root of the covariance S."""
+    vals, vecs = np.linalg.eigh(0.5 * (S + S.T))
+    return (vecs * np.sqrt(np.clip(vals, 0.0, None))) @ vecs.T
 
 
 @dataclass(eq=False, slots=True)
@@ -88,7 +134,8 @@ class Gaussian(Solver):
 
     Parameters
     ----------
-    model : `meanfield.Model` with ``normalized=True`` ((SA)), no noise, any Q, K, V and heads, any dim.
+    model : `meanfield.Model` with ``normalized=True`` ((SA)), no noise, any Q, K, V and heads, any dim,
+        ``attention`` "softmax", "l2" or "sinkhorn" (with ``sinkhorn_eps``).
     domain : "euclidean" (the only one: on the sphere Gaussians are not preserved).
     threads : int >= 1, optional
         Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
@@ -129,6 +176,7 @@ class Gaussian(Solver):
     stepper_defaults = {"rtol": 1e-10, "atol": 1e-12}
     run_type = GaussianRun
     mass_by_construction = True     # a Gaussian law has mass 1: a report notes the mass
+    attentions = ("softmax", "sinkhorn", "l2")     # docs/attention.md: each keeps Gaussians Gaussian
 
     def __init__(self, model, *, domain="euclidean", threads=None):
         Solver.__init__(self, model, threads)
@@ -142,7 +190,7 @@ class Gaussian(Solver):
         if model.noise:
             raise UnsupportedModel(f"`noise`={model.noise:g}: the model's noise is Brownian motion on the sphere, "
                                    "which R^d does not have; use noise=0.")
-        self.heads = [(K.T @ Q, V) for Q, K, V in model.heads]
+        self.heads = [(K.T @ Q, V, K.T @ K) for Q, K, V in model.heads]
 
     # -- Solver contract ---------------------------------------------------------------------------
     def _representation(self, run):
@@ -151,8 +199,11 @@ class Gaussian(Solver):
     def _rhs(self, run, t, y):
         """(ṁ, Σ̇) flattened, `moment_rates`."""
         m, S = split_moments(y, self.model.dim)
-        dm, dS = moment_rates(m, S, self.model.beta, self.heads)
+        dm, dS = self._rates(m, S)
         return join_moments(dm, dS)
+
+    def _rates(self, m, S):
+        return moment_rates(m, S, self.model.beta, self.heads, self.model.attention, self.model.sinkhorn_eps)
 
     def _initial_from_measure(self, run, first, second, normalize):
         """(m0, S0), or samples (points, weights) through their mean and covariance."""
@@ -200,7 +251,7 @@ class Gaussian(Solver):
         top = float(vals[-1])
         if top > BLOWUP_GROWTH * run.scale:
             u = vecs[:, -1]
-            rate = float(u @ moment_rates(m, S, self.model.beta, self.heads)[1] @ u)
+            rate = float(u @ self._rates(m, S)[1] @ u)
             t_star = t + top / rate if rate > 0 else t
             raise CovarianceBlowUp(
                 f"the covariance blows up in finite time: its largest eigenvalue grew by {top / run.scale:.2g} "
@@ -211,4 +262,4 @@ class Gaussian(Solver):
         return {"domain": "euclidean"}
 
 
-__all__ = ["Gaussian", "CovarianceBlowUp", "moment_rates"]
+__all__ = ["Gaussian", "CovarianceBlowUp", "moment_rates", "affine_field"]

@@ -28,11 +28,13 @@ Discretisation (pseudo-spectral, ducc0.sht on a Gauss–Legendre grid):
   continues from the current state at twice the degree (up to ``max_lmax``), keeping checkpoints
   and partial results across the refinements.
 """
+from types import SimpleNamespace
+
 import numpy as np
 from ducc0.sht import analysis_2d
 
 from meanfield.validation import check_callable, check_density_values, check_int
-from meanfield.errors import InvalidInput, UnsupportedModel
+from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
 from meanfield.threads import renamed_threads
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_power, alm_to_real,
                                                  real_to_alm)
@@ -40,7 +42,7 @@ from .base import Solver
 from .bases import SphericalHarmonicBasis
 from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
-from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, TailMonitor, check_coefficients,
+from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, GridSinkhorn, TailMonitor, check_coefficients,
                        energy_diagnostics, head_velocities, noise_dissipation, spectral_tail)
 from meanfield.observables.wasserstein import w1_to_dirac, w1_to_uniform
 
@@ -124,6 +126,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     mass_by_construction = True     # ρ_00 is not evolved: a report notes the mass
 
     normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
+    attentions = ("softmax", "sinkhorn")      # Sinkhorn: the plan of the grid measure (docs/attention.md)
     takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F in the flux (docs/feedforward.md)
     takes_schedule = True       # a piece's multipliers at each breakpoint (AutoResolution._adopt_model)
     policy = SphericalHarmonicBasis.policy.with_memory(lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
@@ -145,6 +148,10 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
             raise UnsupportedModel(f"SphericalHarmonics solves on S^2: `model.dim` must be 3, got {model.dim} "
                                    "(use solvers.FourierCircle for dim 2).")
         self._require_zonal()
+        if model.attention == "sinkhorn" and (not model.normalized or model.normalization != "post"):
+            raise UnsupportedModel("`attention`='sinkhorn' on the sphere takes (SA) with normalization='post' "
+                                   f"(docs/attention.md), got normalized={model.normalized}, "
+                                   f"normalization={model.normalization!r}.")
         L = self._choose_resolution(lmax, max_lmax)
         self.tail = TailMonitor(tail_tol, "lmax")
         self.w1 = bool(w1)
@@ -169,6 +176,8 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         self.field = self.head_fields[0]
         self._kern = None if self.field.kernel is None else self.field.kernel[ls]
         self._vel = self.field.potential[ls]
+        self._sinkhorn = (GridSinkhorn(self.model, self.basis.points, self.basis.weights, self.basis.frame)
+                          if self.model.attention == "sinkhorn" else None)       # the grid's Sinkhorn attention
 
     @property
     def fine(self):
@@ -267,19 +276,35 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
 
     def _transport(self, run, alm, field=None, t=0.0):
         """−div_S(ρX) on degrees <= lmax for coefficients alm (..., nalm) moved by the velocity of ``field``."""
-        rho, _, x, _ = self._fields(alm, field=field, t=t)
+        if self._sinkhorn is not None:
+            rho, x = self._sinkhorn_fields(run, alm)
+        else:
+            rho, _, x, _ = self._fields(alm, field=field, t=t)
         x *= rho[..., None, :, :]
         d = self.basis.divergence(x)
         d[..., 0] = 0.0
         d[..., self._m0] = d[..., self._m0].real
         return d
 
+    def _sinkhorn_fields(self, run, alm, feedforward=True):
+        """ρ and X (..., 2, ntheta, nphi) on the dealiasing grid under Sinkhorn attention: the plan of the grid
+        measure Σ_j q_j ρ_j δ_{x_j} (`solvers.spectral.GridSinkhorn`; NaN where ρ <= 0 somewhere, which the
+        monitor reports), plus P_x F of a feed-forward term."""
+        rho = self.basis.synthesis(alm)
+        x = self._sinkhorn.velocity(run, rho.reshape(rho.shape[:-2] + (-1,))).reshape(rho.shape[:-2] + (2,) +
+                                                                                       rho.shape[-2:])
+        mlp = self.field.feedforward(self.basis, self.model.feedforward) if feedforward else None
+        return rho, (x if mlp is None else x + mlp)
+
     @classmethod
     def from_segment(cls, segment):
         return cls(segment.model, segment.representation.lmax)
 
     def _tracer_velocity(self, run, t, alm, points):
-        """X = s∇Φ at the tracers (`_fields` at arbitrary points, `SphericalHarmonicBasis.gradient_at`)."""
+        """X = s∇Φ at the tracers (`_fields` at arbitrary points, `SphericalHarmonicBasis.gradient_at`); under
+        Sinkhorn attention the plan extended to them (`solvers.spectral.GridSinkhorn.at`)."""
+        if self._sinkhorn is not None:
+            return self._sinkhorn.at(run, self._sinkhorn_fields(run, alm, feedforward=False)[0].ravel(), points)
         grad = self.basis.gradient_at(self._vel * alm, points)
         z = None if self._kern is None else self.basis.values_at(self._kern * alm, points)[:, None]
         return self.field.velocity(grad, z)
@@ -293,11 +318,17 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         return alm_to_real(alm, self.lmax)
 
     def _monitor(self, run, t, alm):
+        if self._sinkhorn is not None and not run.workspace.get("zmin", 1.0) > 0:
+            raise SolverError(f"ρ is not positive on the grid at t={t:.6g} (min {run.workspace['zmin']:.3g}), so the "
+                              "Sinkhorn plan of the grid measure is undefined; increase `lmax`.")
         self.tail.check_or_refine(t, alm_power(alm, self.lmax), self.lmax, self.refinable)
 
     def velocity(self, alm):
         """The velocity X = s∇Φ ((3.7)/(3.10)) on the dealiasing grid (``self.points``) for ducc0
         coefficients ``alm``: array (2, ntheta, nphi) of the components along e_θ and e_φ."""
+        if self._sinkhorn is not None:
+            return self._sinkhorn_fields(SimpleNamespace(workspace={}, threads=self.threads),
+                                         np.asarray(alm, dtype=complex))[1]
         return self._fields(np.asarray(alm, dtype=complex))[2]
 
     def _diagnostics(self, run, t, alm):
@@ -306,6 +337,12 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         L = self.lmax
         beta = self.model.beta
         power = alm_power(alm, L)
+        if self._sinkhorn is not None:
+            rho = self._sinkhorn_fields(run, alm, feedforward=False)[0]
+            out = {"mass": float(alm[0].real / np.sqrt(4 * np.pi)), "min_density": float(rho.min()),
+                   "spectral_tail": float(spectral_tail(power)), "lmax": float(L)}
+            out.update(self._sinkhorn.diagnostics(run, rho.ravel()))
+            return out
         dalm = self._rhs(run, t, alm)
         lin = self._linear(run)
         if lin is not None:

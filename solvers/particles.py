@@ -40,6 +40,7 @@ from meanfield.observables.energy import discrete_energy, energy_from_scaled_sum
 from meanfield.errors import InvalidInput, UnsupportedModel
 from meanfield.transformer.feedforward import FeedForward, check_mlp
 from meanfield.sums.kernelsums import attention_sums, gram_counts, kernel_sums
+from meanfield.sums.sinkhorn import biased_sums, l2_bias, sinkhorn, sinkhorn_energy, sinkhorn_output
 from meanfield.threads import check_threads
 from meanfield.transformer.masks import model_mask
 from meanfield.transformer.normalization import carries_radius, check_radii, direction_velocity, inverse_speed, position_velocity
@@ -58,6 +59,7 @@ FULL = ("energy", "clustered_fraction", "clusters", "w1_to_dirac")
 DIAGNOSTICS = FULL + ("span_dimension", "cluster_sizes")      # the last two only when named
 SAVE = ("auto", "positions", "ends", "diagnostics")
 RUN_MLP = ("mlp_W", "mlp_U", "mlp_b")    # Solution.stats keys of the feed-forward term given to solve
+NORMALISED = ("l2", "sinkhorn")    # the attentions of `meanfield.sums.sinkhorn` (docs/attention.md)
 AUTO_SAVE_BYTES = 1 << 28  # save="auto" keeps every position up to 256 MB of them, else the first and last
 
 
@@ -257,10 +259,14 @@ class Particles(Solver):
     normalizations = ("post", "pre", "mix", "peri", "ngpt", "sqrt-depth")
     takes_mlp = True               # the feed-forward term, added to the attention output (meanfield.transformer.feedforward)
     takes_schedule = True          # parameters that change with depth (meanfield.transformer.schedule)
+    attentions = ("softmax", "sinkhorn", "l2")     # docs/attention.md
 
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None, sums="auto",
                  sums_tol=1e-6, threads=None):
         super().__init__(model, threads)
+        if model.attention in NORMALISED and not model.normalized:
+            raise UnsupportedModel(f"`attention`={model.attention!r} normalises the attention weights; it has no "
+                                   "(USA) form: pass normalized=True (docs/attention.md).")
         self.sums = check_sums(sums, model, heads=True)
         self.sums_tol = check_real(sums_tol, "sums_tol", low=0.0, low_open=True)
         self.chunk = check_int(chunk, "chunk", low=1)
@@ -273,7 +279,8 @@ class Particles(Solver):
 
     def _prepare_heads(self, heads, batch=None):
         """The heads as the field uses them: [{"M": QᵀK or None for I, "Vt": Vᵀ (contiguous), "v": the
-        scalar of V = v·I or None, "norm": ‖M‖₂ (the largest over realisations)}]. Each Q, K (m, d) and
+        scalar of V = v·I or None, "norm": ‖M‖₂ (the largest over realisations), "KtK": KᵀK or None for I
+        (L2 attention's column term)}]. Each Q, K (m, d) and
         V (d, d) may carry a leading realisation axis of length ``batch`` (per-realisation parameters);
         Q or K None is I, a scalar V is V·I. Checked here: ValueError naming `parameters`."""
         d, out = self.model.dim, []
@@ -316,8 +323,11 @@ class Particles(Solver):
             v = float(V.flat[0])
             scalar_v = bool(np.allclose(V, v * np.eye(d), rtol=0, atol=_EYE_TOL))
             norm = 1.0 if M is None else float(np.max(np.linalg.norm(M, 2, axis=(-2, -1))))
+            KtK = None if K is None else np.swapaxes(K, -1, -2) @ K
+            if KtK is not None and KtK.ndim == 2 and np.allclose(KtK, np.eye(d), rtol=0, atol=_EYE_TOL):
+                KtK = None
             out.append({"M": M, "Vt": np.ascontiguousarray(np.swapaxes(V, -1, -2)),
-                        "v": v if scalar_v else None, "norm": norm})
+                        "v": v if scalar_v else None, "norm": norm, "KtK": KtK})
         return out
 
     def _heads_at(self, run, t):
@@ -380,7 +390,8 @@ class Particles(Solver):
         """Whether the denominators Σ_j w_j e^{β⟨x_i, x_j⟩} of the field give the energy (3.5) (not
         under a mask: they are then sums over C(i))."""
         heads = self._heads if heads is None else heads
-        return domain == "sphere" and len(heads) == 1 and heads[0]["M"] is None and not self.model.is_causal
+        return (domain == "sphere" and len(heads) == 1 and heads[0]["M"] is None and not self.model.is_causal
+                and self.model.attention == "softmax")
 
     def _evaluate(self, run, x, w, domain="sphere", log_time_factor=0.0, count=False, heads=None, causal=None,
                   targets=None):
@@ -407,6 +418,10 @@ class Particles(Solver):
         free = self._energy_head(domain, heads)
         for h, head in enumerate(heads):
             mask = None if causal is None else causal[h if h < len(causal) else 0]
+            if self.model.attention in NORMALISED:
+                y = self._normalised_attention(run, x, head, h, w, domain, threads, mask, targets)
+                out = y if out is None else out + y
+                continue
             res = self._attention_sums(x, head, w, domain, threads, 1.0 - self.delta if count and free else None,
                                        mask, targets)
             acc, c = res[0], res[1]
@@ -425,6 +440,81 @@ class Particles(Solver):
         if count and counts is None:
             counts = gram_counts(x, x, 1.0 - self.delta, chunk=self.chunk, threads=threads)
         return {"x": x, "out": out, "den": den, "c": c_den, "counts": counts, "heads": heads}
+
+    def _normalised_attention(self, run, x, head, h, w, domain, threads, mask, targets):
+        """One head's output Σ_j A_ij V x_j under L2 or Sinkhorn attention (`meanfield.sums.sinkhorn`,
+        docs/attention.md), at the particles or at ``targets``. L2: softmax's sums with the column term
+        −(β/2)‖Kx_j‖² (none on the sphere with KᵀK = I, where it is a constant), and under a mask the
+        ALiBi term; Sinkhorn: the log-domain iterations, warm-started from the run's last potentials of
+        this head, their counts kept in ``run.workspace["sinkhorn"]``."""
+        model = self.model
+        v = head["v"]
+        values = x @ head["Vt"] if v is None else (x if v == 1.0 else v * x)
+        if model.attention == "l2":
+            col = None if (domain == "sphere" and head["KtK"] is None) else l2_bias(x, model.beta, head["KtK"])
+            row = ends = None
+            if mask is not None:
+                ends = mask.ends
+                if mask.bias is not None:
+                    row, col = mask.bias[0], mask.bias[1] + (0.0 if col is None else col)
+            F = np.concatenate([values * w[:, None], np.broadcast_to(w[:, None], values.shape[:-1] + (1,))], -1)
+            S, _ = biased_sums(x if targets is None else targets, x, F, model.beta, M=head["M"], row=row, col=col,
+                               chunk=self.chunk, threads=threads, ends=ends)
+            with np.errstate(invalid="ignore", divide="ignore"):      # 0/0 at the silent tokens: set to 0
+                y = S[..., :-1] / S[..., -1:]
+            return y if mask is None else self._masked_output(y, mask, divided=True)
+        keep = None if run is None else self._sinkhorn_record(run)
+        start = None if keep is None else keep["potentials"].get(h)
+        if start is not None and start[0].shape != x.shape[:-1]:
+            start = None
+        res = sinkhorn(x, w, model.beta, M=head["M"], values=values, eps=model.sinkhorn_eps, tol=model.sinkhorn_tol,
+                       f=None if start is None else start[0], g=None if start is None else start[1],
+                       chunk=self.chunk, threads=threads)
+        if keep is not None:
+            keep["potentials"][h] = (res.f, res.g)
+            keep["iterations"] += res.iterations
+            keep["solves"] += 1
+            keep["max_error"] = max(keep["max_error"], res.error)
+            keep["window_iterations"] += res.iterations
+            keep["window_error"] = max(keep["window_error"], res.error)
+        if targets is None:
+            return res.out
+        return sinkhorn_output(targets, x, w, model.beta, res.g, M=head["M"], values=values, eps=model.sinkhorn_eps,
+                               chunk=self.chunk, threads=threads)
+
+    @staticmethod
+    def _sinkhorn_record(run):
+        """The run's Sinkhorn record: the last potentials of each head (the warm start), the iterations and
+        solves in all, the largest marginal error, and the iterations and error since the last saved time."""
+        return run.workspace.setdefault("sinkhorn", {"potentials": {}, "iterations": 0, "solves": 0, "max_error": 0.0,
+                                                     "window_iterations": 0, "window_error": 0.0})
+
+    def _sinkhorn_diagnostics(self, run, t, x):
+        """At a saved time of a Sinkhorn run: ``sinkhorn_iterations`` and ``sinkhorn_error`` (the iterations
+        done and the largest marginal error since the previous saved time), and ``sinkhorn_energy``, the sum
+        over the heads of F = −(ε/2β)(⟨w, f⟩ + ⟨w, g⟩) at x (`meanfield.sums.sinkhorn.sinkhorn_energy`; NaN for
+        β = 0), whose gradient ascent the flow is for V = QᵀK symmetric (docs/attention.md)."""
+        model, keep = self.model, self._sinkhorn_record(run)
+        out = {"sinkhorn_iterations": keep["window_iterations"], "sinkhorn_error": keep["window_error"]}
+        keep["window_iterations"], keep["window_error"] = 0, 0.0
+        if model.beta == 0:
+            out["sinkhorn_energy"] = np.full(x.shape[:-2], np.nan)
+            return out
+        energy = 0.0
+        for h, head in enumerate(self._heads_at(run, t)):
+            start = keep["potentials"].get(h)
+            if start is not None and start[0].shape != x.shape[:-1]:
+                start = None
+            res = sinkhorn(x, run.weights, model.beta, M=head["M"], eps=model.sinkhorn_eps, tol=model.sinkhorn_tol,
+                           f=None if start is None else start[0], g=None if start is None else start[1],
+                           chunk=self.chunk, threads=run.threads)
+            keep["potentials"][h] = (res.f, res.g)
+            keep["iterations"] += res.iterations
+            keep["solves"] += 1
+            keep["max_error"] = max(keep["max_error"], res.error)
+            energy = energy + sinkhorn_energy(x, run.weights, model.beta, model.sinkhorn_eps, res.f, res.g, head["M"])
+        out["sinkhorn_energy"] = energy
+        return out
 
     def _with_feedforward(self, run, x, out, log_time_factor=0.0):
         """The attention output plus the feed-forward term F(x) = W act(Ux + b) of the run (``mlp``) or
@@ -725,6 +815,10 @@ class Particles(Solver):
         run's own feed-forward term (``mlp_W``, ``mlp_U``, ``mlp_b``) as arrays (written to files as
         variables ``input_*``), ``parameters`` as a note (a file cannot hold them)."""
         out = {"sums": run.sums, "sums_error_bound": float(run.sums_error_bound)}
+        if self.model.attention == "sinkhorn":
+            keep = self._sinkhorn_record(run)
+            out.update(sinkhorn_iterations=int(keep["iterations"]), sinkhorn_solves=int(keep["solves"]),
+                       sinkhorn_max_error=float(keep["max_error"]))
         if run.options["token_positions"] is not None:
             out["token_positions"] = np.array(run.options["token_positions"], dtype=float)
         if run.feedforward is not None and run.options["mlp"] is not None:
@@ -890,10 +984,14 @@ class Particles(Solver):
         return frozenset(names)
 
     def _diagnostics(self, run, t, y):
+        theta = compiled.normalise(y) if run.radial else y
+        out = self._direction_diagnostics(run, t, theta)
+        if self.model.attention == "sinkhorn" and not (isinstance(run.diagnostics_level, str)
+                                                       and run.diagnostics_level == "none"):
+            out.update(self._sinkhorn_diagnostics(run, t, theta))
         if self.model.normalization == "post" and run.options["radii"] is None:
-            return self._direction_diagnostics(run, t, y)
+            return out
         radii = point_norms(y) if run.radial else run.radii
-        out = self._direction_diagnostics(run, t, compiled.normalise(y) if run.radial else y)
         out["radii"] = radii[..., 0].copy()
         return out
 

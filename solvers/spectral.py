@@ -22,6 +22,7 @@ from meanfield.transformer.kernels import (kernel_multipliers, laplacian_eigenva
                                velocity_multipliers)
 from meanfield.results.solution import Solution
 from meanfield.observables.energy import energy_from_spectrum, energy_rate_from_spectrum
+from meanfield.sums.sinkhorn import sinkhorn, sinkhorn_energy, sinkhorn_output
 
 DEFAULT_TAIL_TOL = 1e-6
 
@@ -283,3 +284,59 @@ class AutoResolution:
         policy = self.policy
         finer._setup(policy.refine(getattr(self, policy.name), getattr(self, policy.cap_name)))
         return finer, self.basis.pad(y, finer.basis)
+
+
+class GridSinkhorn:
+    """Sinkhorn attention of a density on the grid of a spectral basis (docs/attention.md, "the continuum
+    on the sphere"): the plan of the grid measure Σ_j q_j ρ_j δ_{x_j} (q the quadrature weights of σ)
+    with itself for the kernel e^{(β/ε)⟨x, y⟩}, by `meanfield.sums.sinkhorn.sinkhorn` (direct sums over
+    the grid's N points, O(N²) per iteration), warm-started from the run's last potentials. It discretises
+    the continuum's fixed point u·(k ∗ (uρ)) = 1 by the grid's quadrature; the field is the tangent part
+    V·(Σ_k A_jk x_k) along the basis's ``frame``. The potentials and the iteration count live in
+    ``run.workspace["sinkhorn"]``."""
+
+    def __init__(self, model, points, weights, frame):
+        self.model = model
+        self.points = np.asarray(points, dtype=float).reshape(-1, points.shape[-1])
+        self.weights = np.asarray(weights, dtype=float).ravel()
+        self.frame = np.asarray(frame, dtype=float).reshape(frame.shape[0], -1, points.shape[-1])
+        self.v = float(model.v)
+
+    def velocity(self, run, rho):
+        """The tangent components (..., k, N) of the field for densities ρ (..., N) on the grid (NaN where
+        ρ <= 0 somewhere, and ``run.workspace["zmin"]`` set to min ρ for the solvers' rejection)."""
+        run.workspace["zmin"] = float(rho.min())
+        out = np.full(rho.shape[:-1] + (self.frame.shape[0], rho.shape[-1]), np.nan)
+        if not run.workspace["zmin"] > 0:
+            return out
+        keep = run.workspace.setdefault("sinkhorn", {})
+        for index in np.ndindex(rho.shape[:-1]):
+            start = keep.get(index)
+            if start is not None and start[0].shape != rho.shape[-1:]:      # a refined grid: start afresh
+                start = None
+            res = sinkhorn(self.points, self.weights * rho[index], self.model.beta, eps=self.model.sinkhorn_eps,
+                           tol=self.model.sinkhorn_tol, f=None if start is None else start[0],
+                           g=None if start is None else start[1], threads=run.threads)
+            keep[index] = (res.f, res.g)
+            keep["iterations"] = keep.get("iterations", 0) + res.iterations
+            out[index] = self.v * np.einsum("knd,nd->kn", self.frame, res.out)
+        return out
+
+    def at(self, run, rho, points):
+        """The field (m, d) at points that are not grid nodes (tracers), from the potentials of the last
+        `velocity` of the single density ρ (N,): the plan extended by its column potential."""
+        g = run.workspace["sinkhorn"][()][1]
+        out = sinkhorn_output(points, self.points, self.weights * rho, self.model.beta, g, eps=self.model.sinkhorn_eps)
+        return self.v * (out - np.einsum("md,md->m", out, points)[:, None] * points)
+
+    def diagnostics(self, run, rho):
+        """The iterations so far and ``sinkhorn_energy`` F of the last `velocity` of ρ (N,) (NaN for β = 0
+        or ρ <= 0 somewhere; `meanfield.sums.sinkhorn.sinkhorn_energy`)."""
+        keep = run.workspace.get("sinkhorn", {})
+        out = {"sinkhorn_iterations": float(keep.get("iterations", 0)), "sinkhorn_energy": np.nan}
+        if self.model.beta != 0 and rho.min() > 0 and () in keep:
+            f, g = keep[()]
+            out["sinkhorn_energy"] = float(sinkhorn_energy(self.points, self.weights * rho, self.model.beta,
+                                                           self.model.sinkhorn_eps, f, g))
+        return out
+

@@ -228,7 +228,7 @@ def test_sigint_during_phase_diagram(tmp_path, threads):
     out = tmp_path / "pd"
     proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "signal_driver.py"), "INT", "2", str(threads), "--",
                              "phase-diagram", "--out", str(out), "--no-progress", "--t-end", "1000", "--n-times", "1001",
-                             "--betas", "1,2", "--threads", str(threads)],
+                             "--betas", "1,2", "--threads", str(threads), "-B", "16", "-n", "8"],
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, err = proc.communicate(timeout=600)

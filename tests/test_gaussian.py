@@ -6,6 +6,7 @@ from scipy.stats import multivariate_normal
 
 import meanfield as mf
 import solvers
+from gauss_hermite import gauss_hermite
 
 
 def near_identity(rng, d, eps=0.1):
@@ -19,10 +20,7 @@ def test_the_mean_field_of_a_gaussian_is_affine():
     Q, K, V = near_identity(rng, d, 0.3)
     m, A = np.array([0.3, -0.2]), rng.standard_normal((d, d))
     S = 0.2 * (A @ A.T) + 0.1 * np.eye(d)
-    z, w = np.polynomial.hermite_e.hermegauss(60)
-    Z = np.stack(np.meshgrid(z, z, indexing="ij"), -1).reshape(-1, d)
-    W = np.outer(w, w).ravel()
-    y = m + Z @ np.linalg.cholesky(S).T
+    y, W, _ = gauss_hermite(m, S, 60)
     for x in (np.zeros(d), np.array([0.5, 1.0]), np.array([-1.3, 0.4])):
         e = W * np.exp(beta * (y @ K.T) @ (Q @ x))
         field = V @ (e @ y / e.sum())

@@ -369,6 +369,27 @@ def test_the_fused_pass_splits_rows_of_one_problem_among_threads_bit_for_bit(mon
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_masked_sums_split_their_rows_among_threads_bit_for_bit(strict):
+    """A causal problem (any number of rows: masked sums take the fused pass) is shared among threads by
+    rows, each part with the columns its rows see: the same bits on 1, 2 and 3 threads, and the sums of
+    the definition Σ_{j<ends_i} w_j e^{β⟨x_i, x_j⟩ + b_j − a_i} [x_j, 1] to rounding."""
+    pytest.importorskip("numba")
+    n, beta = 1500, 3.0
+    x = _sphere(n, 3, 35)
+    w = np.random.default_rng(36).random(n)
+    ends = np.arange(n) + (0 if strict else 1)
+    s = 0.8 * np.arange(n) / n
+    sums = [attention_sums(x, x, w, beta, shift="fixed", unit=True, ends=ends, bias=(s, s), threads=k)[0]
+            for k in (1, 2, 3)]
+    np.testing.assert_array_equal(sums[0], sums[1])
+    np.testing.assert_array_equal(sums[0], sums[2])
+    keep = np.arange(n)[None, :] < ends[:, None]
+    E = np.where(keep, np.exp(beta * (x @ x.T) - beta + s[None, :] - s[:, None]), 0.0) * w
+    want = np.concatenate([E @ x, E.sum(1, keepdims=True)], axis=1)
+    assert np.all(np.abs(sums[0] - want) <= 1e-14 * E.sum(1, keepdims=True) + 1e-300)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
 def test_a_forked_child_runs_the_fused_sums_on_its_own_thread():

@@ -14,7 +14,7 @@ from meanfield.experiments.options import Options, experiment, fields, option
 from meanfield.experiments.sweep import parse_sweep
 
 NAMES = ["verify-prop34", "mean-field-limit", "phase-diagram", "noise-transition", "metastability", "lost-in-the-middle",
-         "landscape", "hardmax-limit"]
+         "landscape", "fluctuations", "hardmax-limit"]
 RUN = {"out", "options", "quick", "progress", "workers", "scheduler", "threads"}
 
 

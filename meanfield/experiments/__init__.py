@@ -8,6 +8,7 @@
 * `metastability` — the number of clusters: k*(β), continuum and particles through merging, Figure 4, staircase;
 * `lost_in_the_middle` — causal attention: the U-shaped response profile S_τ(s) and its threshold τ_crit(β);
 * `landscape` — the critical points of the energy of n tokens (Problem 3): census, thresholds, certification;
+* `fluctuations` — n tokens about the mean field (Problem 4): ensembles, linear theory, onset, BBGKY closure;
 * `hardmax_limit` — softmax against its hardmax limit (Problem 6): sup-distance, exit times, Frank–Wolfe cells.
 
 Each declares its options once (`meanfield.experiments.options`: a dataclass such as
@@ -29,10 +30,12 @@ from .noise_transition import NoiseTransitionOptions, noise_transition
 from .metastability import MetastabilityOptions, metastability
 from .lost_in_the_middle import LostInTheMiddleOptions, lost_in_the_middle
 from .landscape import LandscapeOptions, landscape
+from .fluctuations import FluctuationsOptions, fluctuations
 from .hardmax_limit import HardmaxLimitOptions, hardmax_limit
 from .run import run
 
 __all__ = ["run", "verify_prop34", "mean_field_limit", "phase_diagram", "noise_transition", "metastability",
-           "lost_in_the_middle", "landscape", "hardmax_limit", "load_config", "parse_config", "RunConfig", "Report", "EXPERIMENTS", "VerifyProp34Options",
-           "MeanFieldLimitOptions", "PhaseDiagramOptions", "NoiseTransitionOptions", "MetastabilityOptions", "LostInTheMiddleOptions",
-           "LandscapeOptions", "HardmaxLimitOptions"]
+           "lost_in_the_middle", "landscape", "fluctuations", "hardmax_limit", "load_config", "parse_config", "RunConfig",
+           "Report", "EXPERIMENTS", "VerifyProp34Options", "MeanFieldLimitOptions", "PhaseDiagramOptions",
+           "NoiseTransitionOptions", "MetastabilityOptions", "LostInTheMiddleOptions", "LandscapeOptions",
+           "FluctuationsOptions", "HardmaxLimitOptions"]

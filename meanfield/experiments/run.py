@@ -242,8 +242,9 @@ def _check_solution(report, cfg, sol):
     else:
         report.check("mass conserved", res["mass_error"] <= 1e-6, f"max |mass − 1| = {res['mass_error']:.2e}",
                      compared=f"max over the saved times of |{what} − 1|", tolerance="<= 1e-6")
-    # a gradient flow of E_β: no noise, no feed-forward term, one β throughout (no schedule)
-    if cfg.model.noise == 0 and cfg.model.mlp is None and cfg.model.schedule is None and e.ndim == 1 and e.size > 1:
+    # a gradient flow of E_β: softmax attention, no noise, no feed-forward term, one β throughout (no schedule)
+    if (cfg.model.noise == 0 and cfg.model.mlp is None and cfg.model.schedule is None and e.ndim == 1 and e.size > 1
+            and cfg.model.attention == "softmax"):
         s = np.sign(cfg.model.v)
         scale = max(float(np.ptp(e)), 1e-300) + 1e-12 * float(np.max(np.abs(e)))
         worst = float(np.min(s * np.diff(e)) / scale)

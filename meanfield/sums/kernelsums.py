@@ -28,13 +28,15 @@ The shift c keeps e^{β⟨x_i, M y_j⟩ − c_i} a normal float (docs/mathematic
   1/β), else running.
 
 Many small problems in d <= 3 (n <= ``FUSED_ROWS`` rows, shifts "none" and "fixed", at most 4 values:
-the particle steps of Figure 3) take instead one compiled pass, `meanfield.sums._fused.exp_sums4`, when
+the particle steps of Figure 3), and masked problems of any size (``ends`` or ``bias``, below), take
+instead one compiled pass, `meanfield.sums._fused.exp_sums4`, when
 numba is present: for each column it forms the inner products of a block of rows, their
 exponentials (a vectorised polynomial within 1 ulp of np.exp) and the sums, so that nothing of size
 n·m is stored, and the problems are shared among numba's (OpenMP) threads inside that one call,
 without the GIL (two threads: 1.65× the speed of one within a particle step, where Python threads
 handing numpy blocks to each other gained 1.0–1.3×: on this machine a thread waits 70–90 µs to be
-woken). `attention_sums` forms the values [v w_j y_j,
+woken); fewer problems than threads share their rows instead, each part a compiled call on its own
+Python thread. `attention_sums` forms the values [v w_j y_j,
 w_j] there too. The fused sums differ from the numpy ones by rounding only (the exponentials by an
 ulp, the exponents by their own rounding: (10 + max|L|)·1e-15 of each row's size,
 tests/test_kernelsums.py); both are bit-for-bit independent of the number of threads.
@@ -285,7 +287,7 @@ def _sums(x, y, values, attention, beta, M, shift, chunk, threads, count_at, uni
         threshold = beta * count_at - (beta if kind == "fixed" else 0.0)
     fixed = kind == "fixed"     # the shift rides in the inner product: [β x_i, −|β|]·[y_j, 1] = β⟨x_i, y_j⟩ − |β|
     out = None
-    if kind != "running" and highest <= NO_SHIFT_MAX and xq.shape[-2] <= FUSED_ROWS:
+    if kind != "running" and highest <= NO_SHIFT_MAX and (xq.shape[-2] <= FUSED_ROWS or causal.active):
         out = _fused_blocked(xq, y, values, beta, (-abs(beta), 1.0) if fixed else None, threads, threshold, attention,
                              clamp, causal)
     if out is None:
@@ -463,11 +465,43 @@ def _fused_blocked(xq, y, values, scale, last, threads, threshold, attention=Non
     mask = None
     if causal is not None and causal.active:
         mask = (causal.starts(m), causal.a, causal.b)
-    compiled.exp_sums4(xf, yf, vf, threshold, S, counts, scale, last, attention, clamp, threads, mask)
+    if threads > 1 and K < threads:                      # too few problems to share: share their rows
+        _fused_rows(xf, yf, vf, threshold, S, counts, scale, last, attention, clamp, threads, mask)
+    else:
+        compiled.exp_sums4(xf, yf, vf, threshold, S, counts, scale, last, attention, clamp, threads, mask)
     if attention is not None:                            # no axes of values to restore: those of x and y
         lead = np.broadcast_shapes(xq.shape[:-2], y.shape[:-2])
         return S.reshape(lead + (n, P)), None, None if counts is None else counts.reshape(lead + (n,))
     return unflatten(S, None, counts)
+
+
+def _fused_rows(x, y, values, threshold, S, counts, scale, last, attention, clamp, threads, mask):
+    """`compiled.exp_sums4` on parts of the rows of each problem, shared among ``threads`` Python threads
+    (each call holds no GIL): a part of rows [r0, r1) takes only the columns some of its rows see (the
+    columns j with start[j] < r1 under a causal mask), and the parts carry equal numbers of pairs, the
+    costliest first. A row's sums do not depend on the split (`compiled.exp_sums4`): the same bits."""
+    K, n, m = x.shape[0], x.shape[1], y.shape[1]
+    start, ra, cb = mask if mask is not None else (None, None, None)
+    seen = np.full(n, m, dtype=np.int64) if start is None else np.searchsorted(start, np.arange(n), side="right")
+    cost = np.concatenate([[0], np.cumsum(seen, dtype=float)])
+    cuts = np.searchsorted(cost, np.linspace(0.0, cost[-1], 4 * threads + 1)[1:-1])
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
+    parts = [(g, a, b) for g in range(K) for a, b in zip(bounds[:-1], bounds[1:])]
+    parts.sort(key=lambda part: -(cost[part[2]] - cost[part[1]]))
+
+    def work(part):
+        g, a, b = part
+        top = int(seen[b - 1])
+        w = None if attention is None else (attention[0][:top], attention[1])
+        rows = None if start is None else (np.maximum(start[:top] - a, 0), None if ra is None else ra[a:b],
+                                            None if cb is None else cb[:top])
+        if top == 0:
+            S[g, a:b] = 0.0
+            return
+        compiled.exp_sums4(x[g:g + 1, a:b], y[g:g + 1, :top], values[g:g + 1, :top], threshold, S[g:g + 1, a:b],
+                           None if counts is None else counts[g:g + 1, a:b], scale, last, w, clamp, 1, rows)
+
+    share_out(work, parts, threads)
 
 
 def _spans(size, parts):

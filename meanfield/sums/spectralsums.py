@@ -472,6 +472,9 @@ def spectral_unavailable(model, domain="sphere", heads=False):
     caller that sums several zonal heads of their own β (`meanfield.Model.head_models`) accepts them."""
     if domain != "sphere":
         return f"applies on the sphere, not with domain={domain!r} (R^d)"
+    if getattr(model, "attention", "softmax") != "softmax":
+        return (f"sums softmax attention; attention={model.attention!r} sums its kernel with column terms "
+                "(docs/attention.md); use sums='direct'")
     if model.dim not in DIMENSIONS:
         return f"needs S^1 or S^2 (dim 2 or 3), got dim={model.dim}; use sums='direct'"
     if heads and model.head_models is not None:

@@ -124,12 +124,15 @@ class Model:
         How the weights of the attention matrix are normalised: softmax rows (the paper's (2.3)),
         the limit β → ∞ of softmax ((9.5)–(9.6): each token moves to the mean of its argmax set),
         Sinkhorn's doubly stochastic matrix (Sander et al. 2022), or L2 attention's
-        e^{−β‖Qx − Ky‖²} rows (Kim et al. 2021). docs/attention.md says which solver takes which.
+        e^{−(β/2)‖Qx − Ky‖²} rows (Kim et al. 2021). docs/attention.md says which solver takes which.
+        "sinkhorn" refuses a mask (a lower-triangular doubly stochastic matrix is the identity).
     sinkhorn_eps : float > 0
-        ε of ``attention="sinkhorn"``: the kernel is e^{⟨Qx, Ky⟩/ε}·… scaled as documented in
-        docs/attention.md (default 1).
+        ε of ``attention="sinkhorn"``, the entropic parameter: the plan is the entropic transport of
+        μ to itself for the gain β⟨Qx, Ky⟩ regularised by ε, of kernel e^{β⟨Qx, Ky⟩/ε} (default 1:
+        softmax's kernel, whose first Sinkhorn row update is softmax attention; docs/attention.md).
     sinkhorn_tol : float > 0
-        The tolerance of the Sinkhorn iterations on the row and column sums (default 1e-12).
+        The tolerance of the Sinkhorn iterations on the marginals: the rows of the attention matrix
+        sum to 1 to rounding and its columns to within about ``sinkhorn_tol`` (default 1e-12).
     schedule : `meanfield.transformer.schedule.Schedule` (or a dict {"times": ..., "pieces": ...}), optional
         Parameters that change with depth: piece k sets any of β, Q, K, V, heads and the MLP on
         [t_k, t_{k+1}) (docs/schedule.md). ``model.piece(k)`` is the model of piece k; the model's
@@ -212,6 +215,10 @@ class Model:
         self.attention = _choice(attention, "attention", ATTENTIONS)
         self.sinkhorn_eps = check_real(sinkhorn_eps, "sinkhorn_eps", low=0.0, low_open=True)
         self.sinkhorn_tol = check_real(sinkhorn_tol, "sinkhorn_tol", low=0.0, low_open=True)
+        if self.attention == "sinkhorn" and self.mask != "none":
+            raise InvalidInput(f"`attention`='sinkhorn' with `mask`={self.mask!r}: a doubly stochastic matrix that is "
+                               "lower triangular is the identity (with equal weights), so Sinkhorn attention under a "
+                               "causal mask leaves every token in place; use mask='none' (docs/attention.md).")
 
     def _piece_model(self, k, piece):
         """The model of piece k: this one's values, with those the piece sets (ValueError naming `schedule`)."""
