@@ -372,7 +372,7 @@ class LinearFlow:
     exponential up to DENSE_EXPM unknowns, beyond it applied to z_0 by `scipy.sparse.linalg.expm_multiply`;
     both accurate to rounding). The tokens that do not move keep their coordinates exactly."""
 
-    exact = True
+    exact = True                     # `SphereFlow` says whether its piece is; this one always is
 
     def __init__(self, z0, W, V):
         self.z0, self.W, self.V = z0, W, V
@@ -464,7 +464,6 @@ class Piece:
     W: np.ndarray
     flow: object
     clear_to: float = None       # the motion has been scanned up to here without an event
-    pending: object = None       # (time, pairs) of the next event once found
 
 
 def margins(z, W, M, scale):
@@ -472,13 +471,11 @@ def margins(z, W, M, scale):
     min_{j∈C_i} s_ij − max_{k∉C_i} s_ik, and SLIDE_TOL·scale − (max − min)_{C_i} s_ij."""
     S = scores(z, M)
     inside = W > 0
-    big = np.where(inside, np.inf, S)
     low = np.where(inside, S, np.inf).min(axis=1)
     high = np.where(inside, S, -np.inf).max(axis=1)
     out = np.where(inside, -np.inf, S).max(axis=1)
     m = low - out
     spread = SLIDE_TOL * scale - (high - low)
-    del big
     return np.concatenate([np.where(np.isfinite(m), m, np.inf), spread])
 
 
@@ -533,11 +530,11 @@ def _dip(g, a, ga, b, gb, depth, eps):
     gm = g(mid)
     finite = np.isfinite(ga) & np.isfinite(gb) & np.isfinite(gm)
     lin = 0.5 * (ga + gb)
-    suspicious = finite & (gm < lin) & (gm < 0.25 * np.minimum(ga, gb) + 0.0) if depth < 6 else finite & (gm < 0)
+    suspicious = finite & (gm < lin) & (gm < 0.25 * np.minimum(ga, gb)) if depth < 6 else finite & (gm < -eps)
     if not np.any(suspicious) and not np.any(gm < -eps):
         return None
-    return (_first_crossing(g, a, ga, mid, gm, depth + 1, eps)
-            or _first_crossing(g, mid, gm, b, gb, depth + 1, eps))
+    hit = _first_crossing(g, a, ga, mid, gm, depth + 1, eps)
+    return _first_crossing(g, mid, gm, b, gb, depth + 1, eps) if hit is None else hit
 
 
 @dataclass(eq=False, slots=True)
