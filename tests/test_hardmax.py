@@ -159,6 +159,23 @@ def test_sphere_chain_is_integrated_and_counted():
     assert sol.stats["inexact_pieces"] >= 1
 
 
+@pytest.mark.slow
+def test_softmax_on_the_sphere_approaches_hardmax_through_an_event():
+    """The sphere's hardmax is the limit of the (SA) particles: 8 tokens on S^2 with QᵀK = GGᵀ + I, one event
+    and a numerically integrated piece (a chain) on [0, 1]; softmax at β = 64, 128, 256 comes closer."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    G = rng.standard_normal((3, 3))
+    K = G @ G.T + np.eye(3)
+    t = np.linspace(0.0, 1.0, 21)
+    hard = hardmax(x, t, model=mf.Model(beta=1.0, dim=3, K=K, attention="hardmax"), domain="sphere")
+    assert hard.stats["events"] == 1 and hard.stats["inexact_pieces"] >= 1
+    dist = [sup_distance(solvers.Particles(mf.Model(beta=b, dim=3, K=K)).solve(
+        x, t, rtol=1e-10, atol=1e-12, progress=False).positions, hard.positions) for b in (64.0, 128.0, 256.0)]
+    assert dist[0] > dist[1] > dist[2] and dist[2] < 1e-2, dist
+
+
 # -- the Solution -----------------------------------------------------------------------------------------
 def test_continuation_and_file_round_trip(tmp_path):
     t = np.linspace(0.0, 2.0, 9)
