@@ -17,7 +17,9 @@ index or a tie that the motion keeps, and otherwise the Filippov convex combinat
 * on the sphere, a token whose targets do not move follows a great circle towards y = Σ λ_ij V z_j,
   tan(φ/2) = tan(φ_0/2) e^{−|y|t} for the angle φ to y (exact, `SphereFlow`); when a target moves too
   the projected field is not linear and the piece is integrated by DOP853 at rtol 1e-13 (not exact:
-  its error is that of the integrator, reported in ``sol.stats["inexact_pieces"]``).
+  its error is that of the integrator, reported in ``sol.stats["inexact_pieces"]``);
+* a sliding mode whose weights must change to keep its tie (a target moves) follows the Filippov field
+  with the weights re-solved at every state (`sliding_field`), by DOP853 too (an inexact piece).
 
 Events are the times at which an argmax set changes: the first zero of a margin
 min_{j ∈ C_i} s_ij − max_{k ∉ C_i} s_ik (s_ij = ⟨Q z_i, K z_j⟩), found on a scan with Hermite dip
@@ -125,7 +127,7 @@ def _run_layer(z, M, V, domain, rows, sets, logw, u, rate, max_rounds=200):
             parts = [flat[sizes[k]:sizes[k + 1]] for k in range(len(T))]
             return np.concatenate(_layer_field(z, M, V, domain, rows, sets, logw, parts)[0])
 
-        sol = solve_ivp(rhs, (0.0, dtau), np.concatenate(u), method="RK45", rtol=1e-10, atol=1e-12)
+        sol = solve_ivp(rhs, (0.0, dtau), np.concatenate(u), method="LSODA", rtol=1e-10, atol=1e-12)
         flat = sol.y[:, -1]
         u = [flat[sizes[k]:sizes[k + 1]] for k in range(len(T))]
         face = _layer_field(z, M, V, domain, rows, sets, logw, [ui - DROP * (ui < ui.max() - 5.0) for ui in u])[0]
@@ -396,6 +398,54 @@ class LinearFlow:
         return z
 
 
+class NumericalFlow:
+    """A piece integrated by DOP853 at rtol 1e-13 (not exact: the integrator's error), in chunks that double,
+    for the field ``field(z)`` (on the sphere, of z/|z|, and the state normalised)."""
+
+    exact = False
+
+    def __init__(self, z0, field, sphere, horizon, chunk):
+        self.z0, self.field, self.sphere = z0, field, sphere
+        self.horizon, self.chunk, self.dense = horizon, min(horizon, chunk), []
+
+    def _rhs(self, _, flat):
+        z = flat.reshape(self.z0.shape)
+        return self.field(z / np.linalg.norm(z, axis=1, keepdims=True) if self.sphere else z).ravel()
+
+    def state(self, tau):
+        if tau == 0.0:
+            return self.z0.copy()
+        while not self.dense or self.dense[-1].t_max < tau:
+            start = self.dense[-1].t_max if self.dense else 0.0
+            y0 = self.dense[-1](start) if self.dense else self.z0.ravel()
+            end = min(max(start + self.chunk, tau), self.horizon) if start + 1e-12 < self.horizon else tau
+            self.dense.append(solve_ivp(self._rhs, (start, max(end, start + 1e-12)), y0, method="DOP853", rtol=1e-13,
+                                        atol=1e-14, dense_output=True).sol)
+            self.chunk *= 2.0
+        z = next(p for p in self.dense if p.t_max >= tau)(tau).reshape(self.z0.shape)
+        return z / np.linalg.norm(z, axis=1, keepdims=True) if self.sphere else z
+
+
+def sliding_field(W, pairs, M, V, domain):
+    """The Filippov field of sliding pairs whose weights change along the motion (equivalent control): at
+    each state the weight of token i on k is λ* = B/(B − A), A, B the rates ṡ_ik − ṡ_ij at the two faces
+    (`_pair`), clipped to [0, 1]; the other rows are those of W."""
+    def field(z):
+        Wz = W.copy()
+        for i, (j, k) in pairs.items():
+            rates = []
+            for lam in (1.0, 0.0):
+                Wz[i, j], Wz[i, k] = 1.0 - lam, lam
+                sd = score_rates(z, velocity(z, Wz, V, domain), M)
+                rates.append(sd[i, k] - sd[i, j])
+            A, B = rates
+            lam = min(max(B / (B - A), 0.0), 1.0) if B != A else W[i, k]
+            Wz[i, j], Wz[i, k] = 1.0 - lam, lam
+        return velocity(z, Wz, V, domain)
+
+    return field
+
+
 class SphereFlow:
     """The piece on S^{d−1}: great circles towards fixed targets (exact), else DOP853 at rtol 1e-13."""
 
@@ -416,39 +466,21 @@ class SphereFlow:
             self.speed = np.linalg.norm(yd, axis=1)
             if np.any(self.speed == 0):             # targets that cancel: no great circle, integrate
                 self.exact = False
-                self.horizon, self.chunk, self.dense = horizon, min(horizon, chunk), []
-                return
+                self.speed = np.ones_like(self.speed)
             self.yhat = yd / self.speed[:, None]
             c = np.sum(z0[self.moves] * self.yhat, axis=1)
             perp = z0[self.moves] - c[:, None] * self.yhat
             s = np.linalg.norm(perp, axis=1)
             self.e = perp / np.where(s > 0, s, 1.0)[:, None]
             self.half = np.tan(0.5 * np.arctan2(s, c))
-        else:
-            self.horizon, self.chunk, self.dense = horizon, min(horizon, chunk), []
-
-    def _rhs(self, _, flat):
-        z = flat.reshape(self.z0.shape)
-        return velocity(z / np.linalg.norm(z, axis=1, keepdims=True), self.W, self.V, "sphere").ravel()
-
-    def _numerical(self, tau):
-        """The DOP853 solution at τ, integrated in chunks (doubling) as far as asked."""
-        while not self.dense or self.dense[-1].t_max < tau:
-            start = self.dense[-1].t_max if self.dense else 0.0
-            y0 = self.dense[-1](start) if self.dense else self.z0.ravel()
-            end = min(max(start + self.chunk, tau), self.horizon) if start + 1e-12 < self.horizon else tau
-            self.dense.append(solve_ivp(self._rhs, (start, max(end, start + 1e-12)), y0, method="DOP853", rtol=1e-13,
-                                        atol=1e-14, dense_output=True).sol)
-            self.chunk *= 2.0
-        piece = next(p for p in self.dense if p.t_max >= tau)
-        z = piece(tau).reshape(self.z0.shape)
-        return z / np.linalg.norm(z, axis=1, keepdims=True)
+        if not self.exact:
+            self.numerical = NumericalFlow(z0, lambda z: velocity(z, W, V, "sphere"), True, horizon, chunk)
 
     def state(self, tau):
         if tau == 0.0:
             return self.z0.copy()
         if not self.exact:
-            return self._numerical(tau)
+            return self.numerical.state(tau)
         z = self.z0.copy()
         phi = 2.0 * np.arctan(self.half * np.exp(-self.speed * tau))
         z[self.moves] = np.cos(phi)[:, None] * self.yhat + np.sin(phi)[:, None] * self.e
@@ -656,12 +688,31 @@ class Hardmax(Solver):
         W, ties = select_weights(z, run.weights, self.M, self.V, run.domain, forced)
         for tie in ties:
             run.ties.append({"t": float(t), **tie})
-        if run.domain == "sphere":
-            flow = SphereFlow(z, W, self.V, run.t_eval[-1] - t, 20 * SCAN / _rate(z, self.M, self.V))
-            run.inexact_pieces += not flow.exact
-        else:
-            flow = LinearFlow(z, W, self.V)
+        chunk = 20 * SCAN / _rate(z, self.M, self.V)
+        flow = (SphereFlow(z, W, self.V, run.t_eval[-1] - t, chunk) if run.domain == "sphere" else
+                LinearFlow(z, W, self.V))
+        pairs = self._drifting_pairs(z, W, ties, flow, chunk / 20)
+        if pairs:
+            flow = NumericalFlow(z, sliding_field(W, pairs, self.M, self.V, run.domain), run.domain == "sphere",
+                                 run.t_eval[-1] - t, chunk)
+        run.inexact_pieces += not flow.exact
         return Piece(float(t), z.copy(), W, flow, clear_to=float(t))
+
+    def _drifting_pairs(self, z, W, ties, flow, h):
+        """{i: (j, k)}: the stable sliding pairs (interior weights) whose tie the constant weights do not keep
+        (its spread after the scan step h exceeds 1e-13 of the scores' size): their targets move."""
+        pairs = {}
+        for tie in ties:
+            if tie["stable"] and len(tie["tokens"]) == 1:
+                i = tie["tokens"][0]
+                support = tie["sets"][i]
+                if len(support) == 2 and min(tie["weights"][i]) > 0:
+                    pairs[i] = tuple(support)
+        if not pairs:
+            return {}
+        S = scores(flow.state(h), self.M)
+        scale = 1.0 + np.abs(S).max()
+        return {i: p for i, p in pairs.items() if abs(S[i, p[0]] - S[i, p[1]]) > 1e-13 * scale}
 
     def _advance(self, run, t, y, target):
         """The state at the first event after t, or at ``target`` (`solvers.timestepping.Events`)."""
