@@ -496,6 +496,7 @@ class Piece:
     W: np.ndarray
     flow: object
     clear_to: float = None       # the motion has been scanned up to here without an event
+    base: np.ndarray = None      # the margins' negative parts at t0 (ties within TIE_TOL the selection dropped)
 
 
 def margins(z, W, M, scale):
@@ -514,13 +515,16 @@ def margins(z, W, M, scale):
 def next_event(piece, M, t_from, target, rate, scale):
     """The first time in (t_from, target] at which a margin of ``piece`` vanishes, or None.
 
-    A scan of step SCAN/rate, each interval checked for a sign change and, through the cubic Hermite
-    interpolant of the margins, for a dip below zero between two positive values (the interval is then
-    halved, up to 40 times); the root is refined by Brent's method (xtol EVENT_XTOL)."""
+    A scan of step SCAN/rate, each interval checked for a sign change and, where the margins sag
+    towards zero between two positive values, halved (up to 40 times); the root is refined by Brent's
+    method (xtol EVENT_XTOL). A margin that starts below zero (an index of a tie, within TIE_TOL, that
+    the selection dropped) is measured from its start: it has crossed when it falls further."""
     t0 = piece.t0
+    if piece.base is None:
+        piece.base = np.minimum(margins(piece.z0, piece.W, M, scale), 0.0)
 
     def g(t):
-        return margins(piece.flow.state(t - t0), piece.W, M, scale)
+        return margins(piece.flow.state(t - t0), piece.W, M, scale) - piece.base
 
     h = SCAN / rate
     a, ga = t_from, g(t_from)
@@ -543,6 +547,9 @@ def _first_crossing(g, a, ga, b, gb, depth, eps):
         times = []
         for k in neg:
             shift = 0.0 if ga[k] > 0 else eps          # a margin that sits at zero: its crossing of −eps
+            if ga[k] + shift <= 0:                      # already below at a: the event is a
+                times.append(a)
+                continue
             times.append(brentq(lambda t: g(t)[k] + shift, a, b, xtol=EVENT_XTOL, rtol=4 * np.finfo(float).eps))
         # an earlier crossing of another margin inside (a, t*] is found by halving
         t_star = min(times)
