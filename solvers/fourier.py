@@ -369,7 +369,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         if self.model.attention == "sinkhorn":
             return self._sinkhorn_diagnostics(run, c, power)
         rho, z, v, inverse = self._grid_fields(run, c, t=t, feedforward=False)
-        mlp = self.field.feedforward(self.basis)
+        mlp = self.field.feedforward(self.basis, self.model.feedforward)   # the model's, not head 0's
         du = self._rhs(run, t, u)
         lin = self._linear(run)
         if lin is not None:

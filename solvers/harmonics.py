@@ -350,7 +350,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         rho_grid = self.basis.synthesis(alm[None])[0]
         rho, z, x, inverse = self._fields(alm, self.fine, t=t, feedforward=False)
         w = self.fine.weights
-        mlp = self.field.feedforward(self.fine)
+        mlp = self.field.feedforward(self.fine, self.model.feedforward)    # the model's, not head 0's
         u = x if mlp is None else x + inverse * mlp          # the velocity
         speed2 = (x[0] * u[0] + x[1] * u[1]) / inverse      # ⟨X, u⟩
         if z is not None:
