@@ -40,7 +40,7 @@ from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
 from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, TailMonitor, check_coefficients, energy_diagnostics,
-                       GridSinkhorn, head_velocities, noise_dissipation, spectral_tail)
+                       GridSinkhorn, check_grid_sinkhorn, head_velocities, noise_dissipation, spectral_tail)
 from meanfield.observables.wasserstein import w1_to_uniform
 
 STABLE_CFL = 0.8         # |h·k·v| below the imaginary-axis stability limit of the adaptive pairs
@@ -176,10 +176,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
             raise UnsupportedModel(f"FourierCircle solves on S^1: `model.dim` must be 2, got {model.dim} "
                                    "(use solvers.SphericalHarmonics for dim 3).")
         self._require_zonal()
-        if model.attention == "sinkhorn" and (not model.normalized or model.normalization != "post"):
-            raise UnsupportedModel("`attention`='sinkhorn' on the circle takes (SA) with normalization='post' "
-                                   f"(docs/attention.md), got normalized={model.normalized}, "
-                                   f"normalization={model.normalization!r}.")
+        check_grid_sinkhorn(model, "the circle")
         self.tail = TailMonitor(tail_tol, "modes")
         self.dealias = check_real(dealias, "dealias", low=1.5)
         self.w1 = bool(w1)

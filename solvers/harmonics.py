@@ -43,7 +43,7 @@ from .bases import SphericalHarmonicBasis
 from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, GridSinkhorn, TailMonitor, check_coefficients,
-                       energy_diagnostics, head_velocities, noise_dissipation, spectral_tail)
+                       check_grid_sinkhorn, energy_diagnostics, head_velocities, noise_dissipation, spectral_tail)
 from meanfield.observables.wasserstein import w1_to_dirac, w1_to_uniform
 
 BYTES_PER_DEGREE2 = 800  # measured peak working memory of a run per lmax² (grids, stages, fine diagnostics grid)
@@ -148,10 +148,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
             raise UnsupportedModel(f"SphericalHarmonics solves on S^2: `model.dim` must be 3, got {model.dim} "
                                    "(use solvers.FourierCircle for dim 2).")
         self._require_zonal()
-        if model.attention == "sinkhorn" and (not model.normalized or model.normalization != "post"):
-            raise UnsupportedModel("`attention`='sinkhorn' on the sphere takes (SA) with normalization='post' "
-                                   f"(docs/attention.md), got normalized={model.normalized}, "
-                                   f"normalization={model.normalization!r}.")
+        check_grid_sinkhorn(model, "the sphere")
         L = self._choose_resolution(lmax, max_lmax)
         self.tail = TailMonitor(tail_tol, "lmax")
         self.w1 = bool(w1)
