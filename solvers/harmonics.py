@@ -34,7 +34,7 @@ import numpy as np
 from ducc0.sht import analysis_2d
 
 from meanfield.validation import check_callable, check_density_values, check_int
-from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
+from meanfield.errors import InvalidInput, SolverError
 from meanfield.threads import renamed_threads
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_power, alm_to_real,
                                                  real_to_alm)
@@ -43,7 +43,8 @@ from .bases import SphericalHarmonicBasis
 from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, GridSinkhorn, TailMonitor, check_coefficients,
-                       check_grid_sinkhorn, energy_diagnostics, head_velocities, noise_dissipation, spectral_tail)
+                       check_grid_sinkhorn, check_sphere_dim, energy_diagnostics, head_velocities,
+                       noise_dissipation, spectral_tail)
 from meanfield.observables.wasserstein import w1_to_dirac, w1_to_uniform
 
 BYTES_PER_DEGREE2 = 800  # measured peak working memory of a run per lmax² (grids, stages, fine diagnostics grid)
@@ -144,9 +145,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
                  max_positions=POSITIONS_POLICY.auto_cap, nthreads=None):
         Solver.__init__(self, model, renamed_threads(threads, nthreads))
         check_positions_model(model, positions)
-        if model.dim != 3:
-            raise UnsupportedModel(f"SphericalHarmonics solves on S^2: `model.dim` must be 3, got {model.dim} "
-                                   "(use solvers.FourierCircle for dim 2).")
+        check_sphere_dim(model, 3, "SphericalHarmonics", "FourierCircle")
         self._require_zonal()
         check_grid_sinkhorn(model, "the sphere")
         L = self._choose_resolution(lmax, max_lmax)

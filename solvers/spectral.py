@@ -286,6 +286,13 @@ class AutoResolution:
         return finer, self.basis.pad(y, finer.basis)
 
 
+def check_sphere_dim(model, dim, name, other):
+    """The sphere of a spectral solver ``name``: ``model.dim`` must be ``dim`` (2: S^1, 3: S^2), else
+    UnsupportedModel naming `model.dim` and the solver ``other`` for the other sphere."""
+    if model.dim != dim:
+        raise UnsupportedModel(f"{name} solves on S^{dim - 1}: `model.dim` must be {dim}, got {model.dim} "
+                               f"(use solvers.{other} for dim {5 - dim}).")
+
 def check_grid_sinkhorn(model, where):
     """Sinkhorn attention (``Model(attention="sinkhorn")``) on a spectral solver's grid takes (SA) with
     normalization="post" only (docs/attention.md); UnsupportedModel naming ``attention`` otherwise.
