@@ -32,7 +32,7 @@ import numpy as np
 import scipy.fft as sfft
 
 from meanfield.validation import check_callable, check_density_values, check_real
-from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
+from meanfield.errors import InvalidInput, SolverError
 from meanfield.spaces.quadrature import trapezoid
 from meanfield.representations.fourier import FourierSeries
 from .base import Run, Solver
@@ -40,7 +40,8 @@ from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
 from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, TailMonitor, check_coefficients, energy_diagnostics,
-                       GridSinkhorn, head_velocities, noise_dissipation, spectral_tail)
+                       GridSinkhorn, check_grid_sinkhorn, check_sphere_dim, head_velocities, noise_dissipation,
+                       spectral_tail)
 from meanfield.observables.wasserstein import w1_to_uniform
 
 STABLE_CFL = 0.8         # |h·k·v| below the imaginary-axis stability limit of the adaptive pairs
@@ -172,14 +173,9 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
                  max_positions=POSITIONS_POLICY.auto_cap, threads=None):
         Solver.__init__(self, model, threads)
         check_positions_model(model, positions)
-        if model.dim != 2:
-            raise UnsupportedModel(f"FourierCircle solves on S^1: `model.dim` must be 2, got {model.dim} "
-                                   "(use solvers.SphericalHarmonics for dim 3).")
+        check_sphere_dim(model, 2, "FourierCircle", "SphericalHarmonics")
         self._require_zonal()
-        if model.attention == "sinkhorn" and (not model.normalized or model.normalization != "post"):
-            raise UnsupportedModel("`attention`='sinkhorn' on the circle takes (SA) with normalization='post' "
-                                   f"(docs/attention.md), got normalized={model.normalized}, "
-                                   f"normalization={model.normalization!r}.")
+        check_grid_sinkhorn(model, "the circle")
         self.tail = TailMonitor(tail_tol, "modes")
         self.dealias = check_real(dealias, "dealias", low=1.5)
         self.w1 = bool(w1)
@@ -369,7 +365,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         if self.model.attention == "sinkhorn":
             return self._sinkhorn_diagnostics(run, c, power)
         rho, z, v, inverse = self._grid_fields(run, c, t=t, feedforward=False)
-        mlp = self.field.feedforward(self.basis)
+        mlp = self.field.feedforward(self.basis, self.model.feedforward)   # the model's, not head 0's
         du = self._rhs(run, t, u)
         lin = self._linear(run)
         if lin is not None:

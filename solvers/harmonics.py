@@ -34,7 +34,7 @@ import numpy as np
 from ducc0.sht import analysis_2d
 
 from meanfield.validation import check_callable, check_density_values, check_int
-from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
+from meanfield.errors import InvalidInput, SolverError
 from meanfield.threads import renamed_threads
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_power, alm_to_real,
                                                  real_to_alm)
@@ -43,7 +43,8 @@ from .bases import SphericalHarmonicBasis
 from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, GridSinkhorn, TailMonitor, check_coefficients,
-                       energy_diagnostics, head_velocities, noise_dissipation, spectral_tail)
+                       check_grid_sinkhorn, check_sphere_dim, energy_diagnostics, head_velocities,
+                       noise_dissipation, spectral_tail)
 from meanfield.observables.wasserstein import w1_to_dirac, w1_to_uniform
 
 BYTES_PER_DEGREE2 = 800  # measured peak working memory of a run per lmax² (grids, stages, fine diagnostics grid)
@@ -144,14 +145,9 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
                  max_positions=POSITIONS_POLICY.auto_cap, nthreads=None):
         Solver.__init__(self, model, renamed_threads(threads, nthreads))
         check_positions_model(model, positions)
-        if model.dim != 3:
-            raise UnsupportedModel(f"SphericalHarmonics solves on S^2: `model.dim` must be 3, got {model.dim} "
-                                   "(use solvers.FourierCircle for dim 2).")
+        check_sphere_dim(model, 3, "SphericalHarmonics", "FourierCircle")
         self._require_zonal()
-        if model.attention == "sinkhorn" and (not model.normalized or model.normalization != "post"):
-            raise UnsupportedModel("`attention`='sinkhorn' on the sphere takes (SA) with normalization='post' "
-                                   f"(docs/attention.md), got normalized={model.normalized}, "
-                                   f"normalization={model.normalization!r}.")
+        check_grid_sinkhorn(model, "the sphere")
         L = self._choose_resolution(lmax, max_lmax)
         self.tail = TailMonitor(tail_tol, "lmax")
         self.w1 = bool(w1)
@@ -350,7 +346,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         rho_grid = self.basis.synthesis(alm[None])[0]
         rho, z, x, inverse = self._fields(alm, self.fine, t=t, feedforward=False)
         w = self.fine.weights
-        mlp = self.field.feedforward(self.fine)
+        mlp = self.field.feedforward(self.fine, self.model.feedforward)    # the model's, not head 0's
         u = x if mlp is None else x + inverse * mlp          # the velocity
         speed2 = (x[0] * u[0] + x[1] * u[1]) / inverse      # ⟨X, u⟩
         if z is not None:

@@ -17,7 +17,7 @@ import numpy as np
 from meanfield.transformer.feedforward import tangent_components
 from meanfield.transformer.normalization import field_inverse_speed
 from meanfield.validation import check_real
-from meanfield.errors import InvalidInput, SolverError, UnderResolved
+from meanfield.errors import InvalidInput, SolverError, UnderResolved, UnsupportedModel
 from meanfield.transformer.kernels import (kernel_multipliers, laplacian_eigenvalues, minimum_degree, radial_multipliers,
                                velocity_multipliers)
 from meanfield.results.solution import Solution
@@ -285,6 +285,22 @@ class AutoResolution:
         finer._setup(policy.refine(getattr(self, policy.name), getattr(self, policy.cap_name)))
         return finer, self.basis.pad(y, finer.basis)
 
+
+def check_sphere_dim(model, dim, name, other):
+    """The sphere of a spectral solver ``name``: ``model.dim`` must be ``dim`` (2: S^1, 3: S^2), else
+    UnsupportedModel naming `model.dim` and the solver ``other`` for the other sphere."""
+    if model.dim != dim:
+        raise UnsupportedModel(f"{name} solves on S^{dim - 1}: `model.dim` must be {dim}, got {model.dim} "
+                               f"(use solvers.{other} for dim {5 - dim}).")
+
+def check_grid_sinkhorn(model, where):
+    """Sinkhorn attention (``Model(attention="sinkhorn")``) on a spectral solver's grid takes (SA) with
+    normalization="post" only (docs/attention.md); UnsupportedModel naming ``attention`` otherwise.
+    ``where``: "the circle" or "the sphere", for the message."""
+    if model.attention == "sinkhorn" and (not model.normalized or model.normalization != "post"):
+        raise UnsupportedModel(f"`attention`='sinkhorn' on {where} takes (SA) with normalization='post' "
+                               f"(docs/attention.md), got normalized={model.normalized}, "
+                               f"normalization={model.normalization!r}.")
 
 class GridSinkhorn:
     """Sinkhorn attention of a density on the grid of a spectral basis (docs/attention.md, "the continuum

@@ -77,6 +77,9 @@ SLOW_CASES = frozenset({
     "tests/test_gegenbauer.py::test_agrees_with_spherical_harmonics_at_d3[vmf-USA]",
     "tests/test_fem.py::test_convergence_against_fourier_circle[False]",
     "tests/test_fem.py::test_convergence_sphere[False]",
+    "tests/test_stationary.py::test_branch_bifurcates_at_nu_c[sub-2]",
+    "tests/test_causal_continuum.py::test_picture_of_the_density_over_position_and_angle",   # tests/test_causal_pictures.py
+    "tests/test_docs.py::test_doc_examples_run[landscape.md]",                               # tests/test_landscape.py
 })
 
 

@@ -521,3 +521,13 @@ def load_config(path):
     """Read and validate a TOML configuration file (see the module docstring)."""
     path = pathlib.Path(path)
     return parse_config(read_toml(path, "config"), source=str(path), name=path.stem)
+
+
+def coerce(value, cls, parse, load):
+    """``value`` as a ``cls`` (a `RunConfig`, a sweep's `Sweep`): itself, ``parse(value)`` for a dict, or
+    ``load(value)`` for a path to its TOML file."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, dict):
+        return parse(value)
+    return load(value)

@@ -21,7 +21,7 @@ import numpy as np
 from ..observables.energy import dirac_energy, uniform_energy
 from ..errors import Interrupted, InvalidInput, SolverError
 from .report import Report, final_state, show_progress
-from .config import RunConfig, load_config, parse_config
+from .config import RunConfig, coerce, load_config, parse_config
 from ..measures.sampling import sample
 from ..results.solution import load
 
@@ -66,12 +66,7 @@ def run(config, out=None, *, quick=False, progress=None, resume=None, clusters=T
     ``movie``: None, "gif" or "mp4": also write ``<name>.gif`` / ``<name>.mp4`` (`Solution.animate`).
     Returns the `Report` (``report.passed``, ``report.results``, ``report.solution``).
     """
-    if isinstance(config, RunConfig):
-        cfg = config
-    elif isinstance(config, dict):
-        cfg = parse_config(config)
-    else:
-        cfg = load_config(config)
+    cfg = coerce(config, RunConfig, parse_config, load_config)
     out = cfg.out_dir if out is None else out
     if movie not in (None, "gif", "mp4"):
         raise InvalidInput(f"`movie` must be None, 'gif' or 'mp4', got {movie!r}.")

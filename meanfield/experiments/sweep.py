@@ -46,7 +46,7 @@ from ..validation import check_int
 from ..spaces.gridded import describe_file
 from ..serialization import jsonable
 from .report import Report
-from .config import SolverKeys, parse_config, read_toml, refuse_unknown, solver_class
+from .config import SolverKeys, coerce, parse_config, read_toml, refuse_unknown, solver_class
 from .options import lookup
 from .parallel import TaskError, check_parallel, log_to_stderr, map_tasks
 from .run import run
@@ -427,12 +427,7 @@ def sweep(spec, out=None, *, workers=None, scheduler=None, quick=False, progress
     processes. ``scheduler``: the address of an existing dask scheduler instead. Returns the `Report`;
     its results count the cells (``computed``, ``skipped``, ``failed``) and describe the combined dataset.
     """
-    if isinstance(spec, Sweep):
-        sw = spec
-    elif isinstance(spec, dict):
-        sw = parse_sweep(spec)
-    else:
-        sw = load_sweep(spec)
+    sw = coerce(spec, Sweep, parse_sweep, load_sweep)
     if workers is None and scheduler is None:
         workers = "auto"
     workers, scheduler = check_parallel(workers, scheduler)

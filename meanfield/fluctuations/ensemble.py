@@ -240,6 +240,83 @@ def _initial(initial, n, dim, count, rng):
     return np.stack([sample(initial, n, dim, rng=rng)[0] for _ in range(count)])
 
 
+def _check_closure_options(model, pair_modes, grid):
+    """``pair_modes`` (>= 0) and ``grid`` (0 or 3..128), the statistics of the BBGKY closure: S^1 only."""
+    pair_modes = check_int(pair_modes, "pair_modes", low=0)
+    grid = check_int(grid, "grid", low=0, high=128)
+    for name, value in (("pair_modes", pair_modes), ("grid", grid)):
+        if value and model.dim != 2:
+            raise InvalidInput(f"`{name}` (the statistics of the BBGKY closure) is for S^1 (dim = 2), "
+                               f"got dim = {model.dim}.")
+    if grid == 1 or grid == 2:
+        raise InvalidInput(f"`grid` must be 0 (none) or at least 3 bins, got {grid}.")
+    return pair_modes, grid
+
+
+def _pair_angles(dim, bins):
+    """The angles of the ``bins`` bins of the pair correlation g2: the nodes πj/(bins − 1) on S^1
+    (`circle_pair_correlation`), the midpoints of equal bins of [0, π] otherwise (`sphere_statistics`)."""
+    if dim == 2:
+        return np.pi * np.arange(bins) / (bins - 1)
+    edges = np.linspace(0.0, np.pi, bins + 1)
+    return 0.5 * (edges[1:] + edges[:-1])
+
+
+class _Sums:
+    """The running sums over the realisations of `ensemble` (T saved times, K modes, R realisations):
+    Σ power and Σ power² per mode, Σ g2, the order parameters of each realisation, and with the closure's
+    statistics Σ of the coefficients, of their pair products and of the distinct-pair densities."""
+
+    def __init__(self, T, K, R):
+        self.power, self.power2, self.g2 = np.zeros((T, K)), np.zeros((T, K)), 0.0
+        self.order = np.empty((T, R))
+        self.coeff = self.pair = None
+        self.dens = [0.0, 0.0, 0.0]
+        self.done = 0
+
+    def add(self, positions, modes, bins, pair_modes, grid):
+        """Add the statistics (`cloud_statistics`, `distinct_densities` with ``grid``) of a batch of
+        realisations (positions (T, B, n, d))."""
+        power, g2, r, coeffs = cloud_statistics(positions, modes, bins, pair_modes)
+        B = r.shape[1]
+        self.power += power.sum(axis=1)
+        self.power2 += (power ** 2).sum(axis=1)
+        self.g2 = self.g2 + g2.sum(axis=1)
+        self.order[:, self.done:self.done + B] = r
+        if coeffs is not None:
+            self.coeff = (0 if self.coeff is None else self.coeff) + coeffs.sum(axis=1)
+            self.pair = (0 if self.pair is None else self.pair) + np.einsum("tba,tbc->tac", coeffs, coeffs)
+        if grid:
+            self.dens = [a + b for a, b in zip(self.dens, distinct_densities(positions, grid))]
+        self.done += B
+
+    def ensemble(self, model, n, t, modes, bins, grid, stats):
+        """The `Ensemble` of the means over the R realisations (the standard error of the power's mean
+        from its unbiased variance)."""
+        R = self.order.shape[1]
+        mean = self.power / R
+        var = np.maximum(self.power2 / R - mean ** 2, 0.0) * R / (R - 1)
+        return Ensemble(model, n, R, t, modes, mean, np.sqrt(var / R), _pair_angles(model.dim, bins), self.g2 / R,
+                        self.order, None if self.coeff is None else self.coeff / R,
+                        None if self.pair is None else self.pair / R,
+                        *((d / R for d in self.dens) if grid else (None, None, None)), stats=stats)
+
+
+def _batches(solver, t, R, batch, initial, n, rng, progress, options):
+    """The solutions (positions saved at ``t``) of R realisations in batches of at most ``batch``: the
+    batch's n-token clouds (`_initial`), then, with noise, a seed of its Brownian paths, from ``rng``."""
+    from tqdm.auto import tqdm
+
+    done = 0
+    with tqdm(total=R, desc="realisations", disable=not progress) as bar:
+        while done < R:
+            B = min(batch, R - done)
+            x0 = _initial(initial, n, solver.model.dim, B, rng)
+            extra = {"rng": int(rng.integers(2 ** 63))} if solver.model.noise > 0 else {}
+            yield solver.solve(x0, t, progress=False, save="positions", **extra, **options)
+            done += B
+            bar.update(B)
+
 def ensemble(model, n, realizations, t_eval, rng=None, *, initial=None, modes=(1, 2, 3, 4), bins=65,
              pair_modes=0, grid=0, batch=None, progress=False, threads=None, **options):
     """The statistics of ``realizations`` runs of n i.i.d. tokens under ``model`` (`solvers.Particles`).
@@ -305,55 +382,17 @@ def ensemble(model, n, realizations, t_eval, rng=None, *, initial=None, modes=(1
     t = check_times(t_eval, "t_eval")
     modes = check_modes(modes)
     bins = check_int(bins, "bins", low=3)
-    pair_modes = check_int(pair_modes, "pair_modes", low=0)
-    grid = check_int(grid, "grid", low=0, high=128)
-    for name, value in (("pair_modes", pair_modes), ("grid", grid)):
-        if value and model.dim != 2:
-            raise InvalidInput(f"`{name}` (the statistics of the BBGKY closure) is for S^1 (dim = 2), "
-                               f"got dim = {model.dim}.")
-    if grid == 1 or grid == 2:
-        raise InvalidInput(f"`grid` must be 0 (none) or at least 3 bins, got {grid}.")
+    pair_modes, grid = _check_closure_options(model, pair_modes, grid)
     if initial is not None:
         check_callable(initial, "initial")
     per = max(1, BATCH_BYTES // (8 * len(t) * n * model.dim))
     batch = min(R, per) if batch is None else check_int(batch, "batch", low=1)
     rng = np.random.default_rng(rng)
     import solvers
-    from tqdm.auto import tqdm
 
     solver = solvers.Particles(model, diagnostics="none", threads=threads)
-    T, K = len(t), len(modes)
-    sums = {"power": np.zeros((T, K)), "power2": np.zeros((T, K)), "g2": 0.0}
-    order = np.empty((T, R))
-    coeff_sum = pair_sum = None
-    dens = [0.0, 0.0, 0.0]
-    done, calls = 0, []
-    with tqdm(total=R, desc="realisations", disable=not progress) as bar:
-        while done < R:
-            B = min(batch, R - done)
-            x0 = _initial(initial, n, model.dim, B, rng)
-            extra = {"rng": int(rng.integers(2 ** 63))} if model.noise > 0 else {}
-            sol = solver.solve(x0, t, progress=False, save="positions", **extra, **options)
-            calls.append(sol.stats.get("nfev"))
-            power, g2, r, coeffs = cloud_statistics(sol.positions, modes, bins, pair_modes)
-            sums["power"] += power.sum(axis=1)
-            sums["power2"] += (power ** 2).sum(axis=1)
-            sums["g2"] = sums["g2"] + g2.sum(axis=1)
-            order[:, done:done + B] = r
-            if coeffs is not None:
-                coeff_sum = (0 if coeff_sum is None else coeff_sum) + coeffs.sum(axis=1)
-                pair_sum = (0 if pair_sum is None else pair_sum) + np.einsum("tba,tbc->tac", coeffs, coeffs)
-            if grid:
-                dens = [a + b for a, b in zip(dens, distinct_densities(sol.positions, grid))]
-            done += B
-            bar.update(B)
-    mean = sums["power"] / R
-    var = np.maximum(sums["power2"] / R - mean ** 2, 0.0) * R / (R - 1)
-    if model.dim == 2:
-        angles = np.pi * np.arange(bins) / (bins - 1)
-    else:
-        edges = np.linspace(0.0, np.pi, bins + 1)
-        angles = 0.5 * (edges[1:] + edges[:-1])
-    return Ensemble(model, n, R, t, modes, mean, np.sqrt(var / R), angles, sums["g2"] / R, order,
-                    None if coeff_sum is None else coeff_sum / R, None if pair_sum is None else pair_sum / R,
-                    *((d / R for d in dens) if grid else (None, None, None)), stats={"batch": batch, "calls": len(calls), "nfev": calls})
+    sums, calls = _Sums(len(t), len(modes), R), []
+    for sol in _batches(solver, t, R, batch, initial, n, rng, progress, options):
+        calls.append(sol.stats.get("nfev"))
+        sums.add(sol.positions, modes, bins, pair_modes, grid)
+    return sums.ensemble(model, n, t, modes, bins, grid, {"batch": batch, "calls": len(calls), "nfev": calls})

@@ -92,6 +92,17 @@ def _sample_vmf(density, n, rng):
     return t[:, None] * mu + np.sqrt(np.clip(1 - t * t, 0, None))[:, None] * v
 
 
+def _quasi(density, n, dim):
+    """The nodes x_j of `sphere_quadrature` (dim 2 and 3) with the weights ρ(x_j)q_j / Σ_k ρ(x_k)q_k."""
+    if dim not in (2, 3):
+        raise InvalidInput(f"`method`='quasi' supports dim 2 and 3, got dim={dim}; use method='iid'.")
+    x, q = sphere_quadrature(n, dim)
+    v = _values(density, x) * q
+    s = v.sum()
+    if s <= 0:
+        raise InvalidInput("`density` is zero at every quadrature node.")
+    return x, v / s
+
 def sample(density, n, dim, rng=None, method="iid"):
     """Discretise ρσ as a weighted discrete measure.
 
@@ -161,14 +172,7 @@ def sample(density, n, dim, rng=None, method="iid"):
         x = _iid(density, n, dim, np.random.default_rng(rng))
         return x, np.full(n, 1.0 / n)
     if method == "quasi":
-        if dim not in (2, 3):
-            raise InvalidInput(f"`method`='quasi' supports dim 2 and 3, got dim={dim}; use method='iid'.")
-        x, q = sphere_quadrature(n, dim)
-        v = _values(density, x) * q
-        s = v.sum()
-        if s <= 0:
-            raise InvalidInput("`density` is zero at every quadrature node.")
-        return x, v / s
+        return _quasi(density, n, dim)
     if method == "quantile":
         if dim != 2:
             raise InvalidInput("`method`='quantile' is only defined on S^1 (dim=2).")

@@ -295,7 +295,14 @@ def wasserstein(a, b, p=1, method="auto", reg=None, n_projections=200, seed=0, n
     if d == 2:
         val = _circle_wp(xa, wa, xb, wb, p)
         return (val, 0.0) if return_bound else val
+    return _on_sphere(xa, wa, xb, wb, p, method, return_bound, reg, n_bins, n_projections, seed)
+
+
+def _on_sphere(xa, wa, xb, wb, p, method, return_bound, reg, n_bins, n_projections, seed):
+    """W_p between checked measures on S^{d−1}, d >= 3, by ``method`` (the options of `wasserstein`):
+    exact LP, merged or binned (with an error bound), entropic (Sinkhorn) or sliced, through POT."""
     import ot  # deferred: POT is heavy
+    d = xa.shape[1]
     size = xa.shape[0] * xb.shape[0]
     if method == "auto":
         if size > EXACT_MAX_SIZE:

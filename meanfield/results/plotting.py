@@ -253,52 +253,71 @@ def particle_panel(fig, spec, sol, t_end=None, max_lines=200):
         x = x[:, 0]
     elif which:
         which = f" ({which[2:]})"
-    T, n, d = x.shape
+    d = x.shape[-1]
     if d == 3:
-        ax = fig.add_subplot(spec, projection="3d")
-        u, v = np.mgrid[0:2 * np.pi:40j, 0:np.pi:20j]
-        ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", lw=0.3)
-        shown = np.linspace(0, n - 1, min(n, max_lines)).round().astype(int)
-        for k, j in enumerate(shown):
-            ax.plot(x[:, j, 0], x[:, j, 1], x[:, j, 2], lw=0.6, alpha=0.6, color=f"C{k % 10}",
-                    label=f"trajectories x_i(t) of {shown.size} of the {n} particles" if k == 0 else None)
-        ax.scatter(x[-1, :, 0], x[-1, :, 1], x[-1, :, 2], s=6, c="k", depthshade=False,
-                   label=f"positions at t = {t[-1]:.4g} (all {n})")
-        mark_clusters(ax, sol, kept[-1], lambda c: c, colour="C3")
-        ax.set_box_aspect((1, 1, 1))
-        for set_ticks in (ax.set_xticks, ax.set_yticks, ax.set_zticks):
-            set_ticks([-1, 0, 1])
-        ax.set_xlabel("$x_1$")
-        ax.set_ylabel("$x_2$")
-        ax.set_zlabel("$x_3$")
-        ax.set_title(f"particles on $S^2${which}")
-        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower left", fontsize="small", frameon=False,
-                   ncol=2)       # below the panels, off the sphere (room kept by the constrained layout)
-        return ax
-    ax = fig.add_subplot(spec)
+        return _trajectories_on_s2(fig, spec, sol, x, t, kept, which, max_lines)
     if d == 2:
-        theta = circle_angle(x)
-        ax.plot(theta.ravel(), np.repeat(t, n), ".", ms=1.5, color="k", label=f"angles θ_i(t) of the {n} particles")
-        mark_clusters(ax, sol, kept[-1], lambda c: np.stack([circle_angle(c), np.full(len(c), t[-1])], -1),
-                      colour="C3")
-        ax.set_xlabel(r"$\theta$ (radians)")
-        ax.set_xticks(np.pi * np.arange(5) / 2, ["0", "π/2", "π", "3π/2", "2π"])
-        ax.set_xlim(0.0, 2 * np.pi)
-        ax.set_ylabel("t")
-        ax.set_ylim(*time_limits(sol))
-        ax.set_title(f"particles on $S^1${which}")
-        mark_stop(ax, sol, t_end, axis="y")
-        # below the panel, off the θ axis, each marker at its own size but the particles' dots (ms 1.5)
-        from matplotlib.transforms import offset_copy  # deferred: matplotlib is heavy
+        return _angles_on_s1(fig, spec, sol, x, t, kept, which, t_end)
+    return _gram_entries(fig.add_subplot(spec), sol, x, t, which, t_end)
 
-        below = offset_copy(ax.transAxes, fig=ax.figure, y=-30, units="points")       # under the θ label
-        leg = ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, fontsize="small",
-                        frameon=False)
-        for handle in leg.legend_handles:
-            if getattr(handle, "get_marker", lambda: None)() == ".":
-                handle.set_markersize(6)
-        return ax
-    # d >= 4: the Gram entries i < j; the diagonal ⟨x_i, x_i⟩ = 1 is not drawn
+
+def _trajectories_on_s2(fig, spec, sol, x, t, kept, which, max_lines):
+    """The trajectories x_i(t) of at most ``max_lines`` particles (T, n, 3) on a wireframe S^2, the final
+    positions and the clusters of the last kept time ``kept[-1]``; the legend below the panels."""
+    n = x.shape[1]
+    ax = fig.add_subplot(spec, projection="3d")
+    u, v = np.mgrid[0:2 * np.pi:40j, 0:np.pi:20j]
+    ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", lw=0.3)
+    shown = np.linspace(0, n - 1, min(n, max_lines)).round().astype(int)
+    for k, j in enumerate(shown):
+        ax.plot(x[:, j, 0], x[:, j, 1], x[:, j, 2], lw=0.6, alpha=0.6, color=f"C{k % 10}",
+                label=f"trajectories x_i(t) of {shown.size} of the {n} particles" if k == 0 else None)
+    ax.scatter(x[-1, :, 0], x[-1, :, 1], x[-1, :, 2], s=6, c="k", depthshade=False,
+               label=f"positions at t = {t[-1]:.4g} (all {n})")
+    mark_clusters(ax, sol, kept[-1], lambda c: c, colour="C3")
+    ax.set_box_aspect((1, 1, 1))
+    for set_ticks in (ax.set_xticks, ax.set_yticks, ax.set_zticks):
+        set_ticks([-1, 0, 1])
+    ax.set_xlabel("$x_1$")
+    ax.set_ylabel("$x_2$")
+    ax.set_zlabel("$x_3$")
+    ax.set_title(f"particles on $S^2${which}")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower left", fontsize="small", frameon=False,
+               ncol=2)       # below the panels, off the sphere (room kept by the constrained layout)
+    return ax
+
+
+def _angles_on_s1(fig, spec, sol, x, t, kept, which, t_end):
+    """The angles θ_i(t) of the particles (T, n, 2) against t, the clusters of the last kept time."""
+    n = x.shape[1]
+    ax = fig.add_subplot(spec)
+    theta = circle_angle(x)
+    ax.plot(theta.ravel(), np.repeat(t, n), ".", ms=1.5, color="k", label=f"angles θ_i(t) of the {n} particles")
+    mark_clusters(ax, sol, kept[-1], lambda c: np.stack([circle_angle(c), np.full(len(c), t[-1])], -1),
+                  colour="C3")
+    ax.set_xlabel(r"$\theta$ (radians)")
+    ax.set_xticks(np.pi * np.arange(5) / 2, ["0", "π/2", "π", "3π/2", "2π"])
+    ax.set_xlim(0.0, 2 * np.pi)
+    ax.set_ylabel("t")
+    ax.set_ylim(*time_limits(sol))
+    ax.set_title(f"particles on $S^1${which}")
+    mark_stop(ax, sol, t_end, axis="y")
+    # below the panel, off the θ axis, each marker at its own size but the particles' dots (ms 1.5)
+    from matplotlib.transforms import offset_copy  # deferred: matplotlib is heavy
+
+    below = offset_copy(ax.transAxes, fig=ax.figure, y=-30, units="points")       # under the θ label
+    leg = ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, fontsize="small",
+                    frameon=False)
+    for handle in leg.legend_handles:
+        if getattr(handle, "get_marker", lambda: None)() == ".":
+            handle.set_markersize(6)
+    return ax
+
+
+def _gram_entries(ax, sol, x, t, which, t_end):
+    """The Gram entries ⟨x_i(t), x_j(t)⟩, i < j, of the particles (T, n, d), d >= 4 (the diagonal
+    ⟨x_i, x_i⟩ = 1 is not drawn): 40 pairs, their 10%–90% band, median and mean."""
+    n, d = x.shape[1:]
     sub = x[:, :min(n, 400)]
     iu = np.triu_indices(sub.shape[1], 1)
     g = np.einsum("tid,tjd->tij", sub, sub)[:, iu[0], iu[1]]

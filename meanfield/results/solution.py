@@ -593,6 +593,24 @@ class Solution:
         rep = self.representation
         data_vars, coords, attrs = (rep.to_dataset(self.data, times=self.t) if isinstance(rep, Segments)
                                     else rep.to_dataset(self.data))
+        data_vars, arrays = self._run_variables(data_vars)
+        coords = dict(coords)
+        coords["time"] = self.t
+        ds = self._annotate(xr.Dataset(data_vars, coords=coords), attrs, arrays)
+        if clusters is True:
+            clusters = self.cluster_trajectories()          # None when there is nothing to follow
+        if clusters:                                        # False or None: no clusters
+            add_cluster_variables(ds, clusters)
+        kind = grid_kind(grid)
+        if kind is not None:
+            return add_grid(ds, self, grid_size, kind)
+        return describe(ds, self)
+
+    def _run_variables(self, data_vars):
+        """``data_vars`` (the state's, `Representation.to_dataset`) with the run's own variables beside them:
+        ``energy`` and ``mass`` along time, ``diag_<name>`` for each diagnostic saved at every time, the
+        ``tracers`` and ``input_<name>`` for each array of the inputs in ``stats`` (token positions, an MLP;
+        exact). Returns the variables and those inputs {name: array}."""
         data_vars = dict(data_vars)
         e = np.asarray(self.energy)
         data_vars["energy"] = (("time",) if e.ndim == 1 else ("time", "batch"), e)
@@ -604,11 +622,14 @@ class Solution:
         if self.tracers is not None:
             data_vars["tracers"] = (("time", "tracer", "tracer_component"), self.tracers)
         arrays = {k: v for k, v in self.stats.items() if isinstance(v, np.ndarray)}
-        for k, v in arrays.items():         # inputs of the run (token positions, an MLP): variables, exact
+        for k, v in arrays.items():
             data_vars[f"{INPUT_PREFIX}{k}"] = (tuple(f"{INPUT_PREFIX}{k}_dim{j}" for j in range(v.ndim)), v)
-        coords = dict(coords)
-        coords["time"] = self.t
-        ds = xr.Dataset(data_vars, coords=coords)
+        return data_vars, arrays
+
+    def _annotate(self, ds, attrs, arrays):
+        """``ds`` with its attributes: the representation's ``attrs``, the model's, the run's (solver, status,
+        message, the scalar ``stats`` as JSON, the kernel sums), and the long names of the energy, the
+        tracers and the inputs ``arrays``."""
         if self.tracers is not None:
             ds["tracers"].attrs.update(long_name="positions of the passive tracers (the run's flow map applied to "
                                                  "their starts)", units="1")
@@ -625,14 +646,7 @@ class Solution:
             if key in self.stats:
                 ds.attrs[key] = self.stats[key]
         ds["energy"].attrs["long_name"] = "interaction energy E_beta (3.5)"
-        if clusters is True:
-            clusters = self.cluster_trajectories()          # None when there is nothing to follow
-        if clusters:                                        # False or None: no clusters
-            add_cluster_variables(ds, clusters)
-        kind = grid_kind(grid)
-        if kind is not None:
-            return add_grid(ds, self, grid_size, kind)
-        return describe(ds, self)
+        return ds
 
     def save(self, path, grid=False, grid_size=None, clusters=False):
         """Write the Solution as NetCDF-4 (readable by xarray, netCDF4, ncdump, ...) following CF-1.11;

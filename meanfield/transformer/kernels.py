@@ -99,6 +99,20 @@ def kernel_multipliers(beta, dim, lmax, scaled=False):
         return a
     if beta < 0:
         return parity(beta, np.arange(lmax + 1)) * kernel_multipliers(-beta, dim, lmax, scaled)
+    a = _scaled_multipliers(beta, dim, lmax)
+    if not scaled:
+        with np.errstate(over="raise"):
+            try:
+                a = a * np.exp(beta)
+            except FloatingPointError:
+                raise InvalidInput(f"`beta`={beta:g} overflows a_l(β) in double precision; "
+                                 "use kernel_multipliers(..., scaled=True) (a_l·e^-β).") from None
+    return a
+
+
+def _scaled_multipliers(beta, dim, lmax):
+    """a_l(β)e^{−β}, l = 0..lmax, for β > 0: Γ(d/2)(2/β)^λ ive(l + λ, β), λ = (d − 2)/2, in logs, and
+    by the series (`_log_scaled_multipliers_series`) where ive underflows."""
     lam = 0.5 * (dim - 2)
     orders = np.arange(lmax + 1) + lam
     with np.errstate(under="ignore", divide="ignore"):
@@ -111,16 +125,7 @@ def kernel_multipliers(beta, dim, lmax, scaled=False):
         if np.any(low):
             # high dimension or degree: I_ν(β) underflows (and Γ(d/2)(2/β)^λ overflows); sum the series
             log_a[low] = _log_scaled_multipliers_series(beta, dim, np.arange(lmax + 1)[low])
-        a = np.exp(log_a)
-    if not scaled:
-        with np.errstate(over="raise"):
-            try:
-                a = a * np.exp(beta)
-            except FloatingPointError:
-                raise InvalidInput(f"`beta`={beta:g} overflows a_l(β) in double precision; "
-                                 "use kernel_multipliers(..., scaled=True) (a_l·e^-β).") from None
-    return a
-
+        return np.exp(log_a)
 
 def _log_scaled_multipliers_series(beta, dim, ls):
     """log(a_l(β)e^{−β}) from the power series of I_ν (docs/mathematics.md §3):

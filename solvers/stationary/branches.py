@@ -104,8 +104,7 @@ def branch(beta, dim, normalized=False, resolution=None, nu_min=None, nu_max=Non
     """The branch of clustered stationary states bifurcating from the uniform state at ν_c.
 
     Pseudo-arclength continuation of the zonal self-consistency equation (docstring of
-    `solvers.stationary`) in
-    (u, ratio = ν/ν_c), started at the bifurcation along the Landau direction (u_1 = ds, ν from
+    `solvers.stationary`) in (u, ratio = ν/ν_c), started at the bifurcation along the Landau direction (u_1 = ds, ν from
     `landau_coefficient`), or from ``start`` (a zonal `StationaryState`) in the ``direction``
     (−1: decreasing ν first), following folds. Each point gets its stability from the spectrum of
     the linearised McKean–Vlasov operator (sectors m = 0..12, rotation mode removed).
@@ -174,6 +173,17 @@ def branch(beta, dim, normalized=False, resolution=None, nu_min=None, nu_max=Non
     >>> bool(np.all(np.diff(ds["order"].values) > 0)), bool(ds["stable"].all())
     (True, True)
     """
+    problem, ds, c, opts = _setup(beta, dim, normalized, resolution, nu_min, nu_max, direction, ds, ds_max,
+                                  max_points, tol, tail_tol, r_max)
+    points, tangents, reason = _trace(problem, start, direction, ds, c, tol, opts)
+    points = [X for X in points if opts["ratio_min"] <= X[-1] <= opts["ratio_max"]] or points[:1]
+    return _measure(problem, points, tangents, c, start, sectors, n_profile, tol, reason)
+
+
+def _setup(beta, dim, normalized, resolution, nu_min, nu_max, direction, ds, ds_max, max_points, tol, tail_tol,
+           r_max):
+    """The checked arguments of `branch`: its `ZonalSelfConsistency` problem, the first step ``ds``, the
+    Landau coefficient c and the options of `_continue` (the range of ν as ratios to ν_c)."""
     beta = check_beta(beta)
     dim = check_dim(dim)
     L = DEFAULT_RESOLUTION if resolution is None else check_int(resolution, "resolution", low=4)
@@ -189,8 +199,14 @@ def branch(beta, dim, normalized=False, resolution=None, nu_min=None, nu_max=Non
     c = landau_coefficient(beta, dim, normalized)
     opts = dict(ds_max=ds_max, ratio_min=nu_min / nu_c, ratio_max=nu_max / nu_c, r_max=r_max, max_points=max_points,
                 tol=tol, tail_tol=tail_tol)
-    points, tangents, reason = _trace(problem, start, direction, ds, c, tol, opts)
-    points = [X for X in points if opts["ratio_min"] <= X[-1] <= opts["ratio_max"]] or points[:1]
+    return problem, ds, c, opts
+
+
+def _measure(problem, points, tangents, c, start, sectors, n_profile, tol, reason):
+    """The branch's dataset (`_dataset`) from its points (u, ratio) and tangents: order, stability in
+    ``sectors``, free energy, the fold, the densities at ``n_profile`` values of s, the bifurcation and
+    Landau coefficient fitted on the branch (when it starts at the bifurcation) and the Maxwell point (USA)."""
+    dim, normalized, nu_c = problem.dim, problem.normalized, problem.nu_c
     P = np.array(points)
     U, ratios = P[:, :-1], P[:, -1]
     arclength = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(P, axis=0), axis=1))])
