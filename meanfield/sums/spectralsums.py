@@ -286,6 +286,11 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
     b = causal_block(sums.dim, sums.lmax) if block is None else check_int(block, "block", low=1)
     one = _zonal_sums(sums.beta, sums.dim, sums.epsilon, 1)            # each block's transforms on one thread
     cuts = _causal_blocks(ends, n, b)
+    # on S^2 the angles of all the tokens at once: a block's transforms then hold the GIL for no numpy work
+    angles = sphere_angles(x, threads) if sums.dim == 3 else None
+
+    def block_angles(rows):
+        return angles[0][rows], tuple(f[rows] for f in angles[1])
     Zs, G = np.empty(n), np.empty((n, d))
     parts = [None] * len(cuts)
 
@@ -299,7 +304,9 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
         Zs[rows] = own[:, d]
         G[rows] = own[:, :d] - np.einsum("id,id->i", x[rows], own[:, :d])[:, None] * x[rows]
         if stop < n:                                          # referred to σ_stop
-            parts[k] = one.coefficients(x[rows], w[rows] * np.exp(-slope * (sigma[stop] - sigma[rows])))
+            weights = w[rows] * np.exp(-slope * (sigma[stop] - sigma[rows]))
+            parts[k] = (one.coefficients(x[rows], weights) if angles is None else
+                        coefficients(x[rows], weights, one.lmax, one.epsilon, 1, loc=angles[0][rows]))
 
     with blas_single_threaded():
         share_out(near, range(len(cuts)), max(1, min(threads, len(cuts))))
@@ -311,7 +318,9 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
 
     def far(k):                                               # the earlier blocks through c
         start, stop = cuts[k]
-        far_Z, far_G = one.synthesis(running[k], x[start:stop])
+        rows = slice(start, stop)
+        far_Z, far_G = (one.synthesis(running[k], x[rows]) if angles is None else
+                        one._sphere(x[rows], running[k], False, block_angles(rows)))
         decay = np.exp(-slope * (sigma[start:stop] - sigma[start]))
         Zs[start:stop] += decay * far_Z
         G[start:stop] += decay[:, None] * far_G
