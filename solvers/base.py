@@ -717,18 +717,22 @@ class Solver:
         """
         _take_positional(self, args, options)
         checkpoint_every = check_real(checkpoint_every, "checkpoint_every", low=0.0)
-        if not isinstance(history, (bool, np.bool_)):
-            raise InvalidInput(f"`history` must be True or False, got {history!r}.")
-        if isinstance(initial, (str, os.PathLike)) and os.path.isfile(initial):
-            initial = load(initial)
-        if history and not isinstance(initial, Solution):
-            raise InvalidInput("`history=True` continues a run: `initial` must be a Solution or the path of a saved one, "
-                             f"got {type(initial).__name__}.")
-        if history and tracers is not None:
-            raise InvalidInput("`tracers` start at the last time of `initial`, so `history=True` cannot join them to the "
-                             "run it continues; continue without history, or re-run from the start with tracers.")
+        initial = _continued(initial, history, tracers)
         run = self.start(initial, t_eval, method=method, normalize=normalize, tracers=tracers, **options)
         prefix = [initial] if history else []      # the run it continues, kept in the result
+        parts, changed_at, res = self._integrate_runs(run, prefix, checkpoint, checkpoint_every, progress)
+        sol = concat(*prefix, *parts)
+        if changed_at is not None:
+            sol.stats["handover_t"] = changed_at
+        if checkpoint is not None:
+            sol.save(checkpoint)
+        if res.failure is not None:
+            _raise_failure(sol.solver or type(self).__name__, res.failure, sol, checkpoint)   # "A+B" after a change
+        return sol
+
+    def _integrate_runs(self, run, prefix, checkpoint, checkpoint_every, progress):
+        """The stepper over ``run`` and over each run that a monitor's stop continues into (`_next`):
+        (the Solution of each part, the time of a change of discretisation or None, the last result)."""
         parts, changed_at = [], None
         last_write = [time.perf_counter()]
         desc = f"{type(self).__name__} {self.model.kind} beta={self.model.beta:g}"
@@ -741,21 +745,13 @@ class Solver:
             successor = None if stop is None or stop.reason != "monitor" else run.solver._next(
                 run, stop.t, run.state(stop.state), stop.error)
             if successor is None:
-                break
+                return parts, changed_at, res
             if isinstance(successor[1], Solution):
                 changed_at = float(stop.t)        # another kind of discretisation: a new segment
             points = run.tracer_points(stop.state)
             run = run.following(*successor, stop.t)
             if points is not None:
                 run.carry(points)
-        sol = concat(*prefix, *parts)
-        if changed_at is not None:
-            sol.stats["handover_t"] = changed_at
-        if checkpoint is not None:
-            sol.save(checkpoint)
-        if res.failure is not None:
-            _raise_failure(sol.solver or type(self).__name__, res.failure, sol, checkpoint)   # "A+B" after a change
-        return sol
 
 
 def _saver(run, prefix, parts, checkpoint, checkpoint_every, last_write):
@@ -780,6 +776,22 @@ def _record(run, res, saved, i):
     if run.tracers is not None:
         saved["tracers"].append(run.tracer_points(res.y[i]))
     res.y[i] = run.solver._keep(run, i, run.state(res.y[i]))
+
+
+def _continued(initial, history, tracers):
+    """``initial`` of `Solver.solve`, read from its file when it is a path, checked against ``history``
+    (ValueError naming `history` or `tracers`)."""
+    if not isinstance(history, (bool, np.bool_)):
+        raise InvalidInput(f"`history` must be True or False, got {history!r}.")
+    if isinstance(initial, (str, os.PathLike)) and os.path.isfile(initial):
+        initial = load(initial)
+    if history and not isinstance(initial, Solution):
+        raise InvalidInput("`history=True` continues a run: `initial` must be a Solution or the path of a saved one, "
+                         f"got {type(initial).__name__}.")
+    if history and tracers is not None:
+        raise InvalidInput("`tracers` start at the last time of `initial`, so `history=True` cannot join them to the "
+                         "run it continues; continue without history, or re-run from the start with tracers.")
+    return initial
 
 
 def _take_positional(solver, args, options):
