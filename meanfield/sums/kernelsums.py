@@ -492,12 +492,12 @@ def _fused_rows(x, y, values, threshold, S, counts, scale, last, attention, clam
     def work(part):
         g, a, b = part
         top = int(seen[b - 1])
+        if top == 0:                                     # no row of the part sees a column
+            S[g, a:b] = 0.0
+            return
         w = None if attention is None else (attention[0][:top], attention[1])
         rows = None if start is None else (np.maximum(start[:top] - a, 0), None if ra is None else ra[a:b],
                                             None if cb is None else cb[:top])
-        if top == 0:
-            S[g, a:b] = 0.0
-            return
         compiled.exp_sums4(x[g:g + 1, a:b], y[g:g + 1, :top], values[g:g + 1, :top], threshold, S[g:g + 1, a:b],
                            None if counts is None else counts[g:g + 1, a:b], scale, last, w, clamp, 1, rows)
 

@@ -288,9 +288,6 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
     cuts = _causal_blocks(ends, n, b)
     # on S^2 the angles of all the tokens at once: a block's transforms then hold the GIL for no numpy work
     angles = sphere_angles(x, threads) if sums.dim == 3 else None
-
-    def block_angles(rows):
-        return angles[0][rows], tuple(f[rows] for f in angles[1])
     Zs, G = np.empty(n), np.empty((n, d))
     parts = [None] * len(cuts)
 
@@ -320,7 +317,7 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
         start, stop = cuts[k]
         rows = slice(start, stop)
         far_Z, far_G = (one.synthesis(running[k], x[rows]) if angles is None else
-                        one._sphere(x[rows], running[k], False, block_angles(rows)))
+                        one._sphere(x[rows], running[k], False, (angles[0][rows], tuple(f[rows] for f in angles[1]))))
         decay = np.exp(-slope * (sigma[start:stop] - sigma[start]))
         Zs[start:stop] += decay * far_Z
         G[start:stop] += decay[:, None] * far_G
