@@ -390,6 +390,27 @@ def test_masked_sums_split_their_rows_among_threads_bit_for_bit(strict):
     assert np.all(np.abs(sums[0] - want) <= 1e-14 * E.sum(1, keepdims=True) + 1e-300)
 
 
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_batch_of_masked_problems_each_with_its_own_mask_and_bias_gives_their_own_sums(bias, monkeypatch):
+    """`masked_batch_sums`: K problems, each with its own ends and position bias, in one compiled call on
+    one or two threads: row by row the bits of each problem's own `attention_sums`."""
+    pytest.importorskip("numba")
+    monkeypatch.setattr(kernelsums, "_PARALLEL_MIN", 0)
+    K, r, m, beta = 5, 90, 70, 2.5
+    rng = np.random.default_rng(37)
+    x, y = _sphere(K * r, 3, 38).reshape(K, r, 3), _sphere(K * m, 3, 39).reshape(K, m, 3)
+    w = rng.random((K, m))
+    ends = np.sort(rng.integers(0, m + 1, (K, r)), axis=1)
+    s = np.sort(rng.random((K, max(r, m))), axis=1)
+    pair = (s[:, :r] + 1.0, s[:, :m]) if bias else None                # b_j <= a_i for every pair
+    for threads in (1, 2):
+        got = kernelsums.masked_batch_sums(x, y, w, beta, ends, pair, threads)
+        for k in range(K):
+            want, _ = attention_sums(x[k], y[k], w[k], beta, shift="fixed", unit=True, ends=ends[k], threads=1,
+                                     bias=None if pair is None else (pair[0][k], pair[1][k]))
+            np.testing.assert_array_equal(got[k], want)
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
 def test_a_forked_child_runs_the_fused_sums_on_its_own_thread():

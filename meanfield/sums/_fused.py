@@ -86,7 +86,7 @@ def _rows4(x, g, scale, extra, last, xt):
 
 
 @njit(**_INLINE)
-def _column(g, j, i0, i1, xt, y, ky, extra, ylast, values, w, v, scaled, threshold, count, clamp, ra, cb, cnt,
+def _column(g, j, i0, i1, xt, y, ky, extra, ylast, values, w, v, scaled, threshold, count, clamp, ra, cb, hb, cnt,
             a0, a1, a2, a3):
     """Column j of problem g added to the rows [i0, i1) (the tail of `_problem`). The bounds are uint64, as
     in `_problem`'s loops: numba then drops its negative-index checks, and LLVM vectorises the loop."""
@@ -97,7 +97,7 @@ def _column(g, j, i0, i1, xt, y, ky, extra, ylast, values, w, v, scaled, thresho
         if count:
             cnt[i] += La >= threshold
         if ra is not None:
-            La = (La + cb[j]) - ra[i]
+            La = (La + cb[hb, j]) - ra[hb, i]
         Ea = expo(max(La, EXP_LOW) if clamp else La)
         a0[i] += Ea * u0
         a1[i] += Ea * u1
@@ -110,10 +110,14 @@ def _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshol
              start, ra, cb):
     """The sums and counts of problem g (see `exp_sums4`)."""
     r, m, ky = x.shape[1], y.shape[1], y.shape[2]
+    hs = hb = 0                                 # the mask's and the bias's row: g's own, or one for all
     if start is not None:                       # a causal mask: column j enters the rows i >= start[j]
+        hs = g if start.shape[0] > 1 else 0
         m = 0
-        while m < start.shape[0] and start[m] < r:
+        while m < start.shape[1] and start[hs, m] < r:
             m += 1
+    if ra is not None:
+        hb = g if ra.shape[0] > 1 else 0
     P = S.shape[2]
     xt, a0, a1, a2, a3 = scratch[:4], scratch[4], scratch[5], scratch[6], scratch[7]
     _rows4(x, g, scale, extra, xlast, xt)
@@ -128,10 +132,10 @@ def _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshol
         lo = sb = sc = sd = np.uint64(0)
         ba = bb = bc = bd = 0.0
         if ra is not None:                      # the column bias b_j, read before the loop (hoisted)
-            ba, bb, bc, bd = cb[j], cb[j + 1], cb[j + 2], cb[j + 3]
+            ba, bb, bc, bd = cb[hb, j], cb[hb, j + 1], cb[hb, j + 2], cb[hb, j + 3]
         if start is not None:                   # the rows from column j's first; columns j+1..j+3 start later
-            lo, sb, sc, sd = (np.uint64(start[j]), np.uint64(start[j + 1]), np.uint64(start[j + 2]),
-                              np.uint64(start[j + 3]))
+            lo, sb, sc, sd = (np.uint64(start[hs, j]), np.uint64(start[hs, j + 1]), np.uint64(start[hs, j + 2]),
+                              np.uint64(start[hs, j + 3]))
         p, q, s, t = (_point4(y, g, j, ky, extra, ylast), _point4(y, g, j + 1, ky, extra, ylast),
                       _point4(y, g, j + 2, ky, extra, ylast), _point4(y, g, j + 3, ky, extra, ylast))
         u0, u1, u2, u3 = _values4(values, y, g, j, ky, w, v, scaled)
@@ -143,7 +147,7 @@ def _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshol
             if count:
                 cnt[i] += ((La >= threshold) + (Lb >= threshold)) + ((Lc >= threshold) + (Ld >= threshold))
             if ra is not None:                  # the position bias b_j − a_i
-                ai = ra[i]
+                ai = ra[hb, i]
                 La, Lb, Lc, Ld = (La + ba) - ai, (Lb + bb) - ai, (Lc + bc) - ai, (Ld + bd) - ai
             if clamp:
                 La, Lb, Lc, Ld = max(La, EXP_LOW), max(Lb, EXP_LOW), max(Lc, EXP_LOW), max(Ld, EXP_LOW)
@@ -156,8 +160,8 @@ def _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshol
             a3[i] = (((a3[i] + Ea * u3) + Eb * w3) + Ec * h3) + Ed * k3
         j += 4
     while j < m:
-        _column(g, j, np.uint64(0 if start is None else start[j]), rows, xt, y, ky, extra, ylast, values, w, v, scaled,
-                threshold, count, clamp, ra, cb, cnt, a0, a1, a2, a3)
+        _column(g, j, np.uint64(0 if start is None else start[hs, j]), rows, xt, y, ky, extra, ylast, values, w, v,
+                scaled, threshold, count, clamp, ra, cb, hb, cnt, a0, a1, a2, a3)
         j += 1
     for i in range(r):
         total = (a0[i], a1[i], a2[i], a3[i])
@@ -174,9 +178,10 @@ def exp_sums4(x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold,
     time, the exponents raised to EXP_LOW if ``clamp``. counts[g, i] += #{j : ⟨x̃_i, ỹ_j⟩ >= threshold}
     if ``count``. Each column's coordinates and values are read into locals before the loop over the
     rows i, which LLVM vectorises (it could not hoist loads that the stores to the scratch rows might
-    alias). ``scratch``: (8, r). With ``start`` (m,) (non-decreasing), column j enters only the rows
-    i >= start[j] (a causal mask), and with ``ra`` (r,), ``cb`` (m,) the exponent of (i, j) gains
-    cb[j] − ra[i] (a position bias)."""
+    alias). ``scratch``: (8, r). With ``start`` (H, m) (non-decreasing rows), column j of problem g
+    enters only the rows i >= start[h, j] (a causal mask), and with ``ra`` (H, r), ``cb`` (H, m) the
+    exponent of (i, j) gains cb[h, j] − ra[h, i] (a position bias): h = g for H > 1 (each problem its
+    own mask), h = 0 for H = 1 (one for all)."""
     for g in range(x.shape[0]):
         _problem(g, x, scale, y, extra, xlast, ylast, values, w, v, scaled, threshold, count, clamp, S, counts, scratch,
                  start, ra, cb)

@@ -234,7 +234,8 @@ def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attentio
     shared among ``threads`` of numba's threads; the columns are added in order, so a row's sums do
     not depend on how the rows are split among calls or threads. All arrays C-contiguous float64
     (counts int64). ``causal`` = (start, ra, cb): column j enters the rows i >= start[j] (int64 (m,),
-    non-decreasing) and the exponent of (i, j) gains cb[j] − ra[i] (ra (r,), cb (m,), or both None)."""
+    non-decreasing) and the exponent of (i, j) gains cb[j] − ra[i] (ra (r,), cb (m,), or both None);
+    or each problem its own: start (G, m), ra (G, r), cb (G, m)."""
     count = counts is not None
     extra = last is not None
     xlast, ylast = (float(last[0]), float(last[1])) if extra else (0.0, 0.0)
@@ -242,7 +243,7 @@ def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attentio
     args = (x, float(scale), y, extra, xlast, ylast, values, w, 1.0 if v is None else float(v), v is not None,
             float(threshold) if count else 0.0, count, bool(clamp), S,
             counts if count else np.empty((x.shape[0], 0), dtype=np.int64))
-    mask = (None, None, None) if causal is None else tuple(causal)
+    mask = (None, None, None) if causal is None else tuple(None if a is None else np.atleast_2d(a) for a in causal)
     if threads > 1 and x.shape[0] > 1 and _THREADS_OK[0]:
         import numba  # deferred: numba is heavy
 

@@ -219,6 +219,36 @@ def attention_sums(x, y, w, beta, *, v=None, M=None, shift="auto", chunk=512, th
     return _sums(x, y, None, (w, v), beta, M, shift, chunk, threads, count_at, unit, ends, bias)
 
 
+def masked_batch_sums(x, y, w, beta, ends, bias=None, threads=1):
+    """K causal problems at once, each with its own mask and bias, for points on the unit sphere:
+
+        S[k, i] = Σ_{j < ends[k, i]} w[k, j] e^{β⟨x_ki, y_kj⟩ − |β| + b[k, j] − a[k, i]} [y_kj, 1],
+
+    x (K, r, d), y (K, m, d), w (K, m), ``ends`` (K, r) int64 non-decreasing in each row, ``bias`` = (a
+    (K, r), b (K, m)) with b[k, j] <= a[k, i] for j < ends[k, i], or None. Row by row the same bits as
+    `attention_sums(x[k], y[k], w[k], beta, shift="fixed", unit=True, ends=ends[k], bias=...)`, in one
+    compiled call whose problems are shared among ``threads`` of numba's threads (no per-problem
+    Python); the callers' blocks (`meanfield.sums.spectralsums.causal_zonal_sums`) are checked there.
+    None where the fused pass does not apply (no numba, d > 3): the caller then takes `attention_sums`."""
+    K, r, d = x.shape
+    m = y.shape[1]
+    if not r * m or not compiled.fused_available(d + 1, d + 1):
+        return None
+    start = np.empty((K, m), dtype=np.int64)
+    for k in range(K):
+        start[k] = np.searchsorted(ends[k], np.arange(m), side="right")
+    values = np.empty((K, m, d + 1))
+    np.multiply(y, w[..., None], out=values[..., :d])
+    values[..., d] = w
+    lo = 0.0 if bias is None else float(np.min(bias[1].min(axis=1) - bias[0].max(axis=1)))
+    clamp = -2.0 * abs(beta) + lo < EXP_FLOOR
+    mask = (start, None, None) if bias is None else (start, *(np.ascontiguousarray(a, dtype=float) for a in bias))
+    S = np.empty((K, r, d + 1))
+    compiled.exp_sums4(np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(y, dtype=float), values, None, S,
+                       None, beta, (-abs(beta), 1.0), None, clamp, threads if K * r * m >= _PARALLEL_MIN else 1, mask)
+    return S
+
+
 class Causal:
     """The checked ``ends`` and ``bias`` of the kernel sums: ends (n,) int64 or None, a (n,) and b (m,)
     or None, and (lo, hi), bounds on b_j − a_i over the summed pairs (0, 0 without a bias)."""

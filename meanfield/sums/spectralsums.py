@@ -39,7 +39,7 @@ import ducc0.nufft as nufft
 from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 
 from ..transformer.kernels import kernel_multipliers, velocity_multipliers
-from .kernelsums import attention_sums
+from .kernelsums import attention_sums, masked_batch_sums
 from ..threads import blas_single_threaded, check_threads, share_out
 from ..validation import check_beta, check_int, check_measure, check_real
 from ..errors import InvalidInput
@@ -291,15 +291,20 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
     Zs, G = np.empty(n), np.empty((n, d))
     parts = [None] * len(cuts)
 
+    own = _own_blocks(sums.beta, x, w, ends, sigma, slope, cuts, threads)
+
     def near(k):                                              # the own block exactly, and its part of c
         start, stop = cuts[k]
         rows, top = slice(start, stop), int(ends[stop - 1])
-        cols = slice(start, max(top, start))
-        bias = None if slope == 0.0 else (slope * sigma[rows], slope * sigma[cols])
-        own, _ = attention_sums(x[rows], x[cols], w[cols], sums.beta, shift="fixed", unit=True, threads=1,
-                                ends=np.maximum(ends[rows] - start, 0), bias=bias)
-        Zs[rows] = own[:, d]
-        G[rows] = own[:, :d] - np.einsum("id,id->i", x[rows], own[:, :d])[:, None] * x[rows]
+        if own is not None:
+            block = own[k, :stop - start]
+        else:
+            cols = slice(start, max(top, start))
+            bias = None if slope == 0.0 else (slope * sigma[rows], slope * sigma[cols])
+            block, _ = attention_sums(x[rows], x[cols], w[cols], sums.beta, shift="fixed", unit=True, threads=1,
+                                      ends=np.maximum(ends[rows] - start, 0), bias=bias)
+        Zs[rows] = block[:, d]
+        G[rows] = block[:, :d] - np.einsum("id,id->i", x[rows], block[:, :d])[:, None] * x[rows]
         if stop < n:                                          # referred to σ_stop
             weights = w[rows] * np.exp(-slope * (sigma[stop] - sigma[rows]))
             parts[k] = (one.coefficients(x[rows], weights) if angles is None else
@@ -325,6 +330,26 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
     with blas_single_threaded():
         share_out(far, range(1, len(cuts)), max(1, min(threads, len(cuts) - 1)))
     return Zs, G
+
+
+def _own_blocks(beta, x, w, ends, sigma, slope, cuts, threads):
+    """The own triangles of all the blocks of `causal_zonal_sums` in one compiled call
+    (`kernelsums.masked_batch_sums`, the blocks shared among ``threads``): (K, b, d + 1), block k's
+    rows first, the same bits as its own `attention_sums`; None where that call does not apply."""
+    K, d = len(cuts), x.shape[1]
+    sizes = [(stop - start, max(int(ends[stop - 1]), start) - start) for start, stop in cuts]
+    B, C = max(r for r, _ in sizes), max(c for _, c in sizes)
+    if not C:
+        return None
+    X, Y, W = np.zeros((K, B, d)), np.zeros((K, C, d)), np.zeros((K, C))
+    E = np.empty((K, B), dtype=np.int64)
+    a, b = np.empty((K, B)), np.empty((K, C))
+    for k, ((start, stop), (r, c)) in enumerate(zip(cuts, sizes)):
+        X[k, :r], Y[k, :c], W[k, :c] = x[start:stop], x[start:start + c], w[start:start + c]
+        E[k, :r], E[k, r:] = np.maximum(ends[start:stop] - start, 0), c        # padded rows: every column
+        a[k, :r], a[k, r:] = slope * sigma[start:stop], slope * sigma[stop - 1]
+        b[k, :c], b[k, c:] = slope * sigma[start:start + c], slope * sigma[start + max(c - 1, 0)]
+    return masked_batch_sums(X, Y, W, beta, E, None if slope == 0.0 else (a, b), threads)
 
 
 def _causal_blocks(ends, n, b):
