@@ -11,7 +11,8 @@ import meanfield as mf
 import solvers
 from meanfield.transformer.positions import PositionRule
 from solvers.handover import HandOver
-from solvers.lagrangian import layered_velocity_divergence, velocity_divergence
+from solvers.lagrangian import velocity_divergence
+from solvers.layered_lagrangian import layered_velocity_divergence
 from test_causal_continuum import quasi_tokens, signal
 
 
