@@ -263,17 +263,21 @@ def heads_field(z, summed, beta, normalized, heads):
     return F - zF[:, None] * z, tr - (z.shape[1] - 1) * zF
 
 
+def spectral_field(Zs, G, H, beta, normalized=True, v=1.0):
+    """(X (..., d), div_S X (...)) from the spectral sums Zs = e^{−|β|}Z, G = e^{−|β|}∇_S Z/β and
+    H = e^{−|β|}Δ_S Z/β (`meanfield.sums.spectralsums`): (SA) X = v G/Zs, div_S X = v(H/Zs − β|G/Zs|²); (USA) X = v e^{|β|} G,
+    div_S X = v e^{|β|} H (docs/mathematics.md §9, §12)."""
+    if normalized:
+        F = G / Zs[..., None]
+        return v * F, v * (H / Zs - beta * np.einsum("...d,...d->...", F, F))
+    scale = v * np.exp(abs(beta))                       # the spectral sums carry e^{−|β|}
+    return scale * G, scale * H
+
+
 def _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threads):
     """`velocity_divergence` through the spectral sums (see its ``sums``)."""
     Zs, G, H = zonal_sums(beta, x.shape[1], EPSILON, threads, len(z) + len(x)).sums(z, x, w, laplacian=True)
-    if normalized:
-        F = G / Zs[:, None]
-        X = v * F
-        div = v * (H / Zs - beta * np.einsum("nd,nd->n", F, F))
-    else:
-        scale = np.exp(abs(beta))                       # the spectral sums carry e^{−|β|}
-        X = (v * scale) * G
-        div = (v * scale) * H
+    X, div = spectral_field(Zs, G, H, beta, normalized, v)
     if partition:
         return X, div, Zs * np.exp(abs(beta))
     return X, div
@@ -908,5 +912,5 @@ def continuation_solver(solution, nodes=None, **options):
     return Lagrangian(solution.model, nodes, **options)
 
 
-__all__ = ["Lagrangian", "velocity_divergence", "moment_field", "heads_field", "circle_panels", "refine_panels", "lagrangian_continuation",
-           "continuation_solver"]
+__all__ = ["Lagrangian", "velocity_divergence", "moment_field", "spectral_field", "heads_field", "circle_panels",
+           "refine_panels", "lagrangian_continuation", "continuation_solver"]

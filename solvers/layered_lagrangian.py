@@ -11,16 +11,21 @@ one density is by `solvers.lagrangian.Lagrangian` (docs/mathematics.md §9):
 The sums over the labels ordered by position (`causal_moment_sums`) go through the shared kernel-sum
 engine (`meanfield.sums.kernelsums.kernel_sums`).
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 from meanfield.validation import check_callable, check_density_values
 from meanfield.errors import InvalidInput
 from meanfield.sums.kernelsums import kernel_sums
+from meanfield.sums.spectralsums import (EPSILON, choose_layered_sums, layered_error_bound, layered_zonal_sums,
+                                         zonal_sums)
 from meanfield.transformer.positions import PositionRule
 from meanfield.representations.layered import LayeredNodes
 from .base import Solver
-from .lagrangian import Lagrangian, _moment_values, carry_mass, heads_field, moment_field
+from .lagrangian import Lagrangian, LagrangianRun, _moment_values, carry_mass, heads_field, moment_field, spectral_field
 from .layered import takes_position
+
 
 def causal_moment_sums(z, values, rule, beta, M=None, chunk=512):
     """The prefix sums (S, c), e^{c_i} S_i = Σ_m W_im Σ_j e^{β⟨z_i, M x_mj⟩} values_mj, of labels in (σ, x).
@@ -54,13 +59,18 @@ def causal_moment_sums(z, values, rule, beta, M=None, chunk=512):
 
 
 def layered_velocity_divergence(z, weights, rule, beta, *, normalized=True, v=1.0, heads=None, chunk=512,
-                                rules=None):
+                                rules=None, sums="direct", threads=1):
     """X_σ and div_S X_σ at labels in (σ, x): ``z`` (P·q, n, d) the labels of the density ρ(s_m, ·) at each
     node of ``rule``, ``weights`` (P·q, n) their masses (each row a probability). The field of a label at
     s_i is that of `velocity_divergence` for the prefix mean ρ̄(s_i) = ∫_0^{s_i} k_λ(s_i, r) ρ(r) dr
     (docs/causal.md; (SA) and (USA), zonal or general heads), its moments from `causal_moment_sums`.
     ``rules``: one rule per head (the same nodes, head h's own ALiBi slope λ_h), default ``rule`` for all.
-    Returns X (P·q, n, d), div (P·q, n)."""
+    ``sums``: "direct" (above) or "spectral" (zonal models on S^1, S^2: `layered_spectral_field`, on
+    ``threads`` threads). Returns X (P·q, n, d), div (P·q, n)."""
+    if sums == "spectral":
+        if heads is not None:
+            raise InvalidInput("`heads`: general attention has direct sums only (`sums` must be 'direct').")
+        return layered_spectral_field(z, weights, rule, beta, normalized=normalized, v=v, threads=threads)[:2]
     shape = z.shape
     flat = z.reshape(-1, shape[-1])
     values = _moment_values(flat, np.asarray(weights, dtype=float).ravel()).reshape(shape[:2] + (-1,))
@@ -71,6 +81,24 @@ def layered_velocity_divergence(z, weights, rule, beta, *, normalized=True, v=1.
         X, div = heads_field(flat, lambda M, h: causal_moment_sums(z, values, rule if rules is None else rules[h],
                                                                     beta, M=M, chunk=chunk), beta, normalized, heads)
     return X.reshape(shape), div.reshape(shape[:2])
+
+
+def layered_spectral_field(z, weights, rule, beta, *, normalized=True, v=1.0, threads=1):
+    """X_σ, div_S X_σ at labels in (σ, x) (as `layered_velocity_divergence`, zonal models on S^1 and S^2) through
+    the spectral prefix sums Zs, G, H of `meanfield.sums.spectralsums.layered_zonal_sums` ((SA) X = v G/Zs,
+    div_S X = v(H/Zs − β|G/Zs|²); (USA) X = v e^{|β|}G, div_S X = v e^{|β|}H:
+    `solvers.lagrangian.spectral_field`), and the bound on their relative error
+    (`meanfield.sums.spectralsums.layered_error_bound`). Returns (X (M, n, d), div (M, n), bound)."""
+    Zs, G, H = layered_zonal_sums(zonal_sums(beta, z.shape[-1], EPSILON), z, weights, rule, threads)
+    X, div = spectral_field(Zs, G, H, beta, normalized, v)
+    return X, div, layered_error_bound(Zs, weights, rule)
+
+
+@dataclass(eq=False, slots=True)
+class LayeredRun(LagrangianRun):
+    """The per-run values of a `LayeredLagrangian` run."""
+
+    label_state: np.ndarray = None    # the labels (M, n [+ m], d) of the last right-hand side (the sums' choice)
 
 
 class LayeredLagrangian(Lagrangian):
@@ -88,15 +116,13 @@ class LayeredLagrangian(Lagrangian):
     """
 
     normalizations = ("post", "sqrt-depth")
+    run_type = LayeredRun
     diagnostic_names = ("mass", "max_density", "min_density", "error_estimate", "nodes")
 
     def __init__(self, model, nodes=None, *, positions=None, **options):
         if isinstance(positions, str):
             raise InvalidInput("`positions` of a Lagrangian run is a number M (a multiple of 8) or a PositionRule "
                              f"(the labels carry every position exactly: no 'auto'); got {positions!r}.")
-        if options.get("sums", "auto") == "spectral":
-            raise InvalidInput("`sums` of a layered Lagrangian run is 'auto' or 'direct': the own panel's prefix "
-                             "weights do not factorise into the spectral sums' blocks.")
         Lagrangian.__init__(self, model, nodes, positions=positions, **options)
         lam = model.position_biases[0]
         self.layers = positions if isinstance(positions, PositionRule) else PositionRule(positions, lam)
@@ -106,16 +132,23 @@ class LayeredLagrangian(Lagrangian):
         self.head_rules = [self.layers if slope == lam else PositionRule(self.layers.size, slope, self.layers.breaks)
                            for slope in model.position_biases]
         self.positions = self.layers.size
-        self.sums = "direct"
 
     def _rhs(self, run, t, y):
         """ẋ = X_σ(x), ℓ̇ = div_S X_σ(x) for the labels of every position (and the companion's)."""
         d = self.model.dim
         x = y[..., :d] / np.linalg.norm(y[..., :d], axis=-1, keepdims=True)
         out = np.empty_like(y)
-        for (sl, w), _ in zip(run.systems, run.system_sums):
-            X, div = layered_velocity_divergence(x[:, sl], w, self.layers, self.model.beta, normalized=self.normalized,
-                                                 v=self.v, heads=self.heads, chunk=self.chunk, rules=self.head_rules)
+        run.label_state = x
+        for k, ((sl, w), sums) in enumerate(zip(run.systems, run.system_sums)):
+            if sums == "spectral":
+                X, div, bound = layered_spectral_field(x[:, sl], w, self.layers, self.model.beta,
+                                                       normalized=self.normalized, v=self.v, threads=self.threads)
+                if k == 0:                             # the fine labels' bound: the largest over the run
+                    run.sums_error_bound = max(run.sums_error_bound, bound)
+            else:
+                X, div = layered_velocity_divergence(x[:, sl], w, self.layers, self.model.beta,
+                                                     normalized=self.normalized, v=self.v, heads=self.heads,
+                                                     chunk=self.chunk, rules=self.head_rules)
             X, div = self._with_feedforward(x[:, sl], *self._scaled(t, None, None, X, div))
             out[:, sl, :d] = X
             out[:, sl, d] = div
@@ -131,12 +164,13 @@ class LayeredLagrangian(Lagrangian):
             run.systems.append((slice(n, n + len(self.coarse[1])), self.coarse[1] * coarse_values))
         run.rep = LayeredNodes(self.layers, self.labels, self.q, values, companion, panels=self.panels,
                                cluster_tol=self.cluster_tol, min_mass=self.min_mass)
+        if state is None:
+            pts = self.labels if companion is None else np.concatenate([self.labels, companion[0]])
+            one = np.concatenate([pts, np.zeros((len(pts), 1))], axis=1)
+            state = np.repeat(one[None], self.positions, axis=0)
+        run.label_state = state[..., :self.model.dim]
         self._choose_sums(run)
-        if state is not None:
-            return state
-        pts = self.labels if companion is None else np.concatenate([self.labels, companion[0]])
-        one = np.concatenate([pts, np.zeros((len(pts), 1))], axis=1)
-        return np.repeat(one[None], self.positions, axis=0)
+        return state
 
     def _to_data(self, run, y):
         d = self.model.dim
@@ -145,8 +179,13 @@ class LayeredLagrangian(Lagrangian):
         return out
 
     def _choose_sums(self, run):
-        run.system_sums = ["direct"] * len(run.systems)
-        run.sums, run.sums_error_bound = "direct", 0.0
+        """The sums of each system of labels at the run's labels ``run.label_state`` (`meanfield.sums.spectralsums.
+        choose_layered_sums`: spectral for "auto" where faster and the bound at these labels is at most
+        ``sums_tol``); the fine labels' are recorded, their bound then the largest met in the run."""
+        chosen = [choose_layered_sums(self.sums, self.model, run.label_state[:, sl], w, self.layers, tol=self.sums_tol,
+                                      threads=self.threads) for sl, w in run.systems]
+        run.system_sums = [kind for kind, _ in chosen]
+        run.sums, run.sums_error_bound = chosen[0]
 
     def _per_position(self, values_at):
         """Stack values_at(s_i) over the nodes; a ValueError names the position."""
@@ -184,7 +223,7 @@ class LayeredLagrangian(Lagrangian):
             run.systems = [(slice(0, rep.n), rep.weights)]
             if rep.companion is not None:
                 run.systems.append((slice(rep.n, data.shape[1]), rep.companion[1] * rep.companion[2]))
-            run.rep = rep
+            run.rep, run.label_state = rep, data[..., :self.model.dim]
             self._choose_sums(run)
             return data
         if not (rep.is_density and rep.layered):
@@ -233,4 +272,4 @@ class LayeredLagrangian(Lagrangian):
                          "fixed labels: pass `nodes` or `panels`.")
 
 
-__all__ = ["LayeredLagrangian", "layered_velocity_divergence", "causal_moment_sums"]
+__all__ = ["LayeredLagrangian", "layered_velocity_divergence", "layered_spectral_field", "causal_moment_sums"]
