@@ -203,10 +203,10 @@ class ZonalSums:
             return self._circle(x, coeff, laplacian)
         return self._sphere(x, coeff, laplacian)
 
-    def _circle(self, x, coeff, laplacian):
+    def _circle(self, x, coeff, laplacian, angles=None):
 
         eps, nt = self.epsilon, self.threads
-        tx = circle_angles(x)
+        tx = circle_angles(x) if angles is None else angles
         parts = 3 if laplacian else 2
         values = nufft.u2nu(grid=self._multipliers[:parts] * coeff, coord=tx[:, None], forward=False, epsilon=eps,
                             nthreads=nt).real
@@ -380,22 +380,22 @@ def layered_zonal_sums(sums, x, w, rule, threads=1):
     one = _zonal_sums(sums.beta, sums.dim, sums.epsilon, 1)            # each node's transforms on one thread
     angles, coeff = [None] * M, [None] * M
 
-    def analysis(i):
-        if d == 3:
-            angles[i] = sphere_angles(x[i])
-        coeff[i] = coefficients(x[i], w[i], one.lmax, one.epsilon, 1, loc=None if d == 2 else angles[i][0])
+    synthesis = one._circle if d == 2 else one._sphere
+
+    def analysis(i):                                          # the angles of a node's labels, once for both passes
+        angles[i] = circle_angles(x[i]) if d == 2 else sphere_angles(x[i])
+        coeff[i] = coefficients(x[i], w[i], one.lmax, one.epsilon, 1, loc=angles[i] if d == 2 else angles[i][0])
 
     Zs, G, H = np.empty((M, n)), np.empty((M, n, d)), np.empty((M, n))
 
-    def synthesis(i):
-        out = one._circle(x[i], prefix[i], True) if d == 2 else one._sphere(x[i], prefix[i], True, angles[i])
-        Zs[i], G[i], H[i] = out
+    def at_labels(i):
+        Zs[i], G[i], H[i] = synthesis(x[i], prefix[i], True, angles[i])
 
     workers = max(1, min(threads, M))
     with blas_single_threaded():
         share_out(analysis, range(M), workers)
         prefix = rule.prefix_mean(np.stack(coeff))
-        share_out(synthesis, range(M), workers)
+        share_out(at_labels, range(M), workers)
     return Zs, G, H
 
 
@@ -418,13 +418,14 @@ def coefficients(x, w, lmax, epsilon=EPSILON, threads=1, loc=None):
     """The coefficients of μ = Σ_j w_j δ_{x_j} on S^1 or S^2 up to degree ``lmax``, by one adjoint
     nonuniform transform: μ̂_k = Σ_j w_j e^{−ikθ_j}, k = −lmax..lmax (S^1), or μ̂_lm = Σ_j w_j Y*_lm(x_j),
     m >= 0 in ducc0's (healpy) order (S^2; orthonormal Y_lm on the unit sphere). ``loc``: the points'
-    (colatitude, longitude) when they are known (`sphere_angles`)."""
+    (colatitude, longitude) when they are known (`sphere_angles`; on S^1 the angles θ_j)."""
 
     x = np.asarray(x, dtype=float)
     w = np.ascontiguousarray(w, dtype=float)
     threads = max(1, min(threads, len(x) // POINTS_PER_THREAD))
     if x.shape[-1] == 2:
-        return nufft.nu2u(points=w.astype(complex), coord=circle_angles(x)[:, None], forward=True, epsilon=epsilon,
+        coord = circle_angles(x) if loc is None else loc
+        return nufft.nu2u(points=w.astype(complex), coord=coord[:, None], forward=True, epsilon=epsilon,
                           nthreads=threads, out=np.empty(2 * lmax + 1, dtype=complex))
     loc = sphere_angles(x, threads)[0] if loc is None else loc
     # ducc0's adjoint transform shares its points poorly among threads (1.2x on two): the points go
