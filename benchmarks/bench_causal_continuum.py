@@ -13,14 +13,21 @@ Labels in (σ, x) (`solvers.Lagrangian` with ``positions``, docs/causal.md "Thro
 RHS with n labels per position against M unmasked Lagrangian RHS with n labels (ratio_M, about M/2 + 8:
 every position sees the labels of all earlier ones) and against one unmasked RHS with all M·n labels
 (ratio_all, about 1/2 + 8/M: the triangle of the causal sums plus the own panels).
+
+Spectral prefix sums of the labels (``sums="spectral"``, `meanfield.sums.spectralsums.layered_zonal_sums`; issue 47),
+(SA), β = 4, λ = 1: one layered RHS with n labels per position against one unmasked spectral RHS of n labels
+(ratio_1, target <= 20) and against the direct layered sums (speed-up, target >= 20; one call, seconds), and
+on 1 against 2 threads (target >= 1.6). ``--spectral`` runs this table alone; ``--no-direct`` skips the
+direct sums (a minute on S^1 at n = 8192).
 """
+import os
 import sys
 
 import numpy as np
 
 import meanfield as mf
 import solvers
-from _timing import interleaved
+from _timing import best, interleaved
 
 
 def density(x, s):
@@ -63,6 +70,34 @@ def main_lagrangian(quick=False):
               f"{layered / plain:>8.2f} {layered / whole:>10.2f}")
 
 
+def spectral_case(dim, n, M, repeat, direct=True):
+    """(layered spectral RHS on 1 thread, on 2 threads, one unmasked spectral RHS of n labels, the direct
+    layered RHS or nan) in seconds."""
+    model = mf.Model(4.0, dim, mask="causal", position_bias=1.0)
+    layered = [solvers.Lagrangian(model, n, positions=M, estimate=False, sums="spectral", threads=k).start(density)
+               for k in (1, 2)]
+    one = solvers.Lagrangian(mf.Model(4.0, dim), n, estimate=False, sums="spectral", threads=1).start(
+        lambda x: density(x, 0.5))
+    t1, t2, t_one = interleaved([lambda: layered[0].rhs(0.0, layered[0].y0), lambda: layered[1].rhs(0.0, layered[1].y0),
+                                 lambda: one.rhs(0.0, one.y0)], repeat)
+    t_direct = np.nan
+    if direct:
+        slow = solvers.Lagrangian(model, n, positions=M, estimate=False, sums="direct", threads=1).start(density)
+        t_direct = best(lambda: slow.rhs(0.0, slow.y0), 1)
+    return t1, t2, t_one, t_direct
+
+
+def main_spectral(quick=False, direct=True):
+    repeat = 3 if quick else 7
+    cases = [(3, 2048, 32), (2, 8192, 32)] if not quick else [(3, 512, 16), (2, 2048, 16)]
+    print(f"\nspectral labels, (SA) beta = 4, {os.getloadavg()[0]:.1f} load: {'domain':7} {'n':>5} {'M':>4} "
+          f"{'layered (ms)':>13} {'ratio_1':>8} {'direct (ms)':>12} {'speed-up':>9} {'2 threads':>10}")
+    for dim, n, M in cases:
+        t1, t2, t_one, t_direct = spectral_case(dim, n, M, repeat, direct)
+        print(f"{'':39}S^{dim - 1:<5} {n:>5} {M:>4} {1e3 * t1:>13.1f} {t1 / t_one:>8.1f} {1e3 * t_direct:>12.0f} "
+              f"{t_direct / t1:>9.0f} {t1 / t2:>9.2f}x")
+
+
 def main(quick=False):
     repeat = 5 if quick else 20
     cases = [(2, 64, 64), (2, 256, 128), (3, 31, 32), (3, 63, 64)] if not quick else [(2, 64, 32), (3, 31, 16)]
@@ -80,5 +115,8 @@ def main(quick=False):
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
-    main_lagrangian(quick="--quick" in sys.argv)
+    print(os.popen("uptime").read().strip())
+    if "--spectral" not in sys.argv:
+        main(quick="--quick" in sys.argv)
+        main_lagrangian(quick="--quick" in sys.argv)
+    main_spectral(quick="--quick" in sys.argv, direct="--no-direct" not in sys.argv)

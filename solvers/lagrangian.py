@@ -44,6 +44,7 @@ Noise: with ν > 0 the density is not transported by any flow map (diffusion spr
 into a law), so the characteristics carry no diffusion and the model raises `UnsupportedModel`.
 """
 import functools
+import importlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,13 +56,12 @@ from meanfield.sums.kernelsums import kernel_sums
 from meanfield.spaces.geodesic import tangent_frame
 from meanfield.transformer.normalization import alpha, carries_radius, label_rates
 from meanfield.spaces.quadrature import circle_points, gauss_legendre, trapezoid
-from meanfield.transformer.positions import PositionRule
 from meanfield.representations.lagrangian import LagrangianNodes, monotone_lift
 from meanfield.representations.layered import LayeredNodes
 from meanfield.sums.spectralsums import EPSILON, check_sums, choose_sums, zonal_sums
 from .base import Run, Solver
 from .bases import ResolutionPolicy
-from .layered import check_positions_model, signature_of_init, takes_position
+from .layered import check_positions_model, signature_of_init
 from meanfield.observables.wasserstein import wasserstein
 
 _SPAN_TOL = 1e-12
@@ -70,6 +70,7 @@ MAX_DEFAULT_NODES = {2: 4100, 3: 4608}     # the cap of the labels chosen from a
 LAYERED_MAX_NODES = {2: 256, 3: 512}       # the same, per position, for labels in (σ, x) (a step costs O((Mn)²))
 ZONAL_DIAGNOSTICS = frozenset({"energy", "energy_rate_identity"})   # defined for the gradient flow of E_β only
 BYTES_PER_NODE = 1000      # measured working memory of a run per label (state, stages, companion, kernel sums)
+LAYERED_MODULE = "solvers.layered_lagrangian"     # `LayeredLagrangian`, what ``positions`` builds
 
 
 def circle_panels(edges, order):
@@ -262,71 +263,24 @@ def heads_field(z, summed, beta, normalized, heads):
     return F - zF[:, None] * z, tr - (z.shape[1] - 1) * zF
 
 
+def spectral_field(Zs, G, H, beta, normalized=True, v=1.0):
+    """(X (..., d), div_S X (...)) from the spectral sums Zs = e^{−|β|}Z, G = e^{−|β|}∇_S Z/β and
+    H = e^{−|β|}Δ_S Z/β (`meanfield.sums.spectralsums`): (SA) X = v G/Zs, div_S X = v(H/Zs − β|G/Zs|²); (USA) X = v e^{|β|} G,
+    div_S X = v e^{|β|} H (docs/mathematics.md §9, §12)."""
+    if normalized:
+        F = G / Zs[..., None]
+        return v * F, v * (H / Zs - beta * np.einsum("...d,...d->...", F, F))
+    scale = v * np.exp(abs(beta))                       # the spectral sums carry e^{−|β|}
+    return scale * G, scale * H
+
+
 def _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threads):
     """`velocity_divergence` through the spectral sums (see its ``sums``)."""
     Zs, G, H = zonal_sums(beta, x.shape[1], EPSILON, threads, len(z) + len(x)).sums(z, x, w, laplacian=True)
-    if normalized:
-        F = G / Zs[:, None]
-        X = v * F
-        div = v * (H / Zs - beta * np.einsum("nd,nd->n", F, F))
-    else:
-        scale = np.exp(abs(beta))                       # the spectral sums carry e^{−|β|}
-        X = (v * scale) * G
-        div = (v * scale) * H
+    X, div = spectral_field(Zs, G, H, beta, normalized, v)
     if partition:
         return X, div, Zs * np.exp(abs(beta))
     return X, div
-
-
-def causal_moment_sums(z, values, rule, beta, M=None, chunk=512):
-    """The prefix sums (S, c), e^{c_i} S_i = Σ_m W_im Σ_j e^{β⟨z_i, M x_mj⟩} values_mj, of labels in (σ, x).
-
-    ``z`` (P·q, n, d): the n labels x_mj of the density at each node s_m of the position rule ``rule``
-    (`meanfield.transformer.positions.PositionRule`, axis 0 in order); ``values`` (P·q, n, p) their moment columns.
-    W_im are the prefix weights of `PositionRule.prefix_parts`, ρ̄(s_i) = Σ_m W_im ρ(s_m), so that the sums
-    are those of the prefix mean ∫_0^{s_i} k_λ(s_i, r) ρ(r) dr (docs/causal.md). The earlier panels go in
-    one pass of `meanfield.sums.kernelsums.kernel_sums` with a causal ``ends`` and the ALiBi ``bias``
-    λ(b_p − s_i); the own panel (weights not factorising in i, m) in one pass per node. Returns S
-    (P·q·n, p) and c (P·q·n,) for the labels flattened in order."""
-    Mpos, n, d = z.shape
-    window, across, inner = rule.prefix_parts()
-    q = across.shape[1]
-    flat, vals = z.reshape(-1, d), values.reshape(Mpos * n, -1)
-    node = np.repeat(np.arange(Mpos), n)
-    panel = node // q
-    ends = panel * q * n                                    # a label sees the panels before its own
-    bias = (rule.lam * rule.nodes[node], rule.lam * rule.breaks[1:][panel])
-    S, c = kernel_sums(flat, flat, vals * across.ravel()[node][:, None], beta, M=M, chunk=chunk, ends=ends, bias=bias)
-    c = np.where(ends > 0, np.broadcast_to(c, ends.shape), -np.inf)
-    for i in range(Mpos):
-        p, rows = i // q, slice(i * n, (i + 1) * n)
-        cols = slice(p * q * n, (p + 1) * q * n)
-        Si, ci = kernel_sums(z[i], flat[cols], vals[cols] * np.repeat(inner[p, i % q], n)[:, None], beta, M=M,
-                             chunk=chunk)
-        top = np.maximum(c[rows], ci)
-        S[rows] = S[rows] * np.exp(c[rows] - top)[:, None] + Si * np.exp(ci - top)[:, None]
-        c[rows] = top
-    return S * window[node][:, None], c
-
-
-def layered_velocity_divergence(z, weights, rule, beta, *, normalized=True, v=1.0, heads=None, chunk=512,
-                                rules=None):
-    """X_σ and div_S X_σ at labels in (σ, x): ``z`` (P·q, n, d) the labels of the density ρ(s_m, ·) at each
-    node of ``rule``, ``weights`` (P·q, n) their masses (each row a probability). The field of a label at
-    s_i is that of `velocity_divergence` for the prefix mean ρ̄(s_i) = ∫_0^{s_i} k_λ(s_i, r) ρ(r) dr
-    (docs/causal.md; (SA) and (USA), zonal or general heads), its moments from `causal_moment_sums`.
-    ``rules``: one rule per head (the same nodes, head h's own ALiBi slope λ_h), default ``rule`` for all.
-    Returns X (P·q, n, d), div (P·q, n)."""
-    shape = z.shape
-    flat = z.reshape(-1, shape[-1])
-    values = _moment_values(flat, np.asarray(weights, dtype=float).ravel()).reshape(shape[:2] + (-1,))
-    if heads is None:
-        S, c = causal_moment_sums(z, values, rule, beta, chunk=chunk)
-        X, div = moment_field(flat, S, c, beta, normalized, v)
-    else:
-        X, div = heads_field(flat, lambda M, h: causal_moment_sums(z, values, rule if rules is None else rules[h],
-                                                                    beta, M=M, chunk=chunk), beta, normalized, heads)
-    return X.reshape(shape), div.reshape(shape[:2])
 
 
 def carry_mass(values, q, mass):
@@ -481,8 +435,8 @@ class Lagrangian(Solver):
                         "w1_to_dirac", "max_density", "min_density", "error_estimate", "nodes")
 
     def __new__(cls, *args, positions=None, **options):
-        if cls is Lagrangian and positions is not None:
-            cls = LayeredLagrangian
+        if cls is Lagrangian and positions is not None:       # its module imports this one: found by name
+            cls = importlib.import_module(LAYERED_MODULE).LayeredLagrangian
         return super().__new__(cls)
 
     def __init__(self, model, nodes=None, *, panels=None, order=8, estimate=True, cluster_tol=1e-3, min_mass=1e-2,
@@ -909,166 +863,6 @@ class Lagrangian(Solver):
 Lagrangian.__signature__ = signature_of_init(Lagrangian)
 
 
-class LayeredLagrangian(Lagrangian):
-    """`Lagrangian` of a masked model (``positions=M`` or a `meanfield.transformer.positions.PositionRule`): labels in (σ, x).
-
-    At each node s_i of the position rule the density ρ(s_i, ·) is carried by its own labels (the rule of
-    `Lagrangian` in x; masses w_ij = q_j ρ_0(s_i, y_j)). A label at s_i moves in the causal field X_{s_i} of
-    the prefix mean ρ̄(s_i) = ∫_0^{s_i} k_λ(s_i, r) ρ(r) dr (docs/causal.md; both masks have this continuum),
-    its log-Jacobian by div_S X_{s_i} (`layered_velocity_divergence`: direct kernel sums, causal ``ends`` and
-    the ALiBi ``bias`` over the labels ordered by position). The masses per position are exact invariants.
-    Initial data: ρ0(x, s) or ρ0(x), a layered density Solution (the hand-over of `FourierCircle` /
-    `SphericalHarmonics` with ``positions``) or a layered Lagrangian Solution (continued exactly).
-    Normalisation "post" or "sqrt-depth"; diagnostics ``mass`` (joint), ``max_density``, ``min_density``,
-    ``error_estimate`` (the largest over the positions), ``nodes`` (labels per position).
-    """
-
-    normalizations = ("post", "sqrt-depth")
-    diagnostic_names = ("mass", "max_density", "min_density", "error_estimate", "nodes")
-
-    def __init__(self, model, nodes=None, *, positions=None, **options):
-        if isinstance(positions, str):
-            raise InvalidInput("`positions` of a Lagrangian run is a number M (a multiple of 8) or a PositionRule "
-                             f"(the labels carry every position exactly: no 'auto'); got {positions!r}.")
-        if options.get("sums", "auto") == "spectral":
-            raise InvalidInput("`sums` of a layered Lagrangian run is 'auto' or 'direct': the own panel's prefix "
-                             "weights do not factorise into the spectral sums' blocks.")
-        Lagrangian.__init__(self, model, nodes, positions=positions, **options)
-        lam = model.position_biases[0]
-        self.layers = positions if isinstance(positions, PositionRule) else PositionRule(positions, lam)
-        if self.layers.lam != lam:
-            raise InvalidInput(f"`positions`: the rule has position_bias {self.layers.lam:g}, the model's first head "
-                             f"{lam:g}.")
-        self.head_rules = [self.layers if slope == lam else PositionRule(self.layers.size, slope, self.layers.breaks)
-                           for slope in model.position_biases]
-        self.positions = self.layers.size
-        self.sums = "direct"
-
-    def _rhs(self, run, t, y):
-        """ẋ = X_σ(x), ℓ̇ = div_S X_σ(x) for the labels of every position (and the companion's)."""
-        d = self.model.dim
-        x = y[..., :d] / np.linalg.norm(y[..., :d], axis=-1, keepdims=True)
-        out = np.empty_like(y)
-        for (sl, w), _ in zip(run.systems, run.system_sums):
-            X, div = layered_velocity_divergence(x[:, sl], w, self.layers, self.model.beta, normalized=self.normalized,
-                                                 v=self.v, heads=self.heads, chunk=self.chunk, rules=self.head_rules)
-            X, div = self._with_feedforward(x[:, sl], *self._scaled(t, None, None, X, div))
-            out[:, sl, :d] = X
-            out[:, sl, d] = div
-        return out
-
-    def _start_run(self, run, values, coarse_values, labels=None, coarse_labels=None, state=None):
-        """The labels of every position (``values`` (M, n) ρ_0(s_i, y_j)) and the initial state (M, n [+ m], d + 1)."""
-        n = self.nodes
-        run.systems = [(slice(0, n), self.q * values)]
-        companion = None
-        if coarse_values is not None:
-            companion = (self.coarse[0], self.coarse[1], coarse_values)
-            run.systems.append((slice(n, n + len(self.coarse[1])), self.coarse[1] * coarse_values))
-        run.rep = LayeredNodes(self.layers, self.labels, self.q, values, companion, panels=self.panels,
-                               cluster_tol=self.cluster_tol, min_mass=self.min_mass)
-        self._choose_sums(run)
-        if state is not None:
-            return state
-        pts = self.labels if companion is None else np.concatenate([self.labels, companion[0]])
-        one = np.concatenate([pts, np.zeros((len(pts), 1))], axis=1)
-        return np.repeat(one[None], self.positions, axis=0)
-
-    def _to_data(self, run, y):
-        d = self.model.dim
-        out = np.array(y, dtype=float, copy=True)
-        out[..., :d] /= np.linalg.norm(out[..., :d], axis=-1, keepdims=True)
-        return out
-
-    def _choose_sums(self, run):
-        run.system_sums = ["direct"] * len(run.systems)
-        run.sums, run.sums_error_bound = "direct", 0.0
-
-    def _per_position(self, values_at):
-        """Stack values_at(s_i) over the nodes; a ValueError names the position."""
-        rows = []
-        for i, s in enumerate(self.layers.nodes):
-            try:
-                rows.append(values_at(s))
-            except ValueError as exc:
-                raise InvalidInput(f"{exc} (at the position s={s:.6g}, node {i} of {self.positions})") from None
-        return np.stack(rows)
-
-    def _initial_from_callable(self, run, rho0, normalize):
-        """ρ0(x, s) (or ρ0(x)) at the labels of each node, mass 1 per position within 1e-6 (or rescaled)."""
-        check_callable(rho0, "rho0")
-        at = (lambda s: lambda x: rho0(x, s)) if takes_position(rho0) else (lambda s: rho0)
-
-        def values(s, pts, q):
-            v, mass = check_density_values(self._values(at(s), pts, "rho0"), "rho0", quadrature_weights=q,
-                                           normalize=normalize)
-            return v, mass
-
-        fine = self._per_position(lambda s: values(s, self.labels, self.q)[0])
-        coarse = None
-        if self.estimate:
-            coarse = self._per_position(lambda s: values(s, self.coarse[0], self.coarse[1])[0] if normalize else
-                                        self._values(at(s), self.coarse[0], "rho0"))
-        return self._start_run(run, fine, coarse)
-
-    def _initial_from_solution(self, run, sol):
-        """Continue a layered Lagrangian Solution exactly, or a layered density Solution from its density at
-        the labels of each node (interpolated in σ where the rules differ)."""
-        rep = sol.representation
-        if isinstance(rep, LayeredNodes):
-            data = np.array(sol.data[-1], dtype=float)
-            run.systems = [(slice(0, rep.n), rep.weights)]
-            if rep.companion is not None:
-                run.systems.append((slice(rep.n, data.shape[1]), rep.companion[1] * rep.companion[2]))
-            run.rep = rep
-            self._choose_sums(run)
-            return data
-        if not (rep.is_density and rep.layered):
-            raise InvalidInput("`initial`: a layered Lagrangian run continues layered density Solutions (a masked "
-                             "FourierCircle / SphericalHarmonics run with positions) or a density callable ρ0(x, s).")
-        data = sol.data[-1]
-        values = (lambda pts, q: self._per_position(lambda s: carry_mass(
-            self._clipped(sol.density(pts, -1, position=s)), q, rep.mass(data, position=s))))
-        return self._start_run(run, values(self.labels, self.q), values(*self.coarse[:2]) if self.estimate else None)
-
-    @staticmethod
-    def _clipped(vals):
-        """Density values at the labels; round-off negatives (|ρ| <= 1e-8 max ρ) become 0."""
-        vals = np.asarray(vals, dtype=float)
-        top = float(vals.max())
-        if not np.all(np.isfinite(vals)) or vals.min() < -1e-8 * top:
-            raise InvalidInput(f"`initial`: the Solution's density is not finite or negative at the labels (min "
-                             f"{vals.min():.3g}, max {top:.3g}); continue from an earlier, resolved time.")
-        return np.clip(vals, 0.0, None)
-
-    def _initial_from_grid(self, run, grid, normalize):
-        return Solver._initial_from_grid(self, run, grid, normalize)
-
-    def _diagnostics(self, run, t, y):
-        """Joint mass, ρ range over the labels of all positions, error estimate, labels per position."""
-        rep, data, out = run.rep, self._to_data(run, y), {}
-        if "mass" in self.diagnostics:
-            out["mass"] = rep.mass(data)
-        if self.diagnostics & {"max_density", "min_density"}:
-            rho = rep.node_density(data)
-            out.update({"max_density": float(rho.max()), "min_density": float(rho.min())})
-        if "error_estimate" in self.diagnostics:
-            est = np.nan
-            if self.model.dim == 2 or t >= run.t_eval[-1]:
-                est = run.last_estimate = rep.error_estimate(data)
-            out["error_estimate"] = est
-        if "nodes" in self.diagnostics:
-            out["nodes"] = float(rep.n)
-        return out
-
-    def _stats(self, run):
-        return {**Lagrangian._stats(self, run), "positions": self.positions}
-
-    def solve_adaptive(self, initial, t_eval, **options):
-        raise InvalidInput("`solve_adaptive` refines the labels of one density; a layered run (`positions`) has "
-                         "fixed labels: pass `nodes` or `panels`.")
-
-
 def refine_panels(edges, order, positions, gap):
     """New panel edges: split at the labels on both sides of every gap > ``gap`` between consecutive
     nodes (cyclic, at ``positions`` (n, 2) of the composite Gauss–Legendre labels on ``edges``)."""
@@ -1118,6 +912,5 @@ def continuation_solver(solution, nodes=None, **options):
     return Lagrangian(solution.model, nodes, **options)
 
 
-__all__ = ["Lagrangian", "LayeredLagrangian", "velocity_divergence", "layered_velocity_divergence",
-           "causal_moment_sums", "moment_field", "heads_field", "circle_panels", "refine_panels", "lagrangian_continuation",
-           "continuation_solver"]
+__all__ = ["Lagrangian", "velocity_divergence", "moment_field", "spectral_field", "heads_field", "circle_panels",
+           "refine_panels", "lagrangian_continuation", "continuation_solver"]

@@ -208,7 +208,8 @@ def test_the_infinite_slope_limit():
 def test_the_labels_at_a_huge_slope(dim):
     """The labels in (σ, x) at λ = 1e300: the field at each position is the unmasked field of that position's
     own labels (ρ̄ = ρ) to 1e-12, and a short run at λ = 1e6 is finite and moves."""
-    from solvers.lagrangian import layered_velocity_divergence, velocity_divergence
+    from solvers.lagrangian import velocity_divergence
+    from solvers.layered_lagrangian import layered_velocity_divergence
     rng = np.random.default_rng(3)
     rule, n = PositionRule(16, 1e300), 10
     z = rng.normal(size=(16, n, dim))

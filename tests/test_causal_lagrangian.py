@@ -11,7 +11,8 @@ import meanfield as mf
 import solvers
 from meanfield.transformer.positions import PositionRule
 from solvers.handover import HandOver
-from solvers.lagrangian import layered_velocity_divergence, velocity_divergence
+from solvers.lagrangian import velocity_divergence
+from solvers.layered_lagrangian import layered_velocity_divergence
 from test_causal_continuum import quasi_tokens, signal
 
 
@@ -215,8 +216,10 @@ def test_positions_are_checked():
         solvers.Lagrangian(causal(1.0), 64, positions=12)
     with pytest.raises(ValueError, match="`positions`"):
         solvers.Lagrangian(causal(1.0), 64, positions="auto")
-    with pytest.raises(ValueError, match="`sums`"):
-        solvers.Lagrangian(causal(1.0), 64, positions=8, sums="spectral")
+    with pytest.raises(ValueError, match="`sums`.*zonal"):          # the spectral prefix sums: zonal models only
+        solvers.Lagrangian(causal(1.0, Q=np.diag([1.0, 2.0])), 64, positions=8, sums="spectral")
+    with pytest.raises(ValueError, match="`sums`.*normalization"):
+        solvers.Lagrangian(causal(1.0, normalization="sqrt-depth"), 64, positions=8, sums="spectral")
     with pytest.raises(mf.UnsupportedModel, match="`normalization`"):
         solvers.Lagrangian(causal(1.0, normalization="ngpt"), 64, positions=8)
     with pytest.raises(ValueError, match="`rho0`.*position s="):

@@ -154,7 +154,7 @@ def test_a_report_notes_the_mass_of_the_solvers_that_hold_it_by_construction(nam
     import solvers  # noqa: F401  (the solver classes)
     from meanfield.experiments.run import _mass_by_construction
     from solvers.fourier import LayeredFourierCircle
-    from solvers.lagrangian import LayeredLagrangian
+    from solvers.layered_lagrangian import LayeredLagrangian
 
     assert LayeredFourierCircle.mass_by_construction and LayeredLagrangian.mass_by_construction
     assert _mass_by_construction(types.SimpleNamespace(solver=name)) is noted

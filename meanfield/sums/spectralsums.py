@@ -203,10 +203,10 @@ class ZonalSums:
             return self._circle(x, coeff, laplacian)
         return self._sphere(x, coeff, laplacian)
 
-    def _circle(self, x, coeff, laplacian):
+    def _circle(self, x, coeff, laplacian, angles=None):
 
         eps, nt = self.epsilon, self.threads
-        tx = circle_angles(x)
+        tx = circle_angles(x) if angles is None else angles
         parts = 3 if laplacian else 2
         values = nufft.u2nu(grid=self._multipliers[:parts] * coeff, coord=tx[:, None], forward=False, epsilon=eps,
                             nthreads=nt).real
@@ -382,17 +382,75 @@ def masked_error_bound(weights, beta, normaliser, includes_self, epsilon=EPSILON
         return float(np.max(epsilon * D[live] / np.maximum(own, floor)))
 
 
+def layered_zonal_sums(sums, x, w, rule, threads=1):
+    """The sums of a `ZonalSums` for labels in (σ, x) (docs/causal.md, "Through clustering"): at the n labels
+    x_ik of each node s_i of the position rule, for the prefix mean ρ̄(s_i) = Σ_m W_im ρ(s_m),
+
+        Zs_ik = Σ_m W_im Σ_j w_mj e^{β⟨x_ik, x_mj⟩ − |β|},   G_ik = e^{−|β|}∇_S Z/β,   H_ik = e^{−|β|}Δ_S Z/β,
+
+    (as in `ZonalSums`, with Laplacian). The sums are linear in the measure, so the prefix mean is taken
+    of the coefficients: μ̂_m of each node's labels (one adjoint transform per node), c_i = Σ_m W_im μ̂_m by
+    the O(M) recursion of `PositionRule.prefix_mean` (the ALiBi factor e^{−λ(s_i − b_p)} over the earlier
+    panels and the own panel's q × q weights alike, exact for any weights), then Zs, G, H at the labels of
+    node i from c_i (one synthesis per node). Cost O(M·(n + L² log L)) against the O((Mn)²) of the direct
+    sums. The transforms err by at most about ε·A_i, A_i = Σ_m |W_im| Σ_j |w_mj| (`layered_error_bound`).
+
+    ``x`` (M, n, d) the labels of the nodes of ``rule`` (a `meanfield.transformer.positions.PositionRule`,
+    axis 0 in order), ``w`` (M, n) their weights. ``threads``: the nodes' transforms (each on one thread)
+    shared among threads in two passes, the prefix recursion in between: the result has the same bits
+    whatever ``threads``. Returns (Zs (M, n), G (M, n, d), H (M, n))."""
+    x = np.asarray(x, dtype=float)
+    w = np.asarray(w, dtype=float)
+    M, n, d = x.shape
+    one = _zonal_sums(sums.beta, sums.dim, sums.epsilon, 1)            # each node's transforms on one thread
+    angles, coeff = [None] * M, [None] * M
+
+    synthesis = one._circle if d == 2 else one._sphere
+
+    def analysis(i):                                          # the angles of a node's labels, once for both passes
+        angles[i] = circle_angles(x[i]) if d == 2 else sphere_angles(x[i])
+        coeff[i] = coefficients(x[i], w[i], one.lmax, one.epsilon, 1, loc=angles[i] if d == 2 else angles[i][0])
+
+    Zs, G, H = np.empty((M, n)), np.empty((M, n, d)), np.empty((M, n))
+
+    def at_labels(i):
+        Zs[i], G[i], H[i] = synthesis(x[i], prefix[i], True, angles[i])
+
+    workers = max(1, min(threads, M))
+    with blas_single_threaded():
+        share_out(analysis, range(M), workers)
+        prefix = rule.prefix_mean(np.stack(coeff))
+        share_out(at_labels, range(M), workers)
+    return Zs, G, H
+
+
+def layered_error_bound(Zs, weights, rule, epsilon=EPSILON):
+    """The bound on the relative error of the layered spectral field (`layered_zonal_sums`) at the labels:
+    the transforms err by at most ε·A_i, A_i = Σ_m |W_im| Σ_j |w_mj| (the prefix weights W_im take both signs,
+    Σ_m |W_im| <= 2.6), relative to Zs_ik; hence max_ik ε·A_i/Zs_ik, computed from the sums themselves
+    (``Zs`` (M, n) as returned; inf where Zs_ik <= 0). A posteriori: the prefix measure Σ_m W_im μ_m is
+    signed, so Zs has no lower bound a priori (for β >= 0 it is about the own term W_ii w_ik at a lone label,
+    e^{−2|β|}-ish of the prefix mass where the labels are spread)."""
+    Zs = np.asarray(Zs, dtype=float)
+    W = rule.prefix_mean(np.eye(rule.size))
+    A = np.abs(W) @ np.abs(np.asarray(weights, dtype=float)).sum(axis=1)
+    if np.any(Zs <= 0):
+        return np.inf
+    return float(np.max(epsilon * A[:, None] / Zs))
+
+
 def coefficients(x, w, lmax, epsilon=EPSILON, threads=1, loc=None):
     """The coefficients of μ = Σ_j w_j δ_{x_j} on S^1 or S^2 up to degree ``lmax``, by one adjoint
     nonuniform transform: μ̂_k = Σ_j w_j e^{−ikθ_j}, k = −lmax..lmax (S^1), or μ̂_lm = Σ_j w_j Y*_lm(x_j),
     m >= 0 in ducc0's (healpy) order (S^2; orthonormal Y_lm on the unit sphere). ``loc``: the points'
-    (colatitude, longitude) when they are known (`sphere_angles`)."""
+    (colatitude, longitude) when they are known (`sphere_angles`; on S^1 the angles θ_j)."""
 
     x = np.asarray(x, dtype=float)
     w = np.ascontiguousarray(w, dtype=float)
     threads = max(1, min(threads, len(x) // POINTS_PER_THREAD))
     if x.shape[-1] == 2:
-        return nufft.nu2u(points=w.astype(complex), coord=circle_angles(x)[:, None], forward=True, epsilon=epsilon,
+        coord = circle_angles(x) if loc is None else loc
+        return nufft.nu2u(points=w.astype(complex), coord=coord[:, None], forward=True, epsilon=epsilon,
                           nthreads=threads, out=np.empty(2 * lmax + 1, dtype=complex))
     loc = sphere_angles(x, threads)[0] if loc is None else loc
     # ducc0's adjoint transform shares its points poorly among threads (1.2x on two): the points go
@@ -566,4 +624,26 @@ def choose_sums(sums, model, n, weights, *, domain="sphere", tol=1e-6, epsilon=E
                                                                        2 * causal_block(model.dim, lmax))
         if n < least or bound > tol:
             return "direct", 0.0
+    return "spectral", bound
+
+
+def choose_layered_sums(sums, model, x, w, rule, *, tol=1e-6, epsilon=EPSILON, threads=1):
+    """The sums of labels in (σ, x) (``x`` (M, n, d), weights ``w`` (M, n), position rule ``rule``), and the
+    bound on the spectral field's relative error at these labels. "auto" takes the spectral prefix sums
+    (`layered_zonal_sums`) when they apply (`spectral_unavailable`), are faster (M·n >= `crossover` and n >=
+    `crossover`/4: the direct sums cost about those of one unmasked run of all M·n labels, the spectral ones
+    M transforms of n labels; measured on one thread at β = 4, M = 8 and 32, S^1 and S^2) and the bound
+    (`layered_error_bound`, from one evaluation of the sums at ``x``) is at most ``tol``; else the direct
+    ones (bound 0). Returns (kind, bound)."""
+    check_sums(sums, model)
+    if sums == "direct" or spectral_unavailable(model):
+        return "direct", 0.0
+    M, n, d = x.shape
+    zs = zonal_sums(model.beta, d, epsilon)
+    least = crossover(d, zs.lmax)
+    if sums == "auto" and (M * n < least or 4 * n < least):
+        return "direct", 0.0
+    bound = layered_error_bound(layered_zonal_sums(zs, x, w, rule, threads)[0], w, rule, epsilon)
+    if sums == "auto" and bound > tol:
+        return "direct", 0.0
     return "spectral", bound
