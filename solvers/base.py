@@ -93,6 +93,12 @@ the items marked (checked) when the class is defined and raises TypeError naming
    (``start``), drives the stepper, counts evaluations, draws the progress bar, writes
    checkpoints, asks ``_next`` where a stopped run goes on and turns failures (the stepper's
    `solvers.timestepping.Failure`) into exceptions that carry the `Solution` computed so far.
+10. Where it is found: a solver is a module of the ``solvers`` package and nothing else. The package
+   finds the class where it is defined (``solvers.<Name>``, `solvers.solver_classes`), a TOML
+   configuration selects it by ``config_name``, `Solution.flow` re-runs it by its name, and the docs
+   tables of steppers, normalisations and feed-forward terms are generated from its class attributes
+   (`solvers.capabilities`). ``examples()`` (a classmethod) gives small runs of it, which the
+   protocol test (tests/test_protocol.py) runs in two threads sharing one solver and after a pickle.
 """
 import copy
 import os
@@ -363,6 +369,13 @@ class Solver:
     mlp_normalizations = None
     takes_schedule = False
     attentions = ("softmax",)
+
+    @classmethod
+    def examples(cls):
+        """Small runs of this solver (contract item 10): {label: (make, initials, options)}, where
+        ``make()`` builds the solver, ``initials`` are two initial states and ``options`` keywords of
+        ``solve``. The protocol test runs each; a label starts with the class's name. Default: none."""
+        return {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

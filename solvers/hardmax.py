@@ -634,6 +634,15 @@ class Hardmax(Solver):
     mass_by_construction = True
     attentions = ("hardmax",)
 
+    @classmethod
+    def examples(cls):
+        """Small runs (`solvers.Solver.examples`)."""
+        from meanfield.transformer.model import Model
+
+        return {"Hardmax": (lambda: cls(Model(beta=1.0, dim=2, attention="hardmax")),
+                            [np.array([[0.17, 0.11], [0.62, 0.12], [-0.42, -0.17], [0.64, 0.25], [0.92, -0.26]]),
+                             np.array([[1.0, 0.0], [0.0, 1.0], [0.25, 0.25]])], {})}
+
     def __init__(self, model, *, threads=None):
         Solver.__init__(self, model, threads)
         if len(model.heads) != 1:

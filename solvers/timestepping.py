@@ -603,7 +603,7 @@ class Stepper:
 
     Contract (like scipy's ``OdeSolver``):
 
-    1. ``name``: the key in `STEPPERS`; ``options``: the keyword options it accepts, with defaults
+    1. ``name``: the key in `STEPPERS`; ``kind``: what it is, in a few words; ``options``: the keyword options it accepts, with defaults
        (a solver may override a default through its ``stepper_defaults``).
     2. ``needs``: the solver hooks it calls besides ``_rhs`` (checked by `check`); ``carries_tracers``:
        it reaches the solver only through the `solvers.base.Run`'s hooks, which add the tracers.
@@ -616,6 +616,7 @@ class Stepper:
     """
 
     name = None
+    kind = ""           # what it is, in a few words (the steppers' table of docs/architecture.md)
     adaptive = False
     options = {}
     needs = ()
@@ -643,8 +644,8 @@ class AdaptiveRK(Stepper):
     adaptive = True
     options = {"rtol": 1e-8, "atol": 1e-10, "max_step": np.inf, "first_step": None, "dense_output": False}
 
-    def __init__(self, name):
-        self.name = name
+    def __init__(self, name, kind):
+        self.name, self.kind = name, kind
 
     def integrate(self, run, y0, t_eval, *, callback=None, progress=None, desc=None):
         o = run.options
@@ -685,6 +686,7 @@ class SSPRK3(_Fixed):
     """
 
     name = "ssprk3"
+    kind = "SSP-RK3 under a CFL limit, then the split (implicit) diffusion"
     options = {"dt": None, "cfl": 0.5}
     carries_tracers = False
     needs = ("_euler", "_cfl_rate")
@@ -737,6 +739,7 @@ class EulerMaruyama(_Fixed):
     time draws exactly the noise of the uninterrupted run."""
 
     name = "euler-maruyama"
+    kind = "fixed step of the projected Stratonovich SDE, retraction onto the sphere"
     options = {"dt": None}
     needs = ("_tangent_noise",)
 
@@ -767,6 +770,7 @@ class EulerNormalize(EulerMaruyama):
     ``solver._euler_velocity(run, t, y)`` is F. Default step 0.1 (0.01 with noise)."""
 
     name = "euler-normalize"
+    kind = "the authors' Euler step then normalisation"
     needs = ("_euler_velocity", "_tangent_noise")
     carries_tracers = False
 
@@ -801,6 +805,7 @@ class Events(Stepper):
     saved times)."""
 
     name = "events"
+    kind = "no time step: the solver's exact flow from event to event (`_advance`)"
     needs = ("_advance",)
     carries_tracers = False
 
@@ -812,8 +817,9 @@ class Events(Stepper):
                      progress=progress, desc=desc)
 
 
-STEPPERS = {s.name: s for s in (AdaptiveRK("dopri5"), AdaptiveRK("bs32"), SSPRK3(), EulerMaruyama(), EulerNormalize(),
-                                Events())}
+STEPPERS = {s.name: s for s in (
+    AdaptiveRK("dopri5", "adaptive Dormand–Prince 5(4), noise by the exact integrating factor (Lawson)"),
+    AdaptiveRK("bs32", "adaptive Bogacki–Shampine 3(2), Lawson"), SSPRK3(), EulerMaruyama(), EulerNormalize(), Events())}
 
 
 def keyed_normal(seed, t, shape):
