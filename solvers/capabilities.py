@@ -4,7 +4,7 @@ Each table is a Markdown table generated from the class attributes of the solver
 (`solvers.solver_classes` and their forms, `solvers.forms_of`): ``normalizations`` and
 ``mlp_normalizations``/``takes_mlp`` (contract item 2 of `solvers.base`), ``steppers``, and the
 steppers' ``kind`` and ``options`` (`solvers.timestepping.STEPPERS`). A docs page holds a marker
-``<!-- capabilities: NAME -->`` in place of the table; the docs build (docs/hooks.py) writes the
+``<!-- capabilities: NAME -->`` on a line of its own in place of the table; the docs build (docs/hooks.py) writes the
 table there, so a new solver appears in every table without an edit of the docs.
 """
 import re
@@ -14,7 +14,7 @@ from meanfield.transformer.model import NORMALIZATIONS
 from . import forms_of, solver_classes
 from .timestepping import STEPPERS
 
-MARKER = re.compile(r"<!-- capabilities: ([\w-]+) -->")
+MARKER = re.compile(r"^<!-- capabilities: ([\w-]+) -->$", re.MULTILINE)      # on a line of its own
 
 
 def _classes():
