@@ -264,7 +264,7 @@ class Clusters(NamedTuple):
     components: int
 
 
-def _geodesic(x, y):
+def chord_geodesic(x, y):
     """Geodesic distance 2 arcsin(|x − y|/2) between unit vectors (accurate at small angles)."""
     return 2.0 * np.arcsin(np.clip(0.5 * np.linalg.norm(x - y, axis=-1), 0.0, 1.0))
 
@@ -395,7 +395,7 @@ def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05, gap=5.0):
     centre = np.stack([np.bincount(lab, weights=w * x[:, i], minlength=ncomp) for i in range(x.shape[1])], -1)
     norm = np.linalg.norm(centre, axis=1)
     centre /= np.maximum(norm, 1e-300)[:, None]
-    dist = _geodesic(x, centre[lab])
+    dist = chord_geodesic(x, centre[lab])
     dist[norm[lab] <= 1e-12 * mass[lab]] = np.pi                 # no centre (a balanced ring): not compact
     spread = np.sqrt(np.bincount(lab, weights=w * dist ** 2, minlength=ncomp) / np.maximum(mass, 1e-300))
     heavy = np.nonzero(mass >= min_mass)[0]
@@ -405,7 +405,7 @@ def find_clusters(measure, tol=1e-3, *, min_mass=1e-2, stray=0.05, gap=5.0):
     labels = rank[lab]
     clustered = float(np.sum(w[(labels >= 0) & (dist <= tol)]))
     c = centre[heavy]
-    apart = len(heavy) < 2 or _geodesic(c[:, None, :], c[None, :, :])[np.triu_indices(len(heavy), 1)].min() > gap * tol
+    apart = len(heavy) < 2 or chord_geodesic(c[:, None, :], c[None, :, :])[np.triu_indices(len(heavy), 1)].min() > gap * tol
     separated = bool(len(heavy) and clustered >= 1.0 - stray - 1e-12 and apart)
     return Clusters(len(heavy) if separated else None, separated, mass[heavy], centre[heavy], spread[heavy], labels,
                     clustered, ncomp)
@@ -680,7 +680,7 @@ def _link(c, p, pids, ids, split_from, origin, same, times):
         moved = c.labels[p.labels == a] if identity else np.empty(0, dtype=int)
         moved = moved[moved >= 0]
         to[a] = int(np.argmax(np.bincount(moved, minlength=k))) if moved.size else \
-            int(np.argmin(_geodesic(c.positions, p.positions[a][None, :])))
+            int(np.argmin(chord_geodesic(c.positions, p.positions[a][None, :])))
     merges = []
     for b in range(k):
         parents = np.nonzero(to == b)[0]
@@ -690,7 +690,7 @@ def _link(c, p, pids, ids, split_from, origin, same, times):
                 came = came[came >= 0]
                 src = int(np.argmax(np.bincount(came))) if came.size else -1
             else:
-                src = int(np.argmin(_geodesic(p.positions, c.positions[b][None, :])))
+                src = int(np.argmin(chord_geodesic(p.positions, c.positions[b][None, :])))
             split_from[b] = int(pids[src]) if src >= 0 else -1
             continue
         heir = parents[np.argmax(p.masses[parents])]
