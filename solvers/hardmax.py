@@ -247,7 +247,7 @@ def select_weights(z, weights, M, V, domain="euclidean", forced=()):
     if not sets:
         return rows, []
     logw = np.log(np.maximum(weights, 1e-300))
-    rate = _rate(z, M, V)
+    rate = score_speed(z, M, V)
     W, ties = rows.copy(), []
     for group in _groups(sets):
         found = _pair(z, M, V, domain, rows, group[0], sets[group[0]], weights, rate) if (
@@ -362,7 +362,7 @@ def _is_scalar(V):
     return bool(np.array_equal(V, V[0, 0] * np.eye(len(V))))
 
 
-def _rate(z, M, V):
+def score_speed(z, M, V):
     """A speed scale of the scores: |V|·|M|·max|z|² (at least 1e-12)."""
     r = np.linalg.norm(V, 2) * np.linalg.norm(M, 2) * max(float(np.max(np.sum(z * z, axis=1))), 1e-12)
     return max(r, 1e-12)
@@ -704,7 +704,7 @@ class Hardmax(Solver):
         W, ties = select_weights(z, run.weights, self.M, self.V, run.domain, forced)
         for tie in ties:
             run.ties.append({"t": float(t), **tie})
-        chunk = 20 * SCAN / _rate(z, self.M, self.V)
+        chunk = 20 * SCAN / score_speed(z, self.M, self.V)
         flow = (SphereFlow(z, W, self.V, run.t_eval[-1] - t, chunk) if run.domain == "sphere" else
                 LinearFlow(z, W, self.V))
         pairs = self._drifting_pairs(z, W, ties, flow, chunk / 20)
@@ -735,7 +735,7 @@ class Hardmax(Solver):
         piece = run.piece
         if piece is None or piece.clear_to != t:
             piece = run.piece = self._new_piece(run, t, y)
-        rate, scale = _rate(y, self.M, self.V), 1.0 + np.abs(scores(y, self.M)).max()
+        rate, scale = score_speed(y, self.M, self.V), 1.0 + np.abs(scores(y, self.M)).max()
         te = next_event(piece, self.M, t, target, rate, scale)
         if te is None:
             piece.clear_to = float(target)
