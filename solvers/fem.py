@@ -210,6 +210,16 @@ class FiniteElements(Solver):
 
     name = "fem"
 
+    @classmethod
+    def examples(cls):
+        """Small runs (`solvers.Solver.examples`; building one needs the fem extra)."""
+        from meanfield.measures import densities
+        from meanfield.transformer.model import Model
+
+        return {"FiniteElements": (lambda: cls(Model(beta=2.0, dim=2), vertices=128),
+                                   [densities.von_mises_fisher([1.0, 0.0], 2.0), densities.perturbed_uniform(0.2, 3)],
+                                   {})}
+
     def __init__(self, model, refinement=4, *, vertices=None, kernel_cells=3.0, width_cells=6.0,
                  scheme="fct", potential="quadrature", chunk=None, comm=None, threads=None):
         Solver.__init__(self, model, threads)

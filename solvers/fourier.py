@@ -163,6 +163,18 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     takes_mask = True           # with `positions`: the layered equation (`LayeredFourierCircle`)
     attentions = ("softmax", "sinkhorn")      # Sinkhorn: the plan of the grid measure (docs/attention.md)
 
+    @classmethod
+    def examples(cls):
+        """Small runs (`solvers.Solver.examples`): a fixed and an automatic resolution."""
+        from meanfield.measures import densities
+        from meanfield.transformer.model import Model
+
+        vmf = densities.von_mises_fisher([1.0, 0.0], 2.0)
+        return {"FourierCircle": (lambda: cls(Model(beta=3.0, dim=2), modes=64),
+                                  [vmf, densities.perturbed_uniform(0.2, 2)], {}),
+                "FourierCircle-auto": (lambda: cls(Model(beta=3.0, dim=2), modes="auto", w1=False),
+                                       [densities.von_mises_fisher([1.0, 0.0], 40.0), vmf], {})}
+
     def __new__(cls, *args, positions=None, **options):
         if cls is FourierCircle and positions is not None:
             cls = LayeredFourierCircle

@@ -178,6 +178,17 @@ class Gaussian(Solver):
     mass_by_construction = True     # a Gaussian law has mass 1: a report notes the mass
     attentions = ("softmax", "sinkhorn", "l2")     # docs/attention.md: each keeps Gaussians Gaussian
 
+    @classmethod
+    def examples(cls):
+        """Small runs (`solvers.Solver.examples`): in R^3, and with Q ≠ I."""
+        from meanfield.transformer.model import Model
+
+        return {"Gaussian": (lambda: cls(Model(beta=1.0, dim=3), domain="euclidean"),
+                             [(np.zeros(3), 0.1 * np.eye(3)), (np.array([0.5, 0.0, -0.2]), np.diag([0.1, 0.2, 0.3]))],
+                             {}),
+                "Gaussian-Q": (lambda: cls(Model(beta=1.0, dim=3, Q=np.diag([1.0, 0.5, 0.2]))),
+                               [(np.zeros(3), 0.1 * np.eye(3)), (np.ones(3), np.diag([0.1, 0.2, 0.05]))], {})}
+
     def __init__(self, model, *, domain="euclidean", threads=None):
         Solver.__init__(self, model, threads)
         if domain != "euclidean":

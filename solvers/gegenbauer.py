@@ -121,6 +121,18 @@ class Gegenbauer(AutoResolution, Solver):
     auto_resolution = (policy.name, policy.cap_name)
     config_name = "gegenbauer"
 
+    @classmethod
+    def examples(cls):
+        """Small runs (`solvers.Solver.examples`): a fixed and an automatic resolution."""
+        from meanfield.measures import densities
+        from meanfield.transformer.model import Model
+
+        return {"Gegenbauer": (lambda: cls(Model(beta=2.0, dim=8), lmax=32),
+                               [densities.von_mises_fisher(np.eye(8)[-1], 2.0),
+                                densities.perturbed_uniform(0.05, 2, dim=8)], {}),
+                "Gegenbauer-auto": (lambda: cls(Model(beta=4.0, dim=4), lmax="auto", tail_tol=1e-10),
+                                    [densities.von_mises_fisher(np.eye(4)[-1], 4.0), densities.uniform()], {})}
+
     def __init__(self, model, lmax=64, axis=None, *, tail_tol=DEFAULT_TAIL_TOL,
                  max_lmax=GegenbauerBasis.policy.auto_cap, max_norm=MAX_NORM, threads=None):
         Solver.__init__(self, model, threads)

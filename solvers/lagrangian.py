@@ -434,6 +434,18 @@ class Lagrangian(Solver):
     diagnostic_names = ("mass", "energy", "energy_rate_identity", "n_clusters", "largest_cluster", "clustered_mass",
                         "w1_to_dirac", "max_density", "min_density", "error_estimate", "nodes")
 
+    @classmethod
+    def examples(cls):
+        """Small runs (`solvers.Solver.examples`): on S^1 and on S^2."""
+        from meanfield.measures import densities
+        from meanfield.transformer.model import Model
+
+        return {"Lagrangian": (lambda: cls(Model(beta=3.0, dim=2), nodes=64),
+                               [densities.von_mises_fisher([1.0, 0.0], 2.0), densities.perturbed_uniform(0.2, 2)], {}),
+                "Lagrangian-S2": (lambda: cls(Model(beta=2.0, dim=3), nodes=200),
+                                  [densities.von_mises_fisher([0.0, 0.6, 0.8], 2.0),
+                                   densities.perturbed_uniform(0.2, 2, order=1)], {})}
+
     def __new__(cls, *args, positions=None, **options):
         if cls is Lagrangian and positions is not None:       # its module imports this one: found by name
             cls = importlib.import_module(LAYERED_MODULE).LayeredLagrangian

@@ -261,6 +261,19 @@ class Particles(Solver):
     takes_schedule = True          # parameters that change with depth (meanfield.transformer.schedule)
     attentions = ("softmax", "sinkhorn", "l2")     # docs/attention.md
 
+    @classmethod
+    def examples(cls):
+        """Small runs (`solvers.Solver.examples`): without and with noise."""
+        from meanfield.transformer.model import Model
+
+        def cloud(n, seed):
+            x = np.random.default_rng(seed).standard_normal((n, 3))
+            return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+        return {"Particles": (lambda: cls(Model(beta=2.0, dim=3)), [cloud(40, 1), cloud(40, 2)], {}),
+                "Particles-noise": (lambda: cls(Model(beta=2.0, dim=3, noise=0.1)), [cloud(30, 3), cloud(30, 4)],
+                                    {"rng": 7})}
+
     def __init__(self, model, *, chunk=512, diagnostics="auto", delta=1e-3, cluster_delta=None, sums="auto",
                  sums_tol=1e-6, threads=None):
         super().__init__(model, threads)

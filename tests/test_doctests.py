@@ -6,8 +6,9 @@ import importlib
 import pytest
 
 MODULES = [
-    "meanfield.transformer.model", "meanfield.transformer.kernels", "meanfield.observables.energy", "meanfield.measures.densities", "meanfield.measures.sampling",
-    "meanfield.observables.wasserstein", "meanfield.errors", "meanfield.results.solution", "meanfield.transformer.causal", "meanfield.transformer.schedule",
+    "meanfield.transformer.model", "meanfield.transformer.kernels", "meanfield.observables.energy", "meanfield.measures.laws", "meanfield.measures.tabulated",
+    "meanfield.measures.sampling",
+    "meanfield.observables.wasserstein", "meanfield.errors", "meanfield.results.solution", "meanfield.results.netcdf", "meanfield.transformer.causal", "meanfield.transformer.schedule",
     "meanfield.spaces.quadrature", "meanfield.spaces.harmonics", "meanfield.sums.spectralsums", "meanfield.observables.w1bracket", "meanfield.threads",
     "meanfield.representations.base", "meanfield.landscape.energy", "meanfield.landscape.census",
     "meanfield.landscape.critical", "meanfield.landscape.branches", "meanfield.landscape.branchbound",

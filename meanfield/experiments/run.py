@@ -177,20 +177,10 @@ def checkpoint_of(cfg, directory):
 
 
 def _solver_class(name):
-    """The solver class of this name: an exported one (`solvers`), else any subclass of `solvers.Solver`
-    defined so far (the layered ones), or None."""
+    """The solver class of this name, found where it is defined (`solvers`: its forms too), or None."""
     import solvers
 
-    try:
-        return getattr(solvers, name)
-    except (AttributeError, ImportError):
-        pass
-    classes, todo = {}, [solvers.Solver]
-    while todo:
-        cls = todo.pop()
-        classes.setdefault(cls.__name__, cls)
-        todo.extend(cls.__subclasses__())
-    return classes.get(name)
+    return getattr(solvers, name, None)
 
 
 def _mass_by_construction(sol):
