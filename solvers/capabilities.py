@@ -9,6 +9,7 @@ table there, so a new solver appears in every table without an edit of the docs.
 """
 import re
 
+from meanfield.errors import InvalidInput
 from meanfield.transformer.model import NORMALIZATIONS
 
 from . import forms_of, solver_classes
@@ -74,11 +75,11 @@ TABLES = {"normalizations": normalization_table, "feed-forward": feed_forward_ta
 
 def fill(markdown):
     """``markdown`` with each marker ``<!-- capabilities: NAME -->`` replaced by the table ``NAME`` of
-    `TABLES` (ValueError naming an unknown one)."""
+    `TABLES` (InvalidInput naming an unknown one)."""
     def table(match):
         name = match.group(1)
         if name not in TABLES:
-            raise ValueError(f"`<!-- capabilities: {name} -->`: no such table; known: {sorted(TABLES)}.")
+            raise InvalidInput(f"`<!-- capabilities: {name} -->`: no such table; known: {sorted(TABLES)}.")
         return TABLES[name]()
     return MARKER.sub(table, markdown)
 
