@@ -97,8 +97,7 @@ def circle_angles(x):
 def _slices(n, threads):
     """Contiguous parts of range(n) for ``threads`` threads (one part on one thread)."""
     parts = 1 if threads <= 1 else 2 * threads
-    bounds = np.linspace(0, n, parts + 1).astype(int)
-    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    return [slice(k * n // parts, (k + 1) * n // parts) for k in range(parts) if (k + 1) * n // parts > k * n // parts]
 
 
 def sphere_angles(x, threads=1):
