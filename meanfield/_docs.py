@@ -26,6 +26,14 @@ FRAGMENTS = {
 -------
 Density
     A callable ``f(x)`` on points of shape (..., d).""",
+    "beta_dim": """beta : float, of either sign
+    Inverse temperature β.
+dim : int >= 2
+    Ambient dimension d.""",
+    "measure_raises": """Raises
+------
+ValueError
+    Points off the sphere, weights negative or not summing to 1.""",
 }
 PLACEHOLDER = re.compile(r"^([ \t]*)\{(\w+)\}[ \t]*$", re.MULTILINE)
 
