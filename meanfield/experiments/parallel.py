@@ -252,7 +252,7 @@ class _ForkedWorkers:
         for pipe in self.pipes:
             pipe.send(address)
         self.key = id(client)
-        _FORKED[self.key] = self
+        FORKED[self.key] = self
 
     def alive(self):
         return sum(proc.is_alive() for proc in self.processes)
@@ -269,10 +269,10 @@ class _ForkedWorkers:
             if proc.is_alive():
                 proc.terminate()
                 proc.join(timeout)
-        _FORKED.pop(self.key, None)
+        FORKED.pop(self.key, None)
 
 
-_FORKED = {}                                      # id(client) -> its _ForkedWorkers
+FORKED = {}                                      # id(client) -> its _ForkedWorkers
 
 
 @dataclass
@@ -483,7 +483,7 @@ def _run_distributed(client, fn, tasks, shared, retries, errors, done, priority,
         futures = client.compute(graph, retries=retries, optimize_graph=False)
         index = {f.key: i for i, f in enumerate(futures)}
         pending = as_completed(futures)
-        forked = _FORKED.get(id(client))
+        forked = FORKED.get(id(client))
         if meanwhile is not None:
             _uninterrupted(meanwhile)
 
