@@ -34,6 +34,11 @@ dim : int >= 2
 ------
 ValueError
     Points off the sphere, weights negative or not summing to 1.""",
+    "fourier_run": """>>> import numpy as np
+>>> import meanfield as mf, solvers
+>>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
+>>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
+...                                                                        progress=False)""",
 }
 PLACEHOLDER = re.compile(r"^([ \t]*)\{(\w+)\}[ \t]*$", re.MULTILINE)
 
