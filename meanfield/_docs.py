@@ -18,6 +18,8 @@ Parameters
 """
 import re
 
+from .errors import InvalidInput
+
 FRAGMENTS = {
     "threads": """threads : int >= 1, optional
     Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
@@ -51,7 +53,7 @@ def fill_doc(doc, fragments=None):
     def put(match):
         indent, name = match.groups()
         if name not in fragments:
-            raise ValueError(f"docstring fragment {{{name}}} is not one of {sorted(fragments)}.")
+            raise InvalidInput(f"docstring fragment {{{name}}} is not one of {sorted(fragments)}.")
         return "\n".join(indent + line if line else line for line in fragments[name].splitlines())
 
     return doc if not doc else PLACEHOLDER.sub(put, doc)

@@ -9,6 +9,7 @@ table there, so a new solver appears in every table without an edit of the docs.
 """
 import re
 
+from meanfield.errors import InvalidInput
 from meanfield.transformer.model import NORMALIZATIONS
 
 from . import forms_of, solver_classes
@@ -78,7 +79,7 @@ def fill(markdown):
     def table(match):
         name = match.group(1)
         if name not in TABLES:
-            raise ValueError(f"`<!-- capabilities: {name} -->`: no such table; known: {sorted(TABLES)}.")
+            raise InvalidInput(f"`<!-- capabilities: {name} -->`: no such table; known: {sorted(TABLES)}.")
         return TABLES[name]()
     return MARKER.sub(table, markdown)
 
