@@ -1,13 +1,6 @@
 """The numerical methods: each turns a `meanfield.Model` plus a resolution into a `Solution`.
 
-    FourierCircle        Fourier pseudo-spectral solver on S^1            (solvers.fourier)
-    SphericalHarmonics   spherical-harmonic solver on S^2 (pyshtools/ducc0) (solvers.harmonics)
-    FiniteElements       dolfinx aggregation-equation solver (fem extra)  (solvers.fem)
-    Particles            N-particle solver on S^{d-1}                     (solvers.particles)
-    Gegenbauer           zonal densities on S^{d-1}, any d (Gegenbauer)   (solvers.gegenbauer)
-    Lagrangian           characteristics with exact densities, S^1, S^2   (solvers.lagrangian)
-    Gaussian             the exact Gaussian continuum of (SA) in R^d      (solvers.gaussian)
-    Hardmax              the limit β → ∞ (hardmax), exact event to event  (solvers.hardmax)
+`solver_classes()` lists them; docs/architecture.md says how they are built and how to add one.
 
 A solver is found where it is defined: every module of this package is read (its source, without
 importing it) for the classes it defines, so ``solvers.<Name>`` imports only the module that defines

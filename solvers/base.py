@@ -107,6 +107,7 @@ from dataclasses import is_dataclass
 
 import numpy as np
 
+from meanfield._docs import fill_doc
 from meanfield.validation import check_real, check_times
 from meanfield.measures.densities import GridValues
 from meanfield.errors import Interrupted, InvalidInput, NonFiniteState, SolverError, UnsupportedModel
@@ -241,6 +242,7 @@ class Solver:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         _check_contract(cls)
+        cls.__doc__ = fill_doc(cls.__doc__)      # the shared parameter descriptions (``{threads}``)
 
     def __init__(self, model, threads=None):
         if not isinstance(model, Model):

@@ -169,9 +169,7 @@ class FiniteElements(Solver):
     potential : "quadrature" (default, O(N²)), "fft" (circle) or "sht" (sphere): the same sums, faster.
     chunk : int, rows per block of the O(N²) quadrature (memory O(N·chunk); default 2^22/N rows).
     comm : MPI communicator for the quadrature rows (default COMM_WORLD); every rank holds the mesh.
-    threads : int >= 1, optional
-        Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
-        the result does not depend on it.
+    {threads}
 
     Raises
     ------

@@ -89,9 +89,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         Required for a masked model, refused for an unmasked one.
     max_positions : int
         Cap of ``positions="auto"`` (default 1024).
-    threads : int >= 1, optional
-        Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
-        the result does not depend on it.
+    {threads}
 
     Raises
     ------

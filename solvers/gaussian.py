@@ -137,9 +137,7 @@ class Gaussian(Solver):
     model : `meanfield.Model` with ``normalized=True`` ((SA)), no noise, any Q, K, V and heads, any dim,
         ``attention`` "softmax", "l2" or "sinkhorn" (with ``sinkhorn_eps``).
     domain : "euclidean" (the only one: on the sphere Gaussians are not preserved).
-    threads : int >= 1, optional
-        Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
-        the result does not depend on it.
+    {threads}
 
     Raises
     ------

@@ -75,9 +75,7 @@ class Gegenbauer(AutoResolution, Solver):
         coefficients, and the density values, are then accurate only to about 1e-16·|c| in absolute
         terms. In high dimension this is what limits a concentrating flow (docs/gegenbauer.md: a
         density concentrated at ⟨x, e⟩ ≈ s̄ has ‖ρ‖ ≈ e^{d s̄²/2}).
-    threads : int >= 1, optional
-        Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
-        the result does not depend on it.
+    {threads}
 
     Raises
     ------

@@ -135,6 +135,11 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     config_name, config_aliases = "harmonics", ("spectral-sphere",)
     takes_mask = True           # with `positions`: the layered equation (`LayeredSphericalHarmonics`)
 
+    def __new__(cls, *args, positions=None, **options):
+        if cls is SphericalHarmonics and positions is not None:
+            cls = LayeredSphericalHarmonics
+        return super().__new__(cls)
+
     @classmethod
     def examples(cls):
         """Small runs (`solvers.Solver.examples`)."""
@@ -144,11 +149,6 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         return {"SphericalHarmonics": (lambda: cls(Model(beta=2.0, dim=3), lmax=24),
                                        [densities.von_mises_fisher([0.0, 0.6, 0.8], 2.0),
                                         densities.perturbed_uniform(0.2, 2, order=1)], {})}
-
-    def __new__(cls, *args, positions=None, **options):
-        if cls is SphericalHarmonics and positions is not None:
-            cls = LayeredSphericalHarmonics
-        return super().__new__(cls)
 
     def __init__(self, model, lmax=63, *, threads=None, tail_tol=DEFAULT_TAIL_TOL,
                  max_lmax=AUTO_CAP, w1=False, w1_points=512, positions=None,

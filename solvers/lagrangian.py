@@ -374,9 +374,7 @@ class Lagrangian(Solver):
     positions : int, optional
         Masked models only (docs/causal.md): the number of position nodes in σ ∈ (0, 1]; the labels
         then live in (σ, x) (`LayeredLagrangian`).
-    threads : int >= 1, optional
-        Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
-        the result does not depend on it.
+    {threads}
 
     Raises
     ------

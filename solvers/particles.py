@@ -141,9 +141,7 @@ class Particles(Solver):
         hundred, `meanfield.sums.spectralsums.crossover`) and its bound is at most ``sums_tol``. The
         choice and the bound are in ``sol.stats`` (``sums``, ``sums_error_bound``).
     sums_tol : float > 0, the largest error bound "auto" accepts for the spectral sums (default 1e-6).
-    threads : int >= 1, optional
-        Threads of the solver's kernel sums and transforms (default: `meanfield.threads.default_threads`);
-        the result does not depend on it.
+    {threads}
 
     Raises
     ------

@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = [
-    "meanfield.transformer.model", "meanfield.transformer.kernels", "meanfield.observables.energy", "meanfield.measures.laws", "meanfield.measures.tabulated",
+    "meanfield.transformer.model", "meanfield.transformer.kernels", "meanfield.observables.energy", "meanfield.measures.laws", "meanfield.measures.tabulated", "meanfield.measures.files",
     "meanfield.measures.sampling",
     "meanfield.observables.wasserstein", "meanfield.errors", "meanfield.results.solution", "meanfield.results.netcdf", "meanfield.transformer.causal", "meanfield.transformer.schedule",
     "meanfield.spaces.quadrature", "meanfield.spaces.harmonics", "meanfield.sums.spectralsums", "meanfield.observables.w1bracket", "meanfield.threads",

@@ -92,13 +92,15 @@ def test_a_module_is_a_solver_of_the_package(toy):
     assert "Toy" in solvers.__all__
 
 
-def test_a_toml_configuration_runs_it(toy, tmp_path):
-    from meanfield.experiments.run import run
+def test_a_toml_configuration_runs_it(toy):
+    import tomllib
 
-    report = run({"solver": {"name": "toy", "n": 12, "omega": 0.5}, "model": {"beta": 1.0, "dim": 2},
-                  "initial": {"density": "uniform"}, "times": {"t_end": 1.0}, "output": {"plot": False}},
-                 out=tmp_path / "out")
-    sol = report.solution
+    from meanfield.experiments.config import parse_config
+    from meanfield.experiments.run import simulate
+
+    toml = '[solver]\nname = "toy"\nn = 12\nomega = 0.5\n[model]\nbeta = 1.0\ndim = 2\n[initial]\ndensity = "uniform"\n' \
+           '[times]\nt_end = 1.0\n'
+    sol = simulate(parse_config(tomllib.loads(toml)), progress=False)
     assert sol.solver == "Toy" and sol.data.shape == (sol.t.size, 12, 2)
     turned = np.exp(1j * (2 * np.pi * np.arange(12) / 12 + 0.5 * sol.t[-1]))      # the rotation by ωt
     np.testing.assert_allclose(sol.data[-1], np.stack([turned.real, turned.imag], -1), rtol=0, atol=1e-7)

@@ -8,6 +8,7 @@ The densities given by data (values on a grid, coefficients, saved states, files
 import numpy as np
 from scipy.special import eval_chebyt, eval_gegenbauer
 
+from .._docs import doc_params
 from ..validation import NORMALIZE_POINTS, check_int, check_points, check_real, check_weights
 from ..transformer.kernels import harmonic_dimension, kernel_multipliers
 from ..spaces.quadrature import fibonacci, trapezoid
@@ -148,6 +149,7 @@ class Mixture(Density):
         return f"mixture({self.components!r}, weights={self.weights.tolist()})"
 
 
+@doc_params
 def mixture(components, weights=None):
     """Convex combination ρ = Σ_k w_k ρ_k of densities, w_k >= 0, Σ w_k = 1.
 
@@ -159,10 +161,7 @@ def mixture(components, weights=None):
     weights : (K,) array, optional
         The weights w_k, non-negative and summing to 1 (default: equal weights 1/K).
 
-    Returns
-    -------
-    Density
-        A callable ``f(x)`` on points of shape (..., d).
+    {density_returns}
 
     Raises
     ------
@@ -237,6 +236,7 @@ class PerturbedUniform(Density):
         return f"perturbed_uniform(amplitude={self.amplitude:g}, degree={self.degree}, order={self.order})"
 
 
+@doc_params
 def perturbed_uniform(amplitude, degree, order=0, dim=None, phase=0.0, axis=None):
     """ρ = 1 + amplitude·Y_degree: the linear-stability initial datum (docs/mathematics.md §5).
 
@@ -264,10 +264,7 @@ def perturbed_uniform(amplitude, degree, order=0, dim=None, phase=0.0, axis=None
     axis : (d,) array, optional
         Unit vector: the axis of a zonal harmonic (fixes d).
 
-    Returns
-    -------
-    Density
-        A callable ``f(x)`` on points of shape (..., d).
+    {density_returns}
 
     Raises
     ------

@@ -1,6 +1,7 @@
 """Interaction energy E_β (3.5) for discrete measures, harmonic spectra and solutions (docs/mathematics.md §4)."""
 import numpy as np
 
+from .._docs import doc_params
 from ..validation import check_beta, check_dim, check_measure
 from ..transformer.kernels import kernel_multipliers, velocity_multipliers
 from ..sums.kernelsums import kernel_energy
@@ -43,6 +44,7 @@ def energy_from_scaled_sum(beta, total, shift):
         return np.sign(beta) * np.exp(shift + np.log(total) - np.log(2 * abs(beta)))
 
 
+@doc_params
 def energy_from_spectrum(beta, dim, power):
     """E_β from the degree powers of a σ-relative density (docs/mathematics.md §4).
 
@@ -52,10 +54,7 @@ def energy_from_spectrum(beta, dim, power):
 
     Parameters
     ----------
-    beta : float, of either sign
-        Inverse temperature β.
-    dim : int >= 2
-        Ambient dimension d.
+    {beta_dim}
     power : (..., lmax + 1) array
         Degree powers, finite and non-negative (it works on the last axis).
 
@@ -157,16 +156,14 @@ def interaction_energy(beta, measure, scaled=False):
     return discrete_energy(beta, x, w, scaled=scaled)
 
 
+@doc_params
 def uniform_energy(beta, dim):
     """E_β[σ] = a_0(β)/(2β): the minimum for β > 0 (Proposition 3.4), neither extreme for β < 0 (a saddle;
     `energy_bounds`); 0 at β = 0 (docs/mathematics.md §4).
 
     Parameters
     ----------
-    beta : float, of either sign
-        Inverse temperature β.
-    dim : int >= 2
-        Ambient dimension d.
+    {beta_dim}
 
     Returns
     -------

@@ -26,6 +26,7 @@ import ducc0.nufft as nufft
 from scipy.optimize import minimize_scalar
 from scipy.spatial import cKDTree
 
+from .._docs import doc_params
 from ..spaces.geodesic import geodesic_distance, merge_on_grid
 from ..validation import check_int, check_measure, check_real
 from ..spaces.quadrature import sphere_quadrature
@@ -360,6 +361,7 @@ def _sinkhorn(xa, wa, xb, wb, p, reg):
     return float(np.sum(plan * cost) ** (1 / p))
 
 
+@doc_params
 def w1_to_dirac(measure):
     """min_x W1(μ, δ_x) = min_x ∫ arccos⟨x, y⟩ dμ(y): the distance to the nearest Dirac mass.
 
@@ -376,10 +378,7 @@ def w1_to_dirac(measure):
     float
         The distance in radians.
 
-    Raises
-    ------
-    ValueError
-        Points off the sphere, weights negative or not summing to 1.
+    {measure_raises}
 
     Examples
     --------
@@ -433,6 +432,7 @@ def w1_to_dirac(measure):
     return min(f_z, f_best)
 
 
+@doc_params
 def w1_to_uniform(measure, n_reference=None):
     """W1(μ, σ), the distance to the uniform measure, in radians.
 
@@ -451,10 +451,7 @@ def w1_to_uniform(measure, n_reference=None):
     -------
     float
 
-    Raises
-    ------
-    ValueError
-        Points off the sphere, weights negative or not summing to 1.
+    {measure_raises}
 
     Examples
     --------

@@ -5,6 +5,7 @@ import pkgutil
 
 import numpy as np
 
+from .._docs import doc_params
 from ..errors import InvalidInput, NoCellMeans
 from ..spaces.gridded import cell_grid_of
 from ..validation import check_int
@@ -42,6 +43,7 @@ def from_dataset(ds):
     return cls.from_dataset(ds)
 
 
+@doc_params
 class Representation:
     """Contract for a state representation (one time slice is ``data``; a run stacks them on axis 0).
 
@@ -66,11 +68,7 @@ class Representation:
 
     Examples
     --------
-    >>> import numpy as np
-    >>> import meanfield as mf, solvers
-    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
-    >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
-    ...                                                                        progress=False)
+    {fourier_run}
     >>> rep = sol.representation
     >>> isinstance(rep, mf.representations.Representation), rep.name, rep.dim, rep.is_density
     (True, 'fourier', 2, True)
@@ -150,6 +148,7 @@ class Representation:
         raise NoCellMeans(f"representation {self.name!r} has no cell means")
 
 
+@doc_params
 class State:
     """The state of a run at one saved time, carrying its representation (like pyshtools' SHCoeffs).
 
@@ -171,11 +170,7 @@ class State:
 
     Examples
     --------
-    >>> import numpy as np
-    >>> import meanfield as mf, solvers
-    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
-    >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
-    ...                                                                        progress=False)
+    {fourier_run}
     >>> state = sol.state(-1)
     >>> state.t, round(float(state.mass), 12), round(float(state.energy), 6) == round(float(sol.energy[-1]), 6)
     (1.0, 1.0, True)
@@ -189,6 +184,7 @@ class State:
         self.t = t
         self.model = model
 
+    @doc_params
     def density(self, x):
         """ρ at the points ``x`` (relative to σ).
 
@@ -204,16 +200,13 @@ class State:
 
         Examples
         --------
-        >>> import numpy as np
-        >>> import meanfield as mf, solvers
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
-        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
-        ...                                                                        progress=False)
+        {fourier_run}
         >>> np.round(sol.state(0).density([[1.0, 0.0], [0.0, 1.0]]), 6).tolist()
         [1.2, 1.0]
         """
         return self.representation.evaluate(self.data, np.asarray(x, dtype=float))
 
+    @doc_params
     def measure(self, n=None, **kwargs):
         """A weighted discrete measure (points, weights) of the state (a quadrature of ρσ).
 
@@ -233,11 +226,7 @@ class State:
 
         Examples
         --------
-        >>> import numpy as np
-        >>> import meanfield as mf, solvers
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
-        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
-        ...                                                                        progress=False)
+        {fourier_run}
         >>> x, w = sol.state().measure(32)
         >>> x.shape, round(float(w.sum()), 12)
         ((32, 2), 1.0)
@@ -278,6 +267,7 @@ class State:
                                  "(only a spherical-harmonic state on S^2 has)")
         return convert(self.data)
 
+    @doc_params
     def to_grid(self, n=None, kind="points"):
         """The density on a grid as an `xarray.DataArray`: ``kind="points"`` its values at the grid
         points (``to_grid`` of the representation), ``kind="means"`` its mean over each cell
@@ -307,11 +297,7 @@ class State:
 
         Examples
         --------
-        >>> import numpy as np
-        >>> import meanfield as mf, solvers
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
-        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
-        ...                                                                        progress=False)
+        {fourier_run}
         >>> da = sol.state().to_grid(32, kind="means")
         >>> da.dims, float(da.time), round(float(da.mean()), 12)          # equal cells: the mean is the mass
         (('theta',), 1.0, 1.0)

@@ -64,15 +64,16 @@ class SolutionFiles:
 
         Examples
         --------
+        On S^2 the cells are latitude bands (``grid_size`` of them) times twice as many longitudes:
+
         >>> import numpy as np
         >>> import meanfield as mf, solvers
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
-        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
-        ...                                                                        progress=False)
-        >>> ds = sol.to_xarray(grid=True, grid_size=32)
+        >>> sphere = solvers.SphericalHarmonics(mf.Model(beta=1.0, dim=3), lmax=16)
+        >>> sol = sphere.solve(mf.densities.perturbed_uniform(0.2, 1, dim=3), [0.0, 1.0], progress=False)
+        >>> ds = sol.to_xarray(grid=True, grid_size=16)
         >>> ds.sizes["time"], ds["density"].shape, ds.attrs["model_beta"]
-        (2, (2, 32), 1.0)
-        >>> mass = (ds["density"] * ds["cell_weight"]).sum("theta").values
+        (2, (2, 16, 32), 1.0)
+        >>> mass = (ds["density"] * ds["cell_weight"]).sum(("lat", "lon")).values
         >>> np.round(mass, 12).tolist()
         [1.0, 1.0]
         """
@@ -168,12 +169,13 @@ class SolutionFiles:
 
         Examples
         --------
+        A particle run with the histogram of its weights on the cells of S^2:
+
         >>> import os, tempfile
         >>> import numpy as np
         >>> import meanfield as mf, solvers
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
-        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
-        ...                                                                        progress=False)
+        >>> x0 = mf.sample(mf.densities.uniform(), 32, 3, rng=0)[0]
+        >>> sol = solvers.Particles(mf.Model(beta=1.0, dim=3)).solve(x0, [0.0, 1.0], progress=False)
         >>> path = sol.save(os.path.join(tempfile.mkdtemp(), "run.nc"), grid=True)
         >>> back = mf.load(path)
         >>> bool(np.allclose(back.energy, sol.energy)), back.t.tolist()

@@ -7,6 +7,7 @@ Derived quantities (energy, mass) are computed from the state, not stored twice.
 """
 import numpy as np
 
+from .._docs import doc_params
 from ..validation import check_points
 from ..transformer.model import Model
 from ..representations import State
@@ -528,6 +529,7 @@ class Solution(SolutionFiles):
         """The clusters followed through the saved times: `meanfield.observables.diagnostics.follow_clusters`."""
         return follow_clusters(self, **kwargs)
 
+    @doc_params
     def animate(self, path, **kwargs):
         """Write a movie of the run to ``path`` (.gif or .mp4) and return a summary dict: particles or
         densities on S^1 / S^2, frame by frame (`meanfield.results.movies.animate`, whose keywords it takes:
@@ -553,11 +555,7 @@ class Solution(SolutionFiles):
         Examples
         --------
         >>> import os, tempfile
-        >>> import numpy as np
-        >>> import meanfield as mf, solvers
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
-        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
-        ...                                                                        progress=False)
+        {fourier_run}
         >>> movie = sol.animate(os.path.join(tempfile.mkdtemp(), "run.gif"), size=1.5, dpi=40, progress=False)
         >>> movie["frames"], list(map(float, movie["times"])), movie["writer"]
         (2, [0.0, 1.0], 'pillow')
@@ -565,6 +563,7 @@ class Solution(SolutionFiles):
 
         return animate(self, path, **kwargs)
 
+    @doc_params
     def plot(self, times=None, path=None, show_energy=True, scale="auto", t_end=None):
         """The natural picture of the run with E_β(t); ``scale`` "auto", "linear", "log" or
         "perturbation" (ρ − 1). See `meanfield.results.plotting.plot_solution`.
@@ -598,11 +597,7 @@ class Solution(SolutionFiles):
 
         Examples
         --------
-        >>> import numpy as np
-        >>> import meanfield as mf, solvers
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
-        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
-        ...                                                                        progress=False)
+        {fourier_run}
         >>> fig = sol.plot(scale="perturbation")
         >>> len(fig.axes) >= 2
         True

@@ -19,6 +19,7 @@ thousand stays finite in scaled form.
 import numpy as np
 from scipy import special
 
+from .._docs import doc_params
 from ..validation import check_beta, check_dim, check_int, check_real
 from ..errors import InvalidInput, UnsupportedModel
 
@@ -146,6 +147,7 @@ def _log_scaled_multipliers_series(beta, dim, ls):
             + special.logsumexp(log_terms, axis=0) - beta)
 
 
+@doc_params
 def velocity_multipliers(beta, dim, lmax, scaled=False):
     """c_l = a_l(β)/β for l >= 1 and c_0 = 0: the multipliers of φ = (K*ρ)/β up to a constant.
 
@@ -155,10 +157,7 @@ def velocity_multipliers(beta, dim, lmax, scaled=False):
 
     Parameters
     ----------
-    beta : float, of either sign
-        Inverse temperature β.
-    dim : int >= 2
-        Ambient dimension d.
+    {beta_dim}
     lmax : int >= 0
         Highest degree l.
     scaled : bool
