@@ -250,3 +250,77 @@ def exp_values(z, out):
     """out = expo(max(z, EXP_LOW)) elementwise (the exponential of the fused sums, for its test)."""
     for i in range(z.shape[0]):
         out[i] = expo(max(z[i], EXP_LOW))
+
+
+# -- Fourier sums on the circle, block by block (the causal spectral sums of `meanfield.sums.spectralsums`) --
+
+@njit(**_OPTS)
+def _circle_coefficients(k, cos, sin, w, bounds, out, pr, pi):
+    """out[k, 0] = (Re, Im) of Σ_{j in block k} w_j e^{−imθ_j}, m = 0..L: the powers e^{imθ_j} by the recurrence
+    p ← p·e^{iθ_j}, kept for all the block's points at once (the loop over the points vectorises)."""
+    a, b = bounds[k], bounds[k + 1]
+    r = b - a
+    for j in range(r):
+        pr[j], pi[j] = w[a + j], 0.0
+    for m in range(out.shape[3]):
+        re = im = 0.0
+        for j in range(r):
+            re += pr[j]
+            im -= pi[j]
+            c, s = cos[a + j], sin[a + j]
+            pr[j], pi[j] = pr[j] * c - pi[j] * s, pr[j] * s + pi[j] * c
+        out[k, 0, 0, m], out[k, 0, 1, m] = re, im
+
+
+@njit(**_OPTS)
+def _circle_synthesis(k, cos, sin, g, bounds, out, pr, pi):
+    """out[:, j] = Re Σ_{m=-L..L} g[k, :, m] e^{imθ_j} for the points j of block k, with g[k, q, −m] the
+    conjugate of g[k, q, m] (real fields): g_0 + 2 Re Σ_{m>0} g_m e^{imθ_j}; g (K, P, 2, L+1) as (Re, Im)."""
+    a, b = bounds[k], bounds[k + 1]
+    r = b - a
+    P = g.shape[1]
+    for j in range(r):
+        pr[j], pi[j] = 1.0, 0.0
+        for q in range(P):
+            out[q, a + j] = 0.0
+    for m in range(g.shape[3]):
+        f = 1.0 if m == 0 else 2.0
+        for q in range(P):
+            gr, gi = f * g[k, q, 0, m], f * g[k, q, 1, m]
+            for j in range(r):
+                out[q, a + j] += gr * pr[j] - gi * pi[j]
+        for j in range(r):
+            c, s = cos[a + j], sin[a + j]
+            pr[j], pi[j] = pr[j] * c - pi[j] * s, pr[j] * s + pi[j] * c
+
+
+@njit(cache=True, **_OPTS)
+def circle_blocks(cos, sin, w, g, bounds, out, synthesis):
+    """The blocks of `circle_blocks_parallel` on the calling thread."""
+    size = 1
+    for k in range(bounds.shape[0] - 1):
+        size = max(size, bounds[k + 1] - bounds[k])
+    pr, pi = np.empty(size), np.empty(size)
+    for k in range(bounds.shape[0] - 1):
+        if synthesis:
+            _circle_synthesis(k, cos, sin, g, bounds, out, pr, pi)
+        else:
+            _circle_coefficients(k, cos, sin, w, bounds, g, pr, pi)
+
+
+@njit(cache=True, parallel=True, **_OPTS)
+def circle_blocks_parallel(cos, sin, w, g, bounds, out, synthesis):
+    """Block k = points bounds[k]..bounds[k+1] of the circle (θ given by its cos and sin): with ``synthesis``
+    False, g[k, 0] = the coefficients (Re, Im) (2, L+1) of Σ_j w_j δ_{θ_j} (`_circle_coefficients`); with
+    ``synthesis``, out (P, n) = the real fields of the coefficients g[k] (P, 2, L+1) at the block's points
+    (`_circle_synthesis`). The blocks shared among numba's threads, each on one thread in the same
+    operations: the bits do not depend on the threads."""
+    size = 1
+    for k in range(bounds.shape[0] - 1):
+        size = max(size, bounds[k + 1] - bounds[k])
+    for k in prange(bounds.shape[0] - 1):
+        pr, pi = np.empty(size), np.empty(size)
+        if synthesis:
+            _circle_synthesis(k, cos, sin, g, bounds, out, pr, pi)
+        else:
+            _circle_coefficients(k, cos, sin, w, bounds, g, pr, pi)

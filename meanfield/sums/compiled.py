@@ -39,7 +39,8 @@ def _kernels():
         from . import _fused  # deferred: compiles with numba
 
         _KERNELS.update(exp_sums4=_fused.exp_sums4, exp_sums4_parallel=_fused.exp_sums4_parallel,
-                        gram_counts4=_fused.gram_counts4, cluster_counts4=_fused.cluster_counts4)
+                        gram_counts4=_fused.gram_counts4, cluster_counts4=_fused.cluster_counts4,
+                        circle_blocks=_fused.circle_blocks, circle_blocks_parallel=_fused.circle_blocks_parallel)
     return _KERNELS or None
 
 
@@ -254,6 +255,37 @@ def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attentio
         _kernels()["exp_sums4"](*args, np.empty((8, x.shape[1])), *mask)
 
 
+def _circle_blocks(cos, sin, w, g, bounds, out, synthesis, threads):
+    name = "circle_blocks"
+    if threads > 1 and len(bounds) > 2 and _THREADS_OK[0]:
+        import numba  # deferred: numba is heavy
+
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS, len(bounds) - 1))
+        name = "circle_blocks_parallel"
+    _kernels()[name](cos, sin, w, g, np.ascontiguousarray(bounds, dtype=np.int64), out, synthesis)
+
+
+def circle_block_coefficients(cos, sin, w, bounds, lmax, threads=1):
+    """c[k, m] = Σ_{bounds[k] <= j < bounds[k+1]} w_j e^{−imθ_j}, m = 0..lmax (K, lmax + 1) complex, for
+    points θ_j on the circle given by cos θ_j and sin θ_j: the powers by the recurrence e^{i(m+1)θ} =
+    e^{imθ}e^{iθ} (relative error about m ulp), the blocks shared among ``threads`` of numba's threads
+    (the same bits on any number). Needs numba (`fused_available`)."""
+    K = len(bounds) - 1
+    g = np.empty((K, 1, 2, lmax + 1))
+    _circle_blocks(cos, sin, w, g, bounds, np.empty((0, 0)), False, threads)
+    return g[:, 0, 0] + 1j * g[:, 0, 1]
+
+
+def circle_block_synthesis(cos, sin, g, bounds, threads=1):
+    """f[q, j] = Re Σ_{m=−L..L} g[k, q, m] e^{imθ_j} = Re(g_0) + 2 Re Σ_{m>0} g[k, q, m] e^{imθ_j} at the
+    points j of block k (bounds[k] <= j < bounds[k+1]), for the coefficients g (K, P, L + 1), m >= 0, of
+    real fields (g_{−m} the conjugate of g_m): (P, n). As `circle_block_coefficients`."""
+    g = np.ascontiguousarray(np.stack([g.real, g.imag], axis=2))
+    out = np.empty((g.shape[1], len(cos)))
+    _circle_blocks(cos, sin, np.empty(0), g, bounds, out, True, threads)
+    return out
+
+
 def gram_counts4(x, y, threshold, counts):
     """counts (G, r) += #{j : ⟨x_i, y_j⟩ >= threshold} for x (G, r, k), y (G, m, k), k <= 4."""
     _kernels()["gram_counts4"](x, y, float(threshold), counts, np.empty((4, x.shape[1])))
@@ -276,7 +308,7 @@ def compile_all():
     a fresh checkout's first particle runs, or the first minutes of its test suite (once in each of
     pytest's worker processes), pay for the same compilations again and again. `.ci/setup` calls this
     once after installing; later processes read the cache (``__pycache__/*.nbi``). Returns the number of
-    calls made (26), 0 without numba.
+    calls made (28), 0 without numba.
     """
     if not ENABLED or _kernels() is None:
         return 0
@@ -309,6 +341,12 @@ def compile_all():
     calls += [lambda r=r, a=a, c=c: sums(r, a, c, threads=2) for r, a, c in
               [(writable, a, c) for a in (None, True) for c in ((start, None, None), (start, ra, cb))]
               + [(frozen, True, (start, None, None)), (frozen, True, (start, ra, cb))]]
+    # the causal spectral sums on S^1: coefficients and synthesis of blocks, on one thread and on two
+    bounds = np.array([0, 2, 5])
+    calls += [lambda k=k: circle_block_synthesis(x[0, :, 0].copy(), x[0, :, 1].copy(),
+                                                 circle_block_coefficients(x[0, :, 0].copy(), x[0, :, 1].copy(), w,
+                                                                           bounds, 3, k)[:, None], bounds, k)
+              for k in (1, 2)]
     for call in calls:
         call()
     return len(calls)

@@ -39,6 +39,7 @@ import ducc0.nufft as nufft
 from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 
 from ..transformer.kernels import kernel_multipliers, velocity_multipliers
+from . import compiled
 from .kernelsums import attention_sums, masked_batch_sums
 from ..threads import blas_single_threaded, check_threads, share_out
 from ..validation import check_beta, check_int, check_measure, check_real
@@ -291,6 +292,8 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
     parts = [None] * len(cuts)
 
     own = _own_blocks(sums.beta, x, w, ends, sigma, slope, cuts, threads)
+    if d == 2 and own is not None:
+        return _causal_circle(sums, x, w, sigma, slope, cuts, own, threads)
 
     def near(k):                                              # the own block exactly, and its part of c
         start, stop = cuts[k]
@@ -328,6 +331,36 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
 
     with blas_single_threaded():
         share_out(far, range(1, len(cuts)), max(1, min(threads, len(cuts) - 1)))
+    return Zs, G
+
+
+def _causal_circle(sums, x, w, sigma, slope, cuts, own, threads):
+    """`causal_zonal_sums` on S^1 in three compiled calls, the blocks of each shared among ``threads``: the
+    own triangles (``own``, `_own_blocks`), the coefficients c_m = Σ_j w_j e^{−λ(σ_s − σ_j)} e^{−imθ_j} of
+    every block (`compiled.circle_block_coefficients`) and the fields of the running coefficients at the
+    points of every block (`compiled.circle_block_synthesis`): Fourier sums by the recurrence of e^{imθ},
+    exact to about L ulp, where the nonuniform FFTs of the other path err by ε."""
+    n, d, L = len(x), x.shape[1], sums.lmax
+    bounds = np.array([start for start, _ in cuts] + [n])
+    sizes = np.diff(bounds)
+    cos, sin = np.ascontiguousarray(x[:, 0]), np.ascontiguousarray(x[:, 1])
+    first = np.repeat(bounds[:-1], sizes)                                # the first token of each token's block
+    ahead = np.repeat(np.minimum(bounds[1:], n - 1), sizes)              # the next block's (referred to it)
+    parts = compiled.circle_block_coefficients(cos, sin, w * np.exp(-slope * (sigma[ahead] - sigma)), bounds, L,
+                                               threads)
+    running = np.zeros_like(parts)                                       # c of block k, referred to its start
+    for k in range(1, len(cuts)):
+        running[k] = running[k - 1] * np.exp(-slope * (sigma[bounds[k]] - sigma[bounds[k - 1]])) + parts[k - 1]
+    block = np.concatenate([own[k, :r] for k, r in enumerate(sizes)])
+    Zs = block[:, d].copy()
+    G = block[:, :d] - np.einsum("id,id->i", x, block[:, :d])[:, None] * x
+    if len(cuts) > 1:
+        far = compiled.circle_block_synthesis(cos, sin, sums._multipliers[:2, L:] * running[1:, None, :], bounds[1:],
+                                              threads)
+        rows = slice(bounds[1], n)
+        decay = np.exp(-slope * (sigma[rows] - sigma[first[rows]]))
+        Zs[rows] += decay * far[0, rows]
+        G[rows] += (decay * far[1, rows])[:, None] * np.stack([-sin[rows], cos[rows]], -1)
     return Zs, G
 
 
