@@ -269,6 +269,9 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
     ε·Σ_{j<s} w_j e^{−λ(σ_i − σ_j)} in Zs and G (`masked_error_bound`). x (..., n, d), w (n,) or (..., n);
     leading axes looped over.
 
+    With numba the own blocks' sums are one compiled call (`_own_blocks`), and on S^1 so are the
+    blocks' transforms (`_causal_circle`: Fourier sums by recurrence, within the same bound).
+
     ``threads``: the blocks' exact sums and transforms (each on one thread) are shared among threads in
     two passes, the running coefficients summed in between in order: the result has the same bits
     whatever ``threads``."""
