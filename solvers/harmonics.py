@@ -39,7 +39,9 @@ from meanfield.threads import renamed_threads
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_power, alm_to_real,
                                                  real_to_alm)
 from .base import Solver
-from .bases import SphericalHarmonicBasis
+from meanfield.spaces.harmonics import SphericalHarmonicBasis
+from meanfield.sums.spectralsums import EPSILON, sphere_angles, tangent_vectors
+from .bases import ResolutionPolicy
 from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, GridSinkhorn, TailMonitor, check_coefficients,
@@ -130,7 +132,10 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     attentions = ("softmax", "sinkhorn")      # Sinkhorn: the plan of the grid measure (docs/attention.md)
     takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F in the flux (docs/feedforward.md)
     takes_schedule = True       # a piece's multipliers at each breakpoint (AutoResolution._adopt_model)
-    policy = SphericalHarmonicBasis.policy.with_memory(lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
+    # 4 <= L <= 8191; the bandwidth is L + 1; "auto" starts at the kernel's minimum degree itself (O(L³)
+    # transforms), at least 31, and stops at 1023 at most
+    policy = ResolutionPolicy("lmax", "max_lmax", low=4, auto_start=31, auto_cap=1023, high=8191, offset=1,
+                              round_start=False, memory=lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
     auto_resolution = (policy.name, policy.cap_name)
     config_name, config_aliases = "harmonics", ("spectral-sphere",)
     takes_mask = True           # with `positions`: the layered equation (`LayeredSphericalHarmonics`)
@@ -301,8 +306,8 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         Sinkhorn attention the plan extended to them (`solvers.spectral.GridSinkhorn.at`)."""
         if self._sinkhorn is not None:
             return self._sinkhorn.at(run, self._sinkhorn_fields(run, alm, feedforward=False)[0].ravel(), points)
-        grad = self.basis.gradient_at(self._vel * alm, points)
-        z = None if self._kern is None else self.basis.values_at(self._kern * alm, points)[:, None]
+        grad = tangent_vectors(self.basis.gradient_at(self._vel * alm, points, EPSILON), sphere_angles(points)[1])
+        z = None if self._kern is None else self.basis.values_at(self._kern * alm, points, EPSILON)[:, None]
         return self.field.velocity(grad, z)
 
     def _linear(self, run):

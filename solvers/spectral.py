@@ -151,16 +151,16 @@ class SpectralVelocity:
                        if model.normalization == "ngpt" else None)
         self._grids = {}
 
-    def feedforward(self, basis, feedforward=None):
+    def feedforward(self, basis, feedforward):
         """⟨P_x F, e_a⟩ (a, grid...) on ``basis.points`` along ``basis.frame`` for the feed-forward term
-        ``feedforward`` (default the model's; None: no term, returns None), kept per (term, grid)."""
-        ff = self.model.feedforward if feedforward is None else feedforward
-        if ff is None:
+        ``feedforward`` (the solver's model's, also for a head's velocity; None: no term, returns None),
+        computed once per grid (F does not depend on ρ)."""
+        if feedforward is None:
             return None
-        key = (id(ff), id(basis))
-        hit = self._grids.get(key)
-        if hit is None or hit[0] is not ff or hit[1] is not basis:
-            hit = self._grids[key] = (ff, basis, tangent_components(ff.value(basis.points), basis.frame))
+        hit = self._grids.get(id(basis))
+        if hit is None or hit[0] is not basis or hit[1] is not feedforward:
+            hit = self._grids[id(basis)] = (basis, feedforward,
+                                            tangent_components(feedforward.value(basis.points), basis.frame))
         return hit[2]
 
     def scaled(self, x, tangent_sq, t, dz=None, z=None):
@@ -259,9 +259,9 @@ class AutoResolution:
         self._setup_model()
 
     def _setup_model(self):
-        """What of ``_setup`` depends on the model (the multipliers): a solver whose bases depend on the
-        resolution only sets them here, so that a piece of a schedule keeps its bases."""
-        self._setup(getattr(self, self.policy.name))
+        """What of ``_setup`` depends on the model (the multipliers), called by ``_setup`` and at each
+        breakpoint of a schedule: the bases depend on the resolution only and are kept."""
+        raise NotImplementedError(f"{type(self).__name__} sets the multipliers of its model in `_setup_model`.")
 
     def _next(self, run, t, y, reason):
         """The refined solver and the padded state on a `Refine`; at the start from a Solution ``y``
