@@ -15,10 +15,13 @@ Discretisation (pseudo-spectral, ducc0.sht on a Gauss–Legendre grid):
   non-polynomial factor 1/(K*ρ);
 * the flux divergence uses spin-1 transforms: ∇Φ is one spin-1 ("DERIV1") synthesis of Φ_lm,
   the flux F = ρ X is formed on the grid, and div F has coefficients −sqrt(l(l+1))·E_lm[F], with
-  E_lm the gradient (E-mode) part of the spin-1 analysis of F. Transforms per right-hand side:
+  E_lm the gradient (E-mode) part of the spin-1 analysis of F (ducc0's "DERIV1" adjoint: the curl
+  part is not computed). Transforms per right-hand side:
     - (USA): 1 scalar synthesis (ρ) + 1 spin-1 synthesis (∇Φ) + 1 spin-1 analysis;
-    - (SA):  1 double scalar synthesis (ρ and e^{-β}K*ρ in one call) + 1 spin-1 synthesis
-      (∇ e^{-β}K*ρ/β) + 1 spin-1 analysis, with ∇Φ = ∇(K*ρ/β)/(K*ρ) (scaled Bessel functions);
+    - (SA):  2 scalar syntheses (ρ, e^{-β}K*ρ) + 1 spin-1 synthesis (∇ e^{-β}K*ρ/β) + 1 spin-1
+      analysis, with ∇Φ = ∇(K*ρ/β)/(K*ρ) (scaled Bessel functions);
+  the kernel's fields (e^{-β}K*ρ, ∇Φ) are synthesised at the degree beyond which they vanish to
+  rounding (`solvers.spectral.kernel_band`), which for a smooth kernel is far below lmax;
   (the scalar-only route ½[Δ(ρΦ) + ρΔΦ − ΦΔρ] needs 4 syntheses + 2 analyses, and for (SA) an
   extra analysis of log K*ρ: slower);
 * ρ_00 (the mass) has derivative exactly 0; noise −ν l(l+1) is the diagonal linear part, applied
@@ -179,6 +182,19 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         self._vel = self.field.potential[ls]
         self._sinkhorn = (GridSinkhorn(self.model, self.basis.points, self.basis.weights, self.basis.frame)
                           if self.model.attention == "sinkhorn" else None)       # the grid's Sinkhorn attention
+        # the flux is ρ s∇Φ alone (softmax attention, "post", no feed-forward term): `_flux`
+        self._plain = self._sinkhorn is None and self.model.normalization == "post" and self.model.feedforward is None
+        self._flux_potential = self.field.flux_potential[ls]
+
+    def _flux(self, alm, field):
+        """ρX (..., 2, ntheta, nphi) on the dealiasing grid of "post" attention (`_plain`): ρ by one scalar
+        synthesis; Z̃ of (SA) and the gradient of the potential of ``field`` synthesised at the degree where
+        the kernel's fields vanish to rounding (`solvers.spectral.kernel_band`), one scalar and one spin-1
+        synthesis; then one product (`SpectralVelocity.flux`)."""
+        basis, band = self.basis, self.field.band
+        z = None if self._kern is None else basis.synthesis(self._kern * field, band)[..., None, :, :]
+        grad = basis.gradient(self._flux_potential * field, band)
+        return self.field.flux(grad, basis.synthesis(alm)[..., None, :, :], z)
 
     @property
     def fine(self):
@@ -203,7 +219,7 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         g = basis.synthesis(np.stack(rows, axis=-2)) if len(rows) > 1 else basis.synthesis(alm)[..., None, :, :]
         rho, z = g[..., 0, :, :], (g[..., 1, :, :] if self._kern is not None else None)
         x = self.field.velocity(basis.gradient(self._vel * field), None if z is None else z[..., None, :, :])
-        speed2 = x[..., 0, :, :] ** 2 + x[..., 1, :, :] ** 2
+        speed2 = None if self.model.normalization == "post" else x[..., 0, :, :] ** 2 + x[..., 1, :, :] ** 2
         x, inverse = self.field.scaled(x, speed2, t, g[..., -1, :, :] if self.field.radial is not None else None, z)
         mlp = self.field.feedforward(basis, self.model.feedforward) if feedforward else None
         return rho, z, (x if mlp is None else x + inverse * mlp), inverse
@@ -277,11 +293,12 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
 
     def _transport(self, run, alm, field=None, t=0.0):
         """−div_S(ρX) on degrees <= lmax for coefficients alm (..., nalm) moved by the velocity of ``field``."""
-        if self._sinkhorn is not None:
-            rho, x = self._sinkhorn_fields(run, alm)
+        if self._plain and not isinstance(field, list):
+            x = self._flux(alm, alm if field is None else field)
         else:
-            rho, _, x, _ = self._fields(alm, field=field, t=t)
-        x *= rho[..., None, :, :]
+            rho, x = self._sinkhorn_fields(run, alm) if self._sinkhorn is not None else self._fields(alm, field=field,
+                                                                                                   t=t)[::2]
+            x *= rho[..., None, :, :]
         d = self.basis.divergence(x)
         d[..., 0] = 0.0
         d[..., self._m0] = d[..., self._m0].real

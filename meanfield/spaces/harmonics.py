@@ -17,7 +17,7 @@ import functools
 
 import numpy as np
 from ducc0.fft import good_size
-from ducc0.sht import adjoint_synthesis, analysis_2d, synthesis, synthesis_2d_deriv1
+from ducc0.sht import adjoint_synthesis, analysis_2d, synthesis
 from ducc0.sht.experimental import synthesis_general
 from scipy.special import assoc_legendre_p, gammaln
 
@@ -189,6 +189,7 @@ class SphericalHarmonicBasis:
         self.laplacian = readonly(ls * (ls + 1.0))
         self.zonal = readonly(ms == 0)
         self._divergence = readonly(np.sqrt(self.laplacian))
+        self._bands = {}            # band -> the positions of the degrees <= band (`band_limited`)
 
     @functools.cached_property
     def _grid(self):
@@ -207,9 +208,9 @@ class SphericalHarmonicBasis:
                     phi0=np.zeros(self.ntheta), ringstart=(np.arange(self.ntheta) * self.nphi).astype(np.uintp))
 
     @functools.cached_property
-    def _area_weights(self):
-        """dΩ = 4π·w per node, (ntheta, nphi)."""
-        return readonly(4 * np.pi * self.weights.reshape(self.ntheta, self.nphi))
+    def _ring_area(self):
+        """dΩ = 4π·w of a node on each ring, (ntheta,) (the weights are constant along a ring)."""
+        return readonly(4 * np.pi * self.weights[:, 0])
 
     @functools.cached_property
     def frame(self):
@@ -223,12 +224,26 @@ class SphericalHarmonicBasis:
         e_phi = np.stack([-sp, cp, np.zeros_like(cp)], axis=-1)
         return readonly(np.stack([e_theta, e_phi]))
 
-    def synthesis(self, alm):
-        """Grid values (..., ntheta, nphi) of coefficient vectors alm (..., nalm)."""
+    def synthesis(self, alm, band=None):
+        """Grid values (..., ntheta, nphi) of coefficient vectors alm (..., nalm); with ``band`` < lmax only
+        the degrees <= ``band`` are transformed (`band_limited`)."""
         alm = np.asarray(alm)
-        batch = alm.reshape(-1, 1, alm.shape[-1])
-        out = self._batched(lambda a, nt: synthesis(alm=a, spin=0, nthreads=nt, **self._geometry), batch)
+        batch, geometry = self.band_limited(alm.reshape(-1, 1, alm.shape[-1]), band)
+        out = self._batched(lambda a, nt: synthesis(alm=a, spin=0, nthreads=nt, **geometry), batch)
         return out.reshape(alm.shape[:-1] + (self.ntheta, self.nphi))
+
+    def band_limited(self, alm, band=None):
+        """(the a_lm (..., nalm) of degree <= ``band`` in the layout of lmax = ``band``, the grid's ducc0
+        geometry at that lmax): a field known to vanish beyond ``band`` (the potential of a smooth kernel,
+        a_l(β) below rounding beyond a degree set by β) is synthesised at its own degree on this grid, at a
+        cost O(band²·ntheta) instead of O(L²·ntheta) for the Legendre part. None or ``band`` >= lmax: all."""
+        if band is None or band >= self.lmax:
+            return alm, self._geometry
+        band = check_int(band, "band", low=0)
+        keep = self._bands.get(band)
+        if keep is None:            # m-major, then l: the order of the layout of lmax = band
+            keep = self._bands[band] = np.flatnonzero(self.degrees <= band)
+        return alm[..., keep], dict(self._geometry, lmax=band)
 
     def _batched(self, transform, batch):
         """transform(batch, nthreads) of a batch of maps (axis 0): below `meanfield.threads.SHARE_LMAX`, where
@@ -258,30 +273,26 @@ class SphericalHarmonicBasis:
         alm[:, self.zonal] = alm[:, self.zonal].real
         return alm.reshape(values.shape[:-2] + (alm.shape[-1],))
 
-    def gradient(self, alm):
+    def gradient(self, alm, band=None):
         """(∂_θ f, ∂_φ f / sin θ) (..., 2, ntheta, nphi) of f = Σ a_lm Y_lm (..., nalm): one spin-1 synthesis
-        (a batch: one spin-1 synthesis of the E-modes sqrt(l(l+1))·a_lm for all of them)."""
+        of the gradient (E-mode) part sqrt(l(l+1))·a_lm alone (ducc0's "DERIV1": no curl part is
+        transformed), all the maps of a batch in one call; ``band`` as in `synthesis`."""
         alm = np.asarray(alm)
-        if alm.ndim > 1:
-            e = (self._divergence * alm).reshape(-1, 1, alm.shape[-1])
-            modes = np.concatenate([e, np.zeros_like(e)], axis=1)
-            out = self._batched(lambda a, nt: synthesis(alm=a, spin=1, nthreads=nt, **self._geometry), modes)
-            return out.reshape(alm.shape[:-1] + (2, self.ntheta, self.nphi))
-        return synthesis_2d_deriv1(alm=alm[None], lmax=self.lmax, geometry="GL", ntheta=self.ntheta,
-                                   nphi=self.nphi, nthreads=self.nthreads)
+        batch, geometry = self.band_limited(alm.reshape(-1, 1, alm.shape[-1]), band)
+        out = self._batched(lambda a, nt: synthesis(alm=a, spin=1, nthreads=nt, mode="DERIV1", **geometry), batch)
+        return out.reshape(alm.shape[:-1] + (2, self.ntheta, self.nphi))
 
     def divergence(self, field):
-        """Coefficients of −div_S F for a tangent field F = (F_θ, F_φ) on the grid: sqrt(l(l+1))·E_lm[F],
-        E_lm the gradient (E-mode) part of its spin-1 analysis. A batch (..., 2, ntheta, nphi) is analysed
-        in one call (the Gauss–Legendre analysis is the adjoint synthesis of the quadrature-weighted field)."""
-        field = np.asarray(field)
-        if field.ndim > 3:
-            weighted = (field * self._area_weights).reshape((-1, 2, self.ntheta * self.nphi))
-            e = self._batched(lambda a, nt: adjoint_synthesis(map=a, spin=1, nthreads=nt, **self._geometry),
-                              weighted)[:, 0]
-            return self._divergence * e.reshape(field.shape[:-3] + (e.shape[-1],))
-        e = analysis_2d(map=field, spin=1, lmax=self.lmax, geometry="GL", nthreads=self.nthreads)[0]
-        return self._divergence * e
+        """Coefficients of −div_S F for tangent fields F = (F_θ, F_φ) (..., 2, ntheta, nphi) on the grid:
+        sqrt(l(l+1))·E_lm[F], E_lm the gradient (E-mode) part of its spin-1 analysis. The Gauss–Legendre
+        analysis is the adjoint synthesis of the field weighted by dΩ, which ducc0 applies ring by ring
+        (``ringfactor``); its "DERIV1" mode gives sqrt(l(l+1))·E_lm alone (the curl part is not computed),
+        all the fields of a batch in one call."""
+        field = np.asarray(field, dtype=float)
+        maps = field.reshape((-1, 2, self.ntheta * self.nphi))
+        e = self._batched(lambda a, nt: adjoint_synthesis(map=a, spin=1, nthreads=nt, mode="DERIV1",
+                                                          ringfactor=self._ring_area, **self._geometry), maps)
+        return e.reshape(field.shape[:-3] + (e.shape[-1],))
 
     def values_at(self, alm, points, epsilon=EVAL_EPSILON):
         """Σ a_lm Y_lm at the points (..., 3) of S^2 (`synthesis_points`: ducc0's synthesis_general,
