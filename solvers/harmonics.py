@@ -212,33 +212,32 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         basis = self.basis if basis is None else basis
         if isinstance(field, list):
             return self._head_fields(alm, basis, field, t, feedforward)
-        field = alm if field is None else field
-        rows = [alm] + ([self._kern * field] if self._kern is not None else [])
-        if self.field.radial is not None:
-            rows.append(self.field.radial[self._ls] * field)
-        g = basis.synthesis(np.stack(rows, axis=-2)) if len(rows) > 1 else basis.synthesis(alm)[..., None, :, :]
-        rho, z = g[..., 0, :, :], (g[..., 1, :, :] if self._kern is not None else None)
-        x = self.field.velocity(basis.gradient(self._vel * field), None if z is None else z[..., None, :, :])
+        field, radial, band = alm if field is None else field, self.field.radial, self.field.band
+        rows = ([self._kern * field] if self._kern is not None else []) + ([radial[self._ls] * field]
+                                                                           if radial is not None else [])
+        k = basis.synthesis(np.stack(rows, axis=-2), band) if rows else None     # the kernel's fields, at their band
+        z, dz = (k[..., 0, :, :] if self._kern is not None else None), (k[..., -1, :, :] if radial is not None else None)
+        x = self.field.velocity(basis.gradient(self._vel * field, band), None if z is None else z[..., None, :, :])
         speed2 = None if self.model.normalization == "post" else x[..., 0, :, :] ** 2 + x[..., 1, :, :] ** 2
-        x, inverse = self.field.scaled(x, speed2, t, g[..., -1, :, :] if self.field.radial is not None else None, z)
+        x, inverse = self.field.scaled(x, speed2, t, dz, z)
+        rho = basis.synthesis(alm)
         mlp = self.field.feedforward(basis, self.model.feedforward) if feedforward else None
         return rho, z, (x if mlp is None else x + inverse * mlp), inverse
 
     def _head_fields(self, alm, basis, fields, t, feedforward):
         """`_fields` of several zonal heads (Post-LN): X = Σ_h X_h[ρ̄_h], head h's velocity from the density
-        ``fields[h]`` with its own multipliers, one batched scalar and one spin-1 synthesis for all heads;
-        Z̃ is that of the first head."""
+        ``fields[h]`` with its own multipliers, one batched scalar and one spin-1 synthesis for all heads at
+        the largest of their bands; Z̃ is that of the first head."""
         ls, heads = self._ls, self.head_fields
-        rows = [alm] + ([h.kernel[ls] * f for h, f in zip(heads, fields)] if self.field.normalized else [])
-        g = basis.synthesis(np.stack(rows, axis=-2))
-        grad = basis.gradient(np.stack([h.potential[ls] * f for h, f in zip(heads, fields)]))
+        band = max(h.band for h in heads)
+        zs = (basis.synthesis(np.stack([h.kernel[ls] * f for h, f in zip(heads, fields)], axis=-2), band)
+              if self.field.normalized else None)
+        grad = basis.gradient(np.stack([h.potential[ls] * f for h, f in zip(heads, fields)]), band)
         x = 0.0
         for k, head in enumerate(heads):
-            z = g[..., 1 + k, :, :][..., None, :, :] if self.field.normalized else None
-            x = x + head.velocity(grad[k], z)
+            x = x + head.velocity(grad[k], None if zs is None else zs[..., k, :, :][..., None, :, :])
         mlp = self.field.feedforward(basis, self.model.feedforward) if feedforward else None
-        z = g[..., 1, :, :] if self.field.normalized else None
-        return g[..., 0, :, :], z, (x if mlp is None else x + mlp), 1.0
+        return basis.synthesis(alm), None if zs is None else zs[..., 0, :, :], (x if mlp is None else x + mlp), 1.0
 
     # -- Solver contract ---------------------------------------------------------------------------
     def _representation(self, run):

@@ -170,7 +170,7 @@ class SpectralVelocity:
         self.model = model
         self.radial = (radial_multipliers(self.beta, model.dim, lmax, scaled=True)
                        if model.normalization == "ngpt" else None)
-        self.band = kernel_band(self.potential, self.kernel)     # Z̃, Ψ̃ vanish beyond it (to rounding)
+        self.band = kernel_band(self.potential, self.kernel, self.radial)   # Z̃, Ψ̃ (∂_β Z̃) vanish beyond it
         # ∇ of these gives s∇Ψ̃ (SA) or X = s e^{|β|}∇Ψ̃ (USA): the factor of `flux`, once on the coefficients
         self.flux_potential = self.potential * (self.s if self.normalized else self.usa_factor)
         self._grids = {}
