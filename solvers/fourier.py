@@ -36,7 +36,8 @@ from meanfield.errors import InvalidInput, SolverError
 from meanfield.spaces.quadrature import trapezoid
 from meanfield.representations.fourier import FourierSeries
 from .base import Run, Solver
-from .bases import FourierBasis, fourier_grid_size, midpoint_coefficients
+from meanfield.spaces.fourier import FourierBasis, fourier_grid_size, midpoint_coefficients
+from .bases import ResolutionPolicy
 from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, TailMonitor, check_coefficients, energy_diagnostics,
@@ -153,7 +154,9 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
     normalizations = ("post", "ngpt", "sqrt-depth")      # speeds of t and of the field (docs/normalization.md)
     takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F in the flux (docs/feedforward.md)
     takes_schedule = True       # a piece's multipliers at each breakpoint (AutoResolution._adopt_model)
-    policy = FourierBasis.policy.with_memory(lambda K: BYTES_PER_MODE * K)
+    # K >= 8 (at most 2^26); "auto" starts at 64 modes and stops at 16384 by default
+    policy = ResolutionPolicy("modes", "max_modes", low=8, auto_start=64, auto_cap=16384, high=2 ** 26,
+                              memory=lambda K: BYTES_PER_MODE * K)
     auto_resolution = (policy.name, policy.cap_name)
     config_name, config_aliases = "fourier", ("spectral-circle",)
     run_type = FourierRun
@@ -179,7 +182,7 @@ class FourierCircle(HandOverToCharacteristics, AutoResolution, Solver):
         return super().__new__(cls)
 
     def __init__(self, model, modes=512, *, tail_tol=DEFAULT_TAIL_TOL, dealias=1.5,
-                 max_modes=FourierBasis.policy.auto_cap, w1=True, positions=None,
+                 max_modes=16384, w1=True, positions=None,
                  max_positions=POSITIONS_POLICY.auto_cap, threads=None):
         Solver.__init__(self, model, threads)
         check_positions_model(model, positions)

@@ -37,19 +37,15 @@ from meanfield.validation import check_callable, check_density_values, check_rea
 from meanfield.errors import InvalidInput, SolverError, UnderResolved
 from meanfield.representations.gegenbauer import GegenbauerSeries, axis_vector, lift, orthogonal_basis
 from .base import Solver
-from .bases import GegenbauerBasis, node_count
+from meanfield.spaces.gegenbauer import GegenbauerBasis, node_count
+from meanfield.spaces.quadrature import readonly
+from .bases import ResolutionPolicy
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, SpectralVelocity, TailMonitor, energy_diagnostics,
                        noise_dissipation, spectral_tail)
 from meanfield.measures.densities import zonal_profile
 
 ZONAL_RTOL = 1e-8        # tolerance of the zonality check of a callable initial density
 MAX_NORM = 1e12          # ‖ρ‖_{L²(σ)} beyond which the coefficients lose more than 12 digits
-
-
-def _readonly(a):
-    a = np.ascontiguousarray(a, dtype=float)
-    a.setflags(write=False)
-    return a
 
 
 class Gegenbauer(AutoResolution, Solver):
@@ -114,7 +110,7 @@ class Gegenbauer(AutoResolution, Solver):
 
     steppers = ("dopri5", "bs32")
     stepper_defaults = {}
-    policy = GegenbauerBasis.policy
+    policy = ResolutionPolicy("lmax", "max_lmax", low=4, auto_start=32, auto_cap=1024)   # "auto": 32 up to 1024
     mass_by_construction = True     # c_0 is not evolved: a report notes the mass
     auto_resolution = (policy.name, policy.cap_name)
     config_name = "gegenbauer"
@@ -132,7 +128,7 @@ class Gegenbauer(AutoResolution, Solver):
                                     [densities.von_mises_fisher(np.eye(4)[-1], 4.0), densities.uniform()], {})}
 
     def __init__(self, model, lmax=64, axis=None, *, tail_tol=DEFAULT_TAIL_TOL,
-                 max_lmax=GegenbauerBasis.policy.auto_cap, max_norm=MAX_NORM, threads=None):
+                 max_lmax=1024, max_norm=MAX_NORM, threads=None):
         Solver.__init__(self, model, threads)
         self._require_zonal()
         self.max_norm = check_real(max_norm, "max_norm", low=1.0, low_open=True)
@@ -151,13 +147,18 @@ class Gegenbauer(AutoResolution, Solver):
         P, dP = basis.table, basis.derivative_table
         self.synthesis = P                                                # f_j = Σ_l c_l p_l(s_j)
         self.derivative = dP                                              # g_j = Σ_l c_l p_l'(s_j)
-        self.flux_test = _readonly((dP * (w * (1 - s * s))[:, None]).T)   # Σ_j w_j (1 − s_j²) p_l'(s_j) F_j
-        self.field = field = SpectralVelocity(self.model, L)
-        # one matrix–vector product gives f, (Z̃ for (SA)) and ∂_sΨ̃ at the nodes
-        rows = [P] + ([P * field.kernel] if field.normalized else []) + [dP * field.potential]
-        self.fields_table = _readonly(np.concatenate(rows))
+        self.flux_test = readonly((dP * (w * (1 - s * s))[:, None]).T)   # Σ_j w_j (1 − s_j²) p_l'(s_j) F_j
         self.laplacian = basis.laplacian
         self.representation = GegenbauerSeries(L, d, self.axis)
+        self._setup_model()
+
+    def _setup_model(self):
+        """The multipliers of the model at the basis's degrees, in the table of `_fields`."""
+        P, dP = self.synthesis, self.derivative
+        self.field = field = SpectralVelocity(self.model, self.lmax)
+        # one matrix–vector product gives f, (Z̃ for (SA)) and ∂_sΨ̃ at the nodes
+        rows = [P] + ([P * field.kernel] if field.normalized else []) + [dP * field.potential]
+        self.fields_table = readonly(np.concatenate(rows))
 
     # -- the discretisation ------------------------------------------------------------------------
     def _fields(self, c):

@@ -15,10 +15,13 @@ Discretisation (pseudo-spectral, ducc0.sht on a Gauss–Legendre grid):
   non-polynomial factor 1/(K*ρ);
 * the flux divergence uses spin-1 transforms: ∇Φ is one spin-1 ("DERIV1") synthesis of Φ_lm,
   the flux F = ρ X is formed on the grid, and div F has coefficients −sqrt(l(l+1))·E_lm[F], with
-  E_lm the gradient (E-mode) part of the spin-1 analysis of F. Transforms per right-hand side:
+  E_lm the gradient (E-mode) part of the spin-1 analysis of F (ducc0's "DERIV1" adjoint: the curl
+  part is not computed). Transforms per right-hand side:
     - (USA): 1 scalar synthesis (ρ) + 1 spin-1 synthesis (∇Φ) + 1 spin-1 analysis;
-    - (SA):  1 double scalar synthesis (ρ and e^{-β}K*ρ in one call) + 1 spin-1 synthesis
-      (∇ e^{-β}K*ρ/β) + 1 spin-1 analysis, with ∇Φ = ∇(K*ρ/β)/(K*ρ) (scaled Bessel functions);
+    - (SA):  2 scalar syntheses (ρ, e^{-β}K*ρ) + 1 spin-1 synthesis (∇ e^{-β}K*ρ/β) + 1 spin-1
+      analysis, with ∇Φ = ∇(K*ρ/β)/(K*ρ) (scaled Bessel functions);
+  the kernel's fields (e^{-β}K*ρ, ∇Φ) are synthesised at the degree beyond which they vanish to
+  rounding (`solvers.spectral.kernel_band`), which for a smooth kernel is far below lmax;
   (the scalar-only route ½[Δ(ρΦ) + ρΔΦ − ΦΔρ] needs 4 syntheses + 2 analyses, and for (SA) an
   extra analysis of log K*ρ: slower);
 * ρ_00 (the mass) has derivative exactly 0; noise −ν l(l+1) is the diagonal linear part, applied
@@ -39,7 +42,9 @@ from meanfield.threads import renamed_threads
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_power, alm_to_real,
                                                  real_to_alm)
 from .base import Solver
-from .bases import SphericalHarmonicBasis
+from meanfield.spaces.harmonics import SphericalHarmonicBasis
+from meanfield.sums.spectralsums import EPSILON, sphere_angles, tangent_vectors
+from .bases import ResolutionPolicy
 from .handover import HandOverToCharacteristics
 from .layered import POSITIONS_POLICY, Layered, check_positions_model, signature_of_init
 from .spectral import (DEFAULT_TAIL_TOL, AutoResolution, GridSinkhorn, TailMonitor, check_coefficients,
@@ -130,7 +135,10 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
     attentions = ("softmax", "sinkhorn")      # Sinkhorn: the plan of the grid measure (docs/attention.md)
     takes_mlp, mlp_normalizations = True, ("post", "sqrt-depth")    # P_x F in the flux (docs/feedforward.md)
     takes_schedule = True       # a piece's multipliers at each breakpoint (AutoResolution._adopt_model)
-    policy = SphericalHarmonicBasis.policy.with_memory(lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
+    # 4 <= L <= 8191; the bandwidth is L + 1; "auto" starts at the kernel's minimum degree itself (O(L³)
+    # transforms), at least 31, and stops at 1023 at most
+    policy = ResolutionPolicy("lmax", "max_lmax", low=4, auto_start=31, auto_cap=1023, high=8191, offset=1,
+                              round_start=False, memory=lambda L: BYTES_PER_DEGREE2 * (L + 1) ** 2)
     auto_resolution = (policy.name, policy.cap_name)
     config_name, config_aliases = "harmonics", ("spectral-sphere",)
     takes_mask = True           # with `positions`: the layered equation (`LayeredSphericalHarmonics`)
@@ -184,6 +192,19 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         self._vel = self.field.potential[ls]
         self._sinkhorn = (GridSinkhorn(self.model, self.basis.points, self.basis.weights, self.basis.frame)
                           if self.model.attention == "sinkhorn" else None)       # the grid's Sinkhorn attention
+        # the flux is ρ s∇Φ alone (softmax attention, "post", no feed-forward term): `_flux`
+        self._plain = self._sinkhorn is None and self.model.normalization == "post" and self.model.feedforward is None
+        self._flux_potential = self.field.flux_potential[ls]
+
+    def _flux(self, alm, field):
+        """ρX (..., 2, ntheta, nphi) on the dealiasing grid of "post" attention (`_plain`): ρ by one scalar
+        synthesis; Z̃ of (SA) and the gradient of the potential of ``field`` synthesised at the degree where
+        the kernel's fields vanish to rounding (`solvers.spectral.kernel_band`), one scalar and one spin-1
+        synthesis; then one product (`SpectralVelocity.flux`)."""
+        basis, band = self.basis, self.field.band
+        z = None if self._kern is None else basis.synthesis(self._kern * field, band)[..., None, :, :]
+        grad = basis.gradient(self._flux_potential * field, band)
+        return self.field.flux(grad, basis.synthesis(alm)[..., None, :, :], z)
 
     @property
     def fine(self):
@@ -201,33 +222,32 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         basis = self.basis if basis is None else basis
         if isinstance(field, list):
             return self._head_fields(alm, basis, field, t, feedforward)
-        field = alm if field is None else field
-        rows = [alm] + ([self._kern * field] if self._kern is not None else [])
-        if self.field.radial is not None:
-            rows.append(self.field.radial[self._ls] * field)
-        g = basis.synthesis(np.stack(rows, axis=-2)) if len(rows) > 1 else basis.synthesis(alm)[..., None, :, :]
-        rho, z = g[..., 0, :, :], (g[..., 1, :, :] if self._kern is not None else None)
-        x = self.field.velocity(basis.gradient(self._vel * field), None if z is None else z[..., None, :, :])
-        speed2 = x[..., 0, :, :] ** 2 + x[..., 1, :, :] ** 2
-        x, inverse = self.field.scaled(x, speed2, t, g[..., -1, :, :] if self.field.radial is not None else None, z)
+        field, radial, band = alm if field is None else field, self.field.radial, self.field.band
+        rows = ([self._kern * field] if self._kern is not None else []) + ([radial[self._ls] * field]
+                                                                           if radial is not None else [])
+        k = basis.synthesis(np.stack(rows, axis=-2), band) if rows else None     # the kernel's fields, at their band
+        z, dz = (k[..., 0, :, :] if self._kern is not None else None), (k[..., -1, :, :] if radial is not None else None)
+        x = self.field.velocity(basis.gradient(self._vel * field, band), None if z is None else z[..., None, :, :])
+        speed2 = None if self.model.normalization == "post" else x[..., 0, :, :] ** 2 + x[..., 1, :, :] ** 2
+        x, inverse = self.field.scaled(x, speed2, t, dz, z)
+        rho = basis.synthesis(alm)
         mlp = self.field.feedforward(basis, self.model.feedforward) if feedforward else None
         return rho, z, (x if mlp is None else x + inverse * mlp), inverse
 
     def _head_fields(self, alm, basis, fields, t, feedforward):
         """`_fields` of several zonal heads (Post-LN): X = Σ_h X_h[ρ̄_h], head h's velocity from the density
-        ``fields[h]`` with its own multipliers, one batched scalar and one spin-1 synthesis for all heads;
-        Z̃ is that of the first head."""
+        ``fields[h]`` with its own multipliers, one batched scalar and one spin-1 synthesis for all heads at
+        the largest of their bands; Z̃ is that of the first head."""
         ls, heads = self._ls, self.head_fields
-        rows = [alm] + ([h.kernel[ls] * f for h, f in zip(heads, fields)] if self.field.normalized else [])
-        g = basis.synthesis(np.stack(rows, axis=-2))
-        grad = basis.gradient(np.stack([h.potential[ls] * f for h, f in zip(heads, fields)]))
+        band = max(h.band for h in heads)
+        zs = (basis.synthesis(np.stack([h.kernel[ls] * f for h, f in zip(heads, fields)], axis=-2), band)
+              if self.field.normalized else None)
+        grad = basis.gradient(np.stack([h.potential[ls] * f for h, f in zip(heads, fields)]), band)
         x = 0.0
         for k, head in enumerate(heads):
-            z = g[..., 1 + k, :, :][..., None, :, :] if self.field.normalized else None
-            x = x + head.velocity(grad[k], z)
+            x = x + head.velocity(grad[k], None if zs is None else zs[..., k, :, :][..., None, :, :])
         mlp = self.field.feedforward(basis, self.model.feedforward) if feedforward else None
-        z = g[..., 1, :, :] if self.field.normalized else None
-        return g[..., 0, :, :], z, (x if mlp is None else x + mlp), 1.0
+        return basis.synthesis(alm), None if zs is None else zs[..., 0, :, :], (x if mlp is None else x + mlp), 1.0
 
     # -- Solver contract ---------------------------------------------------------------------------
     def _representation(self, run):
@@ -282,11 +302,12 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
 
     def _transport(self, run, alm, field=None, t=0.0):
         """−div_S(ρX) on degrees <= lmax for coefficients alm (..., nalm) moved by the velocity of ``field``."""
-        if self._sinkhorn is not None:
-            rho, x = self._sinkhorn_fields(run, alm)
+        if self._plain and not isinstance(field, list):
+            x = self._flux(alm, alm if field is None else field)
         else:
-            rho, _, x, _ = self._fields(alm, field=field, t=t)
-        x *= rho[..., None, :, :]
+            rho, x = self._sinkhorn_fields(run, alm) if self._sinkhorn is not None else self._fields(alm, field=field,
+                                                                                                   t=t)[::2]
+            x *= rho[..., None, :, :]
         d = self.basis.divergence(x)
         d[..., 0] = 0.0
         d[..., self._m0] = d[..., self._m0].real
@@ -311,8 +332,8 @@ class SphericalHarmonics(HandOverToCharacteristics, AutoResolution, Solver):
         Sinkhorn attention the plan extended to them (`solvers.spectral.GridSinkhorn.at`)."""
         if self._sinkhorn is not None:
             return self._sinkhorn.at(run, self._sinkhorn_fields(run, alm, feedforward=False)[0].ravel(), points)
-        grad = self.basis.gradient_at(self._vel * alm, points)
-        z = None if self._kern is None else self.basis.values_at(self._kern * alm, points)[:, None]
+        grad = tangent_vectors(self.basis.gradient_at(self._vel * alm, points, EPSILON), sphere_angles(points)[1])
+        z = None if self._kern is None else self.basis.values_at(self._kern * alm, points, EPSILON)[:, None]
         return self.field.velocity(grad, z)
 
     def _linear(self, run):

@@ -25,6 +25,7 @@ from meanfield.observables.energy import energy_from_spectrum, energy_rate_from_
 from meanfield.sums.sinkhorn import sinkhorn, sinkhorn_energy, sinkhorn_output
 
 DEFAULT_TAIL_TOL = 1e-6
+BAND_TOL = 1e-18         # `kernel_band`: the fields of the degrees dropped stay this far below rounding
 
 
 class Refine(SolverError):
@@ -43,6 +44,26 @@ def check_kernel_resolution(beta, dim, lmax, name, tol=1e-14):
         raise InvalidInput(f"`{name}`={lmax} is too coarse for beta={beta:g}: the kernel multipliers a_l(β)/a_0(β) "
                          f"only drop below {tol:g} at degree {need}; use {name} >= {need}.")
     return need
+
+
+def kernel_band(*multipliers, tol=BAND_TOL):
+    """The degree B beyond which the fields of these multipliers m_l (one array per field, by degree;
+    None skipped) vanish below rounding for every density: Σ_{l>B} (2l + 1)²|m_l| <= tol·max|m| for each.
+
+    A positive measure of mass 1 has ‖ρ_l‖ <= (2l + 1)^{1/2} (a Dirac mass attains it), and
+    |Σ_m c_lm Y_lm| <= (2l + 1)^{1/2}‖c_l‖, |∇Σ_m c_lm Y_lm| <= (l(l+1)(2l + 1))^{1/2}‖c_l‖ (addition theorem;
+    docs/mathematics.md §3), so the degrees beyond B change the field m*ρ and its gradient by at most
+    tol·max|m|, far below the rounding of its synthesis (about 1e-16·max|m|). At least 1."""
+    out = 1
+    for m in multipliers:
+        if m is None:
+            continue
+        m = np.abs(np.asarray(m, dtype=float))
+        l = np.arange(m.size)
+        tail = np.cumsum((m * (2 * l + 1.0) ** 2)[::-1])[::-1]      # tail[k] = Σ_{l>=k}
+        small = np.flatnonzero(tail <= tol * m.max())
+        out = max(out, int(small[0]) - 1 if small.size else m.size - 1)
+    return out
 
 
 def spectral_tail(power):
@@ -149,18 +170,21 @@ class SpectralVelocity:
         self.model = model
         self.radial = (radial_multipliers(self.beta, model.dim, lmax, scaled=True)
                        if model.normalization == "ngpt" else None)
+        self.band = kernel_band(self.potential, self.kernel, self.radial)   # Z̃, Ψ̃ (∂_β Z̃) vanish beyond it
+        # ∇ of these gives s∇Ψ̃ (SA) or X = s e^{|β|}∇Ψ̃ (USA): the factor of `flux`, once on the coefficients
+        self.flux_potential = self.potential * (self.s if self.normalized else self.usa_factor)
         self._grids = {}
 
-    def feedforward(self, basis, feedforward=None):
+    def feedforward(self, basis, feedforward):
         """⟨P_x F, e_a⟩ (a, grid...) on ``basis.points`` along ``basis.frame`` for the feed-forward term
-        ``feedforward`` (default the model's; None: no term, returns None), kept per (term, grid)."""
-        ff = self.model.feedforward if feedforward is None else feedforward
-        if ff is None:
+        ``feedforward`` (the solver's model's, also for a head's velocity; None: no term, returns None),
+        computed once per grid (F does not depend on ρ)."""
+        if feedforward is None:
             return None
-        key = (id(ff), id(basis))
-        hit = self._grids.get(key)
-        if hit is None or hit[0] is not ff or hit[1] is not basis:
-            hit = self._grids[key] = (ff, basis, tangent_components(ff.value(basis.points), basis.frame))
+        hit = self._grids.get(id(basis))
+        if hit is None or hit[0] is not basis or hit[1] is not feedforward:
+            hit = self._grids[id(basis)] = (basis, feedforward,
+                                            tangent_components(feedforward.value(basis.points), basis.frame))
         return hit[2]
 
     def scaled(self, x, tangent_sq, t, dz=None, z=None):
@@ -173,6 +197,12 @@ class SpectralVelocity:
             radial = self.s * (dz / z if self.normalized else dz * self.unscale)
         inverse = field_inverse_speed(self.model, t, tangent_sq, radial)
         return x * inverse, inverse
+
+    def flux(self, grad, rho, z=None):
+        """ρX of "post" from the gradient ``grad`` (written over) of the field of ``flux_potential`` and ρ, Z̃
+        broadcastable to it: (s∇Ψ̃)·ρ/Z̃ (SA) or (s e^{|β|}∇Ψ̃)·ρ (USA), one product over the vector field
+        (what `velocity` times ρ gives, to rounding)."""
+        return np.multiply(grad, rho / z if self.normalized else rho, out=grad)
 
     def velocity(self, grad, z=None, log_shift=0.0):
         """X from ∇Ψ̃ (``grad``, any layout) and, for (SA), Z̃ (``z``, broadcastable to ``grad``);
@@ -259,9 +289,9 @@ class AutoResolution:
         self._setup_model()
 
     def _setup_model(self):
-        """What of ``_setup`` depends on the model (the multipliers): a solver whose bases depend on the
-        resolution only sets them here, so that a piece of a schedule keeps its bases."""
-        self._setup(getattr(self, self.policy.name))
+        """What of ``_setup`` depends on the model (the multipliers), called by ``_setup`` and at each
+        breakpoint of a schedule: the bases depend on the resolution only and are kept."""
+        raise NotImplementedError(f"{type(self).__name__} sets the multipliers of its model in `_setup_model`.")
 
     def _next(self, run, t, y, reason):
         """The refined solver and the padded state on a `Refine`; at the start from a Solution ``y``

@@ -308,7 +308,7 @@ def test_sinkhorn_continuum_on_the_circle_matches_particles():
 def test_sinkhorn_continuum_on_the_sphere_matches_particles():
     """SphericalHarmonics under Sinkhorn attention against weighted particles at the nodes of a finer
     Gauss–Legendre grid: the first and second moments agree to 1e-9 at t = 0.5; the energy increases."""
-    from solvers.bases import SphericalHarmonicBasis
+    from meanfield.spaces.harmonics import SphericalHarmonicBasis
     model = mf.Model(beta=2.0, dim=3, attention="sinkhorn")
     rho0 = mf.densities.von_mises_fisher([0, 0, 1.0], 1.0)
     sol = solvers.SphericalHarmonics(model, lmax=16).solve(rho0, [0.0, 0.25, 0.5], progress=False)

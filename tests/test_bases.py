@@ -1,10 +1,11 @@
-"""solvers.bases: round trips, gradients against closed forms, quadrature exactness, the resolution policy."""
+"""The bases of meanfield.spaces and solvers.bases.ResolutionPolicy: round trips, gradients against closed forms, quadrature exactness, the resolution policy."""
 import numpy as np
 import pytest
 
-from meanfield.representations.harmonics import alm_index, alm_size
-from solvers.bases import (FourierBasis, GegenbauerBasis, ResolutionPolicy, SphericalHarmonicBasis,
-                           fourier_grid_size, harmonic_grid_shape, midpoint_coefficients, node_count)
+from meanfield.spaces.fourier import FourierBasis, fourier_grid_size, midpoint_coefficients
+from meanfield.spaces.gegenbauer import GegenbauerBasis, node_count
+from meanfield.spaces.harmonics import SphericalHarmonicBasis, alm_index, alm_size, harmonic_grid_shape
+from solvers.bases import ResolutionPolicy
 from solvers.fourier import FourierCircle
 from solvers.gegenbauer import Gegenbauer
 from solvers.harmonics import SphericalHarmonics
@@ -132,7 +133,7 @@ def test_harmonic_pad_embeds_the_degrees():
     b = coarse.pad(a, fine)
     assert b.size == alm_size(11)
     for l, m in [(0, 0), (3, 2), (5, 5)]:
-        assert b[alm_index(l, m, 11)] == pytest.approx(a[alm_index(l, m, 5)], abs=4 * EPS)
+        assert b[alm_index(l, m, 11)] == a[alm_index(l, m, 5)]          # moved, not recomputed
     assert np.all(b[fine.degrees > 5] == 0)
 
 
@@ -235,3 +236,28 @@ def test_refinement_continues_on_the_refined_basis():
     assert b[alm_index(7, 3, 40)] == pytest.approx(a[alm_index(7, 3, 31)], abs=4 * EPS)
     fixed = Gegenbauer(mf.Model(beta=1.0, dim=4), lmax=16)
     assert (fixed.auto, fixed.max_lmax, fixed.refinable) == (False, 16, False)
+
+
+# -- one basis per space ---------------------------------------------------------------------------------
+def test_the_representation_and_the_solver_hold_the_same_basis():
+    """One basis class per space, held by the state's representation and by the solver alike; the
+    representation's evaluation and the solver's tracers call the same transform (bit for bit), and a
+    basis that only evaluates at points builds no grid."""
+    import meanfield as mf
+    from meanfield.representations.fourier import FourierSeries
+    from meanfield.representations.gegenbauer import GegenbauerSeries
+    from meanfield.representations.harmonics import alm_to_real, real_to_alm
+
+    S = SphericalHarmonics(mf.Model(beta=1.0, dim=3), lmax=16)
+    rep = S._representation(None)
+    assert type(rep.basis) is type(S.basis) is SphericalHarmonicBasis
+    a = random_alm(S.basis)
+    x = RNG.standard_normal((20, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    c = alm_to_real(a, 16)
+    np.testing.assert_array_equal(rep.evaluate(c, x), S.basis.values_at(real_to_alm(c), x))
+    assert "_grid" not in rep.basis.__dict__
+    assert type(FourierSeries(16).basis) is type(FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).basis)
+    G = Gegenbauer(mf.Model(beta=1.0, dim=5), lmax=16)
+    assert type(G._representation(None).basis) is type(G.basis) is GegenbauerBasis
+    assert "_tables" not in GegenbauerSeries(16, 5).basis.__dict__

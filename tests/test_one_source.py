@@ -207,7 +207,7 @@ def test_a_breakpoint_of_a_schedule_builds_no_basis(name, monkeypatch):
 def test_the_sphere_basis_frame_is_computed_once_on_its_own_longitudes():
     """e_θ, e_φ at the Gauss–Legendre grid, from the basis's own φ (that of the grid's points): one
     read-only array however often it is read."""
-    from solvers.bases import SphericalHarmonicBasis
+    from meanfield.spaces.harmonics import SphericalHarmonicBasis
 
     basis = SphericalHarmonicBasis(12)
     frame = basis.frame

@@ -307,7 +307,7 @@ def test_cli_threads_hold_blas_for_the_whole_command():
 def test_small_harmonic_transforms_stay_on_one_thread():
     """ducc0 starts its threads at each call: below lmax SHARE_LMAX a transform is faster on one."""
     from meanfield.threads import SHARE_LMAX
-    from solvers.bases import SphericalHarmonicBasis
+    from meanfield.spaces.harmonics import SphericalHarmonicBasis
 
     assert SphericalHarmonicBasis(16, nthreads=2).nthreads == 1
     assert SphericalHarmonicBasis(SHARE_LMAX - 1, nthreads=2).nthreads == 1

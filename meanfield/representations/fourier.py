@@ -1,7 +1,10 @@
 """Trigonometric polynomials on S^1 with σ-relative coefficients (docs/mathematics.md §2)."""
+import functools
+
 import numpy as np
 
 from ..observables.energy import energy_from_spectrum
+from ..spaces.fourier import FourierBasis, midpoint_values, series_at_angles
 from ..spaces.gridded import point_dataarray
 from ..spaces.quadrature import trapezoid
 from .base import Representation
@@ -24,6 +27,11 @@ class FourierSeries(Representation):
     def __init__(self, modes):
         self.modes = int(modes)
 
+    @functools.cached_property
+    def basis(self):
+        """The `meanfield.spaces.fourier.FourierBasis` of these modes."""
+        return FourierBasis(self.modes)
+
     def power(self, data):
         c = np.asarray(data)
         p = 2 * np.abs(c) ** 2
@@ -36,27 +44,13 @@ class FourierSeries(Representation):
         return self.evaluate_angles(data, theta)
 
     def evaluate_angles(self, data, theta):
-        c = np.asarray(data)
-        theta = np.asarray(theta, dtype=float)
-        flat = theta.ravel()
-        out = np.empty(flat.shape)
-        k = np.arange(1, c.shape[-1])
-        for s in range(0, flat.size, 4096):
-            e = np.exp(1j * np.outer(flat[s:s + 4096], k))
-            out[s:s + 4096] = c[0].real + 2 * (e @ c[1:]).real
-        return out.reshape(theta.shape)
+        """ρ at angles θ of any shape, by direct sums (`meanfield.spaces.fourier.series_at_angles`)."""
+        return series_at_angles(data, theta)
 
     def grid_values(self, data, n):
-        """ρ at the n midpoints θ_j = 2π(j + ½)/n (n >= 2K + 1), via one inverse FFT."""
-        c = np.asarray(data)
-        K = c.shape[-1] - 1
-        if n < 2 * K + 1:
-            return self.evaluate_angles(c, trapezoid(n).angles)
-        full = np.zeros(n, dtype=complex)
-        full[:K + 1] = c
-        full[n - K:] = np.conj(c[1:][::-1])
-        shift = np.exp(1j * np.pi * np.fft.fftfreq(n, 1.0 / n) / n)   # midpoint offset ½·2π/n
-        return np.fft.ifft(full * shift).real * n
+        """ρ at the n midpoints θ_j = 2π(j + ½)/n (`meanfield.spaces.fourier.midpoint_values`: one inverse
+        FFT when n >= 2K + 1)."""
+        return midpoint_values(data, n)
 
     def mass(self, data):
         return float(np.asarray(data)[..., 0].real)

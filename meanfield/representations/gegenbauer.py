@@ -21,68 +21,23 @@ recurrence of the orthonormal polynomials,
 
 (and, differentiated, p'_{l+1} = (s p'_l + p_l − b_l p'_{l−1}) / b_{l+1}), whose values are bounded
 by the Christoffel function: Σ_l p_l(s_j)² = 1/w_j at Gauss nodes, and p_l(1)² = dim H_l at the
-pole (about 1e154 for d = 1024, l = 320: finite).
+pole (about 1e154 for d = 1024, l = 320: finite). The recurrence and the basis (`GegenbauerBasis`, held
+as ``GegenbauerSeries.basis``) live in `meanfield.spaces.gegenbauer` and are re-exported here.
 """
+import functools
+
 import numpy as np
 from scipy import special
 
 from ..observables.energy import energy_from_spectrum
-from ..spaces.quadrature import gauss_gegenbauer, jacobi_offdiagonal
+from ..spaces.gegenbauer import GegenbauerBasis, gegenbauer_sum, gegenbauer_table, recurrence_coefficients  # noqa: F401
+from ..spaces.quadrature import gauss_gegenbauer
 from .base import Representation
 from ..spaces.gridded import zonal_cells
 from ..validation import check_int
 from ..errors import InvalidInput
 
 CROSS_POLYTOPE_MAX = 32   # measure(): at most ±b_k, k < 32, as directions on the orthogonal sphere
-
-
-def recurrence_coefficients(lmax, dim):
-    """b_1..b_lmax of the orthonormal recurrence s p_l = b_{l+1} p_{l+1} + b_l p_{l−1}."""
-    return jacobi_offdiagonal(int(lmax), 0.5 * (int(dim) - 2))
-
-
-def gegenbauer_table(lmax, dim, s, derivative=False):
-    """p_l(s), l = 0..lmax (and p_l'(s) with ``derivative=True``), shape s.shape + (lmax + 1,).
-
-    The orthonormal polynomials of the law of s = ⟨x, e⟩ under σ, by the three-term recurrence
-    (module docstring); no C_l^λ(1) is ever formed.
-    """
-    s = np.asarray(s, dtype=float)
-    b = recurrence_coefficients(lmax, dim)
-    p = np.zeros(s.shape + (lmax + 1,))
-    dp = np.zeros_like(p) if derivative else None
-    p[..., 0] = 1.0
-    for l in range(lmax):
-        prev = p[..., l - 1] if l else 0.0
-        bl = b[l - 1] if l else 0.0
-        p[..., l + 1] = (s * p[..., l] - bl * prev) / b[l]
-        if derivative:
-            dprev = dp[..., l - 1] if l else 0.0
-            dp[..., l + 1] = (s * dp[..., l] + p[..., l] - bl * dprev) / b[l]
-    return (p, dp) if derivative else p
-
-
-def gegenbauer_sum(c, dim, s, derivative=False):
-    """Σ_l c_l p_l(s) (or Σ_l c_l p_l'(s)) at points s of any shape, by the forward recurrence
-    (memory O(s.size), no table)."""
-    c = np.asarray(c, dtype=float)
-    s = np.asarray(s, dtype=float)
-    L = c.shape[-1] - 1
-    b = recurrence_coefficients(L, dim)
-    p_prev, p = np.zeros_like(s), np.ones_like(s)
-    d_prev, d = np.zeros_like(s), np.zeros_like(s)
-    out = np.zeros_like(s) if derivative else c[0] * p
-    for l in range(L):
-        bl = b[l - 1] if l else 0.0
-        p_next = (s * p - bl * p_prev) / b[l]
-        if derivative:
-            d_next = (s * d + p - bl * d_prev) / b[l]
-            d_prev, d = d, d_next
-            out = out + c[l + 1] * d
-        else:
-            out = out + c[l + 1] * p_next
-        p_prev, p = p, p_next
-    return out
 
 
 def log_zonal_weight(s, dim, power=None):
@@ -171,6 +126,12 @@ class GegenbauerSeries(Representation):
     def __repr__(self):
         return f"GegenbauerSeries(lmax={self.lmax}, dim={self.dim})"
 
+    @functools.cached_property
+    def basis(self):
+        """The `meanfield.spaces.gegenbauer.GegenbauerBasis` of degree lmax in dim (its nodes and tables are
+        computed on first use)."""
+        return GegenbauerBasis(self.lmax, self.dim)
+
     def _coefficients(self, data):
         c = np.asarray(data, dtype=float)
         if c.shape[-1] != self.lmax + 1:
@@ -184,7 +145,7 @@ class GegenbauerSeries(Representation):
 
     def profile(self, data, s):
         """f(s) = Σ c_l p_l(s): the density at the points with ⟨x, e⟩ = s."""
-        return gegenbauer_sum(self._coefficients(data), self.dim, np.clip(s, -1.0, 1.0))
+        return self.basis.series_at(self._coefficients(data), np.clip(s, -1.0, 1.0))
 
     def evaluate(self, data, x):
         return self.profile(data, np.asarray(x, dtype=float) @ self.axis)
@@ -219,7 +180,7 @@ class GegenbauerSeries(Representation):
         q[1:] = c[1:] / (l * (l + self.dim - 2))
         with np.errstate(under="ignore"):
             envelope = np.exp(log_zonal_weight(s, self.dim, 0.5 * (self.dim - 1)))
-        return c[0] * special.betainc(a, a, 0.5 * (1.0 + s)) - envelope * gegenbauer_sum(q, self.dim, s, True)
+        return c[0] * special.betainc(a, a, 0.5 * (1.0 + s)) - envelope * self.basis.series_at(q, s, True)
 
     def measure(self, data, n=None, n_directions=None):
         """A weighted discrete measure carrying the zonal law: Gauss–Gegenbauer nodes s_j lifted to

@@ -13,7 +13,9 @@ m(2L+1−m)/2 + l), orthonormal for the area measure dA and with the Condon–Sh
 
     a_l0 = sqrt(4π)·C_l0,    a_lm = sqrt(2π)·(−1)^m·(C_lm − i S_lm)  (m > 0).
 
-`real_to_alm` / `alm_to_real` implement this map (tested against pyshtools).
+`real_to_alm` / `alm_to_real` implement this map (tested against pyshtools). They, and the basis
+(`SphericalHarmonicBasis`, held as ``SphericalHarmonicSeries.basis``), live in `meanfield.spaces.harmonics`
+and are re-exported here.
 
 pyshtools. ``clm`` is exactly a pyshtools real coefficient array in the '4pi' normalisation with
 ``csphase=1``: '4pi' is the normalisation in which ∫ Y_lm² dΩ = 4π, i.e. the real harmonics are
@@ -24,93 +26,21 @@ power ‖ρ_l‖²_{L²(σ)} of `meanfield.representations.State.spectrum`, and 
 the mass. pyshtools' other normalisations ('ortho', 'schmidt', 'unnorm') and the complex kind would
 scale every coefficient; `from_pyshtools` converts them with pyshtools' own ``convert``.
 """
+import functools
+
 import numpy as np
-from ducc0.sht import synthesis, synthesis_2d, synthesis_general
+from ducc0.sht import synthesis, synthesis_2d
 
 from ..observables.energy import energy_from_spectrum
 from ..spaces.gridded import point_dataarray
+from ..spaces.harmonics import (EVAL_EPSILON, SphericalHarmonicBasis, alm_cross, alm_degrees, alm_index,  # noqa: F401
+                                alm_power, alm_size, alm_to_real, real_to_alm, spherical_angles, synthesis_points)
 from ..threads import transform_threads
 from ..spaces.quadrature import gauss_legendre_grid   # also re-exported: the ducc0 "GL" grid
 from .base import Representation
 from ..errors import InvalidInput
-
-EVAL_EPSILON = 1e-13   # accuracy of ducc0's synthesis_general (relative to the coefficient norm)
 PYSHTOOLS_NORMALIZATION = "4pi"    # real harmonics orthonormal for σ = dΩ/4π (see the module docstring)
 PYSHTOOLS_CSPHASE = 1              # no Condon–Shortley phase
-
-
-def alm_size(lmax):
-    """Number of complex a_lm (m >= 0) up to degree lmax: (L+1)(L+2)/2."""
-    return (lmax + 1) * (lmax + 2) // 2
-
-
-def alm_degrees(lmax):
-    """(l, m) of every entry of a healpy-ordered a_lm array (m-major, then l = m..lmax)."""
-    ls = np.concatenate([np.arange(m, lmax + 1) for m in range(lmax + 1)])
-    ms = np.concatenate([np.full(lmax + 1 - m, m) for m in range(lmax + 1)])
-    return ls, ms
-
-
-def alm_index(l, m, lmax):
-    """Position of (l, m), m >= 0, in the healpy layout."""
-    return m * (2 * lmax + 1 - m) // 2 + l
-
-
-def real_to_alm(clm):
-    """pyshtools real '4pi' coefficients (2, L+1, L+1) -> ducc0 complex a_lm (dA-orthonormal, CS phase)."""
-    clm = np.asarray(clm, dtype=float)
-    L = clm.shape[-1] - 1
-    ls, ms = alm_degrees(L)
-    sign = (-1.0) ** ms
-    fac = np.where(ms == 0, np.sqrt(4 * np.pi), np.sqrt(2 * np.pi) * sign)
-    return fac * (clm[0, ls, ms] - 1j * np.where(ms == 0, 0.0, clm[1, ls, ms]))
-
-
-def alm_to_real(alm, lmax):
-    """Inverse of `real_to_alm`: ducc0 a_lm -> real (2, L+1, L+1) array (σ-orthonormal, no CS phase)."""
-    alm = np.asarray(alm)
-    ls, ms = alm_degrees(lmax)
-    z = alm * (-1.0) ** ms
-    clm = np.zeros((2, lmax + 1, lmax + 1))
-    clm[0, ls, ms] = np.where(ms == 0, alm.real / np.sqrt(4 * np.pi), z.real / np.sqrt(2 * np.pi))
-    clm[1, ls, ms] = np.where(ms == 0, 0.0, -z.imag / np.sqrt(2 * np.pi))
-    return clm
-
-
-def alm_power(alm, lmax):
-    """Degree powers ‖ρ_l‖²_{L²(σ)} = (|a_l0|² + 2Σ_{m>0}|a_lm|²)/(4π), l = 0..lmax."""
-    ls, ms = alm_degrees(lmax)
-    w = np.where(ms == 0, 1.0, 2.0) / (4 * np.pi)
-    return np.bincount(ls, weights=w * np.abs(alm) ** 2, minlength=lmax + 1)
-
-
-def alm_cross(alm, dalm, lmax):
-    """Σ_m ρ_lm·∂_tρ_lm in the σ-orthonormal real basis, per degree (for `energy_rate_from_spectrum`)."""
-    ls, ms = alm_degrees(lmax)
-    w = np.where(ms == 0, 1.0, 2.0) / (4 * np.pi)
-    return np.bincount(ls, weights=w * (alm * np.conj(dalm)).real, minlength=lmax + 1)
-
-
-def spherical_angles(x):
-    """(colatitude θ ∈ [0, π], longitude φ ∈ [0, 2π)) of unit vectors x (..., 3)."""
-    x = np.asarray(x, dtype=float)
-    theta = np.arctan2(np.hypot(x[..., 0], x[..., 1]), x[..., 2])
-    phi = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi)
-    return theta, phi
-
-
-def synthesis_points(alm, lmax, x, nthreads=1):
-    """Σ a_lm Y_lm at arbitrary points x (..., 3): ducc0's synthesis_general (NUFFT, accuracy 1e-13)."""
-
-    x = np.asarray(x, dtype=float)
-    shape = x.shape[:-1]
-    theta, phi = spherical_angles(x.reshape(-1, 3))
-    if theta.size == 0:
-        return np.zeros(shape)
-    loc = np.stack([theta, phi], -1)
-    out = synthesis_general(alm=np.ascontiguousarray(alm, dtype=complex)[None], spin=0, lmax=lmax, loc=loc,
-                            epsilon=EVAL_EPSILON, nthreads=nthreads)[0]
-    return out.reshape(shape)
 
 
 def pyshtools_ducc(nthreads=1):
@@ -136,6 +66,11 @@ class SphericalHarmonicSeries(Representation):
         self.lmax = int(lmax)
         self.nthreads = transform_threads(nthreads, self.lmax)
 
+    @functools.cached_property
+    def basis(self):
+        """The `meanfield.spaces.harmonics.SphericalHarmonicBasis` of degree lmax (its grid is built on first use)."""
+        return SphericalHarmonicBasis(self.lmax, nthreads=self.nthreads)
+
     def _alm(self, data):
         return real_to_alm(data)
 
@@ -146,7 +81,7 @@ class SphericalHarmonicSeries(Representation):
 
     def evaluate(self, data, x):
         """ρ(x) at points x (..., 3): vectorised NUFFT synthesis (ducc0 synthesis_general, accuracy 1e-13)."""
-        return synthesis_points(self._alm(data), self.lmax, x, self.nthreads)
+        return self.basis.values_at(self._alm(data), x)
 
     def mass(self, data):
         return float(np.asarray(data)[0, 0, 0])

@@ -61,6 +61,13 @@ class Quadrature(tuple):
         return f"Quadrature(n={len(self.weights)}, points shape={np.shape(self.points)}, degree={self.degree})"
 
 
+def readonly(a):
+    """``a`` as a contiguous read-only array (the tables of the rules and bases are shared, never written)."""
+    a = np.ascontiguousarray(a)
+    a.setflags(write=False)
+    return a
+
+
 def circle_points(theta):
     """The unit vectors (cos θ, sin θ) of angles θ (...,), shape (..., 2)."""
     theta = np.asarray(theta, dtype=float)

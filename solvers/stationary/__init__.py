@@ -48,7 +48,7 @@ Exact anchors (degree-l multipliers a_l(β) of `meanfield.kernel_multipliers`):
   neutral rotation mode √(1−s²)ρ̄'(s) of sector 1 is factored out; the largest real part of
   what is left is ``leading_eigenvalue`` (< 0: linearly stable).
 
-Numerics (`solvers.bases`). Zonal states use the orthonormal basis of sector m,
+Numerics (the bases of `meanfield.spaces`). Zonal states use the orthonormal basis of sector m,
 G_l^m(s) ∝ (1−s²)^{m/2} P_{l−m}^{(α_m, α_m)}(s), α_m = (d−3)/2 + m (Gegenbauer/Jacobi; √2 cos lθ
 on S^1, √(2l+1) P_l on S^2), with Gauss–Gegenbauer quadrature in s (`GegenbauerBasis`). Non-zonal
 states use `FourierBasis` on S^1 and `SphericalHarmonicBasis` on S^2. Single states:

@@ -2,7 +2,7 @@
 
 Zonal states (any d) solve `solvers.stationary.zonal.ZonalSelfConsistency`; full states on S^1 and
 S^2 solve `FullSelfConsistency`, the same map in the Fourier or spherical-harmonic basis of
-`solvers.bases` (docs/mathematics.md §6.4; docs/noise.md).
+`meanfield.spaces` (docs/mathematics.md §6.4; docs/noise.md).
 """
 import numpy as np
 from scipy import linalg, optimize
@@ -11,7 +11,8 @@ from meanfield.errors import InvalidInput, SolverError, UnsupportedModel
 from meanfield.transformer.model import Model
 from meanfield.representations.gegenbauer import axis_vector
 from meanfield.validation import check_int, check_points
-from ..bases import FourierBasis, SphericalHarmonicBasis
+from meanfield.spaces.fourier import FourierBasis
+from meanfield.spaces.harmonics import SphericalHarmonicBasis
 from .anchors import critical_noise, multiplier_ratios
 from .state import StationaryState, full_state, zonal_state
 from .zonal import DEFAULT_RESOLUTION, ZonalSelfConsistency, gibbs_potential
@@ -45,7 +46,7 @@ class FullSelfConsistency:
 
     With q_l = a_l/a_1 and w = Σ q_l ρ_lm Y_lm, Φ/ν_c = F(w) (`solvers.stationary.zonal.gibbs_potential`)
     and the residual is R(y) = P[e^{(v/ratio) F(w)}/Z] − y, P the projection on the basis. The fields
-    live on the grid of a `solvers.bases` basis exact for degree 4·resolution + 3 (e^{h} is not a
+    live on the grid of a `meanfield.spaces` basis exact for degree 4·resolution + 3 (e^{h} is not a
     polynomial: the finer grid keeps its aliasing small). The unknowns y are the real parameters of
     the coefficients of degree >= 1: (Re c_k, Im c_k) on S^1, the clm with l >= 1 on S^2.
     """

@@ -11,7 +11,8 @@ from meanfield.errors import InvalidInput, UnderResolved
 from meanfield.transformer.kernels import velocity_multipliers
 from meanfield.representations import State
 from meanfield.representations.gegenbauer import GegenbauerSeries
-from ..bases import GegenbauerBasis, SphericalHarmonicBasis
+from meanfield.spaces.gegenbauer import GegenbauerBasis
+from meanfield.spaces.harmonics import SphericalHarmonicBasis
 from ..spectral import spectral_tail
 from .zonal import ZonalSelfConsistency
 from meanfield.representations.fourier import FourierSeries

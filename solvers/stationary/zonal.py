@@ -1,6 +1,6 @@
 """The zonal self-consistency equation on S^{d−1}, any d: Newton, the Jacobian and the linearised dynamics.
 
-Zonal densities ρ = 1 + Σ_{l=1}^{L} u_l G_l(⟨x, e⟩) in the orthonormal basis of `solvers.bases.GegenbauerBasis`,
+Zonal densities ρ = 1 + Σ_{l=1}^{L} u_l G_l(⟨x, e⟩) in the orthonormal basis of `meanfield.spaces.gegenbauer.GegenbauerBasis`,
 with ``ratio`` = ν/ν_c. In units of ν_c the potential is Φ/ν_c = F(w), w = Σ_l q_l u_l G_l
 (q_l = a_l/a_1), and (SC) reads ρ = e^{(v/ratio) F(w)}/Z (docs/mathematics.md §6; the derivations are
 in the docstring of `solvers.stationary`).
@@ -10,7 +10,7 @@ from scipy import linalg
 
 from meanfield.errors import SolverError
 
-from ..bases import GegenbauerBasis
+from meanfield.spaces.gegenbauer import GegenbauerBasis
 from ..spectral import spectral_tail
 from .anchors import critical_noise, multiplier_ratios
 
@@ -34,7 +34,7 @@ class ZonalSelfConsistency:
 
     In units of ν_c the potential is Φ/ν_c = F(w), w = Σ_l q_l u_l G_l (q_l = a_l/a_1), so (SC) reads
     ρ = e^{(v/ratio) F(w)}/Z and its residual is R(u, ratio) = A[ρ] − u, A the projection of ``basis``
-    (degrees 1..L of `solvers.bases.GegenbauerBasis` on ``nodes`` Gauss–Gegenbauer nodes, default 2L + 8).
+    (degrees 1..L of `meanfield.spaces.gegenbauer.GegenbauerBasis` on ``nodes`` Gauss–Gegenbauer nodes, default 2L + 8).
     """
 
     def __init__(self, beta, dim, lmax, normalized=False, v=1.0, nodes=None):
