@@ -236,19 +236,32 @@ def _pool(workers):
         return pool
 
 
+_SHARING = threading.local()          # set while a thread works on a part of `share_out`
+
+
 def share_out(work, parts, threads):
     """work(part) for every part, on the calling thread and ``threads − 1`` pool threads, each taking
     the next part when it is free (no thread waits idle for another while parts remain). The pools
-    live for the process (one per size); a forked child starts without them."""
+    live for the process (one per size); a forked child starts without them. Called from inside a
+    part (work that shares out its own parts), it runs them on its thread: the outer parts already
+    hold the threads, and a pool thread waiting for its own pool would wait for ever."""
+    if getattr(_SHARING, "inside", False) or threads <= 1:
+        for part in parts:
+            work(part)
+        return
     lock, queue = threading.Lock(), iter(parts)
 
     def drain():
-        while True:
-            with lock:
-                part = next(queue, None)
-            if part is None:
-                return
-            work(part)
+        _SHARING.inside = True
+        try:
+            while True:
+                with lock:
+                    part = next(queue, None)
+                if part is None:
+                    return
+                work(part)
+        finally:
+            _SHARING.inside = False
 
     helpers = [_pool(threads - 1).submit(drain) for _ in range(threads - 1)]
     try:

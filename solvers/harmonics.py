@@ -38,7 +38,7 @@ from ducc0.sht import analysis_2d
 
 from meanfield.validation import check_callable, check_density_values, check_int
 from meanfield.errors import InvalidInput, SolverError
-from meanfield.threads import renamed_threads
+from meanfield.threads import blas_single_threaded, renamed_threads, share_out
 from meanfield.representations.harmonics import (SphericalHarmonicSeries, alm_cross, alm_power, alm_to_real,
                                                  real_to_alm)
 from .base import Solver
@@ -417,8 +417,25 @@ class LayeredSphericalHarmonics(Layered, SphericalHarmonics):
         self._setup_positions(positions, max_positions)
 
     def _rhs(self, run, t, alm):
-        """−div_S(ρ(s_i) X[ρ̄(s_i)]) on degrees <= lmax at every node at once."""
-        return self._transport(run, alm, self._prefix(alm))
+        """−div_S(ρ(s_i) X[ρ̄(s_i)]) on degrees <= lmax at every node at once. With ``threads`` > 1 below
+        `meanfield.threads.SHARE_LMAX` (where one transform does not share its work) the nodes go in parts
+        shared among the threads, each part's transforms and products on one thread: every map is
+        transformed alone and every product is pointwise, so the bits do not depend on the parts."""
+        field = self._prefix(alm)
+        basis = self.basis
+        if basis.threads == 1 or basis.nthreads > 1 or len(alm) < 2:
+            return self._transport(run, alm, field)
+        out = np.empty_like(alm)
+        bounds = np.linspace(0, len(alm), min(len(alm), 2 * basis.threads) + 1).astype(int)
+
+        def work(k):
+            part = slice(bounds[k], bounds[k + 1])
+            out[part] = self._transport(run, alm[part], [f[part] for f in field] if isinstance(field, list) else
+                                        field[part])
+
+        with blas_single_threaded():
+            share_out(work, range(len(bounds) - 1), basis.threads)
+        return out
 
     def _layer_power(self, run, alm):
         return np.stack([alm_power(a, self.lmax) for a in alm])

@@ -5,6 +5,7 @@ import dataclasses
 import inspect
 import subprocess
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -99,6 +100,24 @@ def test_share_out_runs_every_part_once():
     done = []
     share_out(done.append, range(100), 3)
     assert sorted(done) == list(range(100))
+
+
+def test_share_out_inside_a_part_runs_its_parts_on_that_thread():
+    """Work that shares out its own parts (a layered run's positions, each with its batched transforms):
+    the inner parts run on the thread of the outer part, every one once, with no wait on the pool."""
+    done, where = [], {}
+    lock = threading.Lock()
+
+    def outer(k):
+        def inner(j):
+            with lock:
+                done.append((k, j))
+                where.setdefault(k, set()).add(threading.get_ident())
+        share_out(inner, range(5), 2)
+
+    share_out(outer, range(6), 2)
+    assert sorted(done) == [(k, j) for k in range(6) for j in range(5)]
+    assert all(len(threads) == 1 for threads in where.values())
 
 
 def _blas_threads():
