@@ -369,7 +369,8 @@ class Lagrangian(Solver):
         (ducc0's nonuniform FFT on S^1 / SHT on S^2, O(n + L² log L); relative error at label j at
         most about ε/max(w_j, e^{−2β}) with ε = 3e-13, `meanfield.sums.spectralsums`), or "auto": spectral
         where it is faster and its bound is at most ``sums_tol``. Recorded in ``sol.stats``
-        (``sums``, ``sums_error_bound``).
+        (``sums``, ``sums_error_bound``). With ``positions``: the spectral prefix sums of docs/causal.md
+        (`solvers.layered_lagrangian.layered_spectral_field`, their own bound).
     sums_tol : float > 0, the largest bound "auto" accepts (default 1e-6).
     positions : int, optional
         Masked models only (docs/causal.md): the number of position nodes in σ ∈ (0, 1]; the labels

@@ -8,8 +8,10 @@ one density is by `solvers.lagrangian.Lagrangian` (docs/mathematics.md §9):
 
     ρ(t, s_i, Φ_t(s_i, y)) = ρ_0(s_i, y)/J_t(s_i, y),     d/dt log J = div_S X_{s_i}.
 
-The sums over the labels ordered by position (`causal_moment_sums`) go through the shared kernel-sum
-engine (`meanfield.sums.kernelsums.kernel_sums`).
+The sums over the labels ordered by position go through the shared kernel-sum engine
+(`causal_moment_sums`, `meanfield.sums.kernelsums.kernel_sums`: O((M·n)²) for n labels at each of M nodes)
+or, for zonal models on S^1 and S^2, through the spectral prefix sums (`layered_spectral_field`,
+`meanfield.sums.spectralsums.layered_zonal_sums`: O(M·(n + L² log L))).
 """
 from dataclasses import dataclass
 
@@ -17,6 +19,7 @@ import numpy as np
 
 from meanfield.validation import check_callable, check_density_values
 from meanfield.errors import InvalidInput
+from meanfield.threads import share_out
 from meanfield.sums.kernelsums import kernel_sums
 from meanfield.sums.spectralsums import (EPSILON, choose_layered_sums, layered_error_bound, layered_zonal_sums,
                                          zonal_sums)
@@ -90,7 +93,12 @@ def layered_spectral_field(z, weights, rule, beta, *, normalized=True, v=1.0, th
     `solvers.lagrangian.spectral_field`), and the bound on their relative error
     (`meanfield.sums.spectralsums.layered_error_bound`). Returns (X (M, n, d), div (M, n), bound)."""
     Zs, G, H = layered_zonal_sums(zonal_sums(beta, z.shape[-1], EPSILON), z, weights, rule, threads)
-    X, div = spectral_field(Zs, G, H, beta, normalized, v)
+    X, div = np.empty_like(G), np.empty_like(Zs)
+
+    def field(i):                                     # node by node, shared among the threads as the sums are
+        X[i], div[i] = spectral_field(Zs[i], G[i], H[i], beta, normalized, v)
+
+    share_out(field, range(len(z)), max(1, min(threads, len(z))))
     return X, div, layered_error_bound(Zs, weights, rule)
 
 
@@ -108,7 +116,9 @@ class LayeredLagrangian(Lagrangian):
     `Lagrangian` in x; masses w_ij = q_j ρ_0(s_i, y_j)). A label at s_i moves in the causal field X_{s_i} of
     the prefix mean ρ̄(s_i) = ∫_0^{s_i} k_λ(s_i, r) ρ(r) dr (docs/causal.md; both masks have this continuum),
     its log-Jacobian by div_S X_{s_i} (`layered_velocity_divergence`: direct kernel sums, causal ``ends`` and
-    the ALiBi ``bias`` over the labels ordered by position). The masses per position are exact invariants.
+    the ALiBi ``bias`` over the labels ordered by position; or, ``sums`` "spectral" or "auto", the spectral
+    prefix sums of `layered_spectral_field` for zonal models under "post", whose error bound ``stats``
+    records as the largest met in the run). The masses per position are exact invariants.
     Initial data: ρ0(x, s) or ρ0(x), a layered density Solution (the hand-over of `FourierCircle` /
     `SphericalHarmonics` with ``positions``) or a layered Lagrangian Solution (continued exactly).
     Normalisation "post" or "sqrt-depth"; diagnostics ``mass`` (joint), ``max_density``, ``min_density``,

@@ -31,6 +31,10 @@ scaled kernel is at least e^{−2|β|}), and for β > 0, when x_i is also a sour
 Lagrangian labels), by its own weight w_i (its own term is e^{β − β} = 1; for β < 0 it is e^{−2|β|}).
 Hence the bound ε / max(w_i/Σw, e^{−2β}) for β > 0 and ε e^{2|β|} for β < 0 (`error_bound`): ε e^{2|β|}
 for small |β|, ε·n for equal weights at large β > 0.
+
+Under a causal mask: tokens in order by blocks of positions with running coefficients
+(`causal_zonal_sums`), and labels in (σ, x), whose prefix mean over the positions is taken of the
+coefficients (`layered_zonal_sums`, docs/causal.md).
 """
 import functools
 
@@ -439,7 +443,6 @@ def layered_zonal_sums(sums, x, w, rule, threads=1):
     M, n, d = x.shape
     one = _zonal_sums(sums.beta, sums.dim, sums.epsilon, 1)            # each node's transforms on one thread
     angles, coeff = [None] * M, [None] * M
-
     synthesis = one._circle if d == 2 else one._sphere
 
     def analysis(i):                                          # the angles of a node's labels, once for both passes
@@ -463,9 +466,9 @@ def layered_error_bound(Zs, weights, rule, epsilon=EPSILON):
     """The bound on the relative error of the layered spectral field (`layered_zonal_sums`) at the labels:
     the transforms err by at most ε·A_i, A_i = Σ_m |W_im| Σ_j |w_mj| (the prefix weights W_im take both signs,
     Σ_m |W_im| <= 2.6), relative to Zs_ik; hence max_ik ε·A_i/Zs_ik, computed from the sums themselves
-    (``Zs`` (M, n) as returned; inf where Zs_ik <= 0). A posteriori: the prefix measure Σ_m W_im μ_m is
-    signed, so Zs has no lower bound a priori (for β >= 0 it is about the own term W_ii w_ik at a lone label,
-    e^{−2|β|}-ish of the prefix mass where the labels are spread)."""
+    (``Zs`` (M, n) as returned; inf where some Zs_ik <= 0). A posteriori: the prefix measure Σ_m W_im μ_m is
+    signed (its atoms sit at different labels), so Zs has no lower bound a priori, unlike the bounds of
+    `error_bound` and `masked_error_bound`."""
     Zs = np.asarray(Zs, dtype=float)
     W = rule.prefix_mean(np.eye(rule.size))
     A = np.abs(W) @ np.abs(np.asarray(weights, dtype=float)).sum(axis=1)
