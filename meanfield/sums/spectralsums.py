@@ -291,16 +291,22 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
     sigma = np.asarray(positions, dtype=float)
     ends = np.asarray(ends, dtype=np.int64)
     b = causal_block(sums.dim, sums.lmax) if block is None else check_int(block, "block", low=1)
-    one = _zonal_sums(sums.beta, sums.dim, sums.epsilon, 1)            # each block's transforms on one thread
     cuts = _causal_blocks(ends, n, b)
+    own = _own_blocks(sums.beta, x, w, ends, sigma, slope, cuts, threads)
+    if d == 2 and own is not None:
+        return _causal_circle(sums, x, w, sigma, slope, cuts, own, threads)
+    return _causal_by_block(sums, x, w, ends, sigma, slope, cuts, own, threads)
+
+
+def _causal_by_block(sums, x, w, ends, sigma, slope, cuts, own, threads):
+    """`causal_zonal_sums` block by block: each block's own sums (``own``, or `attention_sums` without
+    numba) and its ducc0 transforms on one thread, the blocks shared among ``threads``."""
+    n, d = x.shape
+    one = _zonal_sums(sums.beta, sums.dim, sums.epsilon, 1)            # each block's transforms on one thread
     # on S^2 the angles of all the tokens at once: a block's transforms then hold the GIL for no numpy work
     angles = sphere_angles(x, threads) if sums.dim == 3 else None
     Zs, G = np.empty(n), np.empty((n, d))
     parts = [None] * len(cuts)
-
-    own = _own_blocks(sums.beta, x, w, ends, sigma, slope, cuts, threads)
-    if d == 2 and own is not None:
-        return _causal_circle(sums, x, w, sigma, slope, cuts, own, threads)
 
     def near(k):                                              # the own block exactly, and its part of c
         start, stop = cuts[k]
