@@ -3,8 +3,8 @@
     python benchmarks/bench_causal_threads.py [--quick]
 
 Printed (β = 2, ALiBi slope λ = 1, (SA), ``uptime`` first: the ratios mean something only on an idle
-machine), each as time on 1 thread / time on 2 threads (target >= 1.6) and whether the results are the
-same bits:
+machine), each as time on 1 thread / time on 2 threads (target >= 1.6), each the best of bursts of five
+right-hand sides in a row (as a run evaluates them), and whether the results are the same bits:
 
 * the right-hand side of `solvers.Particles` with mask "causal" at n = 16384: the blocked spectral sums
   on S^1 and S^2 (blocks of positions shared among the threads, `spectralsums.causal_zonal_sums`) and
@@ -48,9 +48,16 @@ def turning(x, s):
     return 1 + 0.5 * (x[..., 0] * np.cos(2 * s) + x[..., -1] * np.sin(2 * s))
 
 
-def row(name, make, repeat):
+def row(name, make, repeat, burst=5):
+    """The time of one right-hand side on one and on two threads, each timed over ``burst`` evaluations in
+    a row, as a run makes them (a run's threads stay awake between its evaluations; a virtual machine
+    takes 50-100 µs to wake an idle core), the two alternated ``repeat`` times."""
     one, two = make(1), make(2)
-    t1, t2 = interleaved([one, two], repeat)
+
+    def bursts(evaluate):
+        return lambda: [evaluate() for _ in range(burst)]
+
+    t1, t2 = (t / burst for t in interleaved([bursts(one), bursts(two)], repeat))
     same = np.array_equal(one(), two())
     print(f"  {name:<46s} {t1 * 1e3:8.1f} ms / {t2 * 1e3:8.1f} ms = {t1 / t2:5.2f}x   same bits: {same}")
 

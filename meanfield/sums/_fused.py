@@ -296,30 +296,16 @@ def _circle_synthesis(k, cos, sin, g, bounds, out, pr, pi):
 
 @njit(cache=True, **_OPTS)
 def circle_blocks(cos, sin, w, g, bounds, out, synthesis):
-    """The blocks of `circle_blocks_parallel` on the calling thread."""
+    """Block k = points bounds[k]..bounds[k+1] of the circle (θ given by its cos and sin): with ``synthesis``
+    False, g[k, 0] = the coefficients (Re, Im) (2, L+1) of Σ_j w_j δ_{θ_j} (`_circle_coefficients`); with
+    ``synthesis``, out (P, n) = the real fields of the coefficients g[k] (P, 2, L+1) at the block's points
+    (`_circle_synthesis`). Each block in the same operations, whichever call does it: the callers share
+    runs of blocks among threads with the same bits."""
     size = 1
     for k in range(bounds.shape[0] - 1):
         size = max(size, bounds[k + 1] - bounds[k])
     pr, pi = np.empty(size), np.empty(size)
     for k in range(bounds.shape[0] - 1):
-        if synthesis:
-            _circle_synthesis(k, cos, sin, g, bounds, out, pr, pi)
-        else:
-            _circle_coefficients(k, cos, sin, w, bounds, g, pr, pi)
-
-
-@njit(cache=True, parallel=True, **_OPTS)
-def circle_blocks_parallel(cos, sin, w, g, bounds, out, synthesis):
-    """Block k = points bounds[k]..bounds[k+1] of the circle (θ given by its cos and sin): with ``synthesis``
-    False, g[k, 0] = the coefficients (Re, Im) (2, L+1) of Σ_j w_j δ_{θ_j} (`_circle_coefficients`); with
-    ``synthesis``, out (P, n) = the real fields of the coefficients g[k] (P, 2, L+1) at the block's points
-    (`_circle_synthesis`). The blocks shared among numba's threads, each on one thread in the same
-    operations: the bits do not depend on the threads."""
-    size = 1
-    for k in range(bounds.shape[0] - 1):
-        size = max(size, bounds[k + 1] - bounds[k])
-    for k in prange(bounds.shape[0] - 1):
-        pr, pi = np.empty(size), np.empty(size)
         if synthesis:
             _circle_synthesis(k, cos, sin, g, bounds, out, pr, pi)
         else:

@@ -14,6 +14,8 @@ import os
 
 import numpy as np
 
+from ..threads import share_out
+
 ENABLED = os.environ.get("MEANFIELD_NUMBA", "1") != "0"
 _KERNELS = None
 # numba's threads (OpenMP) are not usable in a child forked after the parent used them: GNU OpenMP
@@ -40,7 +42,7 @@ def _kernels():
 
         _KERNELS.update(exp_sums4=_fused.exp_sums4, exp_sums4_parallel=_fused.exp_sums4_parallel,
                         gram_counts4=_fused.gram_counts4, cluster_counts4=_fused.cluster_counts4,
-                        circle_blocks=_fused.circle_blocks, circle_blocks_parallel=_fused.circle_blocks_parallel)
+                        circle_blocks=_fused.circle_blocks)
     return _KERNELS or None
 
 
@@ -256,20 +258,26 @@ def exp_sums4(x, y, values, threshold, S, counts, scale=1.0, last=None, attentio
 
 
 def _circle_blocks(cos, sin, w, g, bounds, out, synthesis, threads):
-    name = "circle_blocks"
-    if threads > 1 and len(bounds) > 2 and _THREADS_OK[0]:
-        import numba  # deferred: numba is heavy
+    """`_fused.circle_blocks` on runs of blocks shared among ``threads`` Python threads (each call holds no
+    GIL): block k's rows g[k] and the points bounds[k]..bounds[k+1]."""
+    cos, sin, w = (np.ascontiguousarray(a, dtype=float) for a in (cos, sin, w))
+    bounds = np.ascontiguousarray(bounds, dtype=np.int64)
+    K = len(bounds) - 1
+    parts = min(K, 1 if threads <= 1 or not _THREADS_OK[0] else 4 * threads)
+    cuts = [(k * K // parts, (k + 1) * K // parts) for k in range(parts)]
 
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS, len(bounds) - 1))
-        name = "circle_blocks_parallel"
-    _kernels()[name](cos, sin, w, g, np.ascontiguousarray(bounds, dtype=np.int64), out, synthesis)
+    def work(part):
+        a, b = part
+        _kernels()["circle_blocks"](cos, sin, w, g[a:b], bounds[a:b + 1], out, synthesis)
+
+    share_out(work, cuts, min(threads, parts))
 
 
 def circle_block_coefficients(cos, sin, w, bounds, lmax, threads=1):
     """c[k, m] = Σ_{bounds[k] <= j < bounds[k+1]} w_j e^{−imθ_j}, m = 0..lmax (K, lmax + 1) complex, for
     points θ_j on the circle given by cos θ_j and sin θ_j: the powers by the recurrence e^{i(m+1)θ} =
-    e^{imθ}e^{iθ} (relative error about m ulp), the blocks shared among ``threads`` of numba's threads
-    (the same bits on any number). Needs numba (`fused_available`)."""
+    e^{imθ}e^{iθ} (relative error about m ulp), runs of blocks shared among ``threads`` threads (the
+    same bits on any number). Needs numba (`fused_available`)."""
     K = len(bounds) - 1
     g = np.empty((K, 1, 2, lmax + 1))
     _circle_blocks(cos, sin, w, g, bounds, np.empty((0, 0)), False, threads)

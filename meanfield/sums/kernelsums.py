@@ -226,9 +226,11 @@ def masked_batch_sums(x, y, w, beta, ends, bias=None, threads=1):
 
     x (K, r, d), y (K, m, d), w (K, m), ``ends`` (K, r) int64 non-decreasing in each row, ``bias`` = (a
     (K, r), b (K, m)) with b[k, j] <= a[k, i] for j < ends[k, i], or None. Row by row the same bits as
-    `attention_sums(x[k], y[k], w[k], beta, shift="fixed", unit=True, ends=ends[k], bias=...)`, in one
-    compiled call whose problems are shared among ``threads`` of numba's threads (no per-problem
-    Python); the callers' blocks (`meanfield.sums.spectralsums.causal_zonal_sums`) are checked there.
+    `attention_sums(x[k], y[k], w[k], beta, shift="fixed", unit=True, ends=ends[k], bias=...)`: compiled
+    calls on contiguous runs of problems (no per-problem Python), shared among ``threads`` Python threads
+    (each call holds no GIL; numba's own threads stay asleep, so that they do not spin beside the
+    callers' threads); the callers' blocks (`meanfield.sums.spectralsums.causal_zonal_sums`) are checked
+    there.
     None where the fused pass does not apply (no numba, d > 3): the caller then takes `attention_sums`."""
     K, r, d = x.shape
     m = y.shape[1]
@@ -242,10 +244,17 @@ def masked_batch_sums(x, y, w, beta, ends, bias=None, threads=1):
     values[..., d] = w
     lo = 0.0 if bias is None else float(np.min(bias[1].min(axis=1) - bias[0].max(axis=1)))
     clamp = -2.0 * abs(beta) + lo < EXP_FLOOR
-    mask = (start, None, None) if bias is None else (start, *(np.ascontiguousarray(a, dtype=float) for a in bias))
+    ra, cb = (None, None) if bias is None else (np.ascontiguousarray(a, dtype=float) for a in bias)
+    x, y = np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(y, dtype=float)
     S = np.empty((K, r, d + 1))
-    compiled.exp_sums4(np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(y, dtype=float), values, None, S,
-                       None, beta, (-abs(beta), 1.0), None, clamp, threads if K * r * m >= _PARALLEL_MIN else 1, mask)
+
+    def work(part):
+        for a, b in part:
+            mask = (start[a:b], None if ra is None else ra[a:b], None if cb is None else cb[a:b])
+            compiled.exp_sums4(x[a:b], y[a:b], values[a:b], None, S[a:b], None, beta, (-abs(beta), 1.0), None, clamp,
+                               1, mask)
+
+    _run(work, _spans(K, 1 if threads == 1 else 4 * threads), threads, K * r * m)
     return S
 
 

@@ -273,8 +273,8 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
     ε·Σ_{j<s} w_j e^{−λ(σ_i − σ_j)} in Zs and G (`masked_error_bound`). x (..., n, d), w (n,) or (..., n);
     leading axes looped over.
 
-    With numba the own blocks' sums are one compiled call (`_own_blocks`), and on S^1 so are the
-    blocks' transforms (`_causal_circle`: Fourier sums by recurrence, within the same bound).
+    With numba the own blocks' sums are compiled calls on runs of blocks (`_own_blocks`), and on S^1 so
+    are the blocks' transforms (`_causal_circle`: Fourier sums by recurrence, within the same bound).
 
     ``threads``: the blocks' exact sums and transforms (each on one thread) are shared among threads in
     two passes, the running coefficients summed in between in order: the result has the same bits
@@ -292,9 +292,11 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
     ends = np.asarray(ends, dtype=np.int64)
     b = causal_block(sums.dim, sums.lmax) if block is None else check_int(block, "block", low=1)
     cuts = _causal_blocks(ends, n, b)
+    if d == 2 and compiled.fused_available(3, 3):
+        batch = _block_batch(x, w, ends, sigma, slope, cuts)
+        if batch is not None:
+            return _causal_circle(sums, x, w, sigma, slope, cuts, batch, threads)
     own = _own_blocks(sums.beta, x, w, ends, sigma, slope, cuts, threads)
-    if d == 2 and own is not None:
-        return _causal_circle(sums, x, w, sigma, slope, cuts, own, threads)
     return _causal_by_block(sums, x, w, ends, sigma, slope, cuts, own, threads)
 
 
@@ -347,40 +349,59 @@ def _causal_by_block(sums, x, w, ends, sigma, slope, cuts, own, threads):
     return Zs, G
 
 
-def _causal_circle(sums, x, w, sigma, slope, cuts, own, threads):
-    """`causal_zonal_sums` on S^1 in three compiled calls, the blocks of each shared among ``threads``: the
-    own triangles (``own``, `_own_blocks`), the coefficients c_m = Σ_j w_j e^{−λ(σ_s − σ_j)} e^{−imθ_j} of
-    every block (`compiled.circle_block_coefficients`) and the fields of the running coefficients at the
-    points of every block (`compiled.circle_block_synthesis`): Fourier sums by the recurrence of e^{imθ},
-    exact to about L ulp, where the nonuniform FFTs of the other path err by ε."""
-    n, d, L = len(x), x.shape[1], sums.lmax
+def _causal_circle(sums, x, w, sigma, slope, cuts, batch, threads):
+    """`causal_zonal_sums` on S^1 with numba, in two passes over runs of blocks shared among ``threads``:
+    (1) each run's own triangles (``batch``, `_block_batch`, one `kernelsums.masked_batch_sums` call) and
+    its blocks' coefficients c_m = Σ_j w_j e^{−λ(σ_s − σ_j)} e^{−imθ_j} (`compiled.circle_block_coefficients`);
+    (2) the running coefficients' fields at its blocks' points (`compiled.circle_block_synthesis`): Fourier
+    sums by the recurrence of e^{imθ}, exact to about L ulp, where the nonuniform FFTs of the other path
+    err by ε. The running coefficients are summed in order in between: the same bits on any threads."""
+    n, d, L, K = len(x), x.shape[1], sums.lmax, len(cuts)
+    X, Y, W, E, bias = batch
     bounds = np.array([start for start, _ in cuts] + [n])
     sizes = np.diff(bounds)
     cos, sin = np.ascontiguousarray(x[:, 0]), np.ascontiguousarray(x[:, 1])
     first = np.repeat(bounds[:-1], sizes)                                # the first token of each token's block
     ahead = np.repeat(np.minimum(bounds[1:], n - 1), sizes)              # the next block's (referred to it)
-    parts = compiled.circle_block_coefficients(cos, sin, w * np.exp(-slope * (sigma[ahead] - sigma)), bounds, L,
-                                               threads)
-    running = np.zeros_like(parts)                                       # c of block k, referred to its start
-    for k in range(1, len(cuts)):
-        running[k] = running[k - 1] * np.exp(-slope * (sigma[bounds[k]] - sigma[bounds[k - 1]])) + parts[k - 1]
-    block = np.concatenate([own[k, :r] for k, r in enumerate(sizes)])
-    Zs = block[:, d].copy()
-    G = block[:, :d] - np.einsum("id,id->i", x, block[:, :d])[:, None] * x
-    if len(cuts) > 1:
-        far = compiled.circle_block_synthesis(cos, sin, sums._multipliers[:2, L:] * running[1:, None, :], bounds[1:],
-                                              threads)
-        rows = slice(bounds[1], n)
+    weights = w * np.exp(-slope * (sigma[ahead] - sigma))
+    Zs, G, coeff = np.empty(n), np.empty((n, d)), np.empty((K, L + 1), dtype=complex)
+    parts = 1 if threads <= 1 else min(K, 4 * threads)
+    runs = [(k * K // parts, (k + 1) * K // parts) for k in range(parts)]
+
+    def near(run):
+        a, b = run
+        S = masked_batch_sums(X[a:b], Y[a:b], W[a:b], sums.beta, E[a:b],
+                              None if bias is None else (bias[0][a:b], bias[1][a:b]), 1)
+        rows = slice(bounds[a], bounds[b])
+        own = np.concatenate([S[k, :sizes[a + k]] for k in range(b - a)])
+        Zs[rows] = own[:, d]
+        G[rows] = own[:, :d] - np.einsum("id,id->i", x[rows], own[:, :d])[:, None] * x[rows]
+        coeff[a:b] = compiled.circle_block_coefficients(cos, sin, weights, bounds[a:b + 1], L, 1)
+
+    def far(run):
+        a, b = max(run[0], 1), run[1]
+        if a >= b:
+            return
+        rows = slice(bounds[a], bounds[b])
+        values = compiled.circle_block_synthesis(cos, sin, g[a:b], bounds[a:b + 1], 1)
         decay = np.exp(-slope * (sigma[rows] - sigma[first[rows]]))
-        Zs[rows] += decay * far[0, rows]
-        G[rows] += (decay * far[1, rows])[:, None] * np.stack([-sin[rows], cos[rows]], -1)
+        Zs[rows] += decay * values[0, rows]
+        G[rows] += (decay * values[1, rows])[:, None] * np.stack([-sin[rows], cos[rows]], -1)
+
+    with blas_single_threaded():
+        share_out(near, runs, threads)
+        running = np.zeros_like(coeff)                                   # c of block k, referred to its start
+        for k in range(1, K):
+            running[k] = running[k - 1] * np.exp(-slope * (sigma[bounds[k]] - sigma[bounds[k - 1]])) + coeff[k - 1]
+        g = sums._multipliers[:2, L:] * running[:, None, :]
+        share_out(far, runs, threads)
     return Zs, G
 
 
-def _own_blocks(beta, x, w, ends, sigma, slope, cuts, threads):
-    """The own triangles of all the blocks of `causal_zonal_sums` in one compiled call
-    (`kernelsums.masked_batch_sums`, the blocks shared among ``threads``): (K, b, d + 1), block k's
-    rows first, the same bits as its own `attention_sums`; None where that call does not apply."""
+def _block_batch(x, w, ends, sigma, slope, cuts):
+    """The blocks of `causal_zonal_sums` as one padded batch of problems for `kernelsums.masked_batch_sums`:
+    (X (K, b, d), Y (K, c, d), W (K, c), ends (K, b), bias or None), block k's rows first, padded rows seeing
+    every column and padded columns of weight 0; None where no block sees a column."""
     K, d = len(cuts), x.shape[1]
     sizes = [(stop - start, max(int(ends[stop - 1]), start) - start) for start, stop in cuts]
     B, C = max(r for r, _ in sizes), max(c for _, c in sizes)
@@ -394,7 +415,15 @@ def _own_blocks(beta, x, w, ends, sigma, slope, cuts, threads):
         E[k, :r], E[k, r:] = np.maximum(ends[start:stop] - start, 0), c        # padded rows: every column
         a[k, :r], a[k, r:] = slope * sigma[start:stop], slope * sigma[stop - 1]
         b[k, :c], b[k, c:] = slope * sigma[start:start + c], slope * sigma[start + max(c - 1, 0)]
-    return masked_batch_sums(X, Y, W, beta, E, None if slope == 0.0 else (a, b), threads)
+    return X, Y, W, E, None if slope == 0.0 else (a, b)
+
+
+def _own_blocks(beta, x, w, ends, sigma, slope, cuts, threads):
+    """The own triangles of all the blocks of `causal_zonal_sums` in one batch (`_block_batch`,
+    `kernelsums.masked_batch_sums`, the blocks shared among ``threads``): (K, b, d + 1), block k's rows
+    first, the same bits as its own `attention_sums`; None where that call does not apply."""
+    batch = _block_batch(x, w, ends, sigma, slope, cuts)
+    return None if batch is None else masked_batch_sums(*batch[:3], beta, *batch[3:], threads)
 
 
 def _causal_blocks(ends, n, b):
