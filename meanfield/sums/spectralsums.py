@@ -365,7 +365,7 @@ def _causal_circle(sums, x, w, sigma, slope, cuts, batch, threads):
     ahead = np.repeat(np.minimum(bounds[1:], n - 1), sizes)              # the next block's (referred to it)
     weights = w * np.exp(-slope * (sigma[ahead] - sigma))
     Zs, G, coeff = np.empty(n), np.empty((n, d)), np.empty((K, L + 1), dtype=complex)
-    parts = 1 if threads <= 1 else min(K, 4 * threads)
+    parts = 1 if threads <= 1 else min(K, 2 * threads)
     runs = [(k * K // parts, (k + 1) * K // parts) for k in range(parts)]
 
     def near(run):
@@ -407,6 +407,8 @@ def _block_batch(x, w, ends, sigma, slope, cuts):
     B, C = max(r for r, _ in sizes), max(c for _, c in sizes)
     if not C:
         return None
+    if all(start == k * B for k, (start, _) in enumerate(cuts)):
+        return _even_blocks(x, w, ends, sigma, slope, B, [c for _, c in sizes])
     X, Y, W = np.zeros((K, B, d)), np.zeros((K, C, d)), np.zeros((K, C))
     E = np.empty((K, B), dtype=np.int64)
     a, b = np.empty((K, B)), np.empty((K, C))
@@ -416,6 +418,22 @@ def _block_batch(x, w, ends, sigma, slope, cuts):
         a[k, :r], a[k, r:] = slope * sigma[start:stop], slope * sigma[stop - 1]
         b[k, :c], b[k, c:] = slope * sigma[start:start + c], slope * sigma[start + max(c - 1, 0)]
     return X, Y, W, E, None if slope == 0.0 else (a, b)
+
+
+def _even_blocks(x, w, ends, sigma, slope, B, columns):
+    """`_block_batch` for blocks of ``B`` positions each (the last one shorter), by reshaping: block k's own
+    points serve as its rows and its columns (the columns beyond its ``columns[k]`` of weight 0, and
+    outside its mask)."""
+    n, K = len(x), len(columns)
+    pad = K * B - n
+    X = np.concatenate([x, np.zeros((pad, x.shape[1]))]).reshape(K, B, -1)
+    starts = np.arange(K)[:, None] * B
+    W = np.concatenate([w, np.zeros(pad)]).reshape(K, B)
+    W[np.arange(B)[None, :] >= np.asarray(columns)[:, None]] = 0.0
+    E = np.maximum(np.concatenate([ends, np.full(pad, columns[-1])]).reshape(K, B) - starts, 0)
+    E[-1, B - pad:] = columns[-1]                                   # padded rows: every column
+    a = slope * np.concatenate([sigma, np.full(pad, sigma[-1])]).reshape(K, B)
+    return X, X, W, E, None if slope == 0.0 else (a, a)
 
 
 def _own_blocks(beta, x, w, ends, sigma, slope, cuts, threads):
