@@ -363,7 +363,7 @@ def _causal_circle(sums, x, w, sigma, slope, cuts, batch, threads):
     cos, sin = np.ascontiguousarray(x[:, 0]), np.ascontiguousarray(x[:, 1])
     first = np.repeat(bounds[:-1], sizes)                                # the first token of each token's block
     ahead = np.repeat(np.minimum(bounds[1:], n - 1), sizes)              # the next block's (referred to it)
-    weights = w * np.exp(-slope * (sigma[ahead] - sigma))
+    weights = np.empty(n)                                               # w_j e^{−λ(σ_s − σ_j)}, in `near`
     Zs, G, coeff = np.empty(n), np.empty((n, d)), np.empty((K, L + 1), dtype=complex)
     parts = 1 if threads <= 1 else min(K, 2 * threads)
     runs = [(k * K // parts, (k + 1) * K // parts) for k in range(parts)]
@@ -376,6 +376,7 @@ def _causal_circle(sums, x, w, sigma, slope, cuts, batch, threads):
         own = np.concatenate([S[k, :sizes[a + k]] for k in range(b - a)])
         Zs[rows] = own[:, d]
         G[rows] = own[:, :d] - np.einsum("id,id->i", x[rows], own[:, :d])[:, None] * x[rows]
+        weights[rows] = w[rows] * np.exp(-slope * (sigma[ahead[rows]] - sigma[rows]))
         coeff[a:b] = compiled.circle_block_coefficients(cos, sin, weights, bounds[a:b + 1], L, 1)
 
     def far(run):
