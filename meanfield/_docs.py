@@ -41,6 +41,11 @@ ValueError
 >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)
 >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0],
 ...                                                                        progress=False)""",
+    "fourier_run3": """>>> import numpy as np
+>>> import meanfield as mf, solvers
+>>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
+>>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
+...                                                                        progress=False)""",
 }
 PLACEHOLDER = re.compile(r"^([ \t]*)\{(\w+)\}[ \t]*$", re.MULTILINE)
 

@@ -29,6 +29,7 @@ def register_flow_map(flow_map):
     FLOW_MAPS.append(flow_map)
 
 
+@doc_params
 class Solution(SolutionFiles):
     """Result of a run: the one result type of every solver.
 
@@ -85,11 +86,7 @@ class Solution(SolutionFiles):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> import meanfield as mf, solvers
-    >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
-    >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
-    ...                                                                        progress=False)
+    {fourier_run3}
     >>> sol.t.tolist(), sol.status, sol.solver
     ([0.0, 1.0, 2.0], 0, 'FourierCircle')
     >>> len(sol[1:]), sol[-1].t.tolist()
@@ -148,6 +145,7 @@ class Solution(SolutionFiles):
         return diags
 
     @property
+    @doc_params
     def energy(self):
         """E_β (3.5) at each saved time, shape (T,) (or (T, B) for a batch of particle runs).
 
@@ -156,11 +154,7 @@ class Solution(SolutionFiles):
 
         Examples
         --------
-        >>> import numpy as np
-        >>> import meanfield as mf, solvers
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
-        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
-        ...                                                                        progress=False)
+        {fourier_run3}
         >>> np.round(sol.energy, 6).tolist()
         [0.638685, 0.646767, 0.666049]
         >>> bool(np.all(np.diff(sol.energy) > 0))
@@ -171,21 +165,19 @@ class Solution(SolutionFiles):
         return self._energy
 
     @property
+    @doc_params
     def mass(self):
         """Total mass ∫ρ dσ at each saved time (the sum of the weights for particles), shape (T,).
 
         Examples
         --------
-        >>> import numpy as np
-        >>> import meanfield as mf, solvers
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
-        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
-        ...                                                                        progress=False)
+        {fourier_run3}
         >>> np.round(sol.mass, 12).tolist()
         [1.0, 1.0, 1.0]
         """
         return np.array([self.representation.mass(d) for d in self.data])
 
+    @doc_params
     def density(self, x, i=-1, position=None):
         """ρ at points x at saved index i (PDE solutions only), relative to σ.
 
@@ -213,11 +205,7 @@ class Solution(SolutionFiles):
 
         Examples
         --------
-        >>> import numpy as np
-        >>> import meanfield as mf, solvers
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
-        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
-        ...                                                                        progress=False)
+        {fourier_run3}
         >>> np.round(sol.density(np.array([[1.0, 0.0], [-1.0, 0.0]])), 6).tolist()
         [1.567954, 0.585462]
         >>> np.round(sol.density(np.array([[1.0, 0.0]]), i=0), 6).tolist()
@@ -234,6 +222,7 @@ class Solution(SolutionFiles):
                                  f"got shape {x.shape}.")
         return self.representation.evaluate(self.data[self._index(i)], x, **self._at(position))
 
+    @doc_params
     def measure(self, i=-1, n=None, position=None, **kwargs):
         """A weighted discrete measure (points, weights) of the state at saved index i.
 
@@ -266,11 +255,7 @@ class Solution(SolutionFiles):
 
         Examples
         --------
-        >>> import numpy as np
-        >>> import meanfield as mf, solvers
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
-        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
-        ...                                                                        progress=False)
+        {fourier_run3}
         >>> x, w = sol.measure(n=64)
         >>> x.shape, round(float(w.sum()), 12)
         ((64, 2), 1.0)
@@ -320,30 +305,29 @@ class Solution(SolutionFiles):
         return self._moment("mean", i)
 
     def covariance(self, i=-1):
-        """The covariance Σ of the Gaussian continuum at saved index i (`solvers.Gaussian`).
+        """The covariance Σ of the Gaussian continuum at saved index i (`solvers.Gaussian`; another
+        solver's Solution raises AttributeError, as `mean` does).
 
         Parameters
         ----------
         i : int
-            Saved index.
+            Saved index (−1, the default, is the last; negative indices count from the end
+            as in a list).
 
         Returns
         -------
         (d, d) array
-            The covariance of N(m, Σ), symmetric positive definite.
-
-        Raises
-        ------
-        AttributeError
-            A Solution of another solver.
+            The covariance of N(m, Σ): symmetric positive definite while the run lasts (under
+            Q = K = V = I it blows up at t = 1/(2β)).
 
         Examples
         --------
-        >>> import numpy as np
-        >>> import meanfield as mf, solvers
-        >>> sol = solvers.Gaussian(mf.Model(beta=0.5, dim=2)).solve((np.zeros(2), np.eye(2)), [0.0, 0.5],
-        ...                                                         progress=False)
-        >>> np.round(sol.covariance(), 6).tolist()           # Σ0/(1 − 2βt) = 2·I
+        From N(0, I) with Q = K = V = I, Σ(t) = Σ0/(1 − 2βt) (docs/gaussian.md), so 2·I at βt = 1/4:
+
+        >>> import numpy as np, meanfield as mf, solvers
+        >>> model = mf.Model(beta=0.5, dim=2)
+        >>> sol = solvers.Gaussian(model).solve((np.zeros(2), np.eye(2)), [0.0, 0.5], progress=False)
+        >>> np.round(sol.covariance(), 6).tolist()
         [[2.0, 0.0], [0.0, 2.0]]
         """
         return self._moment("covariance", i)
@@ -355,6 +339,7 @@ class Solution(SolutionFiles):
                                  "(solvers.Gaussian) has one")
         return get(self.data[self._index(i)])
 
+    @doc_params
     def state(self, i=-1):
         """The state at saved index i as a `meanfield.representations.State`.
 
@@ -364,7 +349,7 @@ class Solution(SolutionFiles):
         Parameters
         ----------
         i : int
-            Saved index.
+            Saved index (negative counts from the end).
 
         Returns
         -------
@@ -378,11 +363,7 @@ class Solution(SolutionFiles):
 
         Examples
         --------
-        >>> import numpy as np
-        >>> import meanfield as mf, solvers
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
-        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
-        ...                                                                        progress=False)
+        {fourier_run3}
         >>> state = sol.state(-1)
         >>> state, round(float(state.density([1.0, 0.0])), 6)
         (State('fourier', t=2.0), 1.567954)
@@ -473,6 +454,7 @@ class Solution(SolutionFiles):
         return (f"Solution({self.solver or self.representation.name}, {self.model!r}, {self.t.size} saved times, "
                 f"{rng}, status={self.status}{', ' + self.message if self.message else ''})")
 
+    @doc_params
     def flow(self, points, i=None, **options):
         """Φ_t(points), the flow map of the run applied to ``points`` (m, d) on the sphere: (T, m, d) at
         every saved time, or (m, d) at saved index ``i``.
@@ -509,11 +491,7 @@ class Solution(SolutionFiles):
 
         Examples
         --------
-        >>> import numpy as np
-        >>> import meanfield as mf, solvers
-        >>> rho0 = mf.densities.perturbed_uniform(0.2, 1, dim=2)             # 1 + 0.2 cos θ
-        >>> sol = solvers.FourierCircle(mf.Model(beta=1.0, dim=2), modes=16).solve(rho0, [0.0, 1.0, 2.0],
-        ...                                                                        progress=False)
+        {fourier_run3}
         >>> track = sol.flow(np.array([[1.0, 0.0], [0.0, 1.0]]))
         >>> track.shape, np.round(track[-1], 6).tolist()          # the mass at θ = 0 attracts
         ((3, 2, 2), [[1.0, 0.0], [0.277351, 0.960769]])
