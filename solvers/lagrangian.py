@@ -96,7 +96,7 @@ def _pairs(d):
     return iu, ju, (iu == ju).astype(float), np.where(iu == ju, 1.0, 2.0)
 
 
-def _moment_values(x, w):
+def moment_values(x, w):
     """The columns [w, w x, w x_i x_j (i <= j, but not the last diagonal)] for the kernel-sum engine."""
     n, d = x.shape
     iu, ju, _, _ = _pairs(d)
@@ -146,7 +146,7 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, heads=No
         return _velocity_divergence_heads(z, x, w, beta, normalized, heads, chunk)
     if sums == "spectral":
         return _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threads)
-    S, c = kernel_sums(z, x, _moment_values(x, w), beta, chunk=chunk)
+    S, c = kernel_sums(z, x, moment_values(x, w), beta, chunk=chunk)
     X, div = moment_field(z, S, c, beta, normalized, v)
     if partition:
         return X, div, S[:, 0] * np.exp(c)
@@ -155,7 +155,7 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, heads=No
 
 def moment_field(z, S, c, beta, normalized=True, v=1.0):
     """(X (m, d), div_S X (m,)) at z from the moment sums e^{c}S = Σ_k w_k e^{β⟨z,x_k⟩}[1, x_k, x_k x_kᵀ]
-    (`_moment_values`; any weights w_k, e.g. the causal prefix weights of `causal_moment_sums`), by the
+    (`moment_values`; any weights w_k, e.g. the causal prefix weights of `causal_moment_sums`), by the
     formulas of `velocity_divergence`."""
     d = z.shape[1]
     iu, ju, diag, mult = _pairs(d)
@@ -179,7 +179,7 @@ def moment_field(z, S, c, beta, normalized=True, v=1.0):
 
 
 def _second_moment(S, d):
-    """S₂ = Σ_k w_k e^{…} x_k x_kᵀ (m, d, d) from the moment sums of `_moment_values` (the last
+    """S₂ = Σ_k w_k e^{…} x_k x_kᵀ (m, d, d) from the moment sums of `moment_values` (the last
     diagonal entry from the trace: |x_k| = 1)."""
     iu, ju, _, _ = _pairs(d)
     S2 = np.zeros((len(S), d, d))
@@ -194,7 +194,7 @@ def attention_jacobian(z, x, weights, beta, *, normalized=True, v=1.0, chunk=512
     the softmax covariance) or vβB ((USA), B = Σ_k w_k e^{β⟨z,x_k⟩} x_k x_kᵀ), from one pass of the moment
     sums (docs/mathematics.md §9)."""
     d = z.shape[1]
-    S, c = kernel_sums(z, x, _moment_values(x, weights), beta, chunk=chunk)
+    S, c = kernel_sums(z, x, moment_values(x, weights), beta, chunk=chunk)
     S2 = _second_moment(S, d)
     if normalized:
         F = S[:, 1:1 + d] / S[:, :1]
@@ -246,7 +246,7 @@ def _head_terms(z, S, c, M, V, beta, normalized):
 
 def _velocity_divergence_heads(z, x, w, beta, normalized, heads, chunk):
     """`velocity_divergence` for general heads (see its ``heads``): one pass of the moments per head."""
-    values = _moment_values(x, w)
+    values = moment_values(x, w)
     return heads_field(z, lambda M, h: kernel_sums(z, x, values, beta, M=M, chunk=chunk), beta, normalized, heads)
 
 
@@ -923,5 +923,5 @@ def continuation_solver(solution, nodes=None, **options):
     return Lagrangian(solution.model, nodes, **options)
 
 
-__all__ = ["Lagrangian", "velocity_divergence", "moment_field", "spectral_field", "heads_field", "circle_panels",
-           "refine_panels", "lagrangian_continuation", "continuation_solver"]
+__all__ = ["Lagrangian", "velocity_divergence", "moment_field", "moment_values", "spectral_field", "heads_field",
+           "circle_panels", "refine_panels", "lagrangian_continuation", "continuation_solver"]

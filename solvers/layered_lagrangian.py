@@ -26,7 +26,7 @@ from meanfield.sums.spectralsums import (EPSILON, choose_layered_sums, layered_e
 from meanfield.transformer.positions import PositionRule
 from meanfield.representations.layered import LayeredNodes
 from .base import Solver
-from .lagrangian import Lagrangian, LagrangianRun, _moment_values, carry_mass, heads_field, moment_field, spectral_field
+from .lagrangian import Lagrangian, LagrangianRun, moment_values, carry_mass, heads_field, moment_field, spectral_field
 from .layered import takes_position
 
 
@@ -76,7 +76,7 @@ def layered_velocity_divergence(z, weights, rule, beta, *, normalized=True, v=1.
         return layered_spectral_field(z, weights, rule, beta, normalized=normalized, v=v, threads=threads)[:2]
     shape = z.shape
     flat = z.reshape(-1, shape[-1])
-    values = _moment_values(flat, np.asarray(weights, dtype=float).ravel()).reshape(shape[:2] + (-1,))
+    values = moment_values(flat, np.asarray(weights, dtype=float).ravel()).reshape(shape[:2] + (-1,))
     if heads is None:
         S, c = causal_moment_sums(z, values, rule, beta, chunk=chunk)
         X, div = moment_field(flat, S, c, beta, normalized, v)
