@@ -316,7 +316,7 @@ def compile_all():
     a fresh checkout's first particle runs, or the first minutes of its test suite (once in each of
     pytest's worker processes), pay for the same compilations again and again. `.ci/setup` calls this
     once after installing; later processes read the cache (``__pycache__/*.nbi``). Returns the number of
-    calls made (28), 0 without numba.
+    calls made (27), 0 without numba.
     """
     if not ENABLED or _kernels() is None:
         return 0
@@ -349,12 +349,11 @@ def compile_all():
     calls += [lambda r=r, a=a, c=c: sums(r, a, c, threads=2) for r, a, c in
               [(writable, a, c) for a in (None, True) for c in ((start, None, None), (start, ra, cb))]
               + [(frozen, True, (start, None, None)), (frozen, True, (start, ra, cb))]]
-    # the causal spectral sums on S^1: coefficients and synthesis of blocks, on one thread and on two
+    # the causal spectral sums on S^1: the blocks' coefficients and synthesis (one loop, on any threads)
     bounds = np.array([0, 2, 5])
-    calls += [lambda k=k: circle_block_synthesis(x[0, :, 0].copy(), x[0, :, 1].copy(),
-                                                 circle_block_coefficients(x[0, :, 0].copy(), x[0, :, 1].copy(), w,
-                                                                           bounds, 3, k)[:, None], bounds, k)
-              for k in (1, 2)]
+    cos, sin = x[0, :, 0].copy(), x[0, :, 1].copy()
+    calls.append(lambda: circle_block_synthesis(cos, sin, circle_block_coefficients(cos, sin, w, bounds, 3)[:, None],
+                                                bounds))
     for call in calls:
         call()
     return len(calls)
