@@ -310,3 +310,43 @@ def circle_blocks(cos, sin, w, g, bounds, out, synthesis):
             _circle_synthesis(k, cos, sin, g, bounds, out, pr, pi)
         else:
             _circle_coefficients(k, cos, sin, w, bounds, g, pr, pi)
+
+
+@njit(cache=True, **_OPTS)
+def circle_near(cos, sin, S, w, bounds, Zs, G, g):
+    """The first pass of the causal spectral sums on S^1 over a run of blocks (block k = points
+    bounds[k]..bounds[k+1]): the own sums S[k] (rows of [Σ e y_j, Σ e]) into Zs and the tangent part of G,
+    G_j = s_j − ⟨x_j, s_j⟩x_j, then the block's coefficients g[k, 0] of Σ_j w_j δ_{θ_j} (`_circle_coefficients`)."""
+    size = 1
+    for k in range(bounds.shape[0] - 1):
+        size = max(size, bounds[k + 1] - bounds[k])
+    pr, pi = np.empty(size), np.empty(size)
+    for k in range(bounds.shape[0] - 1):
+        a = bounds[k]
+        for j in range(bounds[k + 1] - a):
+            s0, s1 = S[k, j, 0], S[k, j, 1]
+            c, s = cos[a + j], sin[a + j]
+            t = c * s0 + s * s1
+            Zs[a + j] = S[k, j, 2]
+            G[a + j, 0] = s0 - t * c
+            G[a + j, 1] = s1 - t * s
+        _circle_coefficients(k, cos, sin, w, bounds, g, pr, pi)
+
+
+@njit(cache=True, **_OPTS)
+def circle_far(cos, sin, g, bounds, decay, Zs, G):
+    """The second pass of the causal spectral sums on S^1 over a run of blocks: the fields f_0, f_1 of the
+    coefficients g[k] (P = 2, `_circle_synthesis`) at block k's points j, added as Zs_j += d_j f_0 and
+    G_j += d_j f_1 (−sin θ_j, cos θ_j), d = ``decay``."""
+    size = 1
+    for k in range(bounds.shape[0] - 1):
+        size = max(size, bounds[k + 1] - bounds[k])
+    pr, pi = np.empty(size), np.empty(size)
+    out = np.empty((2, bounds[bounds.shape[0] - 1]))
+    for k in range(bounds.shape[0] - 1):
+        _circle_synthesis(k, cos, sin, g, bounds, out, pr, pi)
+        for j in range(bounds[k], bounds[k + 1]):
+            Zs[j] += decay[j] * out[0, j]
+            f = decay[j] * out[1, j]
+            G[j, 0] += f * -sin[j]
+            G[j, 1] += f * cos[j]

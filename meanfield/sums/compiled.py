@@ -42,7 +42,8 @@ def _kernels():
 
         _KERNELS.update(exp_sums4=_fused.exp_sums4, exp_sums4_parallel=_fused.exp_sums4_parallel,
                         gram_counts4=_fused.gram_counts4, cluster_counts4=_fused.cluster_counts4,
-                        circle_blocks=_fused.circle_blocks)
+                        circle_blocks=_fused.circle_blocks, circle_near=_fused.circle_near,
+                        circle_far=_fused.circle_far)
     return _KERNELS or None
 
 
@@ -294,6 +295,21 @@ def circle_block_synthesis(cos, sin, g, bounds, threads=1):
     return out
 
 
+def circle_near(cos, sin, S, w, bounds, Zs, G, coeff):
+    """The first pass of the causal spectral sums on S^1 over a run of blocks k (points bounds[k]..bounds[k+1]),
+    in one call holding no GIL: block k's own sums S[k] (its rows of [Σ e y_j, Σ e], from `masked_batch`)
+    into Zs_j and the tangent part G_j of Σ e y_j, then ``coeff`` (K, 1, 2, L + 1) = the (Re, Im) of block k's
+    coefficients of Σ_j w_j δ_{θ_j}, as `circle_block_coefficients`. Zs (n,), G (n, 2) written in place."""
+    _kernels()["circle_near"](cos, sin, S, w, bounds, Zs, G, coeff)
+
+
+def circle_far(cos, sin, g, bounds, decay, Zs, G):
+    """The second pass: the two fields of the coefficients g[k] (K, 2, 2, L + 1), (Re, Im) as in
+    `circle_block_synthesis`, at block k's points j, added as Zs_j += d_j f_0 and G_j += d_j f_1 (−sin θ_j,
+    cos θ_j) with d = ``decay`` (n,), in one call holding no GIL."""
+    _kernels()["circle_far"](cos, sin, g, bounds, decay, Zs, G)
+
+
 def gram_counts4(x, y, threshold, counts):
     """counts (G, r) += #{j : ⟨x_i, y_j⟩ >= threshold} for x (G, r, k), y (G, m, k), k <= 4."""
     _kernels()["gram_counts4"](x, y, float(threshold), counts, np.empty((4, x.shape[1])))
@@ -316,7 +332,7 @@ def compile_all():
     a fresh checkout's first particle runs, or the first minutes of its test suite (once in each of
     pytest's worker processes), pay for the same compilations again and again. `.ci/setup` calls this
     once after installing; later processes read the cache (``__pycache__/*.nbi``). Returns the number of
-    calls made (27), 0 without numba.
+    calls made (29), 0 without numba.
     """
     if not ENABLED or _kernels() is None:
         return 0
@@ -354,6 +370,9 @@ def compile_all():
     cos, sin = x[0, :, 0].copy(), x[0, :, 1].copy()
     calls.append(lambda: circle_block_synthesis(cos, sin, circle_block_coefficients(cos, sin, w, bounds, 3)[:, None],
                                                 bounds))
+    Zs, G, coeff = np.empty(5), np.empty((5, 2)), np.empty((2, 1, 2, 4))
+    calls.append(lambda: circle_near(cos, sin, np.ones((2, 3, 3)), w, bounds, Zs, G, coeff))
+    calls.append(lambda: circle_far(cos, sin, np.ones((2, 2, 2, 4)), bounds, w, Zs, G))
     for call in calls:
         call()
     return len(calls)

@@ -227,35 +227,54 @@ def masked_batch_sums(x, y, w, beta, ends, bias=None, threads=1):
     x (K, r, d), y (K, m, d), w (K, m), ``ends`` (K, r) int64 non-decreasing in each row, ``bias`` = (a
     (K, r), b (K, m)) with b[k, j] <= a[k, i] for j < ends[k, i], or None. Row by row the same bits as
     `attention_sums(x[k], y[k], w[k], beta, shift="fixed", unit=True, ends=ends[k], bias=...)`: compiled
-    calls on contiguous runs of problems (no per-problem Python), shared among ``threads`` Python threads
-    (each call holds no GIL; numba's own threads stay asleep, so that they do not spin beside the
-    callers' threads); the callers' blocks (`meanfield.sums.spectralsums.causal_zonal_sums`) are checked
-    there.
+    calls on contiguous runs of problems (`masked_batch`: no per-problem Python), shared among ``threads``
+    Python threads (each call holds no GIL; numba's own threads stay asleep, so that they do not spin
+    beside the callers' threads); the callers' blocks (`meanfield.sums.spectralsums.causal_zonal_sums`)
+    are checked there.
     None where the fused pass does not apply (no numba, d > 3): the caller then takes `attention_sums`."""
-    K, r, d = x.shape
-    m = y.shape[1]
-    if not r * m or not compiled.fused_available(d + 1, d + 1):
+    batch = masked_batch(x, y, w, beta, ends, bias)
+    if batch is None:
         return None
-    start = np.empty((K, m), dtype=np.int64)
-    for k in range(K):
-        start[k] = np.searchsorted(ends[k], np.arange(m), side="right")
-    values = np.empty((K, m, d + 1))
-    np.multiply(y, w[..., None], out=values[..., :d])
-    values[..., d] = w
-    lo = 0.0 if bias is None else float(np.min(bias[1].min(axis=1) - bias[0].max(axis=1)))
-    clamp = -2.0 * abs(beta) + lo < EXP_FLOOR
-    ra, cb = (None, None) if bias is None else (np.ascontiguousarray(a, dtype=float) for a in bias)
-    x, y = np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(y, dtype=float)
+    K, r, d = x.shape
     S = np.empty((K, r, d + 1))
 
     def work(part):
         for a, b in part:
-            mask = (start[a:b], None if ra is None else ra[a:b], None if cb is None else cb[a:b])
-            compiled.exp_sums4(x[a:b], y[a:b], values[a:b], None, S[a:b], None, beta, (-abs(beta), 1.0), None, clamp,
-                               1, mask)
+            batch(a, b, S[a:b])
 
-    _run(work, _spans(K, 1 if threads == 1 else 4 * threads), threads, K * r * m)
+    _run(work, _spans(K, 1 if threads == 1 else 4 * threads), threads, K * r * y.shape[1])
     return S
+
+
+def masked_batch(x, y, w, beta, ends, bias=None):
+    """The problems of `masked_batch_sums` as a function ``sums(a, b, out)`` that writes the sums of problems
+    a..b−1 into ``out`` (b − a, r, d + 1): their masks and values made on the calling thread, then one compiled
+    call holding no GIL. For callers that share runs of problems among their own threads; None where the
+    fused pass does not apply."""
+    K, r, d = x.shape
+    m = y.shape[1]
+    if not r * m or not compiled.fused_available(d + 1, d + 1):
+        return None
+    ends = np.asarray(ends, dtype=np.int64)
+    lo = 0.0 if bias is None else float(np.min(bias[1].min(axis=1) - bias[0].max(axis=1)))
+    clamp = -2.0 * abs(beta) + lo < EXP_FLOOR
+    ra, cb = (None, None) if bias is None else (np.ascontiguousarray(a, dtype=float) for a in bias)
+    x, y = np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(y, dtype=float)
+
+    def sums(a, b, out):                       # the problems' masks and values made here, on the caller's thread
+        # column j enters row i >= start[k, j] = #{i : ends[k, i] <= j}: each problem's ends shifted into a
+        # range of its own, so that one search serves them all
+        shift = (m + 1) * np.arange(b - a)[:, None]
+        flat = (np.clip(ends[a:b], 0, m) + shift).ravel()
+        start = np.searchsorted(flat, (np.arange(m) + shift).ravel(), side="right").reshape(b - a, m)
+        start -= r * np.arange(b - a)[:, None]
+        values = np.empty((b - a, m, d + 1))
+        np.multiply(y[a:b], w[a:b, :, None], out=values[..., :d])
+        values[..., d] = w[a:b]
+        mask = (start, None if ra is None else ra[a:b], None if cb is None else cb[a:b])
+        compiled.exp_sums4(x[a:b], y[a:b], values, None, out, None, beta, (-abs(beta), 1.0), None, clamp, 1, mask)
+
+    return sums
 
 
 class Causal:

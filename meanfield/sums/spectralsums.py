@@ -44,7 +44,7 @@ from ducc0.sht.experimental import adjoint_synthesis_general, synthesis_general
 
 from ..transformer.kernels import kernel_multipliers, velocity_multipliers
 from . import compiled
-from .kernelsums import attention_sums, masked_batch_sums
+from .kernelsums import attention_sums, masked_batch, masked_batch_sums
 from ..threads import blas_single_threaded, check_threads, share_out
 from ..validation import check_beta, check_int, check_measure, check_real
 from ..errors import InvalidInput
@@ -273,8 +273,9 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
     ε·Σ_{j<s} w_j e^{−λ(σ_i − σ_j)} in Zs and G (`masked_error_bound`). x (..., n, d), w (n,) or (..., n);
     leading axes looped over.
 
-    With numba the own blocks' sums are compiled calls on runs of blocks (`_own_blocks`), and on S^1 so
-    are the blocks' transforms (`_causal_circle`: Fourier sums by recurrence, within the same bound).
+    With numba the own blocks' sums are compiled calls on runs of blocks (`kernelsums.masked_batch`), and on
+    S^1 so are the blocks' transforms (`_causal_circle`: Fourier sums by recurrence, within the same bound;
+    `_causal_sphere` on S^2).
 
     ``threads``: the blocks' exact sums and transforms (each on one thread) are shared among threads in
     two passes, the running coefficients summed in between in order: the result has the same bits
@@ -292,17 +293,16 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
     ends = np.asarray(ends, dtype=np.int64)
     b = causal_block(sums.dim, sums.lmax) if block is None else check_int(block, "block", low=1)
     cuts = _causal_blocks(ends, n, b)
-    if d == 2 and compiled.fused_available(3, 3):
+    if compiled.fused_available(d + 1, d + 1):
         batch = _block_batch(x, w, ends, sigma, slope, cuts)
         if batch is not None:
-            return _causal_circle(sums, x, w, sigma, slope, cuts, batch, threads)
-    own = _own_blocks(sums.beta, x, w, ends, sigma, slope, cuts, threads)
-    return _causal_by_block(sums, x, w, ends, sigma, slope, cuts, own, threads)
+            return (_causal_circle if d == 2 else _causal_sphere)(sums, x, w, sigma, slope, cuts, batch, threads)
+    return _causal_by_block(sums, x, w, ends, sigma, slope, cuts, threads)
 
 
-def _causal_by_block(sums, x, w, ends, sigma, slope, cuts, own, threads):
-    """`causal_zonal_sums` block by block: each block's own sums (``own``, or `attention_sums` without
-    numba) and its ducc0 transforms on one thread, the blocks shared among ``threads``."""
+def _causal_by_block(sums, x, w, ends, sigma, slope, cuts, threads):
+    """`causal_zonal_sums` without numba, block by block: each block's own sums (`attention_sums`) and its
+    ducc0 transforms on one thread, the blocks shared among ``threads``."""
     n, d = x.shape
     one = _zonal_sums(sums.beta, sums.dim, sums.epsilon, 1)            # each block's transforms on one thread
     # on S^2 the angles of all the tokens at once: a block's transforms then hold the GIL for no numpy work
@@ -313,13 +313,10 @@ def _causal_by_block(sums, x, w, ends, sigma, slope, cuts, own, threads):
     def near(k):                                              # the own block exactly, and its part of c
         start, stop = cuts[k]
         rows, top = slice(start, stop), int(ends[stop - 1])
-        if own is not None:
-            block = own[k, :stop - start]
-        else:
-            cols = slice(start, max(top, start))
-            bias = None if slope == 0.0 else (slope * sigma[rows], slope * sigma[cols])
-            block, _ = attention_sums(x[rows], x[cols], w[cols], sums.beta, shift="fixed", unit=True, threads=1,
-                                      ends=np.maximum(ends[rows] - start, 0), bias=bias)
+        cols = slice(start, max(top, start))
+        bias = None if slope == 0.0 else (slope * sigma[rows], slope * sigma[cols])
+        block, _ = attention_sums(x[rows], x[cols], w[cols], sums.beta, shift="fixed", unit=True, threads=1,
+                                  ends=np.maximum(ends[rows] - start, 0), bias=bias)
         Zs[rows] = block[:, d]
         G[rows] = block[:, :d] - np.einsum("id,id->i", x[rows], block[:, :d])[:, None] * x[rows]
         if stop < n:                                          # referred to σ_stop
@@ -350,52 +347,117 @@ def _causal_by_block(sums, x, w, ends, sigma, slope, cuts, own, threads):
 
 
 def _causal_circle(sums, x, w, sigma, slope, cuts, batch, threads):
-    """`causal_zonal_sums` on S^1 with numba, in two passes over runs of blocks shared among ``threads``:
-    (1) each run's own triangles (``batch``, `_block_batch`, one `kernelsums.masked_batch_sums` call) and
-    its blocks' coefficients c_m = Σ_j w_j e^{−λ(σ_s − σ_j)} e^{−imθ_j} (`compiled.circle_block_coefficients`);
-    (2) the running coefficients' fields at its blocks' points (`compiled.circle_block_synthesis`): Fourier
-    sums by the recurrence of e^{imθ}, exact to about L ulp, where the nonuniform FFTs of the other path
-    err by ε. The running coefficients are summed in order in between: the same bits on any threads."""
+    """`causal_zonal_sums` on S^1 with numba, in two passes over runs of blocks shared among ``threads``,
+    each run one or two compiled calls holding no GIL: (1) its own triangles (``batch``, `_block_batch`,
+    `kernelsums.masked_batch`) and its blocks' coefficients c_m = Σ_j w_j e^{−λ(σ_s − σ_j)} e^{−imθ_j}
+    (`compiled.circle_near`); (2) the running coefficients' fields at its blocks' points (`compiled.circle_far`):
+    Fourier sums by the recurrence of e^{imθ}, exact to about L ulp, where the nonuniform FFTs of the other
+    path err by ε. The running coefficients are summed in order in between: the same bits on any threads."""
     n, d, L, K = len(x), x.shape[1], sums.lmax, len(cuts)
-    X, Y, W, E, bias = batch
-    bounds = np.array([start for start, _ in cuts] + [n])
-    sizes = np.diff(bounds)
     cos, sin = np.ascontiguousarray(x[:, 0]), np.ascontiguousarray(x[:, 1])
-    first = np.repeat(bounds[:-1], sizes)                                # the first token of each token's block
-    ahead = np.repeat(np.minimum(bounds[1:], n - 1), sizes)              # the next block's (referred to it)
-    weights = np.empty(n)                                               # w_j e^{−λ(σ_s − σ_j)}, in `near`
-    Zs, G, coeff = np.empty(n), np.empty((n, d)), np.empty((K, L + 1), dtype=complex)
-    parts = 1 if threads <= 1 else min(K, 2 * threads)
-    runs = [(k * K // parts, (k + 1) * K // parts) for k in range(parts)]
+    blocks = _Blocks(sums.beta, x, w, sigma, slope, cuts, batch, threads)
+    bounds, runs = blocks.bounds, blocks.runs
+    Zs, G, coeff = np.empty(n), np.empty((n, d)), np.empty((K, 1, 2, L + 1))
 
     def near(run):
         a, b = run
-        S = masked_batch_sums(X[a:b], Y[a:b], W[a:b], sums.beta, E[a:b],
-                              None if bias is None else (bias[0][a:b], bias[1][a:b]), 1)
+        blocks.prepare(a, b)
+        compiled.circle_near(cos, sin, blocks.S[a:b], blocks.weights, bounds[a:b + 1], Zs, G, coeff[a:b])
+
+    def far(run):
+        a, b = max(run[0], 1), run[1]
+        if a < b:
+            compiled.circle_far(cos, sin, g[a:b], bounds[a:b + 1], blocks.decay, Zs, G)
+
+    share_out(near, runs, threads)
+    g = sums._multipliers[:2, L:] * blocks.running(coeff[:, 0, 0] + 1j * coeff[:, 0, 1])[:, None, :]
+    g = np.ascontiguousarray(np.stack([g.real, g.imag], axis=2))
+    share_out(far, runs, threads)
+    return Zs, G
+
+
+class _Blocks:
+    """The blocks of `causal_zonal_sums` with numba, for the passes of `_causal_circle` and `_causal_sphere`:
+    ``bounds`` (K + 1,) their first tokens and n, ``runs`` the runs of blocks shared among the threads
+    (2 per thread), ``prepare(a, b)`` (on a run's thread) the own sums S[a:b] (`kernelsums.masked_batch`),
+    the weights w_j e^{−λ(σ_s − σ_j)} referred to the next block's first token s and the decay
+    e^{−λ(σ_j − σ_f)} from the own block's first f, of the run's tokens; ``running(c)`` the coefficients of
+    all the earlier blocks, referred to each block's first token, summed in order from the blocks' ``c``."""
+
+    def __init__(self, beta, x, w, sigma, slope, cuts, batch, threads):
+        n, K = len(x), len(cuts)
+        X, Y, W, E, bias = batch
+        self.x, self.w, self.sigma, self.slope = x, w, sigma, slope
+        self.bounds = np.array([start for start, _ in cuts] + [n])
+        sizes = np.diff(self.bounds)
+        self.first = np.repeat(self.bounds[:-1], sizes)
+        self.ahead = np.repeat(np.minimum(self.bounds[1:], n - 1), sizes)
+        self.own = masked_batch(X, Y, W, beta, E, bias)
+        self.S = np.empty((K, X.shape[1], x.shape[1] + 1))
+        self.weights, self.decay = np.empty(n), np.empty(n)
+        parts = 1 if threads <= 1 else min(K, 2 * threads)
+        self.runs = [(k * K // parts, (k + 1) * K // parts) for k in range(parts)]
+
+    def prepare(self, a, b):
+        self.own(a, b, self.S[a:b])
+        rows, sigma = slice(self.bounds[a], self.bounds[b]), self.sigma
+        self.weights[rows] = self.w[rows] * np.exp(-self.slope * (sigma[self.ahead[rows]] - sigma[rows]))
+        self.decay[rows] = np.exp(-self.slope * (sigma[rows] - sigma[self.first[rows]]))
+
+    def running(self, c):
+        out = np.zeros_like(c)
+        starts = self.sigma[self.bounds[:-1]]
+        factors = np.exp(-self.slope * np.diff(starts))
+        for k in range(1, len(c)):
+            out[k] = out[k - 1] * factors[k - 1] + c[k - 1]
+        return out
+
+
+def _causal_sphere(sums, x, w, sigma, slope, cuts, batch, threads):
+    """`causal_zonal_sums` on S^2 with numba, in the two passes of `_causal_circle` over runs of blocks:
+    (1) a run's own triangles (`kernelsums.masked_batch`) and one ducc0 adjoint transform per block;
+    (2) one scalar and one spin-1 synthesis per block of the running coefficients. ducc0 runs on one
+    thread and holds no GIL; the tangent vectors and the decay go by runs. The same bits on any threads."""
+    n, d, K = len(x), x.shape[1], len(cuts)
+    one = _zonal_sums(sums.beta, sums.dim, sums.epsilon, 1)
+    L, eps = one.lmax, one.epsilon
+    blocks = _Blocks(sums.beta, x, w, sigma, slope, cuts, batch, threads)
+    bounds = blocks.bounds
+    loc, frame = sphere_angles(x, threads)
+    Zs, G = np.empty(n), np.empty((n, d))
+    coeff = np.zeros((K, (L + 1) * (L + 2) // 2), dtype=complex)
+
+    def near(run):
+        a, b = run
+        blocks.prepare(a, b)
+        for k in range(a, b):
+            r = slice(bounds[k], bounds[k + 1])
+            own = blocks.S[k, :r.stop - r.start]
+            Zs[r], G[r] = own[:, d], own[:, :d]
+            if k < K - 1:
+                coeff[k] = adjoint_synthesis_general(map=blocks.weights[None, r], spin=0, lmax=L, loc=loc[r],
+                                                     epsilon=eps, nthreads=1)[0]
         rows = slice(bounds[a], bounds[b])
-        own = np.concatenate([S[k, :sizes[a + k]] for k in range(b - a)])
-        Zs[rows] = own[:, d]
-        G[rows] = own[:, :d] - np.einsum("id,id->i", x[rows], own[:, :d])[:, None] * x[rows]
-        weights[rows] = w[rows] * np.exp(-slope * (sigma[ahead[rows]] - sigma[rows]))
-        coeff[a:b] = compiled.circle_block_coefficients(cos, sin, weights, bounds[a:b + 1], L, 1)
+        G[rows] = compiled.project(x[rows], G[rows])
 
     def far(run):
         a, b = max(run[0], 1), run[1]
         if a >= b:
             return
         rows = slice(bounds[a], bounds[b])
-        values = compiled.circle_block_synthesis(cos, sin, g[a:b], bounds[a:b + 1], 1)
-        decay = np.exp(-slope * (sigma[rows] - sigma[first[rows]]))
-        Zs[rows] += decay * values[0, rows]
-        G[rows] += (decay * values[1, rows])[:, None] * np.stack([-sin[rows], cos[rows]], -1)
+        Z, g = np.empty(rows.stop - rows.start), np.empty((2, rows.stop - rows.start))
+        for k in range(a, b):
+            r, q = slice(bounds[k], bounds[k + 1]), slice(bounds[k] - rows.start, bounds[k + 1] - rows.start)
+            Z[q] = synthesis_general(alm=alm[0, k:k + 1], spin=0, lmax=L, loc=loc[r], epsilon=eps, nthreads=1)[0]
+            g[:, q] = synthesis_general(alm=alm[1, k:k + 1], spin=1, lmax=L, loc=loc[r], epsilon=eps, nthreads=1,
+                                        mode="DERIV1")
+        decay = blocks.decay[rows]
+        Zs[rows] += decay * Z
+        G[rows] += decay[:, None] * tangent_vectors(g, tuple(f[rows] for f in frame))
 
-    with blas_single_threaded():
-        share_out(near, runs, threads)
-        running = np.zeros_like(coeff)                                   # c of block k, referred to its start
-        for k in range(1, K):
-            running[k] = running[k - 1] * np.exp(-slope * (sigma[bounds[k]] - sigma[bounds[k - 1]])) + coeff[k - 1]
-        g = sums._multipliers[:2, L:] * running[:, None, :]
-        share_out(far, runs, threads)
+    share_out(near, blocks.runs, threads)
+    alm = one._multipliers[:2, None, :] * blocks.running(coeff)[None]
+    share_out(far, blocks.runs, threads)
     return Zs, G
 
 
@@ -427,7 +489,7 @@ def _even_blocks(x, w, ends, sigma, slope, B, columns):
     outside its mask)."""
     n, K = len(x), len(columns)
     pad = K * B - n
-    X = np.concatenate([x, np.zeros((pad, x.shape[1]))]).reshape(K, B, -1)
+    X = (x if not pad else np.concatenate([x, np.zeros((pad, x.shape[1]))])).reshape(K, B, -1)
     starts = np.arange(K)[:, None] * B
     W = np.concatenate([w, np.zeros(pad)]).reshape(K, B)
     W[np.arange(B)[None, :] >= np.asarray(columns)[:, None]] = 0.0
@@ -437,17 +499,12 @@ def _even_blocks(x, w, ends, sigma, slope, B, columns):
     return X, X, W, E, None if slope == 0.0 else (a, a)
 
 
-def _own_blocks(beta, x, w, ends, sigma, slope, cuts, threads):
-    """The own triangles of all the blocks of `causal_zonal_sums` in one batch (`_block_batch`,
-    `kernelsums.masked_batch_sums`, the blocks shared among ``threads``): (K, b, d + 1), block k's rows
-    first, the same bits as its own `attention_sums`; None where that call does not apply."""
-    batch = _block_batch(x, w, ends, sigma, slope, cuts)
-    return None if batch is None else masked_batch_sums(*batch[:3], beta, *batch[3:], threads)
-
-
 def _causal_blocks(ends, n, b):
     """The blocks (start, stop) of `causal_zonal_sums`: ``b`` positions, longer where tied positions under
     "causal-strict" would cut a row's own columns (ends[stop] < stop)."""
+    stops = np.arange(b, n, b)
+    if np.all(ends[stops] >= stops):                          # the usual case: no block grows
+        return [(start, min(start + b, n)) for start in range(0, n, b)]
     cuts, start = [], 0
     while start < n:
         stop = min(start + b, n)

@@ -6,6 +6,7 @@ bias (docs/causal.md), where the normalisation sits (docs/normalization.md) and 
 Solvers state which of these they take (`solvers.base.Solver` capabilities) and refuse the others
 with `UnsupportedModel` naming the argument.
 """
+import functools
 import json
 
 import numpy as np
@@ -334,11 +335,12 @@ class Model:
             return True
         return bool(np.allclose(Q.T @ K, np.eye(self.dim), rtol=0, atol=_ZONAL_TOL))
 
-    @property
+    @functools.cached_property
     def head_models(self):
         """One single-head zonal `Model` per head when every head is zonal with its own β (Q_hᵀK_h = c_h·I,
         V_h = v_h·I: the model of head h has β_h = c_h·β, V = v_h and the slope λ_h), else None. The
-        field of the model is the sum of those of the head models (docs/causal.md, several heads)."""
+        field of the model is the sum of those of the head models (docs/causal.md, several heads). Made
+        once per model (a right-hand side asks for them every time)."""
         out = []
         for h, (Q, K, V) in enumerate(self.heads):
             if not _scaled_identity(V, V[0, 0]):
@@ -350,7 +352,7 @@ class Model:
             out.append(Model(c * self.beta, self.dim, self.normalized, V=float(V[0, 0]), noise=self.noise,
                              mask=self.mask, position_bias=self.position_biases[h], normalization=self.normalization,
                              mix_depth=self.mix_depth, ngpt_alpha=self.ngpt_alpha))
-        return out
+        return tuple(out)
 
     @property
     def v(self):
