@@ -37,7 +37,7 @@ def _kernels():
         # flat arrays, the common d = 3 written out so that LLVM vectorises it; error_model="numpy":
         # x/0 is inf or nan as in numpy (the default Python check stops vectorisation)
         jit = njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
-        _KERNELS = {**_sums_loops(jit), **_sphere_loops(jit)}
+        _KERNELS = {**_sums_loops(jit), **_sphere_loops(jit), **_spectral_loops(jit), **_median_loops(jit)}
         from . import _fused  # deferred: compiles with numba
 
         _KERNELS.update(exp_sums4=_fused.exp_sums4, exp_sums4_parallel=_fused.exp_sums4_parallel,
@@ -316,7 +316,7 @@ def compile_all():
     a fresh checkout's first particle runs, or the first minutes of its test suite (once in each of
     pytest's worker processes), pay for the same compilations again and again. `.ci/setup` calls this
     once after installing; later processes read the cache (``__pycache__/*.nbi``). Returns the number of
-    calls made (27), 0 without numba.
+    calls made (31), 0 without numba.
     """
     if not ENABLED or _kernels() is None:
         return 0
@@ -354,6 +354,174 @@ def compile_all():
     cos, sin = x[0, :, 0].copy(), x[0, :, 1].copy()
     calls.append(lambda: circle_block_synthesis(cos, sin, circle_block_coefficients(cos, sin, w, bounds, 3)[:, None],
                                                 bounds))
+    # the spectral sums on S^2: the angles of contiguous points and of the columns of a state's rows, the field
+    # in the frame; the median of `w1_to_dirac`
+    rows = np.concatenate([x[0], np.zeros((5, 1))], axis=1)
+    for points in (x[0], rows[:, :3]):
+        calls.append(lambda p=points: sphere_angles_into(p, np.empty((5, 2)), np.empty((4, 5))))
+    calls.append(lambda: frame_field(w, np.ones((2, 5)), w, np.ones((4, 5)), 1.0, True, 1.0, np.empty((5, 4))))
+    columns = dirac_columns(x[0])
+    calls.append(lambda: dirac_gradient(columns, w, x[0, 0], dirac_distances(columns, w, x[0, 0])[1]))
     for call in calls:
         call()
     return len(calls)
+
+
+def _atan2():
+    """arctan2 within 3 ulp of numpy's, in selects that vectorise (libm's atan2 does not), inlined into the loops
+    that call it: Cephes' rational approximation of atan on |u| <= tan(π/8) after the reductions
+    t = min/max(|x|, |y|) and u = (t − 1)/(t + 1) above tan(π/8)."""
+    from numba import njit  # deferred: numba is heavy
+
+    @njit(inline="always", error_model="numpy")
+    def atan2(y, x):
+        ay, ax = abs(y), abs(x)
+        swap = ay > ax
+        top, bottom = (ax, ay) if swap else (ay, ax)
+        t = top / bottom if bottom > 0 else 0.0
+        mid = t > 0.41421356237309504880
+        u = (t - 1.0) / (t + 1.0) if mid else t
+        z = u * u
+        p = (((-8.750608600031904122785e-1 * z - 1.615753718733365076637e1) * z - 7.500855792314704667340e1) * z
+             - 1.228866684490136173410e2) * z - 6.485021904942025371773e1
+        q = ((((z + 2.485846490142306297962e1) * z + 1.650270098316988542046e2) * z + 4.328810604912902668951e2) * z
+             + 4.853903996359136964868e2) * z + 1.945506571482613964425e2
+        r = u + u * (z * p / q)
+        r = 0.7853981633974483 + (r + 3.061616997868382943065e-17) if mid else r     # π/4 (and its low bits)
+        r = 1.5707963267948966 - r + 6.123233995736765886130e-17 if swap else r      # π/2
+        r = 3.141592653589793 - r + 1.224646799147353177226e-16 if x < 0 else r      # π
+        return -r if y < 0 else r
+
+    return atan2
+
+
+def _spectral_loops(jit):
+    """The compiled loops of the spectral sums on S^2 (`meanfield.sums.spectralsums`): the points' angles and
+    frame, and the attention field from the syntheses in that frame."""
+    atan2 = _atan2()
+
+    @jit
+    def sphere_angles(x, loc, ct, st, cp, sp):
+        n = x.shape[0]
+        a, b, c, theta, phi = np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+        for i in range(n):
+            a[i], b[i], c[i] = x[i, 0], x[i, 1], x[i, 2]
+        for i in range(n):                                # on contiguous columns: these loops vectorise
+            theta[i] = atan2(np.sqrt(a[i] * a[i] + b[i] * b[i]), c[i])
+            f = atan2(b[i], a[i])                         # in [−π, π]: numpy's mod 2π adds 2π below 0
+            phi[i] = f + 2 * np.pi if f < 0 else f
+        for i in range(n):
+            rho2 = a[i] * a[i] + b[i] * b[i]
+            rho = np.sqrt(rho2)
+            inverse = 1.0 / rho
+            cp[i] = a[i] * inverse if rho > 0 else 1.0    # φ = 0 at the poles, as arctan2 gives
+            sp[i] = b[i] * inverse if rho > 0 else 0.0
+            r = 1.0 / np.sqrt(rho2 + c[i] * c[i])
+            ct[i], st[i] = c[i] * r, rho * r
+        for i in range(n):
+            loc[i, 0], loc[i, 1] = theta[i], phi[i]
+
+    @jit
+    def frame_field(Zs, g, H, ct, st, cp, sp, beta, normalized, scale, out):
+        for i in range(Zs.shape[0]):
+            gt, gp = g[0, i], g[1, i]
+            G0 = gt * ct[i] * cp[i] - gp * sp[i]
+            G1 = gt * ct[i] * sp[i] + gp * cp[i]
+            G2 = -gt * st[i]
+            if normalized:
+                z = Zs[i]
+                G0, G1, G2 = G0 / z, G1 / z, G2 / z
+                out[i, 3] = scale * (H[i] / z - beta * (G0 * G0 + G1 * G1 + G2 * G2))
+            else:
+                out[i, 3] = scale * H[i]
+            out[i, 0], out[i, 1], out[i, 2] = scale * G0, scale * G1, scale * G2
+
+    return {"sphere_angles": sphere_angles, "frame_field": frame_field}
+
+
+def _median_loops(jit):
+    """The compiled passes of the spherical median of `meanfield.observables.wasserstein.w1_to_dirac` on S^2."""
+    atan2 = _atan2()
+
+    @jit
+    def dirac_distances(a, b, c, w, z, ang):
+        for i in range(a.shape[0]):                     # vectorises; the sum below runs in order
+            m0, m1, m2, p0, p1, p2 = a[i] - z[0], b[i] - z[1], c[i] - z[2], a[i] + z[0], b[i] + z[1], c[i] + z[2]
+            ang[i] = 2.0 * atan2(np.sqrt(m0 * m0 + m1 * m1 + m2 * m2), np.sqrt(p0 * p0 + p1 * p1 + p2 * p2))
+        total = 0.0
+        for i in range(a.shape[0]):
+            total += w[i] * ang[i]
+        return total
+
+    @jit
+    def dirac_gradient(a, b, c, w, z, ang, g):
+        g[0], g[1], g[2], hess, moved = 0.0, 0.0, 0.0, 0.0, False
+        for i in range(a.shape[0]):
+            s = a[i] * z[0] + b[i] * z[1] + c[i] * z[2]
+            t0, t1, t2 = a[i] - s * z[0], b[i] - s * z[1], c[i] - s * z[2]
+            norm = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
+            if norm > 1e-14:
+                coef = w[i] / norm
+                g[0], g[1], g[2] = g[0] - coef * t0, g[1] - coef * t1, g[2] - coef * t2
+                hess += w[i] * ang[i] / max(np.sin(ang[i]), 1e-14) / max(ang[i], 1e-14)
+                moved = True
+        return hess if moved else -1.0
+
+    return {"dirac_distances": dirac_distances, "dirac_gradient": dirac_gradient}
+
+
+def sphere_angles_into(x, loc, frame):
+    """loc (n, 2) = (colatitude, longitude in [0, 2π)) of the points x (n, k >= 3, not necessarily of unit
+    length: their directions) and the frame rows (cos θ, sin θ, cos φ, sin φ) (4 arrays (n,)), in one
+    compiled pass; False when numba is missing or disabled (the caller computes them with numpy,
+    `meanfield.sums.spectralsums.sphere_angles`)."""
+    if not ENABLED or x.dtype != np.float64 or x.ndim != 2 or x.shape[1] < 3 or _kernels() is None:
+        return False
+    _kernels()["sphere_angles"](x, loc, *frame)
+    return True
+
+
+def frame_field(Zs, g, H, frame, beta, normalized, v, out):
+    """The attention field and its divergence from the spectral sums in the frame of `sphere_angles_into`:
+    with G = g_θ e_θ + g_φ e_φ, (SA) X = v G/Zs, div_S X = v(H/Zs − β|G/Zs|²), (USA) X = v e^{|β|} G,
+    div_S X = v e^{|β|} H (docs/mathematics.md §9, §12), written to out[:, :3] and out[:, 3] (out (n, k >= 4)).
+    Zs, H (n,), g (2, n) and frame (4 arrays (n,)) as `meanfield.sums.spectralsums.ZonalSums.frame_sums`
+    returns them; one compiled pass, or numpy where numba is missing."""
+    scale = float(v) if normalized else float(v) * np.exp(abs(beta))    # the spectral sums carry e^{−|β|}
+    if ENABLED and out.flags.c_contiguous and _kernels() is not None:
+        _kernels()["frame_field"](Zs, g, H, *frame, float(beta), bool(normalized), scale, out)
+        return out
+    ct, st, cp, sp = frame
+    G = np.stack([g[0] * ct * cp - g[1] * sp, g[0] * ct * sp + g[1] * cp, -g[0] * st], axis=-1)
+    if normalized:
+        G /= Zs[:, None]
+        out[:, 3] = scale * (H / Zs - beta * np.einsum("nd,nd->n", G, G))
+    else:
+        out[:, 3] = scale * H
+    out[:, :3] = scale * G
+    return out
+
+
+def dirac_columns(x):
+    """The columns (3, n) of points x (n, 3) for `dirac_distances` and `dirac_gradient`, or None where the
+    compiled loops do not apply (numba missing or disabled, points not on S^2)."""
+    if not ENABLED or x.ndim != 2 or x.shape[1] != 3 or _kernels() is None:
+        return None
+    return np.ascontiguousarray(x.T, dtype=float)
+
+
+def dirac_distances(columns, w, z):
+    """(Σ_j w_j d(x_j, z), d(x_j, z) (n,)) with d the geodesic distance 2·atan2(|x − z|, |x + z|)
+    (`meanfield.spaces.geodesic.geodesic_distance`, to a few ulp), for the columns of `dirac_columns`."""
+    ang = np.empty(columns.shape[1])
+    total = _kernels()["dirac_distances"](*columns, w, np.ascontiguousarray(z, dtype=float), ang)
+    return float(total), ang
+
+
+def dirac_gradient(columns, w, z, ang):
+    """The Riemannian gradient g = −Σ_j w_j t_j/|t_j| (t_j = x_j − ⟨x_j, z⟩z) of ∫ d(x, z) dμ(x) at z and the
+    curvature Σ_j w_j d_j/(sin d_j · d_j) of `meanfield.observables.wasserstein.w1_to_dirac`'s step, over the
+    atoms with |t_j| > 1e-14; (g, hess), or None when there is none. ``ang``: the distances d_j to z."""
+    g = np.empty(3)
+    hess = _kernels()["dirac_gradient"](*columns, w, np.ascontiguousarray(z, dtype=float), ang, g)
+    return None if hess < 0 else (g, hess)
