@@ -37,12 +37,14 @@ def _kernels():
         # flat arrays, the common d = 3 written out so that LLVM vectorises it; error_model="numpy":
         # x/0 is inf or nan as in numpy (the default Python check stops vectorisation)
         jit = njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
-        _KERNELS = {**_sums_loops(jit), **_sphere_loops(jit), **_spectral_loops(jit), **_median_loops(jit)}
+        _KERNELS = {**_sums_loops(jit), **_sphere_loops(jit)}
         from . import _fused  # deferred: compiles with numba
 
         _KERNELS.update(exp_sums4=_fused.exp_sums4, exp_sums4_parallel=_fused.exp_sums4_parallel,
                         gram_counts4=_fused.gram_counts4, cluster_counts4=_fused.cluster_counts4,
-                        circle_blocks=_fused.circle_blocks)
+                        circle_blocks=_fused.circle_blocks, sphere_angles=_fused.sphere_angles,
+                        frame_field=_fused.frame_field, dirac_distances=_fused.dirac_distances,
+                        dirac_gradient=_fused.dirac_gradient)
     return _KERNELS or None
 
 
@@ -365,109 +367,6 @@ def compile_all():
     for call in calls:
         call()
     return len(calls)
-
-
-def _atan2():
-    """arctan2 within 3 ulp of numpy's, in selects that vectorise (libm's atan2 does not), inlined into the loops
-    that call it: Cephes' rational approximation of atan on |u| <= tan(π/8) after the reductions
-    t = min/max(|x|, |y|) and u = (t − 1)/(t + 1) above tan(π/8)."""
-    from numba import njit  # deferred: numba is heavy
-
-    @njit(inline="always", error_model="numpy")
-    def atan2(y, x):
-        ay, ax = abs(y), abs(x)
-        swap = ay > ax
-        top, bottom = (ax, ay) if swap else (ay, ax)
-        t = top / bottom if bottom > 0 else 0.0
-        mid = t > 0.41421356237309504880
-        u = (t - 1.0) / (t + 1.0) if mid else t
-        z = u * u
-        p = (((-8.750608600031904122785e-1 * z - 1.615753718733365076637e1) * z - 7.500855792314704667340e1) * z
-             - 1.228866684490136173410e2) * z - 6.485021904942025371773e1
-        q = ((((z + 2.485846490142306297962e1) * z + 1.650270098316988542046e2) * z + 4.328810604912902668951e2) * z
-             + 4.853903996359136964868e2) * z + 1.945506571482613964425e2
-        r = u + u * (z * p / q)
-        r = 0.7853981633974483 + (r + 3.061616997868382943065e-17) if mid else r     # π/4 (and its low bits)
-        r = 1.5707963267948966 - r + 6.123233995736765886130e-17 if swap else r      # π/2
-        r = 3.141592653589793 - r + 1.224646799147353177226e-16 if x < 0 else r      # π
-        return -r if y < 0 else r
-
-    return atan2
-
-
-def _spectral_loops(jit):
-    """The compiled loops of the spectral sums on S^2 (`meanfield.sums.spectralsums`): the points' angles and
-    frame, and the attention field from the syntheses in that frame."""
-    atan2 = _atan2()
-
-    @jit
-    def sphere_angles(x, loc, ct, st, cp, sp):
-        n = x.shape[0]
-        a, b, c, theta, phi = np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-        for i in range(n):
-            a[i], b[i], c[i] = x[i, 0], x[i, 1], x[i, 2]
-        for i in range(n):                                # on contiguous columns: these loops vectorise
-            theta[i] = atan2(np.sqrt(a[i] * a[i] + b[i] * b[i]), c[i])
-            f = atan2(b[i], a[i])                         # in [−π, π]: numpy's mod 2π adds 2π below 0
-            phi[i] = f + 2 * np.pi if f < 0 else f
-        for i in range(n):
-            rho2 = a[i] * a[i] + b[i] * b[i]
-            rho = np.sqrt(rho2)
-            inverse = 1.0 / rho
-            cp[i] = a[i] * inverse if rho > 0 else 1.0    # φ = 0 at the poles, as arctan2 gives
-            sp[i] = b[i] * inverse if rho > 0 else 0.0
-            r = 1.0 / np.sqrt(rho2 + c[i] * c[i])
-            ct[i], st[i] = c[i] * r, rho * r
-        for i in range(n):
-            loc[i, 0], loc[i, 1] = theta[i], phi[i]
-
-    @jit
-    def frame_field(Zs, g, H, ct, st, cp, sp, beta, normalized, scale, out):
-        for i in range(Zs.shape[0]):
-            gt, gp = g[0, i], g[1, i]
-            G0 = gt * ct[i] * cp[i] - gp * sp[i]
-            G1 = gt * ct[i] * sp[i] + gp * cp[i]
-            G2 = -gt * st[i]
-            if normalized:
-                z = Zs[i]
-                G0, G1, G2 = G0 / z, G1 / z, G2 / z
-                out[i, 3] = scale * (H[i] / z - beta * (G0 * G0 + G1 * G1 + G2 * G2))
-            else:
-                out[i, 3] = scale * H[i]
-            out[i, 0], out[i, 1], out[i, 2] = scale * G0, scale * G1, scale * G2
-
-    return {"sphere_angles": sphere_angles, "frame_field": frame_field}
-
-
-def _median_loops(jit):
-    """The compiled passes of the spherical median of `meanfield.observables.wasserstein.w1_to_dirac` on S^2."""
-    atan2 = _atan2()
-
-    @jit
-    def dirac_distances(a, b, c, w, z, ang):
-        for i in range(a.shape[0]):                     # vectorises; the sum below runs in order
-            m0, m1, m2, p0, p1, p2 = a[i] - z[0], b[i] - z[1], c[i] - z[2], a[i] + z[0], b[i] + z[1], c[i] + z[2]
-            ang[i] = 2.0 * atan2(np.sqrt(m0 * m0 + m1 * m1 + m2 * m2), np.sqrt(p0 * p0 + p1 * p1 + p2 * p2))
-        total = 0.0
-        for i in range(a.shape[0]):
-            total += w[i] * ang[i]
-        return total
-
-    @jit
-    def dirac_gradient(a, b, c, w, z, ang, g):
-        g[0], g[1], g[2], hess, moved = 0.0, 0.0, 0.0, 0.0, False
-        for i in range(a.shape[0]):
-            s = a[i] * z[0] + b[i] * z[1] + c[i] * z[2]
-            t0, t1, t2 = a[i] - s * z[0], b[i] - s * z[1], c[i] - s * z[2]
-            norm = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
-            if norm > 1e-14:
-                coef = w[i] / norm
-                g[0], g[1], g[2] = g[0] - coef * t0, g[1] - coef * t1, g[2] - coef * t2
-                hess += w[i] * ang[i] / max(np.sin(ang[i]), 1e-14) / max(ang[i], 1e-14)
-                moved = True
-        return hess if moved else -1.0
-
-    return {"dirac_distances": dirac_distances, "dirac_gradient": dirac_gradient}
 
 
 def sphere_angles_into(x, loc, frame):
