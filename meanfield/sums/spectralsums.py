@@ -566,7 +566,8 @@ def coefficients(x, w, lmax, epsilon=EPSILON, threads=1, loc=None):
     # ducc0's adjoint transform shares its points poorly among threads (1.2x on two): the points go
     # in parts (their number set by n alone, so the sum is the same on any number of threads), one
     # transform per part on one thread, the parts shared among the threads
-    bounds = np.linspace(0, len(x), min(ADJOINT_PARTS, max(1, len(x) // POINTS_PER_THREAD // 4)) + 1).astype(int)
+    count = min(ADJOINT_PARTS, max(1, len(x) // POINTS_PER_THREAD // 4))
+    bounds = (0, len(x)) if count == 1 else np.linspace(0, len(x), count + 1).astype(int)
     parts = [None] * (len(bounds) - 1)
 
     def part(k):
