@@ -427,10 +427,10 @@ def w1_to_dirac(measure):
 
 
 def _median_steps(x, w):
-    """The two passes of `w1_to_dirac`'s iteration for the atoms (x, w): z ↦ (∫ d(x, z) dμ, the distances d_j)
-    and (z, d_j) ↦ (the Riemannian gradient −Σ_j w_j t_j/|t_j|, t_j = x_j − ⟨x_j, z⟩z, and the curvature
-    Σ_j w_j d_j/(sin d_j · d_j)) over the atoms with |t_j| > 1e-14, or None when there is none: compiled on
-    S^2 (`meanfield.sums.compiled.dirac_distances`), numpy otherwise."""
+    """The two passes of `w1_to_dirac`'s iteration for the atoms (x, w): z ↦ (∫ d(x, z) dμ, the distances d_j
+    (with their sines, compiled)) and (z, those) ↦ (the Riemannian gradient −Σ_j w_j t_j/|t_j|,
+    t_j = x_j − ⟨x_j, z⟩z, and the curvature Σ_j w_j d_j/(sin d_j · d_j)) over the atoms with |t_j| > 1e-14,
+    or None when there is none: compiled on S^2 (`meanfield.sums.compiled.dirac_distances`), numpy otherwise."""
     columns = compiled.dirac_columns(x)
     if columns is not None:
         return (lambda z: compiled.dirac_distances(columns, w, z),

@@ -378,11 +378,15 @@ def frame_field(Zs, g, H, ct, st, cp, sp, beta, normalized, scale, out):
 
 # the spherical median of `meanfield.observables.wasserstein.w1_to_dirac` on S^2
 @njit(cache=True, **_OPTS)
-def dirac_distances(a, b, c, w, z, ang):
-    """ang_j = d(x_j, z) for the columns (a, b, c) of the points; returns Σ_j w_j ang_j."""
+def dirac_distances(a, b, c, w, z, out):
+    """out[0, j] = d(x_j, z) and out[1, j] = sin d(x_j, z) = |x_j − z||x_j + z|/2 (unit vectors) for the columns
+    (a, b, c) of the points; returns Σ_j w_j d(x_j, z)."""
+    ang, sine = out[0], out[1]
     for i in range(a.shape[0]):                     # vectorises; the sum below runs in order
         m0, m1, m2, p0, p1, p2 = a[i] - z[0], b[i] - z[1], c[i] - z[2], a[i] + z[0], b[i] + z[1], c[i] + z[2]
-        ang[i] = 2.0 * atan2(np.sqrt(m0 * m0 + m1 * m1 + m2 * m2), np.sqrt(p0 * p0 + p1 * p1 + p2 * p2))
+        minus, plus = np.sqrt(m0 * m0 + m1 * m1 + m2 * m2), np.sqrt(p0 * p0 + p1 * p1 + p2 * p2)
+        ang[i] = 2.0 * atan2(minus, plus)
+        sine[i] = 0.5 * minus * plus
     total = 0.0
     for i in range(a.shape[0]):
         total += w[i] * ang[i]
@@ -390,16 +394,22 @@ def dirac_distances(a, b, c, w, z, ang):
 
 
 @njit(cache=True, **_OPTS)
-def dirac_gradient(a, b, c, w, z, ang, g):
-    """g = −Σ w_j t_j/|t_j| and the returned curvature of `compiled.dirac_gradient` (−1 when no atom counts)."""
-    g[0], g[1], g[2], hess, moved = 0.0, 0.0, 0.0, 0.0, False
-    for i in range(a.shape[0]):
+def dirac_gradient(a, b, c, w, z, dist, g, terms):
+    """g = −Σ w_j t_j/|t_j| and the returned curvature of `compiled.dirac_gradient` (−1 when no atom counts),
+    from ``dist`` of `dirac_distances`; ``terms`` (5, n) scratch."""
+    for i in range(a.shape[0]):                     # vectorises; the sums below run in order
         s = a[i] * z[0] + b[i] * z[1] + c[i] * z[2]
         t0, t1, t2 = a[i] - s * z[0], b[i] - s * z[1], c[i] - s * z[2]
         norm = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
-        if norm > 1e-14:
-            coef = w[i] / norm
-            g[0], g[1], g[2] = g[0] - coef * t0, g[1] - coef * t1, g[2] - coef * t2
-            hess += w[i] * ang[i] / max(np.sin(ang[i]), 1e-14) / max(ang[i], 1e-14)
-            moved = True
-    return hess if moved else -1.0
+        ok = norm > 1e-14
+        coef = w[i] / norm if ok else 0.0
+        terms[0, i], terms[1, i], terms[2, i] = coef * t0, coef * t1, coef * t2
+        curvature = w[i] * dist[0, i] / max(dist[1, i], 1e-14) / max(dist[0, i], 1e-14)
+        terms[3, i] = curvature if ok else 0.0
+        terms[4, i] = 1.0 if ok else 0.0
+    g[0], g[1], g[2], hess, count = 0.0, 0.0, 0.0, 0.0, 0.0
+    for i in range(a.shape[0]):
+        g[0], g[1], g[2] = g[0] - terms[0, i], g[1] - terms[1, i], g[2] - terms[2, i]
+        hess += terms[3, i]
+        count += terms[4, i]
+    return hess if count > 0 else -1.0

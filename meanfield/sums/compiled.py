@@ -410,17 +410,19 @@ def dirac_columns(x):
 
 
 def dirac_distances(columns, w, z):
-    """(Σ_j w_j d(x_j, z), d(x_j, z) (n,)) with d the geodesic distance 2·atan2(|x − z|, |x + z|)
-    (`meanfield.spaces.geodesic.geodesic_distance`, to a few ulp), for the columns of `dirac_columns`."""
-    ang = np.empty(columns.shape[1])
-    total = _kernels()["dirac_distances"](*columns, w, np.ascontiguousarray(z, dtype=float), ang)
-    return float(total), ang
+    """(Σ_j w_j d(x_j, z), [d(x_j, z), sin d(x_j, z)] (2, n)) with d the geodesic distance
+    2·atan2(|x − z|, |x + z|) (`meanfield.spaces.geodesic.geodesic_distance`, to a few ulp) and its sine
+    |x − z||x + z|/2, for the columns of `dirac_columns` (unit vectors) and a unit z."""
+    dist = np.empty((2, columns.shape[1]))
+    total = _kernels()["dirac_distances"](*columns, w, np.ascontiguousarray(z, dtype=float), dist)
+    return float(total), dist
 
 
-def dirac_gradient(columns, w, z, ang):
+def dirac_gradient(columns, w, z, dist):
     """The Riemannian gradient g = −Σ_j w_j t_j/|t_j| (t_j = x_j − ⟨x_j, z⟩z) of ∫ d(x, z) dμ(x) at z and the
     curvature Σ_j w_j d_j/(sin d_j · d_j) of `meanfield.observables.wasserstein.w1_to_dirac`'s step, over the
-    atoms with |t_j| > 1e-14; (g, hess), or None when there is none. ``ang``: the distances d_j to z."""
+    atoms with |t_j| > 1e-14; (g, hess), or None when there is none. ``dist``: from `dirac_distances` at z."""
     g = np.empty(3)
-    hess = _kernels()["dirac_gradient"](*columns, w, np.ascontiguousarray(z, dtype=float), ang, g)
+    hess = _kernels()["dirac_gradient"](*columns, w, np.ascontiguousarray(z, dtype=float), dist, g,
+                                        np.empty((5, columns.shape[1])))
     return None if hess < 0 else (g, hess)
