@@ -53,6 +53,7 @@ from meanfield.validation import check_callable, check_density_values, check_int
 from meanfield.errors import InvalidInput, UnsupportedModel
 from meanfield.transformer.kernels import minimum_degree
 from meanfield.sums.kernelsums import kernel_sums
+from meanfield.sums.compiled import frame_field
 from meanfield.spaces.geodesic import tangent_frame
 from meanfield.transformer.normalization import alpha, carries_radius, label_rates
 from meanfield.spaces.quadrature import circle_points, gauss_legendre, trapezoid
@@ -276,11 +277,28 @@ def spectral_field(Zs, G, H, beta, normalized=True, v=1.0):
 
 def _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threads):
     """`velocity_divergence` through the spectral sums (see its ``sums``)."""
-    Zs, G, H = zonal_sums(beta, x.shape[1], EPSILON, threads, len(z) + len(x)).sums(z, x, w, laplacian=True)
-    X, div = spectral_field(Zs, G, H, beta, normalized, v)
+    out = np.empty((len(z), z.shape[1] + 1))
+    Zs = spectral_rates(z, x, w, beta, normalized, v, threads, out)
     if partition:
-        return X, div, Zs * np.exp(abs(beta))
-    return X, div
+        return out[:, :-1], out[:, -1], Zs * np.exp(abs(beta))
+    return out[:, :-1], out[:, -1]
+
+
+def spectral_rates(z, x, w, beta, normalized, v, threads, out):
+    """[X, div_S X] at the points z (m, d) for the sources x (n, d) with weights w through the spectral sums
+    (`spectral_field`; x is z for the labels' own field), written to out[:, :d] and out[:, d]; returns Zs.
+    The points need only their directions. On S^2 the field is assembled from the syntheses in the points'
+    frame in one compiled pass (`meanfield.sums.compiled.frame_field`)."""
+    d = z.shape[1]
+    sums = zonal_sums(beta, d, EPSILON, threads, len(z) + len(x))
+    if d == 3:
+        Zs, g, H, frame = sums.frame_sums(z, None if x is z else x, w)
+        frame_field(Zs, g, H, frame, beta, normalized, v, out)
+        return Zs
+    Zs, G, H = sums.sums(z, x, w, laplacian=True)
+    X, out[:, d] = spectral_field(Zs, G, H, beta, normalized, v)
+    out[:, :d] = X
+    return Zs
 
 
 def carry_mass(values, q, mass):
@@ -618,9 +636,15 @@ class Lagrangian(Solver):
         """ẋ_i = X(x_i), ℓ̇_i = div_S X(x_i) for the fine labels and, separately, the companion's (X/s
         under a normalisation scheme, `_scaled`)."""
         d = self.model.dim
-        x = y[:, :d] / np.linalg.norm(y[:, :d], axis=1, keepdims=True)
-        out = np.empty_like(y)
+        plain = self.model.normalization == "post" and self.model.feedforward is None and not self.radial
+        x, out = None, np.empty_like(y)
         for (sl, w), sums in zip(run.systems, run.system_sums):
+            if plain and sums == "spectral":        # [X, div] written in place, from the labels' directions
+                z = y[sl, :d]
+                spectral_rates(z, z, w, self.model.beta, self.normalized, self.v, self.threads, out[sl])
+                continue
+            if x is None:
+                x = y[:, :d] / np.linalg.norm(y[:, :d], axis=1, keepdims=True)
             xs = x[sl]
             if self.radial:
                 out[sl] = self._radial_rates(t, xs, w, y[sl])
@@ -923,5 +947,5 @@ def continuation_solver(solution, nodes=None, **options):
     return Lagrangian(solution.model, nodes, **options)
 
 
-__all__ = ["Lagrangian", "velocity_divergence", "moment_field", "moment_values", "spectral_field", "heads_field",
-           "circle_panels", "refine_panels", "lagrangian_continuation", "continuation_solver"]
+__all__ = ["Lagrangian", "velocity_divergence", "moment_field", "moment_values", "spectral_field", "spectral_rates",
+           "heads_field", "circle_panels", "refine_panels", "lagrangian_continuation", "continuation_solver"]

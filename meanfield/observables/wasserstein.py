@@ -32,6 +32,7 @@ from ..validation import check_int, check_measure, check_real
 from ..spaces.quadrature import sphere_quadrature
 from .w1bracket import w1_bracket
 from ..errors import InvalidInput
+from ..sums import compiled
 
 EXACT_MAX_SIZE = 25_000_000
 SMALL_CIRCLE = 10_000       # circle_w1_to_density: up to this many atoms Φ(c) is also minimised exactly
@@ -389,10 +390,7 @@ def w1_to_dirac(measure):
     0.785398
     """
     x, w = check_measure(measure)
-
-    def cost(z):
-        return float(w @ geodesic_distance(x, z))       # accurate for small angles (arccos is not)
-
+    distances, gradient = _median_steps(x, w)
     m = w @ x
     cands = [x[int(np.argmax(w))]]
     if np.linalg.norm(m) > 1e-12:
@@ -400,19 +398,16 @@ def w1_to_dirac(measure):
     # a few heavy atoms as further starts (cheap, avoids the antipodal trap of the mean)
     for k in np.argsort(w)[-8:]:
         cands.append(x[k])
-    costs = [cost(c) for c in cands]
+    costs = [distances(c)[0] for c in cands]
     best = cands[int(np.argmin(costs))]
-    z, ang = best, geodesic_distance(x, best)
-    f_best = f_z = float(w @ ang)
+    z = best
+    f_best, ang = distances(best)
+    f_z = f_best
     for _ in range(100):
-        tangent = x - (x @ z)[:, None] * z
-        norms = np.sqrt(np.einsum("nd,nd->n", tangent, tangent))
-        ok = norms > 1e-14
-        if not np.any(ok):
+        step = gradient(z, ang)
+        if step is None:
             break
-        # Riemannian gradient of ∫ angle dμ is −Σ w (x − ⟨x,z⟩z)/|x − ⟨x,z⟩z|
-        g = -(w[ok] / norms[ok]) @ tangent[ok]
-        hess = np.sum(w[ok] * ang[ok] / np.maximum(np.sin(ang[ok]), 1e-14) / np.maximum(ang[ok], 1e-14))
+        g, hess = step
         step = -g / max(hess, 1e-12)
         moved = False
         for _halving in range(2):                       # the Newton-like step, else half of it
@@ -420,8 +415,7 @@ def w1_to_dirac(measure):
             if s < 1e-13:
                 break
             znew = np.cos(s) * z + np.sin(s) * step / s
-            ang_new = geodesic_distance(x, znew)
-            f_new = float(w @ ang_new)
+            f_new, ang_new = distances(znew)
             if f_new <= f_z:
                 converged = f_z - f_new <= 1e-14 * f_z
                 z, ang, f_z, moved = znew, ang_new, f_new, not converged
@@ -430,6 +424,32 @@ def w1_to_dirac(measure):
         if not moved:
             break
     return min(f_z, f_best)
+
+
+def _median_steps(x, w):
+    """The two passes of `w1_to_dirac`'s iteration for the atoms (x, w): z ↦ (∫ d(x, z) dμ, the distances d_j
+    (with their sines, compiled)) and (z, those) ↦ (the Riemannian gradient −Σ_j w_j t_j/|t_j|,
+    t_j = x_j − ⟨x_j, z⟩z, and the curvature Σ_j w_j d_j/(sin d_j · d_j)) over the atoms with |t_j| > 1e-14,
+    or None when there is none: compiled on S^2 (`meanfield.sums.compiled.dirac_distances`), numpy otherwise."""
+    columns = compiled.dirac_columns(x)
+    if columns is not None:
+        return (lambda z: compiled.dirac_distances(columns, w, z),
+                lambda z, ang: compiled.dirac_gradient(columns, w, z, ang))
+
+    def distances(z):
+        ang = geodesic_distance(x, z)                   # accurate for small angles (arccos is not)
+        return float(w @ ang), ang
+
+    def gradient(z, ang):
+        tangent = x - (x @ z)[:, None] * z
+        norms = np.sqrt(np.einsum("nd,nd->n", tangent, tangent))
+        ok = norms > 1e-14
+        if not np.any(ok):
+            return None
+        hess = np.sum(w[ok] * ang[ok] / np.maximum(np.sin(ang[ok]), 1e-14) / np.maximum(ang[ok], 1e-14))
+        return -(w[ok] / norms[ok]) @ tangent[ok], hess
+
+    return distances, gradient
 
 
 @doc_params

@@ -350,3 +350,106 @@ def circle_far(cos, sin, g, bounds, decay, Zs, G):
             f = decay[j] * out[1, j]
             G[j, 0] += f * -sin[j]
             G[j, 1] += f * cos[j]
+
+
+# the spectral sums on S^2 (`meanfield.sums.spectralsums`): the points' angles and frame, the field in that frame
+@njit(**_INLINE)
+def atan2(y, x):
+    """arctan2 within 3 ulp of numpy's, in selects that vectorise (libm's atan2 does not): Cephes' rational
+    approximation of atan on |u| <= tan(π/8) after the reductions t = min/max(|x|, |y|) and
+    u = (t − 1)/(t + 1) above tan(π/8)."""
+    ay, ax = abs(y), abs(x)
+    swap = ay > ax
+    top, bottom = (ax, ay) if swap else (ay, ax)
+    t = top / bottom if bottom > 0 else 0.0
+    mid = t > 0.41421356237309504880
+    u = (t - 1.0) / (t + 1.0) if mid else t
+    z = u * u
+    p = (((-8.750608600031904122785e-1 * z - 1.615753718733365076637e1) * z - 7.500855792314704667340e1) * z
+         - 1.228866684490136173410e2) * z - 6.485021904942025371773e1
+    q = ((((z + 2.485846490142306297962e1) * z + 1.650270098316988542046e2) * z + 4.328810604912902668951e2) * z
+         + 4.853903996359136964868e2) * z + 1.945506571482613964425e2
+    r = u + u * (z * p / q)
+    r = 0.7853981633974483 + (r + 3.061616997868382943065e-17) if mid else r     # π/4 (and its low bits)
+    r = 1.5707963267948966 - r + 6.123233995736765886130e-17 if swap else r      # π/2
+    r = 3.141592653589793 - r + 1.224646799147353177226e-16 if x < 0 else r      # π
+    return -r if y < 0 else r
+
+
+@njit(cache=True, **_OPTS)
+def sphere_angles(x, loc, ct, st, cp, sp):
+    """loc (n, 2) = (θ, φ mod 2π) and the frame (cos θ, sin θ, cos φ, sin φ) of the directions of x (n, k >= 3)."""
+    n = x.shape[0]
+    a, b, c, theta, phi = np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    for i in range(n):
+        a[i], b[i], c[i] = x[i, 0], x[i, 1], x[i, 2]
+    for i in range(n):                                # on contiguous columns: these loops vectorise
+        theta[i] = atan2(np.sqrt(a[i] * a[i] + b[i] * b[i]), c[i])
+        f = atan2(b[i], a[i])                         # in [−π, π]: numpy's mod 2π adds 2π below 0
+        phi[i] = f + 2 * np.pi if f < 0 else f
+    for i in range(n):
+        rho2 = a[i] * a[i] + b[i] * b[i]
+        rho = np.sqrt(rho2)
+        inverse = 1.0 / rho
+        cp[i] = a[i] * inverse if rho > 0 else 1.0    # φ = 0 at the poles, as arctan2 gives
+        sp[i] = b[i] * inverse if rho > 0 else 0.0
+        r = 1.0 / np.sqrt(rho2 + c[i] * c[i])
+        ct[i], st[i] = c[i] * r, rho * r
+    for i in range(n):
+        loc[i, 0], loc[i, 1] = theta[i], phi[i]
+
+
+@njit(cache=True, **_OPTS)
+def frame_field(Zs, g, H, ct, st, cp, sp, beta, normalized, scale, out):
+    """out[:, :3] = X, out[:, 3] = div_S X from the syntheses Zs, g = (G_θ, G_φ), H (`compiled.frame_field`)."""
+    for i in range(Zs.shape[0]):
+        gt, gp = g[0, i], g[1, i]
+        G0 = gt * ct[i] * cp[i] - gp * sp[i]
+        G1 = gt * ct[i] * sp[i] + gp * cp[i]
+        G2 = -gt * st[i]
+        if normalized:
+            z = Zs[i]
+            G0, G1, G2 = G0 / z, G1 / z, G2 / z
+            out[i, 3] = scale * (H[i] / z - beta * (G0 * G0 + G1 * G1 + G2 * G2))
+        else:
+            out[i, 3] = scale * H[i]
+        out[i, 0], out[i, 1], out[i, 2] = scale * G0, scale * G1, scale * G2
+
+
+# the spherical median of `meanfield.observables.wasserstein.w1_to_dirac` on S^2
+@njit(cache=True, **_OPTS)
+def dirac_distances(a, b, c, w, z, out):
+    """out[0, j] = d(x_j, z) and out[1, j] = sin d(x_j, z) = |x_j − z||x_j + z|/2 (unit vectors) for the columns
+    (a, b, c) of the points; returns Σ_j w_j d(x_j, z)."""
+    ang, sine = out[0], out[1]
+    for i in range(a.shape[0]):                     # vectorises; the sum below runs in order
+        m0, m1, m2, p0, p1, p2 = a[i] - z[0], b[i] - z[1], c[i] - z[2], a[i] + z[0], b[i] + z[1], c[i] + z[2]
+        minus, plus = np.sqrt(m0 * m0 + m1 * m1 + m2 * m2), np.sqrt(p0 * p0 + p1 * p1 + p2 * p2)
+        ang[i] = 2.0 * atan2(minus, plus)
+        sine[i] = 0.5 * minus * plus
+    total = 0.0
+    for i in range(a.shape[0]):
+        total += w[i] * ang[i]
+    return total
+
+
+@njit(cache=True, **_OPTS)
+def dirac_gradient(a, b, c, w, z, dist, g, terms):
+    """g = −Σ w_j t_j/|t_j| and the returned curvature of `compiled.dirac_gradient` (−1 when no atom counts),
+    from ``dist`` of `dirac_distances`; ``terms`` (5, n) scratch."""
+    for i in range(a.shape[0]):                     # vectorises; the sums below run in order
+        s = a[i] * z[0] + b[i] * z[1] + c[i] * z[2]
+        t0, t1, t2 = a[i] - s * z[0], b[i] - s * z[1], c[i] - s * z[2]
+        norm = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
+        ok = norm > 1e-14
+        coef = w[i] / norm if ok else 0.0
+        terms[0, i], terms[1, i], terms[2, i] = coef * t0, coef * t1, coef * t2
+        curvature = w[i] * dist[0, i] / max(dist[1, i], 1e-14) / max(dist[0, i], 1e-14)
+        terms[3, i] = curvature if ok else 0.0
+        terms[4, i] = 1.0 if ok else 0.0
+    g[0], g[1], g[2], hess, count = 0.0, 0.0, 0.0, 0.0, 0.0
+    for i in range(a.shape[0]):
+        g[0], g[1], g[2] = g[0] - terms[0, i], g[1] - terms[1, i], g[2] - terms[2, i]
+        hess += terms[3, i]
+        count += terms[4, i]
+    return hess if count > 0 else -1.0

@@ -43,7 +43,9 @@ def _kernels():
         _KERNELS.update(exp_sums4=_fused.exp_sums4, exp_sums4_parallel=_fused.exp_sums4_parallel,
                         gram_counts4=_fused.gram_counts4, cluster_counts4=_fused.cluster_counts4,
                         circle_blocks=_fused.circle_blocks, circle_near=_fused.circle_near,
-                        circle_far=_fused.circle_far)
+                        circle_far=_fused.circle_far, sphere_angles=_fused.sphere_angles,
+                        frame_field=_fused.frame_field, dirac_distances=_fused.dirac_distances,
+                        dirac_gradient=_fused.dirac_gradient)
     return _KERNELS or None
 
 
@@ -332,7 +334,7 @@ def compile_all():
     a fresh checkout's first particle runs, or the first minutes of its test suite (once in each of
     pytest's worker processes), pay for the same compilations again and again. `.ci/setup` calls this
     once after installing; later processes read the cache (``__pycache__/*.nbi``). Returns the number of
-    calls made (29), 0 without numba.
+    calls made (33), 0 without numba.
     """
     if not ENABLED or _kernels() is None:
         return 0
@@ -373,6 +375,73 @@ def compile_all():
     Zs, G, coeff = np.empty(5), np.empty((5, 2)), np.empty((2, 1, 2, 4))
     calls.append(lambda: circle_near(cos, sin, np.ones((2, 3, 3)), w, bounds, Zs, G, coeff))
     calls.append(lambda: circle_far(cos, sin, np.ones((2, 2, 2, 4)), bounds, w, Zs, G))
+    # the spectral sums on S^2: the angles of contiguous points and of the columns of a state's rows, the field
+    # in the frame; the median of `w1_to_dirac`
+    rows = np.concatenate([x[0], np.zeros((5, 1))], axis=1)
+    for points in (x[0], rows[:, :3]):
+        calls.append(lambda p=points: sphere_angles_into(p, np.empty((5, 2)), np.empty((4, 5))))
+    calls.append(lambda: frame_field(w, np.ones((2, 5)), w, np.ones((4, 5)), 1.0, True, 1.0, np.empty((5, 4))))
+    columns = dirac_columns(x[0])
+    calls.append(lambda: dirac_gradient(columns, w, x[0, 0], dirac_distances(columns, w, x[0, 0])[1]))
     for call in calls:
         call()
     return len(calls)
+
+
+def sphere_angles_into(x, loc, frame):
+    """loc (n, 2) = (colatitude, longitude in [0, 2π)) of the points x (n, k >= 3, not necessarily of unit
+    length: their directions) and the frame rows (cos θ, sin θ, cos φ, sin φ) (4 arrays (n,)), in one
+    compiled pass; False when numba is missing or disabled (the caller computes them with numpy,
+    `meanfield.sums.spectralsums.sphere_angles`)."""
+    if not ENABLED or x.dtype != np.float64 or x.ndim != 2 or x.shape[1] < 3 or _kernels() is None:
+        return False
+    _kernels()["sphere_angles"](x, loc, *frame)
+    return True
+
+
+def frame_field(Zs, g, H, frame, beta, normalized, v, out):
+    """The attention field and its divergence from the spectral sums in the frame of `sphere_angles_into`:
+    with G = g_θ e_θ + g_φ e_φ, (SA) X = v G/Zs, div_S X = v(H/Zs − β|G/Zs|²), (USA) X = v e^{|β|} G,
+    div_S X = v e^{|β|} H (docs/mathematics.md §9, §12), written to out[:, :3] and out[:, 3] (out (n, k >= 4)).
+    Zs, H (n,), g (2, n) and frame (4 arrays (n,)) as `meanfield.sums.spectralsums.ZonalSums.frame_sums`
+    returns them; one compiled pass, or numpy where numba is missing."""
+    scale = float(v) if normalized else float(v) * np.exp(abs(beta))    # the spectral sums carry e^{−|β|}
+    if ENABLED and out.flags.c_contiguous and _kernels() is not None:
+        _kernels()["frame_field"](Zs, g, H, *frame, float(beta), bool(normalized), scale, out)
+        return out
+    ct, st, cp, sp = frame
+    G = np.stack([g[0] * ct * cp - g[1] * sp, g[0] * ct * sp + g[1] * cp, -g[0] * st], axis=-1)
+    if normalized:
+        G /= Zs[:, None]
+        out[:, 3] = scale * (H / Zs - beta * np.einsum("nd,nd->n", G, G))
+    else:
+        out[:, 3] = scale * H
+    out[:, :3] = scale * G
+    return out
+
+
+def dirac_columns(x):
+    """The columns (3, n) of points x (n, 3) for `dirac_distances` and `dirac_gradient`, or None where the
+    compiled loops do not apply (numba missing or disabled, points not on S^2)."""
+    if not ENABLED or x.ndim != 2 or x.shape[1] != 3 or _kernels() is None:
+        return None
+    return np.ascontiguousarray(x.T, dtype=float)
+
+
+def dirac_distances(columns, w, z):
+    """(Σ_j w_j d(x_j, z), [d(x_j, z), sin d(x_j, z)] (2, n)) with d the geodesic distance
+    2·atan2(|x − z|, |x + z|) (`meanfield.spaces.geodesic.geodesic_distance`, to a few ulp) and its sine
+    |x − z||x + z|/2, for the columns of `dirac_columns` (unit vectors) and a unit z."""
+    dist = np.empty((2, columns.shape[1]))
+    total = _kernels()["dirac_distances"](*columns, w, np.ascontiguousarray(z, dtype=float), dist)
+    return float(total), dist
+
+
+def dirac_gradient(columns, w, z, dist):
+    """The Riemannian gradient g = −Σ_j w_j t_j/|t_j| (t_j = x_j − ⟨x_j, z⟩z) of ∫ d(x, z) dμ(x) at z and the
+    curvature Σ_j w_j d_j/(sin d_j · d_j) of `meanfield.observables.wasserstein.w1_to_dirac`'s step, over the
+    atoms with |t_j| > 1e-14; (g, hess), or None when there is none. ``dist``: from `dirac_distances` at z."""
+    g = np.empty(3)
+    hess = _kernels()["dirac_gradient"](*columns, w, np.ascontiguousarray(z, dtype=float), dist, g,
+                                        np.empty((5, columns.shape[1])))
+    return None if hess < 0 else (g, hess)

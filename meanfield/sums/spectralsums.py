@@ -114,6 +114,8 @@ def sphere_angles(x, threads=1):
 
 
 def _angles_into(x, loc, frame):
+    if compiled.sphere_angles_into(x, loc, frame):      # one compiled pass, else numpy's
+        return
     rho = np.hypot(x[:, 0], x[:, 1])
     np.arctan2(rho, x[:, 2], out=loc[:, 0])
     np.arctan2(x[:, 1], x[:, 0], out=loc[:, 1])
@@ -220,17 +222,33 @@ class ZonalSums:
 
     def _sphere(self, x, coeff, laplacian, angles=None):
 
+        loc_x, frame = sphere_angles(x, self.threads) if angles is None else angles
+        Zs, g, H = self._syntheses(coeff, loc_x, laplacian)
+        G = tangent_vectors(g, frame, self.threads)             # ∂_θ e_θ + (∂_φ / sin θ) e_φ
+        return (Zs, G, H) if laplacian else (Zs, G)
+
+    def _syntheses(self, coeff, loc, laplacian):
+        """S^2: Zs, g = (∂_θ, ∂_φ/sin θ) of e^{−|β|}Z/β (2, n) and H (None without ``laplacian``) at ``loc``."""
         L, eps, nt = self.lmax, self.epsilon, self.threads
-        loc_x, frame = sphere_angles(x, nt) if angles is None else angles
         coeff = coeff[None, :]
         a, c, lap = self._multipliers
-        Zs = synthesis_general(alm=a * coeff, spin=0, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt)[0]
-        g = synthesis_general(alm=c * coeff, spin=1, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt, mode="DERIV1")
-        G = tangent_vectors(g, frame, nt)             # ∂_θ e_θ + (∂_φ / sin θ) e_φ
+        Zs = synthesis_general(alm=a * coeff, spin=0, lmax=L, loc=loc, epsilon=eps, nthreads=nt)[0]
+        g = synthesis_general(alm=c * coeff, spin=1, lmax=L, loc=loc, epsilon=eps, nthreads=nt, mode="DERIV1")
         if not laplacian:
-            return Zs, G
-        H = synthesis_general(alm=lap * coeff, spin=0, lmax=L, loc=loc_x, epsilon=eps, nthreads=nt)[0]
-        return Zs, G, H
+            return Zs, g, None
+        return Zs, g, synthesis_general(alm=lap * coeff, spin=0, lmax=L, loc=loc, epsilon=eps, nthreads=nt)[0]
+
+    def frame_sums(self, z, y=None, w=None):
+        """S^2: (Zs, g, H, frame) at the points z (n, k >= 3) for the sources y (m, k >= 3; default: z itself)
+        with weights w, as `sums` with ``laplacian`` but G in the frame of `sphere_angles`: g (2, n) =
+        (G_θ, G_φ), G = g_θ e_θ + g_φ e_φ (`meanfield.sums.compiled.frame_field` assembles the field from
+        them in one pass). The points need not be of unit length: their directions count."""
+        loc, frame = sphere_angles(z, self.threads)
+        if y is None:
+            coeff = coefficients(z, w, self.lmax, self.epsilon, self.threads, loc=loc)
+        else:
+            coeff = self.coefficients(y, w)
+        return self._syntheses(coeff, loc, True) + (frame,)
 
 
 POINTS_PER_THREAD = 1 << 15      # fewer points per thread: ducc0 on one thread (waking threads costs more)
@@ -605,7 +623,8 @@ def coefficients(x, w, lmax, epsilon=EPSILON, threads=1, loc=None):
     # ducc0's adjoint transform shares its points poorly among threads (1.2x on two): the points go
     # in parts (their number set by n alone, so the sum is the same on any number of threads), one
     # transform per part on one thread, the parts shared among the threads
-    bounds = np.linspace(0, len(x), min(ADJOINT_PARTS, max(1, len(x) // POINTS_PER_THREAD // 4)) + 1).astype(int)
+    count = min(ADJOINT_PARTS, max(1, len(x) // POINTS_PER_THREAD // 4))
+    bounds = (0, len(x)) if count == 1 else np.linspace(0, len(x), count + 1).astype(int)
     parts = [None] * (len(bounds) - 1)
 
     def part(k):
