@@ -475,7 +475,7 @@ def masked_error_bound(weights, beta, normaliser, includes_self, epsilon=EPSILON
         return float(np.max(epsilon * D[live] / np.maximum(own, floor)))
 
 
-def layered_zonal_sums(sums, x, w, rule, threads=1):
+def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
     """The sums of a `ZonalSums` for labels in (σ, x) (docs/causal.md, "Through clustering"): at the n labels
     x_ik of each node s_i of the position rule, for the prefix mean ρ̄(s_i) = Σ_m W_im ρ(s_m),
 
@@ -487,33 +487,82 @@ def layered_zonal_sums(sums, x, w, rule, threads=1):
     panels and the own panel's q × q weights alike, exact for any weights), then Zs, G, H at the labels of
     node i from c_i (one synthesis per node). Cost O(M·(n + L² log L)) against the O((Mn)²) of the direct
     sums. The transforms err by at most about ε·A_i, A_i = Σ_m |W_im| Σ_j |w_mj| (`layered_error_bound`).
+    On S^1 with numba the transforms are Fourier sums by recurrence (`compiled.circle_block_coefficients`,
+    `compiled.circle_block_synthesis`, the nodes as blocks: within the same bound), else ducc0's.
 
     ``x`` (M, n, d) the labels of the nodes of ``rule`` (a `meanfield.transformer.positions.PositionRule`,
-    axis 0 in order), ``w`` (M, n) their weights. ``threads``: the nodes' transforms (each on one thread)
-    shared among threads in two passes, the prefix recursion in between: the result has the same bits
-    whatever ``threads``. Returns (Zs (M, n), G (M, n, d), H (M, n))."""
+    axis 0 in order), ``w`` (M, n) their weights. ``threads``: runs of nodes (each on one thread) shared
+    among threads in two passes, the prefix recursion in between: the result has the same bits whatever
+    ``threads``. ``each``: each(i, Zs_i, G_i, H_i) is called for every node i on the thread of its second
+    pass (work on the sums of a node, shared with them; then None is returned). Returns (Zs (M, n),
+    G (M, n, d), H (M, n))."""
     x = np.asarray(x, dtype=float)
     w = np.asarray(w, dtype=float)
     M, n, d = x.shape
-    one = _zonal_sums(sums.beta, sums.dim, sums.epsilon, 1)            # each node's transforms on one thread
-    angles, coeff = [None] * M, [None] * M
-    synthesis = one._circle if d == 2 else one._sphere
+    transforms = _LayeredTransforms(_zonal_sums(sums.beta, sums.dim, sums.epsilon, 1), x, w)
+    out = None
+    if each is None:
+        out = Zs, G, H = np.empty((M, n)), np.empty((M, n, d)), np.empty((M, n))
 
-    def analysis(i):                                          # the angles of a node's labels, once for both passes
-        angles[i] = circle_angles(x[i]) if d == 2 else sphere_angles(x[i])
-        coeff[i] = coefficients(x[i], w[i], one.lmax, one.epsilon, 1, loc=angles[i] if d == 2 else angles[i][0])
+        def each(i, *sums_i):
+            for a, b in zip(out, sums_i):
+                a[i] = b
 
-    Zs, G, H = np.empty((M, n)), np.empty((M, n, d)), np.empty((M, n))
+    def at_labels(run):
+        for i, sums_i in zip(range(run.start, run.stop), transforms.synthesis(run, prefix[run])):
+            each(i, *sums_i)
 
-    def at_labels(i):
-        Zs[i], G[i], H[i] = synthesis(x[i], prefix[i], True, angles[i])
-
-    workers = max(1, min(threads, M))
+    runs = _slices(M, threads)
+    workers = max(1, min(threads, len(runs)))
     with blas_single_threaded():
-        share_out(analysis, range(M), workers)
-        prefix = rule.prefix_mean(np.stack(coeff))
-        share_out(at_labels, range(M), workers)
-    return Zs, G, H
+        share_out(transforms.analysis, runs, workers)
+        prefix = rule.prefix_mean(transforms.coeff)
+        share_out(at_labels, runs, workers)
+    return out
+
+
+class _LayeredTransforms:
+    """The transforms of `layered_zonal_sums` on runs of nodes (slices of axis 0 of x (M, n, d)), each on
+    one thread: ``analysis(run)`` sets the nodes' coefficients ``coeff[run]``, ``synthesis(run, c)`` yields
+    (Zs, G, H) at the labels of each node of the run from its coefficients c."""
+
+    def __init__(self, one, x, w):
+        M, n, d = x.shape
+        self.one, self.x, self.w = one, x, w
+        self.compiled = d == 2 and compiled.fused_available(3, 3)
+        size = one.lmax + 1 if self.compiled else (2 * one.lmax + 1 if d == 2 else len(one._multipliers[0]))
+        self.coeff = np.empty((M, size), dtype=complex)
+        self.angles = [None] * M
+
+    def analysis(self, run):
+        one, x, w = self.one, self.x, self.w
+        if self.compiled:
+            cos, sin, bounds = self._circle(run)
+            self.coeff[run] = compiled.circle_block_coefficients(cos, sin, w[run].ravel(), bounds, one.lmax, 1)
+            return
+        for i in range(run.start, run.stop):          # the angles of a node's labels, once for both passes
+            self.angles[i] = circle_angles(x[i]) if x.shape[-1] == 2 else sphere_angles(x[i])
+            loc = self.angles[i] if x.shape[-1] == 2 else self.angles[i][0]
+            self.coeff[i] = coefficients(x[i], w[i], one.lmax, one.epsilon, 1, loc=loc)
+
+    def synthesis(self, run, c):
+        one, x = self.one, self.x
+        if self.compiled:
+            cos, sin, bounds = self._circle(run)
+            values = compiled.circle_block_synthesis(cos, sin, one._multipliers[:, one.lmax:] * c[:, None], bounds)
+            for k, i in enumerate(range(run.start, run.stop)):
+                part = slice(bounds[k], bounds[k + 1])
+                yield values[0, part], values[1, part, None] * np.stack([-sin[part], cos[part]], -1), values[2, part]
+            return
+        at = one._circle if x.shape[-1] == 2 else one._sphere
+        for k, i in enumerate(range(run.start, run.stop)):
+            yield at(x[i], c[k], True, self.angles[i])
+
+    def _circle(self, run):
+        """cos θ, sin θ of the labels of the nodes of ``run`` (flattened) and the nodes' bounds among them."""
+        z = self.x[run]
+        return (np.ascontiguousarray(z[..., 0]).ravel(), np.ascontiguousarray(z[..., 1]).ravel(),
+                np.arange(len(z) + 1) * z.shape[1])
 
 
 def layered_error_bound(Zs, weights, rule, epsilon=EPSILON):
