@@ -20,6 +20,7 @@ import numpy as np
 from meanfield.validation import check_callable, check_density_values
 from meanfield.errors import InvalidInput
 from meanfield.threads import share_out
+from meanfield.sums import compiled
 from meanfield.sums.kernelsums import kernel_sums
 from meanfield.sums.spectralsums import (EPSILON, choose_layered_sums, layered_error_bound, layered_zonal_sums,
                                          zonal_sums)
@@ -116,7 +117,7 @@ def unit_labels(z, threads=1):
     x = np.empty(z.shape)
 
     def node(i):
-        np.divide(z[i], np.sqrt(np.einsum("nd,nd->n", z[i], z[i]))[:, None], out=x[i])
+        x[i] = compiled.normalise(np.ascontiguousarray(z[i]))
 
     share_out(node, range(len(z)), max(1, min(threads, len(z))))
     return x

@@ -532,37 +532,43 @@ class _LayeredTransforms:
         self.compiled = d == 2 and compiled.fused_available(3, 3)
         size = one.lmax + 1 if self.compiled else (2 * one.lmax + 1 if d == 2 else len(one._multipliers[0]))
         self.coeff = np.empty((M, size), dtype=complex)
-        self.angles = [None] * M
+        self.angles = [None] * M                    # per node, or per run (cos θ, sin θ) with numba on S^1
 
     def analysis(self, run):
         one, x, w = self.one, self.x, self.w
         if self.compiled:
-            cos, sin, bounds = self._circle(run)
+            z = x[run]
+            cos, sin = np.ascontiguousarray(z[..., 0]).ravel(), np.ascontiguousarray(z[..., 1]).ravel()
+            self.angles[run.start] = cos, sin
+            bounds = np.arange(len(z) + 1) * z.shape[1]
             self.coeff[run] = compiled.circle_block_coefficients(cos, sin, w[run].ravel(), bounds, one.lmax, 1)
             return
         for i in range(run.start, run.stop):          # the angles of a node's labels, once for both passes
-            self.angles[i] = circle_angles(x[i]) if x.shape[-1] == 2 else sphere_angles(x[i])
-            loc = self.angles[i] if x.shape[-1] == 2 else self.angles[i][0]
-            self.coeff[i] = coefficients(x[i], w[i], one.lmax, one.epsilon, 1, loc=loc)
+            if x.shape[-1] == 2:
+                self.angles[i] = circle_angles(x[i])
+                self.coeff[i] = coefficients(x[i], w[i], one.lmax, one.epsilon, 1, loc=self.angles[i])
+            else:                                     # one adjoint transform (`coefficients` of n < 2^17 points)
+                self.angles[i] = sphere_angles(x[i])
+                self.coeff[i] = adjoint_synthesis_general(map=w[i][None], spin=0, lmax=one.lmax, loc=self.angles[i][0],
+                                                          epsilon=one.epsilon, nthreads=1)[0]
 
     def synthesis(self, run, c):
         one, x = self.one, self.x
         if self.compiled:
-            cos, sin, bounds = self._circle(run)
-            values = compiled.circle_block_synthesis(cos, sin, one._multipliers[:, one.lmax:] * c[:, None], bounds)
-            for k, i in enumerate(range(run.start, run.stop)):
-                part = slice(bounds[k], bounds[k + 1])
-                yield values[0, part], values[1, part, None] * np.stack([-sin[part], cos[part]], -1), values[2, part]
+            cos, sin = self.angles[run.start]
+            n = x.shape[1]
+            values = compiled.circle_block_synthesis(cos, sin, one._multipliers[:, one.lmax:] * c[:, None],
+                                                     np.arange(len(c) + 1) * n)
+            for k in range(len(c)):
+                part = slice(k * n, (k + 1) * n)
+                G = np.empty((n, 2))
+                np.multiply(values[1, part], -sin[part], out=G[:, 0])
+                np.multiply(values[1, part], cos[part], out=G[:, 1])
+                yield values[0, part], G, values[2, part]
             return
         at = one._circle if x.shape[-1] == 2 else one._sphere
         for k, i in enumerate(range(run.start, run.stop)):
             yield at(x[i], c[k], True, self.angles[i])
-
-    def _circle(self, run):
-        """cos θ, sin θ of the labels of the nodes of ``run`` (flattened) and the nodes' bounds among them."""
-        z = self.x[run]
-        return (np.ascontiguousarray(z[..., 0]).ravel(), np.ascontiguousarray(z[..., 1]).ravel(),
-                np.arange(len(z) + 1) * z.shape[1])
 
 
 def layered_error_bound(Zs, weights, rule, epsilon=EPSILON):
