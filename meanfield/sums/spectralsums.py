@@ -491,11 +491,11 @@ def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
     `compiled.circle_block_synthesis`, the nodes as blocks: within the same bound), else ducc0's.
 
     ``x`` (M, n, d) the labels of the nodes of ``rule`` (a `meanfield.transformer.positions.PositionRule`,
-    axis 0 in order), ``w`` (M, n) their weights. ``threads``: runs of nodes (each on one thread) shared
-    among threads in two passes, the prefix recursion in between: the result has the same bits whatever
-    ``threads``. ``each``: each(i, Zs_i, G_i, H_i) is called for every node i on the thread of its second
-    pass (work on the sums of a node, shared with them; then None is returned). Returns (Zs (M, n),
-    G (M, n, d), H (M, n))."""
+    axis 0 in order), ``w`` (M, n) their weights. ``threads``: runs of nodes (each on one thread; about 8 runs
+    a thread, each taken by the next free one) shared among threads in two passes, the prefix recursion in
+    between: the result has the same bits whatever ``threads``. ``each``: each(i, Zs_i, G_i, H_i) is called
+    for every node i on the thread of its second pass (work on the sums of a node, shared with them; then
+    None is returned). Returns (Zs (M, n), G (M, n, d), H (M, n))."""
     x = np.asarray(x, dtype=float)
     w = np.asarray(w, dtype=float)
     M, n, d = x.shape
@@ -512,7 +512,8 @@ def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
         for i, sums_i in zip(range(run.start, run.stop), transforms.synthesis(run, prefix[run])):
             each(i, *sums_i)
 
-    runs = _slices(M, threads)
+    size = M if threads <= 1 else max(1, M // (8 * threads))
+    runs = [slice(a, min(a + size, M)) for a in range(0, M, size)]
     workers = max(1, min(threads, len(runs)))
     with blas_single_threaded():
         share_out(transforms.analysis, runs, workers)
@@ -575,9 +576,9 @@ def layered_error_bound(Zs, weights, rule, epsilon=EPSILON):
     """The bound on the relative error of the layered spectral field (`layered_zonal_sums`) at the labels:
     the transforms err by at most ε·A_i, A_i = Σ_m |W_im| Σ_j |w_mj| (the prefix weights W_im take both signs,
     Σ_m |W_im| <= 2.6), relative to Zs_ik; hence max_ik ε·A_i/Zs_ik, computed from the sums themselves
-    (``Zs`` (M, n) as returned; inf where some Zs_ik <= 0). A posteriori: the prefix measure Σ_m W_im μ_m is
-    signed (its atoms sit at different labels), so Zs has no lower bound a priori, unlike the bounds of
-    `error_bound` and `masked_error_bound`."""
+    (``Zs`` (M, n) as returned, or each node's least (M, 1); inf where some Zs_ik <= 0). A posteriori: the
+    prefix measure Σ_m W_im μ_m is signed (its atoms sit at different labels), so Zs has no lower bound a
+    priori, unlike the bounds of `error_bound` and `masked_error_bound`."""
     Zs = np.asarray(Zs, dtype=float)
     W = rule.prefix_mean(np.eye(rule.size))
     A = np.abs(W) @ np.abs(np.asarray(weights, dtype=float)).sum(axis=1)
