@@ -93,20 +93,21 @@ def layered_spectral_field(z, weights, rule, beta, *, normalized=True, v=1.0, th
     div_S X = v(H/Zs − β|G/Zs|²); (USA) X = v e^{|β|}G, div_S X = v e^{|β|}H:
     `solvers.lagrangian.spectral_field`), plus the local term of ``feedforward`` (a
     `meanfield.transformer.feedforward` term: P_x F and div_S(P_x F)) if given, and the bound on their relative
-    error (`meanfield.sums.spectralsums.layered_error_bound`). Each node's field is made on the thread of its
-    sums. ``out`` (M, n, d + 1): X and div are written into it (rates of labels and log-Jacobians). Returns
-    (X (M, n, d), div (M, n), bound)."""
+    error (`meanfield.sums.spectralsums.layered_error_bound`). The field of each run of nodes is made on the
+    thread of its sums. ``out`` (M, n, d + 1): X and div are written into it (the rates of the labels and of
+    their log-Jacobians). Returns (X (M, n, d), div (M, n), bound)."""
     M, n, d = z.shape
     out = np.empty((M, n, d + 1)) if out is None else out
     X, div, least = out[..., :d], out[..., d], np.empty(M)
 
-    def field(i, Zs, G, H):
-        X[i], div[i] = spectral_field(Zs, G, H, beta, normalized, v)
+    def field(run, Zs, G, H):
+        X[run], div[run] = spectral_field(Zs, G, H, beta, normalized, v)
         if feedforward is not None:
-            F, divF = feedforward.tangent_divergence(z[i])
-            X[i] += F
-            div[i] += divF
-        least[i] = Zs.min()
+            for i in range(run.start, run.stop):      # node by node: the same bits whatever the runs
+                F, divF = feedforward.tangent_divergence(z[i])
+                X[i] += F
+                div[i] += divF
+        least[run] = Zs.min(axis=1)
 
     layered_zonal_sums(zonal_sums(beta, d, EPSILON), z, weights, rule, threads, each=field)
     return X, div, layered_error_bound(least[:, None], weights, rule)

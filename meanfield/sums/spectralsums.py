@@ -493,9 +493,9 @@ def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
     ``x`` (M, n, d) the labels of the nodes of ``rule`` (a `meanfield.transformer.positions.PositionRule`,
     axis 0 in order), ``w`` (M, n) their weights. ``threads``: runs of nodes (each on one thread; about 8 runs
     a thread, each taken by the next free one) shared among threads in two passes, the prefix recursion in
-    between: the result has the same bits whatever ``threads``. ``each``: each(i, Zs_i, G_i, H_i) is called
-    for every node i on the thread of its second pass (work on the sums of a node, shared with them; then
-    None is returned). Returns (Zs (M, n), G (M, n, d), H (M, n))."""
+    between: the result has the same bits whatever ``threads``. ``each``: each(run, Zs, G, H) is called for
+    every run of nodes (a slice of axis 0; the sums at its nodes' labels) on the thread of its second pass
+    (work on the sums shared with them; then None is returned). Returns (Zs (M, n), G (M, n, d), H (M, n))."""
     x = np.asarray(x, dtype=float)
     w = np.asarray(w, dtype=float)
     M, n, d = x.shape
@@ -504,28 +504,25 @@ def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
     if each is None:
         out = Zs, G, H = np.empty((M, n)), np.empty((M, n, d)), np.empty((M, n))
 
-        def each(i, *sums_i):
-            for a, b in zip(out, sums_i):
-                a[i] = b
+        def each(run, *sums_run):
+            for a, b in zip(out, sums_run):
+                a[run] = b
 
-    def at_labels(run):
-        for i, sums_i in zip(range(run.start, run.stop), transforms.synthesis(run, prefix[run])):
-            each(i, *sums_i)
-
-    size = M if threads <= 1 else max(1, M // (8 * threads))
+    size = max(1, M // (8 * threads))                  # a run's temporaries stay in cache
     runs = [slice(a, min(a + size, M)) for a in range(0, M, size)]
     workers = max(1, min(threads, len(runs)))
     with blas_single_threaded():
         share_out(transforms.analysis, runs, workers)
         prefix = rule.prefix_mean(transforms.coeff)
-        share_out(at_labels, runs, workers)
+        share_out(lambda run: each(run, *transforms.synthesis(run, prefix[run])), runs, workers)
     return out
 
 
 class _LayeredTransforms:
     """The transforms of `layered_zonal_sums` on runs of nodes (slices of axis 0 of x (M, n, d)), each on
-    one thread: ``analysis(run)`` sets the nodes' coefficients ``coeff[run]``, ``synthesis(run, c)`` yields
-    (Zs, G, H) at the labels of each node of the run from its coefficients c."""
+    one thread: ``analysis(run)`` sets the nodes' coefficients ``coeff[run]`` (and keeps the labels' angles),
+    ``synthesis(run, c)`` returns (Zs, G, H) (k, n, ...) at the labels of the run's k nodes from their
+    coefficients c (k, ...)."""
 
     def __init__(self, one, x, w):
         M, n, d = x.shape
@@ -533,43 +530,46 @@ class _LayeredTransforms:
         self.compiled = d == 2 and compiled.fused_available(3, 3)
         size = one.lmax + 1 if self.compiled else (2 * one.lmax + 1 if d == 2 else len(one._multipliers[0]))
         self.coeff = np.empty((M, size), dtype=complex)
-        self.angles = [None] * M                    # per node, or per run (cos θ, sin θ) with numba on S^1
+        self.angles = {}                            # of each run's labels, once for both passes
 
     def analysis(self, run):
-        one, x, w = self.one, self.x, self.w
-        if self.compiled:
-            z = x[run]
-            cos, sin = np.ascontiguousarray(z[..., 0]).ravel(), np.ascontiguousarray(z[..., 1]).ravel()
-            self.angles[run.start] = cos, sin
-            bounds = np.arange(len(z) + 1) * z.shape[1]
-            self.coeff[run] = compiled.circle_block_coefficients(cos, sin, w[run].ravel(), bounds, one.lmax, 1)
+        one, w, z = self.one, self.w, self.x[run]
+        k, n, d = z.shape
+        if self.compiled:                           # cos θ, sin θ
+            angles = self.angles[run.start] = (np.ascontiguousarray(z[..., 0]).ravel(),
+                                               np.ascontiguousarray(z[..., 1]).ravel())
+            self.coeff[run] = compiled.circle_block_coefficients(*angles, w[run].ravel(), np.arange(k + 1) * n,
+                                                                 one.lmax, 1)
             return
-        for i in range(run.start, run.stop):          # the angles of a node's labels, once for both passes
-            if x.shape[-1] == 2:
-                self.angles[i] = circle_angles(x[i])
-                self.coeff[i] = coefficients(x[i], w[i], one.lmax, one.epsilon, 1, loc=self.angles[i])
-            else:                                     # one adjoint transform (`coefficients` of n < 2^17 points)
-                self.angles[i] = sphere_angles(x[i])
-                self.coeff[i] = adjoint_synthesis_general(map=w[i][None], spin=0, lmax=one.lmax, loc=self.angles[i][0],
+        flat = z.reshape(-1, d)
+        angles = self.angles[run.start] = circle_angles(flat) if d == 2 else sphere_angles(flat)
+        for j, i in enumerate(range(run.start, run.stop)):
+            part = slice(j * n, (j + 1) * n)
+            if d == 2:
+                self.coeff[i] = coefficients(z[j], w[i], one.lmax, one.epsilon, 1, loc=angles[part])
+            else:                                   # one adjoint transform (`coefficients` of n < 2^17 points)
+                self.coeff[i] = adjoint_synthesis_general(map=w[i][None], spin=0, lmax=one.lmax, loc=angles[0][part],
                                                           epsilon=one.epsilon, nthreads=1)[0]
 
     def synthesis(self, run, c):
-        one, x = self.one, self.x
+        one, z, angles = self.one, self.x[run], self.angles[run.start]
+        k, n, d = z.shape
         if self.compiled:
-            cos, sin = self.angles[run.start]
-            n = x.shape[1]
+            cos, sin = angles
             values = compiled.circle_block_synthesis(cos, sin, one._multipliers[:, one.lmax:] * c[:, None],
-                                                     np.arange(len(c) + 1) * n)
-            for k in range(len(c)):
-                part = slice(k * n, (k + 1) * n)
-                G = np.empty((n, 2))
-                np.multiply(values[1, part], -sin[part], out=G[:, 0])
-                np.multiply(values[1, part], cos[part], out=G[:, 1])
-                yield values[0, part], G, values[2, part]
-            return
-        at = one._circle if x.shape[-1] == 2 else one._sphere
-        for k, i in enumerate(range(run.start, run.stop)):
-            yield at(x[i], c[k], True, self.angles[i])
+                                                     np.arange(k + 1) * n)
+            G = np.empty((k * n, 2))
+            np.multiply(values[1], -sin, out=G[:, 0])
+            np.multiply(values[1], cos, out=G[:, 1])
+            return values[0].reshape(k, n), G.reshape(k, n, 2), values[2].reshape(k, n)
+        Zs, G, H = np.empty((k, n)), np.empty((k, n, d)), np.empty((k, n))
+        for j in range(k):
+            part = slice(j * n, (j + 1) * n)
+            if d == 2:
+                Zs[j], G[j], H[j] = one._circle(z[j], c[j], True, angles[part])
+            else:
+                Zs[j], G[j], H[j] = one._sphere(z[j], c[j], True, (angles[0][part], tuple(f[part] for f in angles[1])))
+        return Zs, G, H
 
 
 def layered_error_bound(Zs, weights, rule, epsilon=EPSILON):
