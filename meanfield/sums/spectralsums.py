@@ -511,10 +511,9 @@ def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
     size = max(1, M // (8 * threads))                  # a run's temporaries stay in cache
     runs = [slice(a, min(a + size, M)) for a in range(0, M, size)]
     workers = max(1, min(threads, len(runs)))
-    with blas_single_threaded():
-        share_out(transforms.analysis, runs, workers)
-        prefix = rule.prefix_mean(transforms.coeff)
-        share_out(lambda run: each(run, *transforms.synthesis(run, prefix[run])), runs, workers)
+    share_out(transforms.analysis, runs, workers)
+    prefix = rule.prefix_mean(transforms.coeff)
+    share_out(lambda run: each(run, *transforms.synthesis(run, prefix[run])), runs, workers)
     return out
 
 
@@ -562,14 +561,19 @@ class _LayeredTransforms:
             np.multiply(values[1], -sin, out=G[:, 0])
             np.multiply(values[1], cos, out=G[:, 1])
             return values[0].reshape(k, n), G.reshape(k, n, 2), values[2].reshape(k, n)
-        Zs, G, H = np.empty((k, n)), np.empty((k, n, d)), np.empty((k, n))
-        for j in range(k):
-            part = slice(j * n, (j + 1) * n)
-            if d == 2:
-                Zs[j], G[j], H[j] = one._circle(z[j], c[j], True, angles[part])
-            else:
-                Zs[j], G[j], H[j] = one._sphere(z[j], c[j], True, (angles[0][part], tuple(f[part] for f in angles[1])))
-        return Zs, G, H
+        if d == 2:
+            parts = [one._circle(z[j], c[j], True, angles[j * n:(j + 1) * n]) for j in range(k)]
+            return tuple(np.stack(field) for field in zip(*parts))
+        L, eps, (loc, frame) = one.lmax, one.epsilon, angles
+        alm = one._multipliers[:, None, :] * c[None]                      # (Zs, G, H) of each node, (3, k, nalm)
+        Zs, g, H = np.empty((k, n)), np.empty((2, k * n)), np.empty((k, n))
+        for j in range(k):                            # as `ZonalSums._sphere`, ducc0 on one thread without the GIL
+            r = slice(j * n, (j + 1) * n)
+            Zs[j] = synthesis_general(alm=alm[0, j:j + 1], spin=0, lmax=L, loc=loc[r], epsilon=eps, nthreads=1)[0]
+            g[:, r] = synthesis_general(alm=alm[1, j:j + 1], spin=1, lmax=L, loc=loc[r], epsilon=eps, nthreads=1,
+                                        mode="DERIV1")
+            H[j] = synthesis_general(alm=alm[2, j:j + 1], spin=0, lmax=L, loc=loc[r], epsilon=eps, nthreads=1)[0]
+        return Zs, tangent_vectors(g, frame).reshape(k, n, 3), H
 
 
 def layered_error_bound(Zs, weights, rule, epsilon=EPSILON):
