@@ -23,7 +23,7 @@ from meanfield.threads import share_out
 from meanfield.sums import compiled
 from meanfield.sums.kernelsums import kernel_sums
 from meanfield.sums.spectralsums import (EPSILON, choose_layered_sums, layered_error_bound, layered_zonal_sums,
-                                         zonal_sums)
+                                         node_runs, zonal_sums)
 from meanfield.transformer.positions import PositionRule
 from meanfield.representations.layered import LayeredNodes
 from .base import Solver
@@ -114,13 +114,14 @@ def layered_spectral_field(z, weights, rule, beta, *, normalized=True, v=1.0, th
 
 
 def unit_labels(z, threads=1):
-    """z/|z| for the labels z (M, n, d) of every node, node by node on ``threads`` threads (the same bits)."""
+    """z/|z| for the labels z (M, n, d) of every node, by the runs of nodes of the sums (`node_runs`) on
+    ``threads`` threads (the same bits)."""
     x = np.empty(z.shape)
 
-    def node(i):
-        x[i] = compiled.normalise(np.ascontiguousarray(z[i]))
+    def run(nodes):
+        x[nodes] = compiled.normalise(np.ascontiguousarray(z[nodes]))
 
-    share_out(node, range(len(z)), max(1, min(threads, len(z))))
+    share_out(run, node_runs(len(z), threads), threads)
     return x
 
 

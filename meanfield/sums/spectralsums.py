@@ -508,13 +508,19 @@ def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
             for a, b in zip(out, sums_run):
                 a[run] = b
 
-    size = max(1, M // (8 * threads))                  # a run's temporaries stay in cache
-    runs = [slice(a, min(a + size, M)) for a in range(0, M, size)]
+    runs = node_runs(M, threads)
     workers = max(1, min(threads, len(runs)))
     share_out(transforms.analysis, runs, workers)
     prefix = rule.prefix_mean(transforms.coeff)
     share_out(lambda run: each(run, *transforms.synthesis(run, prefix[run])), runs, workers)
     return out
+
+
+def node_runs(M, threads=1):
+    """The runs of nodes (slices of range(M)) that `layered_zonal_sums` shares among ``threads``: M/(8·threads)
+    nodes each (about 8 a thread, each taken by the next free one; a run's temporaries stay in cache)."""
+    size = max(1, M // (8 * threads))
+    return [slice(a, min(a + size, M)) for a in range(0, M, size)]
 
 
 class _LayeredTransforms:
