@@ -115,8 +115,10 @@ def layered_spectral_field(z, weights, rule, beta, *, normalized=True, v=1.0, th
 
 def unit_labels(z, threads=1):
     """z/|z| for the labels z (M, n, d) of every node, by the runs of nodes of the sums (`node_runs`) on
-    ``threads`` threads (the same bits)."""
+    ``threads`` threads, one for each 2^17 labels (fewer: waking a thread costs more; 65 536 labels on S^2
+    took 0.49 ms on one thread, 0.55 ms on two; 262 144 on S^1 3.4 and 1.8 ms): the same bits."""
     x = np.empty(z.shape)
+    threads = max(1, min(threads, z.shape[0] * z.shape[1] >> 17))
 
     def run(nodes):
         x[nodes] = compiled.normalise(np.ascontiguousarray(z[nodes]))
