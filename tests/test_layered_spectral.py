@@ -62,8 +62,8 @@ def test_the_spectral_layered_field_equals_the_direct_one(dim, beta, lam, M, ext
 
 def test_the_sums_are_those_of_the_prefix_measure():
     """Zs, G, H at the labels of node i are the unmasked spectral sums of Σ_m W_im Σ_j w_mj δ_{x_mj}
-    (W the dense prefix weights, ρ̄ = Wρ) to round-off: the prefix is taken of the coefficients exactly, own
-    panel included."""
+    (W the dense prefix weights, ρ̄ = Wρ) within the transforms' accuracy (2ε of the largest: other transforms
+    on S^1, Fourier sums by recurrence): the prefix is taken of the coefficients exactly, own panel included."""
     rng = np.random.default_rng(3)
     rule, n = PositionRule(16, 2.5), 30
     for dim in (2, 3):
@@ -76,15 +76,16 @@ def test_the_sums_are_those_of_the_prefix_measure():
         for i in (0, 7, 8, 15):
             ref = sums.sums(x[i], x.reshape(-1, dim), (W[i][:, None] * w).ravel(), laplacian=True)
             for a, b in zip((Zs[i], G[i], H[i]), ref):
-                assert np.abs(a - b).max() < 1e-14 * np.abs(b).max() + 1e-16
+                assert np.abs(a - b).max() < 6e-13 * np.abs(b).max() + 1e-16
         assert layered_error_bound(Zs, w, rule) == pytest.approx(np.max(3e-13 * (np.abs(W) @ w.sum(1))[:, None] / Zs))
         assert layered_error_bound(-Zs, w, rule) == np.inf
 
 
-def test_threads_give_the_same_bits():
-    model = causal(4.0, 3)
-    _, one = rates(model, 288, 16, "spectral", threads=1)
-    _, two = rates(model, 288, 16, "spectral", threads=2)
+@pytest.mark.parametrize("dim, n", [(2, 96), (3, 288)])
+def test_threads_give_the_same_bits(dim, n):
+    model = causal(4.0, dim)
+    _, one = rates(model, n, 16, "spectral", threads=1)
+    _, two = rates(model, n, 16, "spectral", threads=2)
     assert np.array_equal(one, two)
 
 

@@ -550,7 +550,7 @@ def masked_error_bound(weights, beta, normaliser, includes_self, epsilon=EPSILON
         return float(np.max(epsilon * D[live] / np.maximum(own, floor)))
 
 
-def layered_zonal_sums(sums, x, w, rule, threads=1):
+def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
     """The sums of a `ZonalSums` for labels in (σ, x) (docs/causal.md, "Through clustering"): at the n labels
     x_ik of each node s_i of the position rule, for the prefix mean ρ̄(s_i) = Σ_m W_im ρ(s_m),
 
@@ -562,42 +562,108 @@ def layered_zonal_sums(sums, x, w, rule, threads=1):
     panels and the own panel's q × q weights alike, exact for any weights), then Zs, G, H at the labels of
     node i from c_i (one synthesis per node). Cost O(M·(n + L² log L)) against the O((Mn)²) of the direct
     sums. The transforms err by at most about ε·A_i, A_i = Σ_m |W_im| Σ_j |w_mj| (`layered_error_bound`).
+    On S^1 with numba the transforms are Fourier sums by recurrence (`compiled.circle_block_coefficients`,
+    `compiled.circle_block_synthesis`, the nodes as blocks: within the same bound), else ducc0's.
 
     ``x`` (M, n, d) the labels of the nodes of ``rule`` (a `meanfield.transformer.positions.PositionRule`,
-    axis 0 in order), ``w`` (M, n) their weights. ``threads``: the nodes' transforms (each on one thread)
-    shared among threads in two passes, the prefix recursion in between: the result has the same bits
-    whatever ``threads``. Returns (Zs (M, n), G (M, n, d), H (M, n))."""
+    axis 0 in order), ``w`` (M, n) their weights. ``threads``: runs of nodes (each on one thread; about 8 runs
+    a thread, each taken by the next free one) shared among threads in two passes, the prefix recursion in
+    between: the result has the same bits whatever ``threads``. ``each``: each(run, Zs, G, H) is called for
+    every run of nodes (a slice of axis 0; the sums at its nodes' labels) on the thread of its second pass
+    (work on the sums shared with them; then None is returned). Returns (Zs (M, n), G (M, n, d), H (M, n))."""
     x = np.asarray(x, dtype=float)
     w = np.asarray(w, dtype=float)
     M, n, d = x.shape
-    one = _zonal_sums(sums.beta, sums.dim, sums.epsilon, 1)            # each node's transforms on one thread
-    angles, coeff = [None] * M, [None] * M
-    synthesis = one._circle if d == 2 else one._sphere
+    transforms = _LayeredTransforms(_zonal_sums(sums.beta, sums.dim, sums.epsilon, 1), x, w)
+    out = None
+    if each is None:
+        out = Zs, G, H = np.empty((M, n)), np.empty((M, n, d)), np.empty((M, n))
 
-    def analysis(i):                                          # the angles of a node's labels, once for both passes
-        angles[i] = circle_angles(x[i]) if d == 2 else sphere_angles(x[i])
-        coeff[i] = coefficients(x[i], w[i], one.lmax, one.epsilon, 1, loc=angles[i] if d == 2 else angles[i][0])
+        def each(run, *sums_run):
+            for a, b in zip(out, sums_run):
+                a[run] = b
 
-    Zs, G, H = np.empty((M, n)), np.empty((M, n, d)), np.empty((M, n))
+    runs = node_runs(M, threads)
+    workers = max(1, min(threads, len(runs)))
+    share_out(transforms.analysis, runs, workers)
+    prefix = rule.prefix_mean(transforms.coeff)
+    share_out(lambda run: each(run, *transforms.synthesis(run, prefix[run])), runs, workers)
+    return out
 
-    def at_labels(i):
-        Zs[i], G[i], H[i] = synthesis(x[i], prefix[i], True, angles[i])
 
-    workers = max(1, min(threads, M))
-    with blas_single_threaded():
-        share_out(analysis, range(M), workers)
-        prefix = rule.prefix_mean(np.stack(coeff))
-        share_out(at_labels, range(M), workers)
-    return Zs, G, H
+def node_runs(M, threads=1):
+    """The runs of nodes (slices of range(M)) that `layered_zonal_sums` shares among ``threads``: M/(8·threads)
+    nodes each (about 8 a thread, each taken by the next free one; a run's temporaries stay in cache)."""
+    size = max(1, M // (8 * threads))
+    return [slice(a, min(a + size, M)) for a in range(0, M, size)]
+
+
+class _LayeredTransforms:
+    """The transforms of `layered_zonal_sums` on runs of nodes (slices of axis 0 of x (M, n, d)), each on
+    one thread: ``analysis(run)`` sets the nodes' coefficients ``coeff[run]`` (and keeps the labels' angles),
+    ``synthesis(run, c)`` returns (Zs, G, H) (k, n, ...) at the labels of the run's k nodes from their
+    coefficients c (k, ...)."""
+
+    def __init__(self, one, x, w):
+        M, n, d = x.shape
+        self.one, self.x, self.w = one, x, w
+        self.compiled = d == 2 and compiled.fused_available(3, 3)
+        size = one.lmax + 1 if self.compiled else (2 * one.lmax + 1 if d == 2 else len(one._multipliers[0]))
+        self.coeff = np.empty((M, size), dtype=complex)
+        self.angles = {}                            # of each run's labels, once for both passes
+
+    def analysis(self, run):
+        one, w, z = self.one, self.w, self.x[run]
+        k, n, d = z.shape
+        if self.compiled:                           # cos θ, sin θ
+            angles = self.angles[run.start] = (np.ascontiguousarray(z[..., 0]).ravel(),
+                                               np.ascontiguousarray(z[..., 1]).ravel())
+            self.coeff[run] = compiled.circle_block_coefficients(*angles, w[run].ravel(), np.arange(k + 1) * n,
+                                                                 one.lmax, 1)
+            return
+        flat = z.reshape(-1, d)
+        angles = self.angles[run.start] = circle_angles(flat) if d == 2 else sphere_angles(flat)
+        for j, i in enumerate(range(run.start, run.stop)):
+            part = slice(j * n, (j + 1) * n)
+            if d == 2:
+                self.coeff[i] = coefficients(z[j], w[i], one.lmax, one.epsilon, 1, loc=angles[part])
+            else:                                   # one adjoint transform (`coefficients` of n < 2^17 points)
+                self.coeff[i] = adjoint_synthesis_general(map=w[i][None], spin=0, lmax=one.lmax, loc=angles[0][part],
+                                                          epsilon=one.epsilon, nthreads=1)[0]
+
+    def synthesis(self, run, c):
+        one, z, angles = self.one, self.x[run], self.angles[run.start]
+        k, n, d = z.shape
+        if self.compiled:
+            cos, sin = angles
+            values = compiled.circle_block_synthesis(cos, sin, one._multipliers[:, one.lmax:] * c[:, None],
+                                                     np.arange(k + 1) * n)
+            G = np.empty((k * n, 2))
+            np.multiply(values[1], -sin, out=G[:, 0])
+            np.multiply(values[1], cos, out=G[:, 1])
+            return values[0].reshape(k, n), G.reshape(k, n, 2), values[2].reshape(k, n)
+        if d == 2:
+            parts = [one._circle(z[j], c[j], True, angles[j * n:(j + 1) * n]) for j in range(k)]
+            return tuple(np.stack(field) for field in zip(*parts))
+        L, eps, (loc, frame) = one.lmax, one.epsilon, angles
+        alm = one._multipliers[:, None, :] * c[None]                      # (Zs, G, H) of each node, (3, k, nalm)
+        Zs, g, H = np.empty((k, n)), np.empty((2, k * n)), np.empty((k, n))
+        for j in range(k):                            # as `ZonalSums._sphere`, ducc0 on one thread without the GIL
+            r = slice(j * n, (j + 1) * n)
+            Zs[j] = synthesis_general(alm=alm[0, j:j + 1], spin=0, lmax=L, loc=loc[r], epsilon=eps, nthreads=1)[0]
+            g[:, r] = synthesis_general(alm=alm[1, j:j + 1], spin=1, lmax=L, loc=loc[r], epsilon=eps, nthreads=1,
+                                        mode="DERIV1")
+            H[j] = synthesis_general(alm=alm[2, j:j + 1], spin=0, lmax=L, loc=loc[r], epsilon=eps, nthreads=1)[0]
+        return Zs, tangent_vectors(g, frame).reshape(k, n, 3), H
 
 
 def layered_error_bound(Zs, weights, rule, epsilon=EPSILON):
     """The bound on the relative error of the layered spectral field (`layered_zonal_sums`) at the labels:
     the transforms err by at most ε·A_i, A_i = Σ_m |W_im| Σ_j |w_mj| (the prefix weights W_im take both signs,
     Σ_m |W_im| <= 2.6), relative to Zs_ik; hence max_ik ε·A_i/Zs_ik, computed from the sums themselves
-    (``Zs`` (M, n) as returned; inf where some Zs_ik <= 0). A posteriori: the prefix measure Σ_m W_im μ_m is
-    signed (its atoms sit at different labels), so Zs has no lower bound a priori, unlike the bounds of
-    `error_bound` and `masked_error_bound`."""
+    (``Zs`` (M, n) as returned, or each node's least (M, 1); inf where some Zs_ik <= 0). A posteriori: the
+    prefix measure Σ_m W_im μ_m is signed (its atoms sit at different labels), so Zs has no lower bound a
+    priori, unlike the bounds of `error_bound` and `masked_error_bound`."""
     Zs = np.asarray(Zs, dtype=float)
     W = rule.prefix_mean(np.eye(rule.size))
     A = np.abs(W) @ np.abs(np.asarray(weights, dtype=float)).sum(axis=1)
