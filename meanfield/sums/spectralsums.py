@@ -665,8 +665,7 @@ def layered_error_bound(Zs, weights, rule, epsilon=EPSILON):
     prefix measure Σ_m W_im μ_m is signed (its atoms sit at different labels), so Zs has no lower bound a
     priori, unlike the bounds of `error_bound` and `masked_error_bound`."""
     Zs = np.asarray(Zs, dtype=float)
-    W = rule.prefix_mean(np.eye(rule.size))
-    A = np.abs(W) @ np.abs(np.asarray(weights, dtype=float)).sum(axis=1)
+    A = np.abs(rule.prefix_matrix) @ np.abs(np.asarray(weights, dtype=float)).sum(axis=1)
     if np.any(Zs <= 0):
         return np.inf
     return float(np.max(epsilon * A[:, None] / Zs))

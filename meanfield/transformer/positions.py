@@ -22,6 +22,7 @@ relative error of ρ̄(σ) does not grow where the weight 1/σ is largest (the f
 few predecessors). Away from 0 the panels have equal widths, so that the end σ = 1 — where the
 lost-in-the-middle response is read — is resolved as well as the middle.
 """
+import functools
 import inspect
 
 import numpy as np
@@ -216,6 +217,14 @@ class PositionRule:
         decay = self._decay_in.reshape((P, q) + (1,) * (f.ndim - 1))
         out = (decay * start[:, None] + inner).reshape(f.shape)
         return out * self._window.reshape((-1,) + (1,) * (f.ndim - 1))
+
+    @functools.cached_property
+    def prefix_matrix(self):
+        """W (M, M), ρ̄(s_i) = Σ_m W_im f(s_m): the weights of `prefix_mean` as a dense lower block-triangular
+        matrix (made once per rule; read-only)."""
+        W = self.prefix_mean(np.eye(self.size))
+        W.setflags(write=False)
+        return W
 
     def prefix_parts(self):
         """The weights of `prefix_mean` as ρ̄(s_i) = window_i [Σ_{p < p_i} e^{−λ(s_i − b_p)} Σ_j across_pj f(s_pj)
