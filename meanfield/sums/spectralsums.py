@@ -307,6 +307,8 @@ def causal_zonal_sums(sums, x, w, ends, positions, slope=0.0, block=None, thread
                  for i in np.ndindex(lead)]
         return tuple(np.stack([p[k] for p in parts]).reshape(lead + parts[0][k].shape) for k in range(2))
     n, d = x.shape
+    if not x.flags.writeable:           # (a broadcast view) numba would compile its passes again for read-only arrays
+        x = x.copy()
     sigma = np.asarray(positions, dtype=float)
     ends = np.asarray(ends, dtype=np.int64)
     b = causal_block(sums.dim, sums.lmax) if block is None else check_int(block, "block", low=1)
