@@ -334,7 +334,7 @@ def compile_all():
     a fresh checkout's first particle runs, or the first minutes of its test suite (once in each of
     pytest's worker processes), pay for the same compilations again and again. `.ci/setup` calls this
     once after installing; later processes read the cache (``__pycache__/*.nbi``). Returns the number of
-    calls made (33), 0 without numba.
+    calls made (35), 0 without numba.
     """
     if not ENABLED or _kernels() is None:
         return 0
@@ -378,8 +378,14 @@ def compile_all():
     # the spectral sums on S^2: the angles of contiguous points and of the columns of a state's rows, the field
     # in the frame; the median of `w1_to_dirac`
     rows = np.concatenate([x[0], np.zeros((5, 1))], axis=1)
-    for points in (x[0], rows[:, :3]):
+    frozen_points = x[0].copy()
+    frozen_points.setflags(write=False)                   # a read-only state (a broadcast view)
+    for points in (x[0], rows[:, :3], frozen_points):
         calls.append(lambda p=points: sphere_angles_into(p, np.empty((5, 2)), np.empty((4, 5))))
+    # read-only values of the plain sums (a frozen array of values)
+    frozen_values = np.ones((1, 5, 4))
+    frozen_values.setflags(write=False)
+    calls.append(lambda: exp_sums4(x.copy(), x.copy(), frozen_values, 0.5, np.zeros((1, 5, 4)), np.zeros((1, 5), np.int64)))
     calls.append(lambda: frame_field(w, np.ones((2, 5)), w, np.ones((4, 5)), 1.0, True, 1.0, np.empty((5, 4))))
     columns = dirac_columns(x[0])
     calls.append(lambda: dirac_gradient(columns, w, x[0, 0], dirac_distances(columns, w, x[0, 0])[1]))
