@@ -346,11 +346,7 @@ def _causal_by_block(sums, x, w, ends, sigma, slope, cuts, threads):
 
     with blas_single_threaded():
         share_out(near, range(len(cuts)), max(1, min(threads, len(cuts))))
-    running = [None] * len(cuts)                              # c of block k, referred to its start
-    for k in range(1, len(cuts)):
-        start = cuts[k - 1][0]
-        decay = np.exp(-slope * (sigma[cuts[k][0]] - sigma[start]))
-        running[k] = parts[k - 1] if running[k - 1] is None else running[k - 1] * decay + parts[k - 1]
+    running = _running(parts, sigma[[start for start, _ in cuts]], slope) if len(cuts) > 1 else None
 
     def far(k):                                               # the earlier blocks through c
         start, stop = cuts[k]
@@ -390,7 +386,8 @@ def _causal_circle(sums, x, w, sigma, slope, cuts, batch, threads):
             compiled.circle_far(cos, sin, g[a:b], bounds[a:b + 1], blocks.decay, Zs, G)
 
     share_out(near, runs, threads)
-    g = sums._multipliers[:2, L:] * blocks.running(coeff[:, 0, 0] + 1j * coeff[:, 0, 1])[:, None, :]
+    running = _running(coeff[:, 0, 0] + 1j * coeff[:, 0, 1], sigma[bounds[:-1]], slope)
+    g = sums._multipliers[:2, L:] * running[:, None, :]
     g = np.ascontiguousarray(np.stack([g.real, g.imag], axis=2))
     share_out(far, runs, threads)
     return Zs, G
@@ -401,13 +398,12 @@ class _Blocks:
     ``bounds`` (K + 1,) their first tokens and n, ``runs`` the runs of blocks shared among the threads
     (2 per thread), ``prepare(a, b)`` (on a run's thread) the own sums S[a:b] (`kernelsums.masked_batch`),
     the weights w_j e^{−λ(σ_s − σ_j)} referred to the next block's first token s and the decay
-    e^{−λ(σ_j − σ_f)} from the own block's first f, of the run's tokens; ``running(c)`` the coefficients of
-    all the earlier blocks, referred to each block's first token, summed in order from the blocks' ``c``."""
+    e^{−λ(σ_j − σ_f)} from the own block's first f, of the run's tokens."""
 
     def __init__(self, beta, x, w, sigma, slope, cuts, batch, threads):
         n, K = len(x), len(cuts)
         X, Y, W, E, bias = batch
-        self.x, self.w, self.sigma, self.slope = x, w, sigma, slope
+        self.w, self.sigma, self.slope = w, sigma, slope
         self.bounds = np.array([start for start, _ in cuts] + [n])
         sizes = np.diff(self.bounds)
         self.first = np.repeat(self.bounds[:-1], sizes)
@@ -424,13 +420,16 @@ class _Blocks:
         self.weights[rows] = self.w[rows] * np.exp(-self.slope * (sigma[self.ahead[rows]] - sigma[rows]))
         self.decay[rows] = np.exp(-self.slope * (sigma[rows] - sigma[self.first[rows]]))
 
-    def running(self, c):
-        out = np.zeros_like(c)
-        starts = self.sigma[self.bounds[:-1]]
-        factors = np.exp(-self.slope * np.diff(starts))
-        for k in range(1, len(c)):
-            out[k] = out[k - 1] * factors[k - 1] + c[k - 1]
-        return out
+
+
+def _running(parts, starts, slope):
+    """The running coefficients of `causal_zonal_sums`: c_0 = 0, c_k = e^{−λ(s_k − s_{k−1})} c_{k−1} + parts[k−1]
+    (all the blocks before block k, referred to its first position s_k = ``starts[k]``), summed in order."""
+    factors = np.exp(-slope * np.diff(starts))
+    out = np.zeros((len(starts),) + np.shape(parts[0]), dtype=complex)
+    for k in range(1, len(starts)):
+        out[k] = out[k - 1] * factors[k - 1] + parts[k - 1]
+    return out
 
 
 def _causal_sphere(sums, x, w, sigma, slope, cuts, batch, threads):
@@ -455,8 +454,7 @@ def _causal_sphere(sums, x, w, sigma, slope, cuts, batch, threads):
             own = blocks.S[k, :r.stop - r.start]
             Zs[r], G[r] = own[:, d], own[:, :d]
             if k < K - 1:
-                coeff[k] = adjoint_synthesis_general(map=blocks.weights[None, r], spin=0, lmax=L, loc=loc[r],
-                                                     epsilon=eps, nthreads=1)[0]
+                coeff[k] = coefficients(x[r], blocks.weights[r], L, eps, 1, loc=loc[r])
         rows = slice(bounds[a], bounds[b])
         G[rows] = compiled.project(x[rows], G[rows])
 
@@ -468,15 +466,13 @@ def _causal_sphere(sums, x, w, sigma, slope, cuts, batch, threads):
         Z, g = np.empty(rows.stop - rows.start), np.empty((2, rows.stop - rows.start))
         for k in range(a, b):
             r, q = slice(bounds[k], bounds[k + 1]), slice(bounds[k] - rows.start, bounds[k + 1] - rows.start)
-            Z[q] = synthesis_general(alm=alm[0, k:k + 1], spin=0, lmax=L, loc=loc[r], epsilon=eps, nthreads=1)[0]
-            g[:, q] = synthesis_general(alm=alm[1, k:k + 1], spin=1, lmax=L, loc=loc[r], epsilon=eps, nthreads=1,
-                                        mode="DERIV1")
+            Z[q], g[:, q], _ = one._syntheses(running[k], loc[r], False)
         decay = blocks.decay[rows]
         Zs[rows] += decay * Z
         G[rows] += decay[:, None] * tangent_vectors(g, tuple(f[rows] for f in frame))
 
     share_out(near, blocks.runs, threads)
-    alm = one._multipliers[:2, None, :] * blocks.running(coeff)[None]
+    running = _running(coeff, sigma[bounds[:-1]], slope)
     share_out(far, blocks.runs, threads)
     return Zs, G
 
@@ -625,13 +621,9 @@ class _LayeredTransforms:
             return
         flat = z.reshape(-1, d)
         angles = self.angles[run.start] = circle_angles(flat) if d == 2 else sphere_angles(flat)
+        loc = angles if d == 2 else angles[0]
         for j, i in enumerate(range(run.start, run.stop)):
-            part = slice(j * n, (j + 1) * n)
-            if d == 2:
-                self.coeff[i] = coefficients(z[j], w[i], one.lmax, one.epsilon, 1, loc=angles[part])
-            else:                                   # one adjoint transform (`coefficients` of n < 2^17 points)
-                self.coeff[i] = adjoint_synthesis_general(map=w[i][None], spin=0, lmax=one.lmax, loc=angles[0][part],
-                                                          epsilon=one.epsilon, nthreads=1)[0]
+            self.coeff[i] = coefficients(z[j], w[i], one.lmax, one.epsilon, 1, loc=loc[j * n:(j + 1) * n])
 
     def synthesis(self, run, c):
         one, z, angles = self.one, self.x[run], self.angles[run.start]
@@ -647,15 +639,11 @@ class _LayeredTransforms:
         if d == 2:
             parts = [one._circle(z[j], c[j], True, angles[j * n:(j + 1) * n]) for j in range(k)]
             return tuple(np.stack(field) for field in zip(*parts))
-        L, eps, (loc, frame) = one.lmax, one.epsilon, angles
-        alm = one._multipliers[:, None, :] * c[None]                      # (Zs, G, H) of each node, (3, k, nalm)
+        loc, frame = angles
         Zs, g, H = np.empty((k, n)), np.empty((2, k * n)), np.empty((k, n))
-        for j in range(k):                            # as `ZonalSums._sphere`, ducc0 on one thread without the GIL
+        for j in range(k):                            # ducc0 on one thread, without the GIL; the frame once a run
             r = slice(j * n, (j + 1) * n)
-            Zs[j] = synthesis_general(alm=alm[0, j:j + 1], spin=0, lmax=L, loc=loc[r], epsilon=eps, nthreads=1)[0]
-            g[:, r] = synthesis_general(alm=alm[1, j:j + 1], spin=1, lmax=L, loc=loc[r], epsilon=eps, nthreads=1,
-                                        mode="DERIV1")
-            H[j] = synthesis_general(alm=alm[2, j:j + 1], spin=0, lmax=L, loc=loc[r], epsilon=eps, nthreads=1)[0]
+            Zs[j], g[:, r], H[j] = one._syntheses(c[j], loc[r], True)
         return Zs, tangent_vectors(g, frame).reshape(k, n, 3), H
 
 
