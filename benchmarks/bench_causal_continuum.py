@@ -17,10 +17,11 @@ every position sees the labels of all earlier ones) and against one unmasked RHS
 Spectral prefix sums of the labels (``sums="spectral"``, `meanfield.sums.spectralsums.layered_zonal_sums`; issue 47),
 (SA), β = 4, λ = 1: one layered RHS with n labels per position against one unmasked spectral RHS of n labels
 (ratio_1, target <= 20) and against the direct layered sums (speed-up, target >= 20; one call, seconds), and
-on 1 against 2 threads (target >= 1.6). floor = one unmasked spectral RHS of all M·n labels against one of n
-labels: the layered RHS makes at least its transforms (one adjoint and three syntheses per label on S^2), so
-ratio_1 cannot go much below it. ``--spectral`` runs this table alone; ``--no-direct`` skips the
-direct sums (a minute on S^1 at n = 8192).
+on 1 against 2 threads (target >= 1.6). sums = the layered sums alone (`layered_zonal_sums`: the transforms of
+every node and the prefix recursion, no field) against one unmasked spectral RHS of n labels: ratio_1 cannot go
+below it (on S^2 it is M nodes' ducc0 transforms, one adjoint and three syntheses each, at n labels; the
+unmasked RHS makes four). all = one unmasked spectral RHS of all M·n labels against one of n labels.
+``--spectral`` runs this table alone; ``--no-direct`` skips the direct sums (a minute on S^1 at n = 8192).
 """
 import os
 import sys
@@ -29,6 +30,8 @@ import numpy as np
 
 import meanfield as mf
 import solvers
+from meanfield.sums.spectralsums import layered_zonal_sums, zonal_sums
+from solvers.layered_lagrangian import unit_labels
 from _timing import best, interleaved
 
 
@@ -74,31 +77,37 @@ def main_lagrangian(quick=False):
 
 def spectral_case(dim, n, M, repeat, direct=True):
     """(layered spectral RHS on 1 thread, on 2 threads, one unmasked spectral RHS of n labels, one of M·n labels,
-    the direct layered RHS or nan) in seconds."""
+    the layered sums alone, the direct layered RHS or nan) in seconds."""
     model = mf.Model(4.0, dim, mask="causal", position_bias=1.0)
     layered = [solvers.Lagrangian(model, n, positions=M, estimate=False, sums="spectral", threads=k).start(density)
                for k in (1, 2)]
     one, every = (solvers.Lagrangian(mf.Model(4.0, dim), k, estimate=False, sums="spectral", threads=1).start(
         lambda x: density(x, 0.5)) for k in (n, M * n))
-    t1, t2, t_one, t_all = interleaved([lambda: layered[0].rhs(0.0, layered[0].y0),
-                                        lambda: layered[1].rhs(0.0, layered[1].y0), lambda: one.rhs(0.0, one.y0),
-                                        lambda: every.rhs(0.0, every.y0)], repeat)
+    run = layered[0]
+    (sl, w), = run.systems
+    x = unit_labels(run.y0[..., :dim])[:, sl]
+    sums = zonal_sums(4.0, dim)
+    t1, t2, t_one, t_all, t_sums = interleaved([
+        lambda: run.rhs(0.0, run.y0), lambda: layered[1].rhs(0.0, layered[1].y0), lambda: one.rhs(0.0, one.y0),
+        lambda: every.rhs(0.0, every.y0),
+        lambda: layered_zonal_sums(sums, x, w, run.solver.layers, each=lambda *sums_run: None)], repeat)
     t_direct = np.nan
     if direct:
         slow = solvers.Lagrangian(model, n, positions=M, estimate=False, sums="direct", threads=1).start(density)
         t_direct = best(lambda: slow.rhs(0.0, slow.y0), 1)
-    return t1, t2, t_one, t_all, t_direct
+    return t1, t2, t_one, t_all, t_sums, t_direct
 
 
 def main_spectral(quick=False, direct=True):
     repeat = 3 if quick else 7
     cases = [(3, 2048, 32), (2, 8192, 32)] if not quick else [(3, 512, 16), (2, 2048, 16)]
     print(f"\nspectral labels, (SA) beta = 4, {os.getloadavg()[0]:.1f} load: {'domain':7} {'n':>5} {'M':>4} "
-          f"{'layered (ms)':>13} {'ratio_1':>8} {'floor':>6} {'direct (ms)':>12} {'speed-up':>9} {'2 threads':>10}")
+          f"{'layered (ms)':>13} {'ratio_1':>8} {'sums':>5} {'all':>5} {'direct (ms)':>12} {'speed-up':>9} "
+          f"{'2 threads':>10}")
     for dim, n, M in cases:
-        t1, t2, t_one, t_all, t_direct = spectral_case(dim, n, M, repeat, direct)
-        print(f"{'':39}S^{dim - 1:<5} {n:>5} {M:>4} {1e3 * t1:>13.1f} {t1 / t_one:>8.1f} {t_all / t_one:>6.1f} "
-              f"{1e3 * t_direct:>12.0f} {t_direct / t1:>9.0f} {t1 / t2:>9.2f}x")
+        t1, t2, t_one, t_all, t_sums, t_direct = spectral_case(dim, n, M, repeat, direct)
+        print(f"{'':39}S^{dim - 1:<5} {n:>5} {M:>4} {1e3 * t1:>13.1f} {t1 / t_one:>8.1f} {t_sums / t_one:>5.1f} "
+              f"{t_all / t_one:>5.1f} {1e3 * t_direct:>12.0f} {t_direct / t1:>9.0f} {t1 / t2:>9.2f}x")
 
 
 def main(quick=False):

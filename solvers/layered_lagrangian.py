@@ -27,7 +27,7 @@ from meanfield.sums.spectralsums import (EPSILON, choose_layered_sums, layered_e
 from meanfield.transformer.positions import PositionRule
 from meanfield.representations.layered import LayeredNodes
 from .base import Solver
-from .lagrangian import Lagrangian, LagrangianRun, moment_values, carry_mass, heads_field, moment_field, spectral_field
+from .lagrangian import Lagrangian, LagrangianRun, moment_values, carry_mass, heads_field, moment_field
 from .layered import takes_position
 
 
@@ -90,8 +90,8 @@ def layered_velocity_divergence(z, weights, rule, beta, *, normalized=True, v=1.
 def layered_spectral_field(z, weights, rule, beta, *, normalized=True, v=1.0, threads=1, out=None, feedforward=None):
     """X_σ, div_S X_σ at labels in (σ, x) (as `layered_velocity_divergence`, zonal models on S^1 and S^2) through
     the spectral prefix sums Zs, G, H of `meanfield.sums.spectralsums.layered_zonal_sums` ((SA) X = v G/Zs,
-    div_S X = v(H/Zs − β|G/Zs|²); (USA) X = v e^{|β|}G, div_S X = v e^{|β|}H:
-    `solvers.lagrangian.spectral_field`), plus the local term of ``feedforward`` (a
+    div_S X = v(H/Zs − β|G/Zs|²); (USA) X = v e^{|β|}G, div_S X = v e^{|β|}H, assembled in the labels' frame
+    by `meanfield.sums.compiled.frame_field`), plus the local term of ``feedforward`` (a
     `meanfield.transformer.feedforward` term: P_x F and div_S(P_x F)) if given, and the bound on their relative
     error (`meanfield.sums.spectralsums.layered_error_bound`). The field of each run of nodes is made on the
     thread of its sums. ``out`` (M, n, d + 1): X and div are written into it (the rates of the labels and of
@@ -100,10 +100,10 @@ def layered_spectral_field(z, weights, rule, beta, *, normalized=True, v=1.0, th
     out = np.empty((M, n, d + 1)) if out is None else out
     X, div, least = out[..., :d], out[..., d], np.empty(M)
 
-    def field(run, Zs, G, H):
-        X[run], div[run] = spectral_field(Zs, G, H, beta, normalized, v)
-        if feedforward is not None:
-            for i in range(run.start, run.stop):      # node by node: the same bits whatever the runs
+    def field(run, Zs, g, H, frame):
+        for j, i in enumerate(range(run.start, run.stop)):      # node by node: the same bits whatever the runs
+            compiled.frame_field(Zs[j], g[j], H[j], tuple(f[j] for f in frame), beta, normalized, v, out[i])
+            if feedforward is not None:
                 F, divF = feedforward.tangent_divergence(z[i])
                 X[i] += F
                 div[i] += divF

@@ -1,4 +1,4 @@
-"""The compiled passes of the spectral sums on S^2 (angles, the field in the points' frame) and of the median
+"""The compiled passes of the spectral sums on S^2 and S^1 (angles, the field in the points' frame) and of the median
 of `w1_to_dirac` against the numpy formulas they replace, to round-off."""
 import numpy as np
 import pytest
@@ -59,6 +59,22 @@ def test_field_in_the_frame_is_the_field_of_the_sums(normalized, beta, monkeypat
         out = compiled.frame_field(Zs, g, H, frame, beta, normalized, -0.7, np.empty((len(x), 4)))
         np.testing.assert_allclose(out[:, :3], X0, rtol=0, atol=1e-15 * np.abs(X0).max())
         np.testing.assert_allclose(out[:, 3], div0, rtol=0, atol=1e-15 * np.abs(div0).max())
+
+
+@pytest.mark.parametrize("normalized", [True, False])
+def test_field_on_the_circle_is_the_field_of_the_sums(normalized, monkeypatch):
+    """On S^1, `compiled.frame_field` with the frame (cos θ, sin θ) and g = G_θ is the field of `spectral_field`
+    from G = g (−sin θ, cos θ) to 1e-15 relative, compiled or not."""
+    theta = np.random.default_rng(4).uniform(-np.pi, np.pi, 2000)
+    x = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    Zs, G, H = ZonalSums(4.0, 2).sums(x, x, np.full(len(x), 1 / len(x)), laplacian=True)
+    g = (G * np.stack([-x[:, 1], x[:, 0]], axis=1)).sum(axis=1)[None]
+    X0, div0 = spectral_field(Zs, G, H, 4.0, normalized, 1.3)
+    for enabled in (True, False):
+        monkeypatch.setattr(compiled, "ENABLED", enabled)
+        out = compiled.frame_field(Zs, g, H, (x[:, 0].copy(), x[:, 1].copy()), 4.0, normalized, 1.3, np.empty((len(x), 3)))
+        np.testing.assert_allclose(out[:, :2], X0, rtol=0, atol=1e-15 * np.abs(X0).max())
+        np.testing.assert_allclose(out[:, 2], div0, rtol=0, atol=1e-15 * np.abs(div0).max())
 
 
 @pytest.mark.parametrize("normalized", [True, False])

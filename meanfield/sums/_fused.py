@@ -254,53 +254,73 @@ def exp_values(z, out):
 
 # -- Fourier sums on the circle, block by block (the causal spectral sums of `meanfield.sums.spectralsums`) --
 
+CHUNK = 256      # points per pass over the modes: their powers stay in the L1 cache
+
+
 @njit(**_OPTS)
 def _circle_coefficients(k, cos, sin, w, bounds, out, pr, pi):
     """out[k, 0] = (Re, Im) of Σ_{j in block k} w_j e^{−imθ_j}, m = 0..L: the powers e^{imθ_j} by the recurrence
-    p ← p·e^{iθ_j}, kept for all the block's points at once (the loop over the points vectorises)."""
+    p ← p·e^{iθ_j}, CHUNK points at a time; each mode's sum in four running parts (the points j mod 4), added
+    at the end. The same operations for a block whichever call makes it."""
     a, b = bounds[k], bounds[k + 1]
-    r = b - a
-    for j in range(r):
-        pr[j], pi[j] = w[a + j], 0.0
-    for m in range(out.shape[3]):
-        re = im = 0.0
+    acc = np.zeros((out.shape[3], 8))
+    for c0 in range(a, b, CHUNK):
+        c1 = min(c0 + CHUNK, b)
+        r, q4 = c1 - c0, (c1 - c0) // 4 * 4
+        cs, sn, ww = cos[c0:c1], sin[c0:c1], w[c0:c1]
         for j in range(r):
-            re += pr[j]
-            im -= pi[j]
-            c, s = cos[a + j], sin[a + j]
-            pr[j], pi[j] = pr[j] * c - pi[j] * s, pr[j] * s + pi[j] * c
-        out[k, 0, 0, m], out[k, 0, 1, m] = re, im
+            pr[j], pi[j] = ww[j], 0.0
+        for m in range(out.shape[3]):
+            r0, r1, r2, r3, i0, i1, i2, i3 = acc[m]
+            for j in range(0, q4, 4):
+                r0, r1, r2, r3 = r0 + pr[j], r1 + pr[j + 1], r2 + pr[j + 2], r3 + pr[j + 3]
+                i0, i1, i2, i3 = i0 - pi[j], i1 - pi[j + 1], i2 - pi[j + 2], i3 - pi[j + 3]
+                for u in range(j, j + 4):
+                    pr[u], pi[u] = pr[u] * cs[u] - pi[u] * sn[u], pr[u] * sn[u] + pi[u] * cs[u]
+            for j in range(q4, r):
+                r0, i0 = r0 + pr[j], i0 - pi[j]
+                pr[j], pi[j] = pr[j] * cs[j] - pi[j] * sn[j], pr[j] * sn[j] + pi[j] * cs[j]
+            acc[m, 0], acc[m, 1], acc[m, 2], acc[m, 3], acc[m, 4], acc[m, 5], acc[m, 6], acc[m, 7] = \
+                r0, r1, r2, r3, i0, i1, i2, i3
+    for m in range(out.shape[3]):
+        out[k, 0, 0, m] = (acc[m, 0] + acc[m, 1]) + (acc[m, 2] + acc[m, 3])
+        out[k, 0, 1, m] = (acc[m, 4] + acc[m, 5]) + (acc[m, 6] + acc[m, 7])
 
 
 @njit(**_OPTS)
 def _circle_synthesis(k, cos, sin, g, bounds, out, pr, pi):
     """out[:, j] = Re Σ_{m=-L..L} g[k, :, m] e^{imθ_j} for the points j of block k, with g[k, q, −m] the
-    conjugate of g[k, q, m] (real fields): g_0 + 2 Re Σ_{m>0} g_m e^{imθ_j}; g (K, P, 2, L+1) as (Re, Im)."""
+    conjugate of g[k, q, m] (real fields): g_0 + 2 Re Σ_{m>0} g_m e^{imθ_j}; g (K, P, 2, L+1) as (Re, Im),
+    P <= 3 fields made in one pass over CHUNK points per mode, each point in the same operations."""
     a, b = bounds[k], bounds[k + 1]
-    r = b - a
     P = g.shape[1]
-    for j in range(r):
-        pr[j], pi[j] = 1.0, 0.0
-        for q in range(P):
-            out[q, a + j] = 0.0
-    for m in range(g.shape[3]):
-        f = 1.0 if m == 0 else 2.0
-        for q in range(P):
-            gr, gi = f * g[k, q, 0, m], f * g[k, q, 1, m]
-            for j in range(r):
-                out[q, a + j] += gr * pr[j] - gi * pi[j]
-        for j in range(r):
-            c, s = cos[a + j], sin[a + j]
-            pr[j], pi[j] = pr[j] * c - pi[j] * s, pr[j] * s + pi[j] * c
+    spare = np.empty((2, CHUNK))                # the rows of P < 3
+    for c0 in range(a, b, CHUNK):
+        c1 = min(c0 + CHUNK, b)
+        cs, sn = cos[c0:c1], sin[c0:c1]
+        o0 = out[0, c0:c1]
+        o1 = out[1, c0:c1] if P > 1 else spare[0, :c1 - c0]
+        o2 = out[2, c0:c1] if P > 2 else spare[1, :c1 - c0]
+        for j in range(c1 - c0):
+            pr[j], pi[j] = 1.0, 0.0
+            o0[j] = o1[j] = o2[j] = 0.0
+        for m in range(g.shape[3]):
+            f = 1.0 if m == 0 else 2.0
+            a0, b0 = f * g[k, 0, 0, m], f * g[k, 0, 1, m]
+            a1, b1 = (f * g[k, 1, 0, m], f * g[k, 1, 1, m]) if P > 1 else (0.0, 0.0)
+            a2, b2 = (f * g[k, 2, 0, m], f * g[k, 2, 1, m]) if P > 2 else (0.0, 0.0)
+            for j in range(c1 - c0):
+                p, q = pr[j], pi[j]
+                o0[j] += a0 * p - b0 * q
+                o1[j] += a1 * p - b1 * q
+                o2[j] += a2 * p - b2 * q
+                pr[j], pi[j] = p * cs[j] - q * sn[j], p * sn[j] + q * cs[j]
 
 
 @njit(**_INLINE)
 def _block_scratch(bounds):
-    """Two arrays as long as the largest block (points bounds[k]..bounds[k+1]): the powers e^{imθ_j} of a block."""
-    size = 1
-    for k in range(bounds.shape[0] - 1):
-        size = max(size, bounds[k + 1] - bounds[k])
-    return np.empty(size), np.empty(size)
+    """Two arrays of CHUNK: the powers e^{imθ_j} of a chunk of a block's points."""
+    return np.empty(CHUNK), np.empty(CHUNK)
 
 
 @njit(cache=True, **_OPTS)
@@ -414,6 +434,21 @@ def frame_field(Zs, g, H, ct, st, cp, sp, beta, normalized, scale, out):
         else:
             out[i, 3] = scale * H[i]
         out[i, 0], out[i, 1], out[i, 2] = scale * G0, scale * G1, scale * G2
+
+
+@njit(cache=True, **_OPTS)
+def circle_field(Zs, g, H, cos, sin, beta, normalized, scale, out):
+    """out[:, :2] = X, out[:, 2] = div_S X on S^1 from the syntheses Zs, g = G_θ (G = g (−sin θ, cos θ)) and H
+    (`compiled.frame_field`)."""
+    for i in range(Zs.shape[0]):
+        f = g[i]
+        if normalized:
+            z = Zs[i]
+            f = f / z
+            out[i, 2] = scale * (H[i] / z - beta * (f * f))
+        else:
+            out[i, 2] = scale * H[i]
+        out[i, 0], out[i, 1] = scale * (f * -sin[i]), scale * (f * cos[i])
 
 
 # the spherical median of `meanfield.observables.wasserstein.w1_to_dirac` on S^2

@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from ..threads import share_out
+from ..errors import InvalidInput
 
 ENABLED = os.environ.get("MEANFIELD_NUMBA", "1") != "0"
 _KERNELS = None
@@ -44,7 +45,8 @@ def _kernels():
                         gram_counts4=_fused.gram_counts4, cluster_counts4=_fused.cluster_counts4,
                         circle_blocks=_fused.circle_blocks, circle_near=_fused.circle_near,
                         circle_far=_fused.circle_far, sphere_angles=_fused.sphere_angles,
-                        frame_field=_fused.frame_field, dirac_distances=_fused.dirac_distances,
+                        frame_field=_fused.frame_field, circle_field=_fused.circle_field,
+                        dirac_distances=_fused.dirac_distances,
                         dirac_gradient=_fused.dirac_gradient)
     return _KERNELS or None
 
@@ -290,7 +292,9 @@ def circle_block_coefficients(cos, sin, w, bounds, lmax, threads=1):
 def circle_block_synthesis(cos, sin, g, bounds, threads=1):
     """f[q, j] = Re Σ_{m=−L..L} g[k, q, m] e^{imθ_j} = Re(g_0) + 2 Re Σ_{m>0} g[k, q, m] e^{imθ_j} at the
     points j of block k (bounds[k] <= j < bounds[k+1]), for the coefficients g (K, P, L + 1), m >= 0, of
-    real fields (g_{−m} the conjugate of g_m): (P, n). As `circle_block_coefficients`."""
+    real fields (g_{−m} the conjugate of g_m), P <= 3: (P, n). As `circle_block_coefficients`."""
+    if g.shape[1] > 3:
+        raise InvalidInput(f"`g`: at most 3 fields (axis 1), got {g.shape[1]}.")
     g = np.ascontiguousarray(np.stack([g.real, g.imag], axis=2))
     out = np.empty((g.shape[1], len(cos)))
     _circle_blocks(cos, sin, np.empty(0), g, bounds, out, True, threads)
@@ -387,6 +391,7 @@ def compile_all():
     frozen_values.setflags(write=False)
     calls.append(lambda: exp_sums4(x.copy(), x.copy(), frozen_values, 0.5, np.zeros((1, 5, 4)), np.zeros((1, 5), np.int64)))
     calls.append(lambda: frame_field(w, np.ones((2, 5)), w, np.ones((4, 5)), 1.0, True, 1.0, np.empty((5, 4))))
+    calls.append(lambda: frame_field(w, np.ones((1, 5)), w, np.ones((2, 5)), 1.0, True, 1.0, np.empty((5, 3))))
     columns = dirac_columns(x[0])
     calls.append(lambda: dirac_gradient(columns, w, x[0, 0], dirac_distances(columns, w, x[0, 0])[1]))
     for call in calls:
@@ -406,23 +411,32 @@ def sphere_angles_into(x, loc, frame):
 
 
 def frame_field(Zs, g, H, frame, beta, normalized, v, out):
-    """The attention field and its divergence from the spectral sums in the frame of `sphere_angles_into`:
-    with G = g_θ e_θ + g_φ e_φ, (SA) X = v G/Zs, div_S X = v(H/Zs − β|G/Zs|²), (USA) X = v e^{|β|} G,
-    div_S X = v e^{|β|} H (docs/mathematics.md §9, §12), written to out[:, :3] and out[:, 3] (out (n, k >= 4)).
-    Zs, H (n,), g (2, n) and frame (4 arrays (n,)) as `meanfield.sums.spectralsums.ZonalSums.frame_sums`
-    returns them; one compiled pass, or numpy where numba is missing."""
+    """The attention field and its divergence from the spectral sums in the frame of the points: on S^2
+    (`sphere_angles_into`: frame (cos θ, sin θ, cos φ, sin φ), g (2, n)) G = g_θ e_θ + g_φ e_φ, on S^1
+    (frame (cos θ, sin θ), g (1, n)) G = g_θ (−sin θ, cos θ); (SA) X = v G/Zs, div_S X = v(H/Zs − β|G/Zs|²),
+    (USA) X = v e^{|β|} G, div_S X = v e^{|β|} H (docs/mathematics.md §9, §12), written to out[:, :d] and
+    out[:, d] (out (n, k > d)). Zs, H (n,) as `meanfield.sums.spectralsums.ZonalSums.frame_sums` returns them;
+    one compiled pass, or numpy where numba is missing."""
     scale = float(v) if normalized else float(v) * np.exp(abs(beta))    # the spectral sums carry e^{−|β|}
+    circle = len(frame) == 2
     if ENABLED and out.flags.c_contiguous and _kernels() is not None:
-        _kernels()["frame_field"](Zs, g, H, *frame, float(beta), bool(normalized), scale, out)
+        if circle:
+            _kernels()["circle_field"](Zs, g[0], H, *frame, float(beta), bool(normalized), scale, out)
+        else:
+            _kernels()["frame_field"](Zs, g, H, *frame, float(beta), bool(normalized), scale, out)
         return out
-    ct, st, cp, sp = frame
-    G = np.stack([g[0] * ct * cp - g[1] * sp, g[0] * ct * sp + g[1] * cp, -g[0] * st], axis=-1)
+    if circle:
+        G = g[0][:, None] * np.stack([-frame[1], frame[0]], axis=-1)
+    else:
+        ct, st, cp, sp = frame
+        G = np.stack([g[0] * ct * cp - g[1] * sp, g[0] * ct * sp + g[1] * cp, -g[0] * st], axis=-1)
+    d = G.shape[1]
     if normalized:
         G /= Zs[:, None]
-        out[:, 3] = scale * (H / Zs - beta * np.einsum("nd,nd->n", G, G))
+        out[:, d] = scale * (H / Zs - beta * np.einsum("nd,nd->n", G, G))
     else:
-        out[:, 3] = scale * H
-    out[:, :3] = scale * G
+        out[:, d] = scale * H
+    out[:, :d] = scale * G
     return out
 
 

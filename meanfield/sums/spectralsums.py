@@ -211,14 +211,16 @@ class ZonalSums:
 
     def _circle(self, x, coeff, laplacian, angles=None):
 
-        eps, nt = self.epsilon, self.threads
         tx = circle_angles(x) if angles is None else angles
-        parts = 3 if laplacian else 2
-        values = nufft.u2nu(grid=self._multipliers[:parts] * coeff, coord=tx[:, None], forward=False, epsilon=eps,
-                            nthreads=nt).real
+        values = self._circle_values(coeff, tx, laplacian)
         tangent = np.stack([-np.sin(tx), np.cos(tx)], -1)
         out = (values[0], values[1][:, None] * tangent)
         return out + (values[2],) if laplacian else out
+
+    def _circle_values(self, coeff, tx, laplacian):
+        """S^1: Zs, g = ∂_θ(e^{−|β|}Z)/β and, with ``laplacian``, H at the angles tx ((2 or 3, n))."""
+        return nufft.u2nu(grid=self._multipliers[:3 if laplacian else 2] * coeff, coord=tx[:, None], forward=False,
+                          epsilon=self.epsilon, nthreads=self.threads).real
 
     def _sphere(self, x, coeff, laplacian, angles=None):
 
@@ -566,9 +568,10 @@ def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
     ``x`` (M, n, d) the labels of the nodes of ``rule`` (a `meanfield.transformer.positions.PositionRule`,
     axis 0 in order), ``w`` (M, n) their weights. ``threads``: runs of nodes (each on one thread; about 8 runs
     a thread, each taken by the next free one) shared among threads in two passes, the prefix recursion in
-    between: the result has the same bits whatever ``threads``. ``each``: each(run, Zs, G, H) is called for
-    every run of nodes (a slice of axis 0; the sums at its nodes' labels) on the thread of its second pass
-    (work on the sums shared with them; then None is returned). Returns (Zs (M, n), G (M, n, d), H (M, n))."""
+    between: the result has the same bits whatever ``threads``. ``each``: each(run, Zs, g, H, frame) is called
+    for every run of nodes (a slice of axis 0, k nodes) on the thread of its second pass, with the sums at their
+    labels in the labels' frame (g (k, d − 1, n) and frame d − 1 or 4 arrays (k, n), as `frame_vectors` takes
+    them; work on the sums shared with them; then None is returned). Returns (Zs (M, n), G (M, n, d), H (M, n))."""
     x = np.asarray(x, dtype=float)
     w = np.asarray(w, dtype=float)
     M, n, d = x.shape
@@ -577,9 +580,10 @@ def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
     if each is None:
         out = Zs, G, H = np.empty((M, n)), np.empty((M, n, d)), np.empty((M, n))
 
-        def each(run, *sums_run):
-            for a, b in zip(out, sums_run):
-                a[run] = b
+        def each(run, Zs_run, g, H_run, frame):
+            Zs[run], H[run] = Zs_run, H_run
+            for j, i in enumerate(range(run.start, run.stop)):
+                G[i] = frame_vectors(g[j], tuple(f[j] for f in frame))
 
     runs = node_runs(M, threads)
     workers = max(1, min(threads, len(runs)))
@@ -587,6 +591,14 @@ def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
     prefix = rule.prefix_mean(transforms.coeff)
     share_out(lambda run: each(run, *transforms.synthesis(run, prefix[run])), runs, workers)
     return out
+
+
+def frame_vectors(g, frame):
+    """The tangent vectors (n, d) of the components g (d − 1, n) in the points' ``frame``: on S^1 (cos θ, sin θ),
+    G = g_θ (−sin θ, cos θ); on S^2 (cos θ, sin θ, cos φ, sin φ) of `sphere_angles`, `tangent_vectors`."""
+    if len(frame) == 2:
+        return g[0][:, None] * np.stack([-frame[1], frame[0]], axis=-1)
+    return tangent_vectors(g, frame)
 
 
 def node_runs(M, threads=1):
@@ -599,8 +611,8 @@ def node_runs(M, threads=1):
 class _LayeredTransforms:
     """The transforms of `layered_zonal_sums` on runs of nodes (slices of axis 0 of x (M, n, d)), each on
     one thread: ``analysis(run)`` sets the nodes' coefficients ``coeff[run]`` (and keeps the labels' angles),
-    ``synthesis(run, c)`` returns (Zs, G, H) (k, n, ...) at the labels of the run's k nodes from their
-    coefficients c (k, ...)."""
+    ``synthesis(run, c)`` returns (Zs, g, H, frame) at the labels of the run's k nodes from their
+    coefficients c (k, ...), in the labels' frame (`frame_vectors`)."""
 
     def __init__(self, one, x, w):
         M, n, d = x.shape
@@ -632,19 +644,18 @@ class _LayeredTransforms:
             cos, sin = angles
             values = compiled.circle_block_synthesis(cos, sin, one._multipliers[:, one.lmax:] * c[:, None],
                                                      np.arange(k + 1) * n)
-            G = np.empty((k * n, 2))
-            np.multiply(values[1], -sin, out=G[:, 0])
-            np.multiply(values[1], cos, out=G[:, 1])
-            return values[0].reshape(k, n), G.reshape(k, n, 2), values[2].reshape(k, n)
+            return values[0].reshape(k, n), values[1].reshape(k, 1, n), values[2].reshape(k, n), \
+                (cos.reshape(k, n), sin.reshape(k, n))
         if d == 2:
-            parts = [one._circle(z[j], c[j], True, angles[j * n:(j + 1) * n]) for j in range(k)]
-            return tuple(np.stack(field) for field in zip(*parts))
+            values = np.stack([one._circle_values(c[j], angles[j * n:(j + 1) * n], True) for j in range(k)])
+            return values[:, 0], values[:, 1:2], values[:, 2], (np.cos(angles).reshape(k, n),
+                                                                np.sin(angles).reshape(k, n))
         loc, frame = angles
-        Zs, g, H = np.empty((k, n)), np.empty((2, k * n)), np.empty((k, n))
-        for j in range(k):                            # ducc0 on one thread, without the GIL; the frame once a run
+        Zs, g, H = np.empty((k, n)), np.empty((k, 2, n)), np.empty((k, n))
+        for j in range(k):                            # ducc0 on one thread, without the GIL
             r = slice(j * n, (j + 1) * n)
-            Zs[j], g[:, r], H[j] = one._syntheses(c[j], loc[r], True)
-        return Zs, tangent_vectors(g, frame).reshape(k, n, 3), H
+            Zs[j], g[j], H[j] = one._syntheses(c[j], loc[r], True)
+        return Zs, g, H, tuple(f.reshape(k, n) for f in frame)
 
 
 def layered_error_bound(Zs, weights, rule, epsilon=EPSILON):
