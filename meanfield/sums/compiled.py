@@ -35,7 +35,7 @@ def _kernels():
         except ImportError:                                     # numba missing: the numpy twins run
             _KERNELS = False
             return None
-        # flat arrays, the common d = 3 written out so that LLVM vectorises it; error_model="numpy":
+        # flat arrays, the common d = 3 and d = 2 written out so that LLVM vectorises them; error_model="numpy":
         # x/0 is inf or nan as in numpy (the default Python check stops vectorisation)
         jit = njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
         _KERNELS = {**_sums_loops(jit), **_sphere_loops(jit)}
@@ -105,6 +105,14 @@ def _sphere_loops(jit):
                 out[3 * i] = a / r
                 out[3 * i + 1] = b / r
                 out[3 * i + 2] = c / r
+        elif d == 2:
+            for i in range(N):
+                a, b = y[2 * i], y[2 * i + 1]
+                if step:
+                    a, b = a + h * f[2 * i], b + h * f[2 * i + 1]
+                r = np.sqrt(a * a + b * b)
+                out[2 * i] = a / r
+                out[2 * i + 1] = b / r
         else:
             for i in range(N):
                 r2 = 0.0
