@@ -95,15 +95,16 @@ def layered_spectral_field(z, weights, rule, beta, *, normalized=True, v=1.0, th
     `meanfield.transformer.feedforward` term: P_x F and div_S(P_x F)) if given, and the bound on their relative
     error (`meanfield.sums.spectralsums.layered_error_bound`). The field of each run of nodes is made on the
     thread of its sums. ``out`` (M, n, d + 1): X and div are written into it (the rates of the labels and of
-    their log-Jacobians). Returns (X (M, n, d), div (M, n), bound)."""
+    their log-Jacobians). Without ``feedforward`` the labels z need not be of unit length (their directions
+    count). Returns (X (M, n, d), div (M, n), bound)."""
     M, n, d = z.shape
     out = np.empty((M, n, d + 1)) if out is None else out
     X, div, least = out[..., :d], out[..., d], np.empty(M)
 
     def field(run, Zs, g, H, frame):
-        for j, i in enumerate(range(run.start, run.stop)):      # node by node: the same bits whatever the runs
-            compiled.frame_field(Zs[j], g[j], H[j], tuple(f[j] for f in frame), beta, normalized, v, out[i])
-            if feedforward is not None:
+        compiled.frame_field(Zs, g, H, frame, beta, normalized, v, out[run])
+        if feedforward is not None:
+            for i in range(run.start, run.stop):      # node by node: the same bits whatever the runs
                 F, divF = feedforward.tangent_divergence(z[i])
                 X[i] += F
                 div[i] += divF
@@ -171,7 +172,9 @@ class LayeredLagrangian(Lagrangian):
     def _rhs(self, run, t, y):
         """ẋ = X_σ(x), ℓ̇ = div_S X_σ(x) for the labels of every position (and the companion's)."""
         d = self.model.dim
-        x = run.label_state = unit_labels(y[..., :d], self.threads)
+        directions = self.model.feedforward is None and all(sums == "spectral" for sums in run.system_sums)
+        # the spectral sums take the labels' directions; the direct ones and the feed-forward term unit labels
+        x = run.label_state = y[..., :d] if directions else unit_labels(y[..., :d], self.threads)
         out = np.empty_like(y)
         for k, ((sl, w), sums) in enumerate(zip(run.systems, run.system_sums)):
             if sums == "spectral":                     # under "post" (`check_sums`): the field as it is

@@ -89,6 +89,19 @@ def test_threads_give_the_same_bits(dim, n):
     assert np.array_equal(one, two)
 
 
+@pytest.mark.parametrize("dim, n", [(2, 96), (3, 288)])
+def test_labels_off_the_sphere_count_by_their_directions(dim, n):
+    """The spectral right-hand side takes the labels as they are in the state (no unit copy): at labels scaled
+    off the sphere (companion included) it is the right-hand side at their directions, to round-off."""
+    run = solvers.Lagrangian(causal(4.0, dim), n, positions=8, sums="spectral").start(smooth)
+    y = moved(run.y0, dim, np.random.default_rng(5), 0.1)
+    scaled = y.copy()
+    scaled[..., :dim] *= np.random.default_rng(6).uniform(0.8, 1.25, y.shape[:2])[..., None]
+    want, got = run.rhs(0.0, y), run.rhs(0.0, scaled)
+    assert run.system_sums == ["spectral", "spectral"]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())
+
+
 def test_a_feed_forward_term_and_sqrt_depth_keep_working():
     """A feed-forward term (local) rides on the spectral sums as on the direct ones (1e-10); under
     "sqrt-depth" the spectral sums do not apply and "auto" takes the direct ones."""

@@ -420,35 +420,56 @@ def sphere_angles(x, loc, ct, st, cp, sp):
 
 
 @njit(cache=True, **_OPTS)
-def frame_field(Zs, g, H, ct, st, cp, sp, beta, normalized, scale, out):
-    """out[:, :3] = X, out[:, 3] = div_S X from the syntheses Zs, g = (G_θ, G_φ), H (`compiled.frame_field`)."""
-    for i in range(Zs.shape[0]):
-        gt, gp = g[0, i], g[1, i]
-        G0 = gt * ct[i] * cp[i] - gp * sp[i]
-        G1 = gt * ct[i] * sp[i] + gp * cp[i]
-        G2 = -gt * st[i]
-        if normalized:
-            z = Zs[i]
-            G0, G1, G2 = G0 / z, G1 / z, G2 / z
-            out[i, 3] = scale * (H[i] / z - beta * (G0 * G0 + G1 * G1 + G2 * G2))
-        else:
-            out[i, 3] = scale * H[i]
-        out[i, 0], out[i, 1], out[i, 2] = scale * G0, scale * G1, scale * G2
+def frame_field(Zs, g, H, F, beta, normalized, scale, out):
+    """out[a, :, :d] = X, out[a, :, d] = div_S X for the k groups a of n points (`compiled.frame_field`) from the
+    syntheses Zs, H (k, n) and g (k, d − 1, n) in the points' frame F: on S^2 F = (cos θ, sin θ, cos φ, sin φ)
+    (4, k, n), g = (G_θ, G_φ); on S^1 F = (cos θ, sin θ) (2, k, n), g = G_θ, G = g (−sin θ, cos θ). CHUNK points
+    at a time in contiguous rows (the loops over them vectorise), then into out."""
+    sphere = F.shape[0] == 4
+    d = 3 if sphere else 2
+    rows = np.empty((4, CHUNK))
+    for a in range(Zs.shape[0]):
+        for c0 in range(0, Zs.shape[1], CHUNK):
+            c1 = min(c0 + CHUNK, Zs.shape[1])
+            r = c1 - c0
+            G0, G1, G2, div = rows[0, :r], rows[1, :r], rows[2, :r], rows[3, :r]
+            Z, Hc, gt, ct, st = Zs[a, c0:c1], H[a, c0:c1], g[a, 0, c0:c1], F[0, a, c0:c1], F[1, a, c0:c1]
+            if sphere:
+                gp, cp, sp = g[a, 1, c0:c1], F[2, a, c0:c1], F[3, a, c0:c1]
+                for i in range(r):
+                    G0[i], G1[i], G2[i] = gt[i] * ct[i] * cp[i] - gp[i] * sp[i], gt[i] * ct[i] * sp[i] + gp[i] * cp[i], \
+                        -gt[i] * st[i]
+            else:
+                for i in range(r):
+                    G0[i], G1[i], G2[i] = gt[i] * -st[i], gt[i] * ct[i], 0.0
+            if normalized:
+                for i in range(r):
+                    z = Z[i]
+                    u, v, w = G0[i] / z, G1[i] / z, G2[i] / z
+                    div[i] = scale * (Hc[i] / z - beta * (u * u + v * v + w * w))
+                    G0[i], G1[i], G2[i] = scale * u, scale * v, scale * w
+            else:
+                for i in range(r):
+                    div[i] = scale * Hc[i]
+                    G0[i], G1[i], G2[i] = scale * G0[i], scale * G1[i], scale * G2[i]
+            for i in range(r):
+                for q in range(d):
+                    out[a, c0 + i, q] = rows[q, i]
+                out[a, c0 + i, d] = div[i]
 
 
 @njit(cache=True, **_OPTS)
-def circle_field(Zs, g, H, cos, sin, beta, normalized, scale, out):
-    """out[:, :2] = X, out[:, 2] = div_S X on S^1 from the syntheses Zs, g = G_θ (G = g (−sin θ, cos θ)) and H
-    (`compiled.frame_field`)."""
-    for i in range(Zs.shape[0]):
-        f = g[i]
-        if normalized:
-            z = Zs[i]
-            f = f / z
-            out[i, 2] = scale * (H[i] / z - beta * (f * f))
-        else:
-            out[i, 2] = scale * H[i]
-        out[i, 0], out[i, 1] = scale * (f * -sin[i]), scale * (f * cos[i])
+def circle_directions(z, out):
+    """out[:, a·n + i] = (cos θ, sin θ) of the point z[a, i] (k, n, 2) of the plane: z/|z| (the bits of
+    `compiled.normalise`): the coordinates copied into out's rows, then divided there (the loop vectorises)."""
+    n = z.shape[1]
+    for a in range(z.shape[0]):
+        u, v = out[0, a * n:(a + 1) * n], out[1, a * n:(a + 1) * n]
+        for i in range(n):
+            u[i], v[i] = z[a, i, 0], z[a, i, 1]
+        for i in range(n):
+            r = np.sqrt(u[i] * u[i] + v[i] * v[i])
+            u[i], v[i] = u[i] / r, v[i] / r
 
 
 # the spherical median of `meanfield.observables.wasserstein.w1_to_dirac` on S^2

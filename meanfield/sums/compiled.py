@@ -45,7 +45,7 @@ def _kernels():
                         gram_counts4=_fused.gram_counts4, cluster_counts4=_fused.cluster_counts4,
                         circle_blocks=_fused.circle_blocks, circle_near=_fused.circle_near,
                         circle_far=_fused.circle_far, sphere_angles=_fused.sphere_angles,
-                        frame_field=_fused.frame_field, circle_field=_fused.circle_field,
+                        frame_field=_fused.frame_field, circle_directions=_fused.circle_directions,
                         dirac_distances=_fused.dirac_distances,
                         dirac_gradient=_fused.dirac_gradient)
     return _KERNELS or None
@@ -398,8 +398,18 @@ def compile_all():
     frozen_values = np.ones((1, 5, 4))
     frozen_values.setflags(write=False)
     calls.append(lambda: exp_sums4(x.copy(), x.copy(), frozen_values, 0.5, np.zeros((1, 5, 4)), np.zeros((1, 5), np.int64)))
-    calls.append(lambda: frame_field(w, np.ones((2, 5)), w, np.ones((4, 5)), 1.0, True, 1.0, np.empty((5, 4))))
-    calls.append(lambda: frame_field(w, np.ones((1, 5)), w, np.ones((2, 5)), 1.0, True, 1.0, np.empty((5, 3))))
+    # the field in the points' frame, on S^2 and S^1, of one group or of labels in (σ, x) (rows of a state, with
+    # and without a companion); the directions of the labels on S^1
+    labels = np.ones((2, 5, 6))
+    for p, e in ((4, 4), (2, 3)):
+        calls.append(lambda p=p, e=e: frame_field(w, np.ones((p // 2, 5)), w, np.ones((p, 5)), 1.0, True, 1.0,
+                                                  np.empty((5, e))))
+        for groups in (np.empty((2, 5, e)), labels[:, :4, :e]):
+            calls.append(lambda p=p, o=groups: frame_field(np.ones((2, o.shape[1])), np.ones((2, p // 2, o.shape[1])),
+                                                           np.ones((2, o.shape[1])), np.ones((p, 2, o.shape[1])),
+                                                           1.0, True, 1.0, o))
+    for z in (labels[..., :2], labels[..., :2].copy()):
+        calls.append(lambda z=z: circle_directions(z))
     columns = dirac_columns(x[0])
     calls.append(lambda: dirac_gradient(columns, w, x[0, 0], dirac_distances(columns, w, x[0, 0])[1]))
     for call in calls:
@@ -420,31 +430,46 @@ def sphere_angles_into(x, loc, frame):
 
 def frame_field(Zs, g, H, frame, beta, normalized, v, out):
     """The attention field and its divergence from the spectral sums in the frame of the points: on S^2
-    (`sphere_angles_into`: frame (cos θ, sin θ, cos φ, sin φ), g (2, n)) G = g_θ e_θ + g_φ e_φ, on S^1
-    (frame (cos θ, sin θ), g (1, n)) G = g_θ (−sin θ, cos θ); (SA) X = v G/Zs, div_S X = v(H/Zs − β|G/Zs|²),
-    (USA) X = v e^{|β|} G, div_S X = v e^{|β|} H (docs/mathematics.md §9, §12), written to out[:, :d] and
-    out[:, d] (out (n, k > d)). Zs, H (n,) as `meanfield.sums.spectralsums.ZonalSums.frame_sums` returns them;
-    one compiled pass, or numpy where numba is missing."""
+    (`sphere_angles_into`: frame (cos θ, sin θ, cos φ, sin φ), g = (g_θ, g_φ)) G = g_θ e_θ + g_φ e_φ, on S^1
+    (frame (cos θ, sin θ), g = (g_θ,)) G = g_θ (−sin θ, cos θ); (SA) X = v G/Zs, div_S X = v(H/Zs − β|G/Zs|²),
+    (USA) X = v e^{|β|} G, div_S X = v e^{|β|} H (docs/mathematics.md §9, §12), written to out[..., :d] and
+    out[..., d]. Points: Zs, H (n,), g (d − 1, n), frame (2 or 4, n) and out (n, e > d) as
+    `meanfield.sums.spectralsums.ZonalSums.frame_sums` returns them, or k groups of n (labels in (σ, x)):
+    Zs, H (k, n), g (k, d − 1, n), frame (2 or 4, k, n), out (k, n, e). One compiled pass, or numpy where numba
+    is missing."""
     scale = float(v) if normalized else float(v) * np.exp(abs(beta))    # the spectral sums carry e^{−|β|}
-    circle = len(frame) == 2
-    if ENABLED and out.flags.c_contiguous and _kernels() is not None:
-        if circle:
-            _kernels()["circle_field"](Zs, g[0], H, *frame, float(beta), bool(normalized), scale, out)
-        else:
-            _kernels()["frame_field"](Zs, g, H, *frame, float(beta), bool(normalized), scale, out)
+    frame = np.asarray(frame)
+    if np.ndim(Zs) == 1:                                       # one group
+        Zs, g, H, frame, groups = Zs[None], g[None], H[None], frame[:, None], out[None]
+    else:
+        groups = out
+    if ENABLED and frame.flags.c_contiguous and _kernels() is not None:
+        _kernels()["frame_field"](Zs, g, H, frame, float(beta), bool(normalized), scale, groups)
         return out
-    if circle:
-        G = g[0][:, None] * np.stack([-frame[1], frame[0]], axis=-1)
+    if len(frame) == 2:
+        G = g[:, 0, :, None] * np.stack([-frame[1], frame[0]], axis=-1)
     else:
         ct, st, cp, sp = frame
-        G = np.stack([g[0] * ct * cp - g[1] * sp, g[0] * ct * sp + g[1] * cp, -g[0] * st], axis=-1)
-    d = G.shape[1]
+        G = np.stack([g[:, 0] * ct * cp - g[:, 1] * sp, g[:, 0] * ct * sp + g[:, 1] * cp, -g[:, 0] * st], axis=-1)
+    d = G.shape[-1]
     if normalized:
-        G /= Zs[:, None]
-        out[:, d] = scale * (H / Zs - beta * np.einsum("nd,nd->n", G, G))
+        G /= Zs[..., None]
+        groups[..., d] = scale * (H / Zs - beta * np.einsum("...d,...d->...", G, G))
     else:
-        out[:, d] = scale * H
-    out[:, :d] = scale * G
+        groups[..., d] = scale * H
+    groups[..., :d] = scale * G
+    return out
+
+
+def circle_directions(z):
+    """(cos θ, sin θ) (2, k·n) of the points z (k, n, 2) of the plane (any strides): z/|z|, in one compiled pass
+    (the bits of `normalise`), or numpy's."""
+    out = np.empty((2, z.shape[0] * z.shape[1]))
+    if ENABLED and z.dtype == np.float64 and _kernels() is not None:
+        _kernels()["circle_directions"](z, out)
+        return out
+    unit = normalise(np.ascontiguousarray(z)).reshape(-1, 2)
+    out[0], out[1] = unit[:, 0], unit[:, 1]
     return out
 
 

@@ -107,10 +107,10 @@ def _slices(n, threads):
 
 def sphere_angles(x, threads=1):
     """loc (n, 2) = (colatitude, longitude) for ducc0, and the frame (e_θ, e_φ) at x: (cos θ, sin θ,
-    cos φ, sin φ), computed in parts shared among ``threads``."""
+    cos φ, sin φ) (4, n), computed in parts shared among ``threads``."""
     loc, frame = np.empty((len(x), 2)), np.empty((4, len(x)))
     share_out(lambda part: _angles_into(x[part], loc[part], frame[:, part]), _slices(len(x), threads), threads)
-    return loc, tuple(frame)
+    return loc, frame
 
 
 def _angles_into(x, loc, frame):
@@ -570,8 +570,9 @@ def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
     a thread, each taken by the next free one) shared among threads in two passes, the prefix recursion in
     between: the result has the same bits whatever ``threads``. ``each``: each(run, Zs, g, H, frame) is called
     for every run of nodes (a slice of axis 0, k nodes) on the thread of its second pass, with the sums at their
-    labels in the labels' frame (g (k, d − 1, n) and frame d − 1 or 4 arrays (k, n), as `frame_vectors` takes
-    them; work on the sums shared with them; then None is returned). Returns (Zs (M, n), G (M, n, d), H (M, n))."""
+    labels in the labels' frame (g (k, d − 1, n) and frame (2 or 4, k, n), as `frame_vectors` and
+    `meanfield.sums.compiled.frame_field` take them; work on the sums shared with them; then None is returned).
+    The labels need not be of unit length: their directions count. Returns (Zs (M, n), G (M, n, d), H (M, n))."""
     x = np.asarray(x, dtype=float)
     w = np.asarray(w, dtype=float)
     M, n, d = x.shape
@@ -583,7 +584,7 @@ def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
         def each(run, Zs_run, g, H_run, frame):
             Zs[run], H[run] = Zs_run, H_run
             for j, i in enumerate(range(run.start, run.stop)):
-                G[i] = frame_vectors(g[j], tuple(f[j] for f in frame))
+                G[i] = frame_vectors(g[j], frame[:, j])
 
     runs = node_runs(M, threads)
     workers = max(1, min(threads, len(runs)))
@@ -625,9 +626,8 @@ class _LayeredTransforms:
     def analysis(self, run):
         one, w, z = self.one, self.w, self.x[run]
         k, n, d = z.shape
-        if self.compiled:                           # cos θ, sin θ
-            angles = self.angles[run.start] = (np.ascontiguousarray(z[..., 0]).ravel(),
-                                               np.ascontiguousarray(z[..., 1]).ravel())
+        if self.compiled:                           # cos θ, sin θ of the directions z/|z|
+            angles = self.angles[run.start] = compiled.circle_directions(z)
             self.coeff[run] = compiled.circle_block_coefficients(*angles, w[run].ravel(), np.arange(k + 1) * n,
                                                                  one.lmax, 1)
             return
@@ -645,17 +645,16 @@ class _LayeredTransforms:
             values = compiled.circle_block_synthesis(cos, sin, one._multipliers[:, one.lmax:] * c[:, None],
                                                      np.arange(k + 1) * n)
             return values[0].reshape(k, n), values[1].reshape(k, 1, n), values[2].reshape(k, n), \
-                (cos.reshape(k, n), sin.reshape(k, n))
+                angles.reshape(2, k, n)
         if d == 2:
             values = np.stack([one._circle_values(c[j], angles[j * n:(j + 1) * n], True) for j in range(k)])
-            return values[:, 0], values[:, 1:2], values[:, 2], (np.cos(angles).reshape(k, n),
-                                                                np.sin(angles).reshape(k, n))
+            return values[:, 0], values[:, 1:2], values[:, 2], np.stack([np.cos(angles), np.sin(angles)]).reshape(2, k, n)
         loc, frame = angles
         Zs, g, H = np.empty((k, n)), np.empty((k, 2, n)), np.empty((k, n))
         for j in range(k):                            # ducc0 on one thread, without the GIL
             r = slice(j * n, (j + 1) * n)
             Zs[j], g[j], H[j] = one._syntheses(c[j], loc[r], True)
-        return Zs, g, H, tuple(f.reshape(k, n) for f in frame)
+        return Zs, g, H, frame.reshape(4, k, n)
 
 
 def layered_error_bound(Zs, weights, rule, epsilon=EPSILON):
