@@ -16,7 +16,8 @@ every position sees the labels of all earlier ones) and against one unmasked RHS
 
 Spectral prefix sums of the labels (``sums="spectral"``, `meanfield.sums.spectralsums.layered_zonal_sums`; issue 47),
 (SA), β = 4, λ = 1: one layered RHS with n labels per position against one unmasked spectral RHS of n labels
-(ratio_1, target <= 20) and against the direct layered sums (speed-up, target >= 20; one call, seconds), and
+(ratio_1, target <= 20; each timed in three calls in a row a round, as a run's steps make them) and against
+the direct layered sums (speed-up, target >= 20; one call, seconds), and
 on 1 against 2 threads (target >= 1.6). sums = the layered sums alone (`layered_zonal_sums`: the transforms of
 every node and the prefix recursion, no field) against one unmasked spectral RHS of n labels: ratio_1 cannot go
 below it (on S^2 it is M nodes' ducc0 transforms, one adjoint and three syntheses each, at n labels; the
@@ -90,7 +91,7 @@ def spectral_case(dim, n, M, repeat, direct=True):
     t1, t2, t_one, t_all, t_sums = interleaved([
         lambda: run.rhs(0.0, run.y0), lambda: layered[1].rhs(0.0, layered[1].y0), lambda: one.rhs(0.0, one.y0),
         lambda: every.rhs(0.0, every.y0),
-        lambda: layered_zonal_sums(sums, x, w, run.solver.layers, each=lambda *sums_run: None)], repeat)
+        lambda: layered_zonal_sums(sums, x, w, run.solver.layers, each=lambda *sums_run: None)], repeat, calls=3)
     t_direct = np.nan
     if direct:
         slow = solvers.Lagrangian(model, n, positions=M, estimate=False, sums="direct", threads=1).start(density)
