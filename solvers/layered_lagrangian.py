@@ -124,7 +124,7 @@ def unit_labels(z, threads=1):
     def run(nodes):
         x[nodes] = compiled.normalise(np.ascontiguousarray(z[nodes]))
 
-    share_out(run, node_runs(len(z), threads), threads)
+    share_out(run, node_runs(len(z), threads, z.shape[1], z.shape[2]), threads)
     return x
 
 

@@ -566,8 +566,8 @@ def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
     `compiled.circle_block_synthesis`, the nodes as blocks: within the same bound), else ducc0's.
 
     ``x`` (M, n, d) the labels of the nodes of ``rule`` (a `meanfield.transformer.positions.PositionRule`,
-    axis 0 in order), ``w`` (M, n) their weights. ``threads``: runs of nodes (each on one thread; about 8 runs
-    a thread, each taken by the next free one) shared among threads in two passes, the prefix recursion in
+    axis 0 in order), ``w`` (M, n) their weights. ``threads``: runs of nodes (`node_runs`, each on one thread and
+    taken by the next free one) shared among threads in two passes, the prefix recursion in
     between: the result has the same bits whatever ``threads``. ``each``: each(run, Zs, g, H, frame) is called
     for every run of nodes (a slice of axis 0, k nodes) on the thread of its second pass, with the sums at their
     labels in the labels' frame (g (k, d − 1, n) and frame (2 or 4, k, n), as `frame_vectors` and
@@ -586,7 +586,7 @@ def layered_zonal_sums(sums, x, w, rule, threads=1, each=None):
             for j, i in enumerate(range(run.start, run.stop)):
                 G[i] = frame_vectors(g[j], frame[:, j])
 
-    runs = node_runs(M, threads)
+    runs = node_runs(M, threads, n, d)
     workers = max(1, min(threads, len(runs)))
     share_out(transforms.analysis, runs, workers)
     prefix = rule.prefix_mean(transforms.coeff)
@@ -602,10 +602,15 @@ def frame_vectors(g, frame):
     return tangent_vectors(g, frame)
 
 
-def node_runs(M, threads=1):
-    """The runs of nodes (slices of range(M)) that `layered_zonal_sums` shares among ``threads``: M/(8·threads)
-    nodes each (about 8 a thread, each taken by the next free one; a run's temporaries stay in cache)."""
-    size = max(1, M // (8 * threads))
+RUN_LABELS = {2: 1 << 15, 3: 1 << 12}    # labels per run of nodes: about a millisecond of transforms on S^1, S^2
+
+
+def node_runs(M, threads=1, n=1, dim=2):
+    """The runs of nodes (slices of range(M)) that `layered_zonal_sums` shares among ``threads``, each taken by
+    the next free thread: about RUN_LABELS[dim] labels a run for n labels a node (fewer runs cost less Python
+    between the compiled calls), and at least 4 runs a thread when M allows (for the balance). The same runs
+    on one and two threads at M = 32 (S^1 n = 8192: 4 nodes, S^2 n = 2048: 2)."""
+    size = max(1, min(RUN_LABELS.get(dim, 1 << 12) // max(n, 1), M // (4 * threads)))
     return [slice(a, min(a + size, M)) for a in range(0, M, size)]
 
 
