@@ -99,7 +99,7 @@ def layered_spectral_field(z, weights, rule, beta, *, normalized=True, v=1.0, th
     count). Returns (X (M, n, d), div (M, n), bound)."""
     M, n, d = z.shape
     out = np.empty((M, n, d + 1)) if out is None else out
-    X, div, least = out[..., :d], out[..., d], np.empty(M)
+    X, div, least, mass = out[..., :d], out[..., d], np.empty(M), np.empty(M)
 
     def field(run, Zs, g, H, frame):
         compiled.frame_field(Zs, g, H, frame, beta, normalized, v, out[run])
@@ -109,9 +109,10 @@ def layered_spectral_field(z, weights, rule, beta, *, normalized=True, v=1.0, th
                 X[i] += F
                 div[i] += divF
         least[run] = Zs.min(axis=1)
+        mass[run] = np.abs(weights[run]).sum(axis=1)           # for the bound, on the run's thread
 
     layered_zonal_sums(zonal_sums(beta, d, EPSILON), z, weights, rule, threads, each=field)
-    return X, div, layered_error_bound(least[:, None], weights, rule)
+    return X, div, layered_error_bound(least[:, None], mass, rule)
 
 
 def unit_labels(z, threads=1):

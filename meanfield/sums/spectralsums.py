@@ -666,11 +666,13 @@ def layered_error_bound(Zs, weights, rule, epsilon=EPSILON):
     """The bound on the relative error of the layered spectral field (`layered_zonal_sums`) at the labels:
     the transforms err by at most ε·A_i, A_i = Σ_m |W_im| Σ_j |w_mj| (the prefix weights W_im take both signs,
     Σ_m |W_im| <= 2.6), relative to Zs_ik; hence max_ik ε·A_i/Zs_ik, computed from the sums themselves
-    (``Zs`` (M, n) as returned, or each node's least (M, 1); inf where some Zs_ik <= 0). A posteriori: the
+    (``Zs`` (M, n) as returned, or each node's least (M, 1); inf where some Zs_ik <= 0); ``weights`` (M, n), or
+    each node's Σ_j |w_mj| (M,). A posteriori: the
     prefix measure Σ_m W_im μ_m is signed (its atoms sit at different labels), so Zs has no lower bound a
     priori, unlike the bounds of `error_bound` and `masked_error_bound`."""
     Zs = np.asarray(Zs, dtype=float)
-    A = np.abs(rule.prefix_matrix) @ np.abs(np.asarray(weights, dtype=float)).sum(axis=1)
+    w = np.abs(np.asarray(weights, dtype=float))
+    A = np.abs(rule.prefix_matrix) @ (w.sum(axis=1) if w.ndim == 2 else w)
     if np.any(Zs <= 0):
         return np.inf
     return float(np.max(epsilon * A[:, None] / Zs))
