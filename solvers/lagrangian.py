@@ -725,8 +725,8 @@ class Lagrangian(Solver):
         return np.concatenate([pts, np.zeros((len(pts), 1)), self._radius_columns(run, pts)], axis=1)
 
     def _choose_sums(self, run):
-        """The sums of each system of labels (`meanfield.sums.spectralsums.choose_sums`); the fine one's are
-        recorded."""
+        """The sums of each system of labels (`meanfield.sums.spectralsums.choose_sums`, the bound at ε = 3e-13 for
+        both: the companion's spectral sums then run at `COMPANION_EPSILON`); the fine one's are recorded."""
         chosen = [choose_sums(self.sums, self.model, len(w), w, tol=self.sums_tol) for _, w in run.systems]
         run.system_sums = [kind for kind, _ in chosen]
         run.sums, run.sums_error_bound = chosen[0]
