@@ -373,7 +373,8 @@ class Lagrangian(Solver):
     order : int >= 2, nodes per panel (default 8).
     estimate : bool
         Carry the coarser companion rule and record ``error_estimate`` (W1 between the two node
-        measures) at every saved time (default True; costs about 25% more per step).
+        measures) at every saved time (default True; costs about 25% more per step). Its spectral sums
+        run at ε = 1e-10 (`COMPANION_EPSILON`, docs/lagrangian.md).
     cluster_tol : float > 0
         Geodesic distance (radians) that links nodes into one cluster (default 1e-3).
     min_mass : float in (0, 1]
