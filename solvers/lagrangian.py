@@ -72,6 +72,7 @@ LAYERED_MAX_NODES = {2: 256, 3: 512}       # the same, per position, for labels 
 ZONAL_DIAGNOSTICS = frozenset({"energy", "energy_rate_identity"})   # defined for the gradient flow of E_β only
 BYTES_PER_NODE = 1000      # measured working memory of a run per label (state, stages, companion, kernel sums)
 LAYERED_MODULE = "solvers.layered_lagrangian"     # `LayeredLagrangian`, what ``positions`` builds
+COMPANION_EPSILON = 1e-10  # the companion's spectral sums: it measures W1 >~ 1e-6, its field needs no more (docs)
 
 
 def circle_panels(edges, order):
@@ -109,7 +110,7 @@ def moment_values(x, w):
 
 
 def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, heads=None, chunk=512, partition=False,
-                        sums="direct", threads=1):
+                        sums="direct", threads=1, epsilon=EPSILON):
     """The velocity X(z_i) and its surface divergence div_S X(z_i) for μ = Σ_k w_k δ_{x_k}.
 
     (SA) X = s P_z F with F the softmax mean Σ ŵ_k x_k, div_S X = s[β tr(P_z C P_z) − (d−1)⟨z, F⟩]
@@ -130,7 +131,7 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, heads=No
         "spectral" (S^1/S^2: Zs = e^{−|β|}Z, G = e^{−|β|}∇_S Z/β and H = e^{−|β|}Δ_S Z/β from
         `meanfield.sums.spectralsums`, so that (SA) X = v G/Zs, div_S X = v(H/Zs − β|G/Zs|²) and (USA)
         X = v e^{|β|} G, div_S X = v e^{|β|} H; docs/mathematics.md §9, §12).
-    threads : ducc0's threads for the spectral sums.
+    threads : ducc0's threads for the spectral sums; epsilon : their accuracy (default 3e-13).
 
     Returns
     -------
@@ -146,7 +147,7 @@ def velocity_divergence(z, x, weights, beta, *, normalized=True, v=1.0, heads=No
                              "(`sums` must be 'direct', `partition` False).")
         return _velocity_divergence_heads(z, x, w, beta, normalized, heads, chunk)
     if sums == "spectral":
-        return _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threads)
+        return _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threads, epsilon)
     S, c = kernel_sums(z, x, moment_values(x, w), beta, chunk=chunk)
     X, div = moment_field(z, S, c, beta, normalized, v)
     if partition:
@@ -275,22 +276,22 @@ def spectral_field(Zs, G, H, beta, normalized=True, v=1.0):
     return scale * G, scale * H
 
 
-def _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threads):
+def _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threads, epsilon):
     """`velocity_divergence` through the spectral sums (see its ``sums``)."""
     out = np.empty((len(z), z.shape[1] + 1))
-    Zs = spectral_rates(z, x, w, beta, normalized, v, threads, out)
+    Zs = spectral_rates(z, x, w, beta, normalized, v, threads, out, epsilon)
     if partition:
         return out[:, :-1], out[:, -1], Zs * np.exp(abs(beta))
     return out[:, :-1], out[:, -1]
 
 
-def spectral_rates(z, x, w, beta, normalized, v, threads, out):
+def spectral_rates(z, x, w, beta, normalized, v, threads, out, epsilon=EPSILON):
     """[X, div_S X] at the points z (m, d) for the sources x (n, d) with weights w through the spectral sums
-    (`spectral_field`; x is z for the labels' own field), written to out[:, :d] and out[:, d]; returns Zs.
-    The points need only their directions. On S^2 the field is assembled from the syntheses in the points'
-    frame in one compiled pass (`meanfield.sums.compiled.frame_field`)."""
+    of accuracy ``epsilon`` (`spectral_field`; x is z for the labels' own field), written to out[:, :d] and
+    out[:, d]; returns Zs. The points need only their directions. On S^2 the field is assembled from the
+    syntheses in the points' frame in one compiled pass (`meanfield.sums.compiled.frame_field`)."""
     d = z.shape[1]
-    sums = zonal_sums(beta, d, EPSILON, threads, len(z) + len(x))
+    sums = zonal_sums(beta, d, epsilon, threads, len(z) + len(x))
     if d == 3:
         Zs, g, H, frame = sums.frame_sums(z, None if x is z else x, w)
         frame_field(Zs, g, H, frame, beta, normalized, v, out)
@@ -372,7 +373,8 @@ class Lagrangian(Solver):
     order : int >= 2, nodes per panel (default 8).
     estimate : bool
         Carry the coarser companion rule and record ``error_estimate`` (W1 between the two node
-        measures) at every saved time (default True; costs about 25% more per step).
+        measures) at every saved time (default True; costs about 25% more per step). Its spectral sums
+        run at ε = 1e-10 (`COMPANION_EPSILON`, docs/lagrangian.md).
     cluster_tol : float > 0
         Geodesic distance (radians) that links nodes into one cluster (default 1e-3).
     min_mass : float in (0, 1]
@@ -634,14 +636,15 @@ class Lagrangian(Solver):
 
     def _rhs(self, run, t, y):
         """ẋ_i = X(x_i), ℓ̇_i = div_S X(x_i) for the fine labels and, separately, the companion's (X/s
-        under a normalisation scheme, `_scaled`)."""
+        under a normalisation scheme, `_scaled`; the companion's spectral sums to `COMPANION_EPSILON`)."""
         d = self.model.dim
         plain = self.model.normalization == "post" and self.model.feedforward is None and not self.radial
         x, out = None, np.empty_like(y)
-        for (sl, w), sums in zip(run.systems, run.system_sums):
+        for k, ((sl, w), sums) in enumerate(zip(run.systems, run.system_sums)):
+            epsilon = EPSILON if k == 0 else COMPANION_EPSILON
             if plain and sums == "spectral":        # [X, div] written in place, from the labels' directions
                 z = y[sl, :d]
-                spectral_rates(z, z, w, self.model.beta, self.normalized, self.v, self.threads, out[sl])
+                spectral_rates(z, z, w, self.model.beta, self.normalized, self.v, self.threads, out[sl], epsilon)
                 continue
             if x is None:
                 x = y[:, :d] / np.linalg.norm(y[:, :d], axis=1, keepdims=True)
@@ -650,7 +653,8 @@ class Lagrangian(Solver):
                 out[sl] = self._radial_rates(t, xs, w, y[sl])
                 continue
             X, div = velocity_divergence(xs, xs, w, self.model.beta, normalized=self.normalized, v=self.v,
-                                         heads=self.heads, chunk=self.chunk, sums=sums, threads=self.threads)
+                                         heads=self.heads, chunk=self.chunk, sums=sums, threads=self.threads,
+                                         epsilon=epsilon)
             X, div = self._with_feedforward(xs, *self._scaled(t, xs, w, X, div))
             out[sl, :d] = X
             out[sl, d] = div
@@ -722,8 +726,8 @@ class Lagrangian(Solver):
         return np.concatenate([pts, np.zeros((len(pts), 1)), self._radius_columns(run, pts)], axis=1)
 
     def _choose_sums(self, run):
-        """The sums of each system of labels (`meanfield.sums.spectralsums.choose_sums`); the fine one's are
-        recorded."""
+        """The sums of each system of labels (`meanfield.sums.spectralsums.choose_sums`, the bound at ε = 3e-13 for
+        both: the companion's spectral sums then run at `COMPANION_EPSILON`); the fine one's are recorded."""
         chosen = [choose_sums(self.sums, self.model, len(w), w, tol=self.sums_tol) for _, w in run.systems]
         run.system_sums = [kind for kind, _ in chosen]
         run.sums, run.sums_error_bound = chosen[0]

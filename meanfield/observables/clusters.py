@@ -288,6 +288,22 @@ def _components_circle(x, tol):
     return out
 
 
+def _cell_keys(x, side):
+    """The cells of side ``side`` that hold the unit vectors x (n, d): their integer coordinates in one int64
+    each, in the lexicographic order of the coordinates (a 1-D `np.unique` is 20x faster than one of rows),
+    or as rows (n, d) when the number of cells along an axis, B, has B^d beyond int64."""
+    keys = np.floor(x / side).astype(np.int64)
+    K = int(np.ceil(1.0 / side)) + 1                  # |x_i| <= 1: the coordinates lie in [−K, K]
+    B = 2 * K + 1
+    if B ** x.shape[1] >= 2 ** 62:
+        return keys
+    keys += K
+    flat = keys[:, 0]
+    for i in range(1, x.shape[1]):
+        flat = flat * B + keys[:, i]
+    return flat
+
+
 def _components_sphere(x, tol):
     """Components of the graph |x_i − x_j| <= chord(tol), exactly, without enumerating the pairs
     inside dense clusters: points sharing a cell of diameter chord are linked; two cells are linked
@@ -296,8 +312,7 @@ def _components_sphere(x, tol):
 
     n, d = x.shape
     chord = 2.0 * np.sin(0.5 * tol)
-    keys = np.floor(x / (chord / np.sqrt(d))).astype(np.int64)
-    _, first, cell = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    _, first, cell = np.unique(_cell_keys(x, chord / np.sqrt(d)), axis=0, return_index=True, return_inverse=True)
     cell = cell.ravel()
     reps = x[first]
     m = len(reps)
