@@ -12,7 +12,8 @@ The coefficients μ̂ come from one adjoint nonuniform transform of the weights 
 NUFFT on S^1, ``adjoint_synthesis_general`` on S^2), and Z, its surface gradient and its
 Laplace–Beltrami operator at the points x_i from nonuniform syntheses (type-2 NUFFT; spin-0 and
 spin-1 ``synthesis_general``): O(n + m + L² log L) instead of the n·m exponentials of
-`meanfield.sums.kernelsums`. Everything is scaled by e^{−|β|}, the bound of the kernel on the sphere
+`meanfield.sums.kernelsums`. On S^1 up to degree 64 (with numba) both are Fourier sums by the
+recurrence of e^{ikθ} instead (`recurrences`: O((n + m)L), cheaper there and exact to about L ulp). Everything is scaled by e^{−|β|}, the bound of the kernel on the sphere
 for β of either sign (multipliers ã_l = a_l(β) e^{−|β|}, of alternating signs (−1)^l for β < 0), and
 returned as
 
@@ -211,10 +212,17 @@ class ZonalSums:
 
     def _circle(self, x, coeff, laplacian, angles=None):
 
-        tx = circle_angles(x) if angles is None else angles
-        values = self._circle_values(coeff, tx, laplacian)
-        tangent = np.stack([-np.sin(tx), np.cos(tx)], -1)
-        out = (values[0], values[1][:, None] * tangent)
+        L, parts = self.lmax, 3 if laplacian else 2
+        if angles is None and recurrences(L):            # Fourier sums by recurrence, block by block
+            cos, sin = compiled.circle_directions(np.asarray(x, dtype=float)[None])
+            bounds = point_blocks(len(x))
+            g = np.broadcast_to(self._multipliers[:parts, L:] * coeff[L:], (len(bounds) - 1, parts, L + 1))
+            values = compiled.circle_block_synthesis(cos, sin, g, bounds, min(self.threads, len(bounds) - 1))
+        else:
+            tx = circle_angles(x) if angles is None else angles
+            values = self._circle_values(coeff, tx, laplacian)
+            cos, sin = np.cos(tx), np.sin(tx)
+        out = (values[0], values[1][:, None] * np.stack([-sin, cos], -1))
         return out + (values[2],) if laplacian else out
 
     def _circle_values(self, coeff, tx, laplacian):
@@ -688,6 +696,10 @@ def coefficients(x, w, lmax, epsilon=EPSILON, threads=1, loc=None):
     w = np.ascontiguousarray(w, dtype=float)
     threads = max(1, min(threads, len(x) // POINTS_PER_THREAD))
     if x.shape[-1] == 2:
+        if loc is None and recurrences(lmax):            # Fourier sums by recurrence, block by block
+            cos, sin = compiled.circle_directions(x[None])
+            c = compiled.circle_block_coefficients(cos, sin, w, point_blocks(len(x)), lmax, threads).sum(axis=0)
+            return np.concatenate([np.conj(c[:0:-1]), c])             # μ̂_{−k} = conj μ̂_k: real weights
         coord = circle_angles(x) if loc is None else loc
         return nufft.nu2u(points=w.astype(complex), coord=coord[:, None], forward=True, epsilon=epsilon,
                           nthreads=threads, out=np.empty(2 * lmax + 1, dtype=complex))
@@ -706,6 +718,22 @@ def coefficients(x, w, lmax, epsilon=EPSILON, threads=1, loc=None):
 
     share_out(part, range(len(parts)), threads)
     return functools.reduce(np.add, parts)
+
+
+RECURRENCE_LMAX = 64    # S^1: Fourier sums by recurrence up to this degree (O(n·L)), ducc0's NUFFTs beyond
+
+
+def recurrences(lmax):
+    """Whether the S^1 sums to degree ``lmax`` go by the compiled recurrence e^{i(m+1)θ} = e^{imθ}e^{iθ}
+    (`compiled.circle_block_coefficients`, `compiled.circle_block_synthesis`): numba present and lmax <= 64,
+    where they cost less than ducc0's type-1 and type-2 NUFFTs (at L = 21, n = 8192: 0.29 against 0.84 ms)."""
+    return lmax <= RECURRENCE_LMAX and compiled.fused_available(3, 3)
+
+
+def point_blocks(n):
+    """The bounds of the blocks of POINTS_PER_THREAD points that the recurrences share among threads (set by n
+    alone: the same sums on any number of threads)."""
+    return np.append(np.arange(0, n, POINTS_PER_THREAD), n)
 
 
 def weighted_power(coeff, multipliers, dim, lmax):
