@@ -9,7 +9,8 @@ Printed, on S^2 and S^1 at β = 4 ((SA), one thread unless ``--threads``):
   from the largest measured n) and ``sums="spectral"``, and their ratio;
 * the spectral right-hand side over the transform floor measured in the same run at the same n:
   one ``adjoint_synthesis_general`` plus one spin-0 and one spin-1 ``synthesis_general`` (ducc0,
-  lmax 48, ε 1e-12) on S^2, one type-1 plus one type-2 NUFFT of two transforms on S^1;
+  lmax 48, ε 1e-12) on S^2, one type-1 plus one type-2 NUFFT of two transforms on S^1 (which the
+  compiled Fourier recurrences replace up to lmax 64: there spectral/floor below 1 is their gain);
 * the crossover n that ``sums="auto"`` uses (`meanfield.sums.spectralsums.crossover`) and the measured
   one (the smallest n of a doubling grid from 64 where the spectral RHS is faster).
 
