@@ -288,17 +288,11 @@ def _velocity_divergence_spectral(z, x, w, beta, normalized, v, partition, threa
 def spectral_rates(z, x, w, beta, normalized, v, threads, out, epsilon=EPSILON):
     """[X, div_S X] at the points z (m, d) for the sources x (n, d) with weights w through the spectral sums
     of accuracy ``epsilon`` (`spectral_field`; x is z for the labels' own field), written to out[:, :d] and
-    out[:, d]; returns Zs. The points need only their directions. On S^2 the field is assembled from the
-    syntheses in the points' frame in one compiled pass (`meanfield.sums.compiled.frame_field`)."""
-    d = z.shape[1]
-    sums = zonal_sums(beta, d, epsilon, threads, len(z) + len(x))
-    if d == 3:
-        Zs, g, H, frame = sums.frame_sums(z, None if x is z else x, w)
-        frame_field(Zs, g, H, frame, beta, normalized, v, out)
-        return Zs
-    Zs, G, H = sums.sums(z, x, w, laplacian=True)
-    X, out[:, d] = spectral_field(Zs, G, H, beta, normalized, v)
-    out[:, :d] = X
+    out[:, d]; returns Zs. The points need only their directions. The field is assembled from the syntheses in
+    the points' frame in one compiled pass (`meanfield.sums.compiled.frame_field`)."""
+    sums = zonal_sums(beta, z.shape[1], epsilon, threads, len(z) + len(x))
+    Zs, g, H, frame = sums.frame_sums(z, None if x is z else x, w)
+    frame_field(Zs, g, H, frame, beta, normalized, v, out)
     return Zs
 
 

@@ -63,16 +63,23 @@ def test_field_in_the_frame_is_the_field_of_the_sums(normalized, beta, monkeypat
 
 @pytest.mark.parametrize("normalized", [True, False])
 def test_field_on_the_circle_is_the_field_of_the_sums(normalized, monkeypatch):
-    """On S^1, `compiled.frame_field` with the frame (cos θ, sin θ) and g = G_θ is the field of `spectral_field`
-    from G = g (−sin θ, cos θ) to 1e-15 relative, compiled or not."""
+    """On S^1, `ZonalSums.frame_sums` gives the syntheses of `ZonalSums.sums` in the frame (cos θ, sin θ) (the
+    same bits), and `compiled.frame_field` the field of `spectral_field` from them to 1e-15 relative, compiled or
+    not."""
     theta = np.random.default_rng(4).uniform(-np.pi, np.pi, 2000)
     x = np.stack([np.cos(theta), np.sin(theta)], axis=1)
-    Zs, G, H = ZonalSums(4.0, 2).sums(x, x, np.full(len(x), 1 / len(x)), laplacian=True)
-    g = (G * np.stack([-x[:, 1], x[:, 0]], axis=1)).sum(axis=1)[None]
+    sums, w = ZonalSums(4.0, 2), np.full(len(x), 1 / len(x))
+    Zs, G, H = sums.sums(x, x, w, laplacian=True)
+    Zs1, g, H1, frame = sums.frame_sums(x, w=w)
+    np.testing.assert_array_equal(Zs1, Zs)
+    np.testing.assert_array_equal(H1, H)
+    for a, b in zip(sums.frame_sums(x * 1.5, w=w), (Zs1, g, H1, frame)):     # off the circle: the directions count
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-14 * np.abs(b).max())
+    np.testing.assert_allclose(g[0][:, None] * np.stack([-frame[1], frame[0]], axis=1), G, rtol=0, atol=1e-16)
     X0, div0 = spectral_field(Zs, G, H, 4.0, normalized, 1.3)
     for enabled in (True, False):
         monkeypatch.setattr(compiled, "ENABLED", enabled)
-        out = compiled.frame_field(Zs, g, H, (x[:, 0].copy(), x[:, 1].copy()), 4.0, normalized, 1.3, np.empty((len(x), 3)))
+        out = compiled.frame_field(Zs, g, H, frame, 4.0, normalized, 1.3, np.empty((len(x), 3)))
         np.testing.assert_allclose(out[:, :2], X0, rtol=0, atol=1e-15 * np.abs(X0).max())
         np.testing.assert_allclose(out[:, 2], div0, rtol=0, atol=1e-15 * np.abs(div0).max())
 

@@ -212,18 +212,22 @@ class ZonalSums:
 
     def _circle(self, x, coeff, laplacian, angles=None):
 
-        L, parts = self.lmax, 3 if laplacian else 2
-        if angles is None and recurrences(L):            # Fourier sums by recurrence, block by block
-            cos, sin = compiled.circle_directions(np.asarray(x, dtype=float)[None])
-            bounds = point_blocks(len(x))
-            g = np.broadcast_to(self._multipliers[:parts, L:] * coeff[L:], (len(bounds) - 1, parts, L + 1))
-            values = compiled.circle_block_synthesis(cos, sin, g, bounds, min(self.threads, len(bounds) - 1))
+        if angles is None and recurrences(self.lmax):   # Fourier sums by recurrence, block by block
+            cos, sin = frame = circle_frame(x)
+            values = self._recurrent_values(coeff, frame, 3 if laplacian else 2)
         else:
             tx = circle_angles(x) if angles is None else angles
             values = self._circle_values(coeff, tx, laplacian)
             cos, sin = np.cos(tx), np.sin(tx)
         out = (values[0], values[1][:, None] * np.stack([-sin, cos], -1))
         return out + (values[2],) if laplacian else out
+
+    def _recurrent_values(self, coeff, frame, parts):
+        """S^1 by recurrence (`recurrences`): Zs, g and, for ``parts`` = 3, H at the points of ``frame``
+        (`circle_frame`), their blocks of POINTS_PER_THREAD shared among the threads ((parts, n))."""
+        L, bounds = self.lmax, point_blocks(frame.shape[1])
+        g = np.broadcast_to(self._multipliers[:parts, L:] * coeff[L:], (len(bounds) - 1, parts, L + 1))
+        return compiled.circle_block_synthesis(frame[0], frame[1], g, bounds, min(self.threads, len(bounds) - 1))
 
     def _circle_values(self, coeff, tx, laplacian):
         """S^1: Zs, g = ∂_θ(e^{−|β|}Z)/β and, with ``laplacian``, H at the angles tx ((2 or 3, n))."""
@@ -249,16 +253,31 @@ class ZonalSums:
         return Zs, g, synthesis_general(alm=lap * coeff, spin=0, lmax=L, loc=loc, epsilon=eps, nthreads=nt)[0]
 
     def frame_sums(self, z, y=None, w=None):
-        """S^2: (Zs, g, H, frame) at the points z (n, k >= 3) for the sources y (m, k >= 3; default: z itself)
-        with weights w, as `sums` with ``laplacian`` but G in the frame of `sphere_angles`: g (2, n) =
-        (G_θ, G_φ), G = g_θ e_θ + g_φ e_φ (`meanfield.sums.compiled.frame_field` assembles the field from
-        them in one pass). The points need not be of unit length: their directions count."""
+        """(Zs, g, H, frame) at the points z (n, k >= d) for the sources y (m, k >= d; default: z itself) with
+        weights w, as `sums` with ``laplacian`` but G in the points' frame: on S^2 that of `sphere_angles`,
+        g (2, n) = (G_θ, G_φ), G = g_θ e_θ + g_φ e_φ; on S^1 (cos θ, sin θ) (2, n), g (1, n) = G_θ,
+        G = g_θ (−sin θ, cos θ) (`meanfield.sums.compiled.frame_field` assembles the field from them in one
+        pass). The points need not be of unit length: their directions count."""
+        if self.dim == 2:
+            return self._circle_frame_sums(z, y, w)
         loc, frame = sphere_angles(z, self.threads)
         if y is None:
             coeff = coefficients(z, w, self.lmax, self.epsilon, self.threads, loc=loc)
         else:
             coeff = self.coefficients(y, w)
         return self._syntheses(coeff, loc, True) + (frame,)
+
+    def _circle_frame_sums(self, z, y, w):
+        if recurrences(self.lmax):
+            frame = circle_frame(z)
+            coeff = (_recurrent_coefficients(frame, w, self.lmax, self.threads) if y is None else
+                     self.coefficients(y, w))
+            values = self._recurrent_values(coeff, frame, 3)
+        else:
+            tx = circle_angles(z)
+            values = self._circle_values(self.coefficients(z if y is None else y, w), tx, True)
+            frame = np.stack([np.cos(tx), np.sin(tx)])
+        return values[0], values[1:2], values[2], frame
 
 
 POINTS_PER_THREAD = 1 << 15      # fewer points per thread: ducc0 on one thread (waking threads costs more)
@@ -697,9 +716,7 @@ def coefficients(x, w, lmax, epsilon=EPSILON, threads=1, loc=None):
     threads = max(1, min(threads, len(x) // POINTS_PER_THREAD))
     if x.shape[-1] == 2:
         if loc is None and recurrences(lmax):            # Fourier sums by recurrence, block by block
-            cos, sin = compiled.circle_directions(x[None])
-            c = compiled.circle_block_coefficients(cos, sin, w, point_blocks(len(x)), lmax, threads).sum(axis=0)
-            return np.concatenate([np.conj(c[:0:-1]), c])             # μ̂_{−k} = conj μ̂_k: real weights
+            return _recurrent_coefficients(circle_frame(x), w, lmax, threads)
         coord = circle_angles(x) if loc is None else loc
         return nufft.nu2u(points=w.astype(complex), coord=coord[:, None], forward=True, epsilon=epsilon,
                           nthreads=threads, out=np.empty(2 * lmax + 1, dtype=complex))
@@ -728,6 +745,19 @@ def recurrences(lmax):
     (`compiled.circle_block_coefficients`, `compiled.circle_block_synthesis`): numba present and lmax <= 64,
     where they cost less than ducc0's type-1 and type-2 NUFFTs (at L = 21, n = 8192: 0.29 against 0.84 ms)."""
     return lmax <= RECURRENCE_LMAX and compiled.fused_available(3, 3)
+
+
+def circle_frame(x):
+    """(cos θ, sin θ) (2, n) of the points x (n, 2) of the plane (their directions; one compiled pass)."""
+    return compiled.circle_directions(np.asarray(x, dtype=float)[None])
+
+
+def _recurrent_coefficients(frame, w, lmax, threads):
+    """μ̂_k, k = −lmax..lmax, of Σ_j w_j δ_{θ_j} (real weights) by recurrence, block by block (`recurrences`)."""
+    bounds = point_blocks(frame.shape[1])
+    c = compiled.circle_block_coefficients(frame[0], frame[1], np.ascontiguousarray(w, dtype=float), bounds, lmax,
+                                           min(threads, len(bounds) - 1)).sum(axis=0)
+    return np.concatenate([np.conj(c[:0:-1]), c])                 # μ̂_{−k} = conj μ̂_k
 
 
 def point_blocks(n):
