@@ -466,7 +466,8 @@ def circle_directions(z):
     (the bits of `normalise`), or numpy's."""
     out = np.empty((2, z.shape[0] * z.shape[1]))
     if ENABLED and z.dtype == np.float64 and _kernels() is not None:
-        _kernels()["circle_directions"](z, out)
+        # a read-only z (a broadcast view) is copied: numba would compile the pass again for it
+        _kernels()["circle_directions"](z if z.flags.writeable else z.copy(), out)
         return out
     unit = normalise(np.ascontiguousarray(z)).reshape(-1, 2)
     out[0], out[1] = unit[:, 0], unit[:, 1]
