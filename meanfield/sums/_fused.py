@@ -317,12 +317,6 @@ def _circle_synthesis(k, cos, sin, g, bounds, out, pr, pi):
                 pr[j], pi[j] = p * cs[j] - q * sn[j], p * sn[j] + q * cs[j]
 
 
-@njit(**_INLINE)
-def _block_scratch(bounds):
-    """Two arrays of CHUNK: the powers e^{imθ_j} of a chunk of a block's points."""
-    return np.empty(CHUNK), np.empty(CHUNK)
-
-
 @njit(cache=True, **_OPTS)
 def circle_blocks(cos, sin, w, g, bounds, out, synthesis):
     """Block k = points bounds[k]..bounds[k+1] of the circle (θ given by its cos and sin): with ``synthesis``
@@ -330,7 +324,7 @@ def circle_blocks(cos, sin, w, g, bounds, out, synthesis):
     ``synthesis``, out (P, n) = the real fields of the coefficients g[k] (P, 2, L+1) at the block's points
     (`_circle_synthesis`). Each block in the same operations, whichever call does it: the callers share
     runs of blocks among threads with the same bits."""
-    pr, pi = _block_scratch(bounds)
+    pr, pi = np.empty(CHUNK), np.empty(CHUNK)          # the powers e^{imθ_j} of a chunk of points
     for k in range(bounds.shape[0] - 1):
         if synthesis:
             _circle_synthesis(k, cos, sin, g, bounds, out, pr, pi)
@@ -343,7 +337,7 @@ def circle_near(cos, sin, S, w, bounds, Zs, G, g):
     """The first pass of the causal spectral sums on S^1 over a run of blocks (block k = points
     bounds[k]..bounds[k+1]): the own sums S[k] (rows of [Σ e y_j, Σ e]) into Zs and the tangent part of G,
     G_j = s_j − ⟨x_j, s_j⟩x_j, then the block's coefficients g[k, 0] of Σ_j w_j δ_{θ_j} (`_circle_coefficients`)."""
-    pr, pi = _block_scratch(bounds)
+    pr, pi = np.empty(CHUNK), np.empty(CHUNK)          # the powers e^{imθ_j} of a chunk of points
     for k in range(bounds.shape[0] - 1):
         a = bounds[k]
         for j in range(bounds[k + 1] - a):
@@ -361,7 +355,7 @@ def circle_far(cos, sin, g, bounds, decay, Zs, G):
     """The second pass of the causal spectral sums on S^1 over a run of blocks: the fields f_0, f_1 of the
     coefficients g[k] (P = 2, `_circle_synthesis`) at block k's points j, added as Zs_j += d_j f_0 and
     G_j += d_j f_1 (−sin θ_j, cos θ_j), d = ``decay``."""
-    pr, pi = _block_scratch(bounds)
+    pr, pi = np.empty(CHUNK), np.empty(CHUNK)          # the powers e^{imθ_j} of a chunk of points
     out = np.empty((2, bounds[bounds.shape[0] - 1]))
     for k in range(bounds.shape[0] - 1):
         _circle_synthesis(k, cos, sin, g, bounds, out, pr, pi)

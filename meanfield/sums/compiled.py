@@ -346,7 +346,7 @@ def compile_all():
     a fresh checkout's first particle runs, or the first minutes of its test suite (once in each of
     pytest's worker processes), pay for the same compilations again and again. `.ci/setup` calls this
     once after installing; later processes read the cache (``__pycache__/*.nbi``). Returns the number of
-    calls made (35), 0 without numba.
+    calls made (42), 0 without numba.
     """
     if not ENABLED or _kernels() is None:
         return 0
